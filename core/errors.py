@@ -1,0 +1,11 @@
+"""The one exception family of gpuscout."""
+
+from __future__ import annotations
+
+
+class GpuscoutError(Exception):
+    """Base of every error gpuscout raises on purpose.
+
+    Messages say what was expected, what was found, and where (a JSON path, a file, an env var,
+    a plugin name).
+    """

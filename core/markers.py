@@ -1,0 +1,10 @@
+"""The pluggy markers. ``hookimpl`` is the one marker plugins use, built-in or third-party."""
+
+from __future__ import annotations
+
+import pluggy
+
+PROJECT = "gpuscout"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)

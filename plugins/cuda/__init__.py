@@ -1,0 +1,61 @@
+"""CUDA backend: NVIDIA GPUs through NVML, CUDA_VISIBLE_DEVICES, the flash-attention gate.
+
+NVML (nvidia-ml-py) is imported only inside enumerate; importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from gpuscout import hookimpl
+from gpuscout.context import Context, EnvEntry
+from gpuscout.records import DeviceInfo
+
+LIBRARY = "CUDA"
+VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
+INIT_ENV = {"GGML_CUDA_INIT": "1"}
+
+
+@hookimpl
+def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
+    """NVIDIA GPUs (and MIG instances) through NVML; none, with a note, without a driver."""
+    from gpuscout.plugins.cuda.nvml import enumerate_devices
+
+    return enumerate_devices(context)
+
+
+@hookimpl
+def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
+    """Compute capability 7.0 or newer except 7.2, and a driver of major 7 or newer."""
+    if device.library != LIBRARY:
+        return None
+    from gpuscout.plugins.cuda.rules import flash_attention_supported
+
+    return flash_attention_supported(device)
+
+
+@hookimpl
+def gpuscout_preferred_library(device: DeviceInfo, other: DeviceInfo) -> bool | None:
+    """CUDA wins over any other library for the same card (the seed ignores ``other``)."""
+    return True if device.library == LIBRARY else None
+
+
+@hookimpl
+def gpuscout_validate_init(device: DeviceInfo, context: Context) -> Mapping[str, str] | None:
+    """CUDA devices are initialised in a child first: the library may not support their CC."""
+    return dict(INIT_ENV) if device.library == LIBRARY else None
+
+
+@hookimpl
+def gpuscout_visible_env(
+    selection: Sequence[DeviceInfo], context: Context
+) -> list[EnvEntry] | None:
+    """CUDA_VISIBLE_DEVICES, only when the selection is one device or all CUDA (the seed's rule:
+    filtering otherwise confuses ROCm, which reads the same variable on mixed boxes)."""
+    must_filter = len(selection) == 1 or all(d.library == LIBRARY for d in selection)
+    if not must_filter:
+        return None
+    return [
+        EnvEntry(i, VISIBLE_ENV, d.filter_id or d.id)
+        for i, d in enumerate(selection) if d.library == LIBRARY
+    ]

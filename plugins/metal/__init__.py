@@ -1,0 +1,38 @@
+"""Metal backend: Apple GPUs through pyobjc's Metal framework (macOS only), 512 MiB reserve.
+
+Nothing Apple is imported off macOS, nor before enumerate runs.
+"""
+
+from __future__ import annotations
+
+from gpuscout import hookimpl
+from gpuscout.context import Context
+from gpuscout.records import DeviceInfo
+
+LIBRARY = "Metal"
+MIB = 1024 * 1024
+#: The seed's MinimumMemory for Metal.
+MINIMUM_MEMORY = 512 * MIB
+
+
+@hookimpl
+def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
+    """Every Metal device on macOS; none elsewhere."""
+    from gpuscout.plugins.metal.discover import enumerate_devices
+
+    return enumerate_devices(context)
+
+
+@hookimpl
+def gpuscout_minimum_memory(device: DeviceInfo) -> int | None:
+    """Metal holds back 512 MiB (the seed); other libraries are not ours to answer."""
+    return MINIMUM_MEMORY if device.library == LIBRARY else None
+
+
+@hookimpl(tryfirst=True)
+def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
+    """Metal devices pass, by library or by the name "Metal" (the seed checks both).
+
+    tryfirst: the seed lets a device named "Metal" pass whatever its library says.
+    """
+    return True if device.library == LIBRARY or device.name == LIBRARY else None

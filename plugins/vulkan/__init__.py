@@ -1,0 +1,51 @@
+"""Vulkan backend: any GPU through the system's Vulkan loader, duplicate heuristics,
+GGML_VK_VISIBLE_DEVICES.
+
+The loader is loaded only inside enumerate; importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpuscout import hookimpl
+from gpuscout.context import Context, EnvEntry
+from gpuscout.records import DeviceInfo
+
+LIBRARY = "Vulkan"
+VISIBLE_ENV = "GGML_VK_VISIBLE_DEVICES"
+
+
+@hookimpl
+def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
+    """Every physical device the loader lists; none, with a note, without a loader or driver."""
+    from gpuscout.plugins.vulkan.discover import enumerate_devices
+
+    return enumerate_devices(context)
+
+
+@hookimpl
+def gpuscout_is_duplicate(a: DeviceInfo, b: DeviceInfo) -> bool | None:
+    """The seed's likelyVulkanDuplicate: a Vulkan device and a CUDA/ROCm one with the same
+    normalized description and total memory within 5 % (at least 512 MiB)."""
+    from gpuscout.plugins.vulkan.rules import likely_duplicate
+
+    return True if likely_duplicate(a, b) else None
+
+
+@hookimpl
+def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
+    """Vulkan devices pass (the seed)."""
+    return True if device.library == LIBRARY else None
+
+
+@hookimpl
+def gpuscout_visible_env(
+    selection: Sequence[DeviceInfo], context: Context
+) -> list[EnvEntry] | None:
+    """GGML_VK_VISIBLE_DEVICES only for a single-device selection (the seed's mustFilter: one
+    device, or all CUDA, which a Vulkan device never is)."""
+    if len(selection) != 1 or selection[0].library != LIBRARY:
+        return None
+    d = selection[0]
+    return [EnvEntry(0, VISIBLE_ENV, d.filter_id or d.id)]

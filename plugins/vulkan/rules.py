@@ -1,0 +1,61 @@
+"""Vulkan's duplicate heuristic from the seed, as pure functions."""
+
+from __future__ import annotations
+
+from gpuscout.records import DeviceInfo
+
+LIBRARY = "Vulkan"
+#: Libraries a Vulkan device can be the twin of (the seed's list).
+TWIN_LIBRARIES = ("CUDA", "ROCm")
+MIB = 1024 * 1024
+
+
+def normalize_description(text: str) -> str:
+    """Lower case, parenthesised parts removed, every run of other characters one space.
+
+    The seed's normalizeDeviceDescription: an unmatched ``)`` is dropped without a space.
+    """
+    out: list[str] = []
+    depth = 0
+    for ch in text.strip().lower():
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            if depth > 0:
+                depth -= 1
+        elif depth > 0:
+            continue
+        elif "a" <= ch <= "z" or "0" <= ch <= "9":
+            out.append(ch)
+        else:
+            out.append(" ")
+    return " ".join("".join(out).split())
+
+
+def similar_description(a: str, b: str) -> bool:
+    """Both descriptions normalize to the same non-empty text."""
+    normalized = normalize_description(a)
+    return normalized != "" and normalized == normalize_description(b)
+
+
+def similar_memory(a: int, b: int) -> bool:
+    """Both non-zero and within 5 % of the larger (at least 512 MiB) of each other."""
+    if a == 0 or b == 0:
+        return False
+    larger, smaller = max(a, b), min(a, b)
+    tolerance = max(larger // 20, 512 * MIB)
+    return larger - smaller <= tolerance
+
+
+def likely_duplicate(a: DeviceInfo, b: DeviceInfo) -> bool:
+    """The seed's likelyVulkanDuplicate."""
+    if a.library == b.library:
+        return False
+    vulkan, other = (b, a) if b.library == LIBRARY else (a, b)
+    if vulkan.library != LIBRARY or other.library not in TWIN_LIBRARIES:
+        return False
+    if normalize_description(vulkan.description) == "":
+        return False
+    if not similar_description(vulkan.description, other.description):
+        return False
+    return similar_memory(vulkan.total_memory, other.total_memory)
