@@ -10,6 +10,8 @@ The public API (binding for host applications, see the project's DESIGN contract
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpuscout.context import Context, EnvEntry
 from gpuscout.errors import GpuscoutError
 from gpuscout.host import PluginReport
@@ -26,9 +28,24 @@ from gpuscout.records import (
     SystemInfo,
 )
 from gpuscout.scout import Discovery, Scout
-from gpuscout.wire import from_json, to_json
+
+if TYPE_CHECKING:
+    from gpuscout.wire import from_json, to_json
 
 __version__ = "0.1.0"
+
+# The wire format needs cattrs, which costs start-up time; load it on first use.
+_LAZY = {"to_json": "gpuscout.wire", "from_json": "gpuscout.wire"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gpuscout' has no attribute {name!r}")
 
 __all__ = [
     "BackendMemory",

@@ -1,0 +1,58 @@
+"""Packaging: the import names, the command and the module entry point."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import gpuscout
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd="/", timeout=60)
+
+
+def test_core_is_not_an_importable_top_level_name() -> None:
+    """`import core` fails: the folder is only ever the package gpuscout."""
+    assert _python("import core").returncode != 0
+
+
+def test_plugins_is_not_an_importable_top_level_name() -> None:
+    """`import plugins` fails: the folder is only ever gpuscout.plugins."""
+    assert _python("import plugins").returncode != 0
+
+
+def test_every_builtin_plugin_imports_under_gpuscout() -> None:
+    """Each vendor folder imports as gpuscout.plugins.<vendor>."""
+    result = _python("import gpuscout.plugins.cuda, gpuscout.plugins.rocm, "
+                     "gpuscout.plugins.metal, gpuscout.plugins.vulkan; print('ok')")
+    assert result.stdout.strip() == "ok", result.stderr
+
+
+def test_python_dash_m_prints_the_version() -> None:
+    """`python -m gpuscout --version` prints the package version."""
+    result = subprocess.run([sys.executable, "-m", "gpuscout", "--version"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == f"gpuscout {gpuscout.__version__}"
+
+
+def test_package_ships_py_typed() -> None:
+    """The package is marked as typed."""
+    from importlib.resources import files
+
+    assert files("gpuscout").joinpath("py.typed").is_file()
+
+
+def test_import_loads_no_vendor_sdk_rich_or_http() -> None:
+    """`import gpuscout` pulls in no vendor SDK, no HTTP code and not the wire format.
+
+    (rich is not checked: structlog itself imports it when it is installed.)
+    """
+    result = _python(
+        "import sys, gpuscout\n"
+        "bad = [m for m in ('pynvml', 'amdsmi', 'Metal', 'http.client', 'http.server',"
+        " 'urllib.request', 'gpuscout.plugins.cuda', 'cattrs') if m in sys.modules]\n"
+        "print(bad)"
+    )
+    assert result.stdout.strip() == "[]", result.stderr

@@ -1,0 +1,224 @@
+"""Fault isolation and plugin selection: bad plugins are reported, never felt by the host."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuscout import DeviceInfo, Scout, hookimpl
+
+BUILTINS = ["cuda", "rocm", "metal", "vulkan"]
+
+
+class Good:
+    @hookimpl
+    def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
+        return [DeviceInfo(id="g0", library="Good", total_memory=1)]
+
+
+class Raises:
+    @hookimpl
+    def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
+        raise RuntimeError("driver exploded")
+
+    @hookimpl
+    def gpuscout_minimum_memory(self, device: DeviceInfo) -> int | None:
+        raise RuntimeError("rule exploded")
+
+
+class WrongType:
+    @hookimpl
+    def gpuscout_enumerate(self, context: Any) -> Any:
+        return {"not": "a list"}
+
+    @hookimpl
+    def gpuscout_preferred_library(self, device: DeviceInfo, other: DeviceInfo) -> Any:
+        return "yes"
+
+
+class Hangs:
+    @hookimpl
+    def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
+        time.sleep(3)
+        return [DeviceInfo(id="late", library="Hangs")]
+
+
+class BadSignature:
+    @hookimpl
+    def gpuscout_enumerate(self, ctx_misnamed: Any) -> list[DeviceInfo]:
+        return []
+
+
+def scout(*extra: tuple[str, Any], **kw: Any) -> Scout:
+    return Scout(plugins=[name for name, _ in extra], extra=extra, entry_points=False, **kw)
+
+
+def report(s: Scout, name: str) -> Any:
+    return next(r for r in s.reports if r.name == name)
+
+
+def test_a_raising_plugin_is_reported_and_others_still_answer() -> None:
+    """An enumerate that raises costs only its own plugin."""
+    s = scout(("bad", Raises()), ("good", Good()))
+    found = s.discover()
+    assert [d.id for d in found.devices] == ["g0"]
+    bad = report(s, "bad")
+    assert bad.status == "failed" and "driver exploded" in bad.error and "RuntimeError" in bad.error
+
+
+def test_a_wrong_type_is_reported_and_ignored() -> None:
+    """An enumerate answer that is not a list of DeviceInfo is a failure of that plugin."""
+    s = scout(("wrong", WrongType()), ("good", Good()))
+    assert [d.id for d in s.discover().devices] == ["g0"]
+    assert "expected a list of DeviceInfo" in report(s, "wrong").error
+
+
+def test_a_hanging_plugin_times_out_and_its_late_answer_is_ignored() -> None:
+    """An enumerate past its deadline is reported as timeout; discovery returns on time."""
+    s = scout(("slow", Hangs()), ("good", Good()), enumerate_timeout=0.2)
+    start = time.monotonic()
+    found = s.discover()
+    assert time.monotonic() - start < 2
+    assert [d.id for d in found.devices] == ["g0"]
+    slow = report(s, "slow")
+    assert slow.status == "timeout" and "0.2 s" in slow.error and slow.devices == 0
+
+
+def test_a_raising_rule_hook_falls_back_and_is_reported() -> None:
+    """A rule hook that raises is skipped (core default applies) and the plugin reported."""
+    s = scout(("bad", Raises()))
+    assert s.minimum_memory(DeviceInfo(library="X")) == 457 * 1024**2
+    assert "gpuscout_minimum_memory" in report(s, "bad").error
+
+
+def test_a_wrong_type_from_a_rule_hook_is_ignored() -> None:
+    """A non-bool preference is not taken as an answer."""
+    s = scout(("wrong", WrongType()))
+    assert s.preferred(DeviceInfo(library="A"), DeviceInfo(library="B")) is False
+    assert "expected bool or None" in report(s, "wrong").error
+
+
+def test_a_plugin_with_a_bad_hook_signature_fails_to_load() -> None:
+    """A hookimpl whose arguments the spec does not know is refused at registration."""
+    s = scout(("odd", BadSignature()), ("good", Good()))
+    assert report(s, "odd").status == "failed" and "ctx_misnamed" in report(s, "odd").error
+    assert [d.id for d in s.discover().devices] == ["g0"]
+
+
+def test_reports_count_devices_and_time() -> None:
+    """Each report says how many devices its plugin found and how long it took."""
+    s = scout(("good", Good()))
+    s.discover()
+    good = report(s, "good")
+    assert (good.status, good.devices, good.error) == ("ok", 1, "")
+    assert 0 <= good.elapsed < 1 and good.hooks == ["gpuscout_enumerate"]
+
+
+def test_builtins_are_registered_under_their_short_names() -> None:
+    """The four built-ins load by default, named cuda, rocm, metal, vulkan."""
+    s = Scout(entry_points=False, env={})
+    assert [r.name for r in s.reports] == BUILTINS
+    assert all(r.distribution == "gpuscout" and r.status == "ok" for r in s.reports)
+
+
+@pytest.mark.parametrize(("kwargs", "env", "loaded"), [
+    ({"plugins": ["cuda"]}, {}, ["cuda"]),
+    ({"disable": ["cuda", "rocm"]}, {}, ["metal", "vulkan"]),
+    ({}, {"GPUSCOUT_PLUGINS": "rocm, vulkan"}, ["rocm", "vulkan"]),
+    ({}, {"GPUSCOUT_DISABLE_PLUGINS": "vulkan"}, ["cuda", "rocm", "metal"]),
+    ({"plugins": ["cuda", "rocm"]}, {"GPUSCOUT_DISABLE_PLUGINS": "rocm"}, ["cuda"]),
+    ({"plugins": ["cuda", "rocm"]}, {"GPUSCOUT_PLUGINS": "rocm,metal"}, ["rocm"]),
+])
+def test_allow_and_deny_lists_choose_the_plugins(kwargs: dict[str, Any], env: dict[str, str],
+                                                 loaded: list[str]) -> None:
+    """Arguments and GPUSCOUT_PLUGINS / GPUSCOUT_DISABLE_PLUGINS pick what loads."""
+    s = Scout(entry_points=False, env=env, **kwargs)
+    assert [r.name for r in s.reports if r.status == "ok"] == loaded
+    assert {r.name for r in s.reports if r.status == "disabled"} == set(BUILTINS) - set(loaded)
+
+
+def test_a_blocked_builtin_is_never_imported() -> None:
+    """Blocking happens before import: the blocked module never enters sys.modules."""
+    code = ("import sys; from gpuscout import Scout; Scout(disable=['cuda'], entry_points=False);"
+            "print('gpuscout.plugins.cuda' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+# -- real entry points -------------------------------------------------------------------------
+
+ENTRY_PLUGINS = {
+    "eptest_good": """
+        from gpuscout import DeviceInfo, hookimpl
+
+        @hookimpl
+        def gpuscout_enumerate(context):
+            return [DeviceInfo(id="ep0", library="EntryPoint", description="from an entry point",
+                               total_memory=2 * 1024**3, free_memory=1024**3)]
+    """,
+    "eptest_raiser": """
+        from gpuscout import hookimpl
+
+        @hookimpl
+        def gpuscout_enumerate(context):
+            raise OSError("no such driver")
+    """,
+    "eptest_broken": """
+        raise ImportError("this plugin cannot be imported")
+    """,
+    "eptest_blocked": """
+        import os
+        open(os.environ["EPTEST_MARKER"], "w").write("imported")
+    """,
+}
+
+
+@pytest.fixture(scope="module")
+def entry_point_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding a real installed distribution with four gpuscout entry points."""
+    root = tmp_path_factory.mktemp("site")
+    dist = root / "gpuscout_eptest-1.2.3.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gpuscout-eptest\nVersion: 1.2.3\n")
+    (dist / "entry_points.txt").write_text(
+        "[gpuscout]\n" + "".join(f"{m.removeprefix('eptest_')} = {m}\n" for m in ENTRY_PLUGINS))
+    for module, source in ENTRY_PLUGINS.items():
+        (root / f"{module}.py").write_text(textwrap.dedent(source))
+    return root
+
+
+def test_entry_point_plugins_load_fail_and_block_independently(
+        entry_point_dir: Path, tmp_path: Path) -> None:
+    """Through real entry points: one works, one raises, one cannot import, one is never imported."""
+    marker = tmp_path / "marker"
+    env = {"PYTHONPATH": str(entry_point_dir), "EPTEST_MARKER": str(marker),
+           "GPUSCOUT_DISABLE_PLUGINS": "blocked", "VK_DRIVER_FILES": "/nonexistent.json",
+           "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-m", "gpuscout", "list", "--json"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert [d["id"] for d in doc["devices"]] == ["ep0"]
+    reports = {r["name"]: r for r in doc["plugins"]}
+    assert reports["good"]["status"] == "ok" and reports["good"]["version"] == "1.2.3"
+    assert reports["good"]["distribution"] == "gpuscout-eptest"
+    assert reports["raiser"]["status"] == "failed" and "no such driver" in reports["raiser"]["error"]
+    assert reports["broken"]["status"] == "failed"
+    assert "cannot be imported" in reports["broken"]["error"]
+    assert reports["blocked"]["status"] == "disabled" and not marker.exists()
+    assert "plugin raiser failed" in out.stderr
+
+
+def test_entry_points_can_be_switched_off(entry_point_dir: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """entry_points=False loads no third-party plugin."""
+    monkeypatch.syspath_prepend(str(entry_point_dir))
+    s = Scout(entry_points=False, plugins=["good"])
+    assert all(r.name != "good" for r in s.reports)

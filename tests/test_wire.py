@@ -1,0 +1,150 @@
+"""Wire format: Ollama's /info keys, omit-when-empty rules, fixed order, path-naming errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpuscout import (
+    BackendMemory,
+    DeviceID,
+    DeviceInfo,
+    DeviceMemory,
+    GPULayers,
+    GPULayersList,
+    GpuscoutError,
+    SystemInfo,
+    from_json,
+    to_json,
+)
+
+# Shaped like a real runner's /info reply: Go writes every key it knows, extra keys may appear.
+RUNNER_INFO = """[
+ {"id":"GPU-452cac9f-6960-839c-4fb3-0cec83699196","backend":"CUDA","name":"CUDA0",
+  "description":"NVIDIA GeForce RTX 4090","filter_id":"","integration":false,
+  "pci_id":"0000:01:00.0","total_memory":25757220864,"free_memory":25048383488,
+  "ComputeMajor":8,"ComputeMinor":9,"driver_major":12,"driver_minor":8,
+  "LibraryPath":["/usr/lib/ollama","/usr/lib/ollama/cuda_v12"]},
+ {"id":"0","backend":"Vulkan","name":"Vulkan0","description":"AMD Radeon Graphics (RADV GFX1103_R1)",
+  "filter_id":"1","integration":true,"total_memory":4294967296,"ComputeMajor":-1,
+  "ComputeMinor":-1,"LibraryPath":null,"some_future_key":{"x":1}}
+]"""
+
+FULL = DeviceInfo(
+    id="GPU-1", library="CUDA", name="CUDA0", description="NVIDIA H100", filter_id="GPU-1",
+    integrated=True, pci_id="0000:01:00.0", total_memory=80, free_memory=70, compute_major=9,
+    compute_minor=0, driver_major=12, driver_minor=4, nvidia_driver_major=580,
+    gfx_target="gfx942", library_path=["/a"], runner_env_overrides={"K": "V"},
+)
+
+
+def test_a_runner_info_reply_reads_into_records() -> None:
+    """The runner's array reads field by field; null LibraryPath and unknown keys are fine."""
+    cuda, vulkan = from_json(RUNNER_INFO, list[DeviceInfo])
+    assert cuda.id == "GPU-452cac9f-6960-839c-4fb3-0cec83699196" and cuda.library == "CUDA"
+    assert (cuda.compute, cuda.driver, cuda.free_memory) == ("8.9", "12.8", 25048383488)
+    assert cuda.library_path == ("/usr/lib/ollama", "/usr/lib/ollama/cuda_v12")
+    assert vulkan.integrated and vulkan.filter_id == "1" and vulkan.library_path == ()
+    assert (vulkan.compute_major, vulkan.free_memory) == (-1, 0)
+
+
+def test_all_keys_are_written_in_the_runner_order() -> None:
+    """A full record writes exactly the wire keys, in Go's field order."""
+    assert list(json.loads(to_json(FULL))) == [
+        "id", "backend", "name", "description", "filter_id", "integration", "pci_id",
+        "total_memory", "free_memory", "ComputeMajor", "ComputeMinor", "driver_major",
+        "driver_minor", "gfx_target", "LibraryPath"]
+
+
+def test_empty_fields_are_omitted_as_go_does() -> None:
+    """Starred keys vanish when empty; LibraryPath is null; the rest always appear."""
+    assert json.loads(to_json(DeviceInfo())) == {
+        "id": "", "name": "", "description": "", "total_memory": 0, "ComputeMajor": 0,
+        "ComputeMinor": 0, "LibraryPath": None}
+
+
+def test_internal_fields_never_reach_the_wire() -> None:
+    """RunnerEnvOverrides and NVIDIADriverMajor are not serialized."""
+    text = to_json(FULL)
+    assert "580" not in text and "K" not in json.loads(text)
+
+
+def test_extra_fields_appear_only_when_set() -> None:
+    """uuid, free_memory_unknown and software are written when non-empty."""
+    data = json.loads(to_json(DeviceInfo(uuid="u", free_memory_unknown=True, software=True)))
+    assert (data["uuid"], data["free_memory_unknown"], data["software"]) == ("u", True, True)
+
+
+def test_a_full_record_round_trips_without_internal_fields() -> None:
+    """Reading what was written gives the record back, less the never-serialized fields."""
+    assert from_json(to_json(FULL), DeviceInfo) == FULL.evolve(
+        nvidia_driver_major=0, runner_env_overrides={})
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[{"id":"a"},{"id":"b"},{"total_memory":"abc"}]',
+     "[2].total_memory: expected int, got 'abc'"),
+    ('[{"ComputeMajor":1.5}]', "[0].ComputeMajor: expected int, got 1.5"),
+    ('[{"integration":"yes"}]', "[0].integration: expected bool, got 'yes'"),
+    ('[{"LibraryPath":["/a", 3]}]', "[0].LibraryPath: expected str, got 3"),
+    ('[{"id": 7}]', "[0].id: expected str, got 7"),
+    ('{"id":"x"}', "$: expected list, got dict"),
+    ("[1]", "[0]: expected object, got 1"),
+    ('[{"free_memory":-1}]', "free_memory must be >= 0"),
+    ("[{", "not valid JSON"),
+])
+def test_bad_input_names_the_path_and_problem(text: str, message: str) -> None:
+    """Malformed input raises GpuscoutError naming where and what."""
+    with pytest.raises(GpuscoutError) as err:
+        from_json(text, list[DeviceInfo])
+    assert message in str(err.value)
+
+
+def test_device_id_wire_keys() -> None:
+    """DeviceID writes id and backend, backend omitted when empty."""
+    assert to_json(DeviceID("0", "CUDA")) == '{"id":"0","backend":"CUDA"}'
+    assert to_json(DeviceID("0")) == '{"id":"0"}'
+
+
+def test_system_info_omits_zeros() -> None:
+    """SystemInfo keys are omitted when zero, as the seed's omitempty."""
+    assert to_json(SystemInfo(total_memory=8, free_memory=4)) == (
+        '{"total_memory":8,"free_memory":4}')
+    assert from_json("{}", SystemInfo) == SystemInfo()
+
+
+def test_memory_records_use_the_seed_keys() -> None:
+    """BackendMemory and DeviceMemory write the seed's exported Go names."""
+    memory = BackendMemory(input_weights=1, cpu=DeviceMemory(id="cpu", name="CPU", weights=[2]),
+                           gpus=[DeviceMemory(id="0", library="CUDA", name="CUDA0", graph=3)])
+    data = json.loads(to_json(memory))
+    assert list(data) == ["InputWeights", "CPU", "GPUs"]
+    assert data["GPUs"][0] == {"id": "0", "backend": "CUDA", "Name": "CUDA0", "Weights": None,
+                               "Cache": None, "Graph": 3}
+    assert from_json(to_json(memory), BackendMemory) == memory
+
+
+def test_gpu_layers_use_the_seed_keys_and_read_back_as_a_list() -> None:
+    """GPULayers writes id, backend, Layers; a list reads back as a GPULayersList."""
+    layers = GPULayersList([GPULayers("0", "CUDA", [1, 2])])
+    assert to_json(layers) == '[{"id":"0","backend":"CUDA","Layers":[1,2]}]'
+    back = from_json(to_json(layers), list[GPULayers])
+    assert isinstance(back, GPULayersList) and back == layers
+
+
+names = st.text(max_size=12)
+sizes = st.integers(min_value=0, max_value=2**64 - 1)
+
+
+@given(st.builds(DeviceInfo, id=names, library=names, name=names, description=names,
+                 filter_id=names, integrated=st.booleans(), pci_id=names, total_memory=sizes,
+                 free_memory=sizes, compute_major=st.integers(-1, 20),
+                 compute_minor=st.integers(-1, 20), driver_major=st.integers(0, 999),
+                 gfx_target=names, library_path=st.lists(names, max_size=3), uuid=names,
+                 software=st.booleans()))
+def test_any_record_round_trips(device: DeviceInfo) -> None:
+    """Every serializable record reads back equal."""
+    assert from_json(to_json([device]), list[DeviceInfo]) == [device]
