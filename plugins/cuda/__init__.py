@@ -59,3 +59,15 @@ def gpuscout_visible_env(
         EnvEntry(i, VISIBLE_ENV, d.filter_id or d.id)
         for i, d in enumerate(selection) if d.library == LIBRARY
     ]
+
+
+@hookimpl
+def gpuscout_refresh(
+    devices: Sequence[DeviceInfo], context: Context
+) -> list[DeviceInfo] | None:
+    """CUDA devices with free memory read again from NVML (system memory for unified parts)."""
+    if not any(d.library == LIBRARY for d in devices):
+        return None
+    from gpuscout.plugins.cuda.nvml import refresh_devices
+
+    return refresh_devices(devices, context)

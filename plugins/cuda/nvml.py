@@ -1,12 +1,275 @@
-"""Enumeration for this backend (placeholder until the vendor issue lands: finds nothing)."""
+"""NVIDIA GPUs through NVML (module ``pynvml`` of nvidia-ml-py, imported only when enumerating).
+
+NVML is started, read and shut down within one call; no CUDA context is ever created here.
+Every NVML failure becomes zero devices (or one skipped device) and a note, never an exception.
+"""
 
 from __future__ import annotations
 
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
 from gpuscout.context import Context
-from gpuscout.records import DeviceInfo
+from gpuscout.plugins.cuda.order import cuda_order
+from gpuscout.plugins.cuda.readings import (
+    LIBRARY,
+    DriverReading,
+    GpuReading,
+    MemoryReading,
+    MigReading,
+    pci_location,
+    records,
+    text,
+)
+from gpuscout.plugins.cuda.visibility import VISIBLE_ENV, GpuSlot, MigSlot, visible_uuids
+from gpuscout.records import DeviceInfo, SystemInfo
+from gpuscout.system import read_system
+
+# NVML return codes (nvml.h; stable ABI values, also ``NVMLError.value`` in pynvml).
+NOT_SUPPORTED = 3
+NO_PERMISSION = 4
+FUNCTION_NOT_FOUND = 13
+GPU_IS_LOST = 15
+MIG_ENABLED = 1
+#: nvmlMemory_v2 as pynvml spells it (struct version 2 | size 40).
+MEMORY_V2 = 0x02000028
+
+LINUX_LIBRARY = "libnvidia-ml.so.1"
+
+
+def _error_code(exc: BaseException) -> int | None:
+    value = getattr(exc, "value", None)
+    return value if isinstance(value, int) else None
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _library_missing(platform: str) -> str | None:
+    """Why NVML surely cannot work here, found without importing pynvml; None if it may."""
+    if platform == "darwin":
+        return "NVML does not exist on macOS (no NVIDIA driver)"
+    if not platform.startswith("linux"):
+        return None  # Windows: pynvml knows the DLL's two homes; let nvmlInit look.
+    try:
+        ctypes.CDLL(LINUX_LIBRARY)
+    except OSError as exc:
+        return (f"NVML library {LINUX_LIBRARY} cannot be loaded"
+                f" (is the NVIDIA driver installed?): {exc}")
+    return None
+
+
+def _load_nvml(context: Context) -> Any | None:
+    """The NVML bindings (the ``pynvml`` module), or None with a note when NVML is unusable.
+
+    The one seam tests replace with a recorded stand-in.
+    """
+    missing = _library_missing(context.platform)
+    if missing is not None:
+        context.note(missing)
+        return None
+    try:
+        import pynvml  # type: ignore[import-untyped]
+    except ImportError as exc:
+        context.note(f"NVML bindings (nvidia-ml-py) cannot be imported: {exc}")
+        return None
+    return pynvml
+
+
+def _memory(nv: Any, handle: Any) -> MemoryReading | None:
+    """Memory info v2, else v1; None when NVML says memory info is not supported."""
+    v2 = getattr(nv, "nvmlMemory_v2", MEMORY_V2)
+    try:
+        info = nv.nvmlDeviceGetMemoryInfo(handle, version=v2)
+        return MemoryReading(int(info.total), int(info.free), int(info.reserved))
+    except nv.NVMLError as exc:
+        if _error_code(exc) not in (FUNCTION_NOT_FOUND, NOT_SUPPORTED):
+            raise
+    try:
+        info = nv.nvmlDeviceGetMemoryInfo(handle)
+    except nv.NVMLError as exc:
+        if _error_code(exc) == NOT_SUPPORTED:
+            return None
+        raise
+    return MemoryReading(int(info.total), int(info.free))
+
+
+def _optional_int(call: Any, handle: Any, nv: Any) -> int | None:
+    try:
+        return int(call(handle))
+    except (nv.NVMLError, AttributeError):
+        return None
+
+
+def _mig_enabled(nv: Any, handle: Any) -> bool:
+    try:
+        current, _pending = nv.nvmlDeviceGetMigMode(handle)
+    except nv.NVMLError as exc:
+        if _error_code(exc) in (NOT_SUPPORTED, FUNCTION_NOT_FOUND):
+            return False
+        raise
+    return int(current) == MIG_ENABLED
+
+
+def _mig_instances(nv: Any, handle: Any) -> tuple[MigReading, ...]:
+    """The MIG instances of a GPU in MIG mode (indices with no instance are skipped)."""
+    found: list[MigReading] = []
+    for i in range(int(nv.nvmlDeviceGetMaxMigDeviceCount(handle))):
+        try:
+            mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, i)
+        except nv.NVMLError:
+            continue
+        found.append(MigReading(
+            uuid=text(nv.nvmlDeviceGetUUID(mig)),
+            name=text(nv.nvmlDeviceGetName(mig)),
+            memory=_memory(nv, mig),
+            gpu_instance_id=_optional_int(getattr(nv, "nvmlDeviceGetGpuInstanceId", None), mig, nv),
+            compute_instance_id=_optional_int(
+                getattr(nv, "nvmlDeviceGetComputeInstanceId", None), mig, nv),
+        ))
+    return tuple(found)
+
+
+def read_gpu(nv: Any, index: int) -> GpuReading:
+    """Everything gpuscout reports about GPU ``index``; raises NVMLError when NVML refuses."""
+    handle = nv.nvmlDeviceGetHandleByIndex(index)
+    pci = nv.nvmlDeviceGetPciInfo(handle)
+    major, minor = nv.nvmlDeviceGetCudaComputeCapability(handle)
+    mig_enabled = _mig_enabled(nv, handle)
+    return GpuReading(
+        index=index,
+        name=text(nv.nvmlDeviceGetName(handle)),
+        uuid=text(nv.nvmlDeviceGetUUID(handle)),
+        pci=pci_location(pci.domain, pci.bus, pci.device, pci.busId),
+        # In MIG mode the parent's memory is an aggregate that needs privileges: not read.
+        memory=None if mig_enabled else _memory(nv, handle),
+        compute_major=int(major),
+        compute_minor=int(minor),
+        mig_enabled=mig_enabled,
+        mig=_mig_instances(nv, handle) if mig_enabled else (),
+    )
+
+
+def read_driver(nv: Any, context: Context) -> DriverReading:
+    """The CUDA version the driver supports and the kernel driver version (0 / '' if unknown).
+
+    The v1 CUDA version call answers from NVML itself; ``_v2`` would load libcuda in the host.
+    """
+    cuda = 0
+    kernel = ""
+    try:
+        cuda = int(nv.nvmlSystemGetCudaDriverVersion())
+    except nv.NVMLError as exc:
+        context.note(f"NVML did not give the CUDA driver version: {_describe(exc)}")
+    try:
+        kernel = text(nv.nvmlSystemGetDriverVersion())
+    except nv.NVMLError as exc:
+        context.note(f"NVML did not give the NVIDIA driver version: {_describe(exc)}")
+    return DriverReading(cuda_version=cuda, kernel_version=kernel)
+
+
+def read_gpus(nv: Any, context: Context) -> list[GpuReading]:
+    """Every GPU NVML lets this process open; the others are skipped with a note."""
+    gpus: list[GpuReading] = []
+    for index in range(int(nv.nvmlDeviceGetCount())):
+        try:
+            gpus.append(read_gpu(nv, index))
+        except nv.NVMLError as exc:
+            context.note(f"NVML GPU {index} skipped: {_describe(exc)}")
+    return gpus
+
+
+def _slot(gpu: GpuReading) -> GpuSlot:
+    return GpuSlot(
+        uuid=gpu.uuid, mig_enabled=gpu.mig_enabled,
+        mig=tuple(MigSlot(m.uuid, m.gpu_instance_id, m.compute_instance_id) for m in gpu.mig),
+    )
+
+
+def _needs_system(gpus: Sequence[GpuReading]) -> bool:
+    return any(
+        (g.memory is None and not g.mig_enabled) or any(m.memory is None for m in g.mig)
+        for g in gpus
+    )
+
+
+def build_devices(
+    gpus: Sequence[GpuReading], driver: DriverReading, context: Context,
+    system: SystemInfo | None = None,
+) -> list[DeviceInfo]:
+    """The records CUDA would expose under the context's visibility variables, in CUDA order."""
+    ordered = cuda_order(gpus, context)
+    visible = visible_uuids(context.env.get(VISIBLE_ENV), [_slot(g) for g in ordered])
+    if system is None and _needs_system(gpus):
+        system = read_system(context)
+    by_uuid: dict[str, DeviceInfo] = {}
+    for gpu in ordered:
+        by_uuid.update(records(gpu, driver, system))
+    devices = [by_uuid[uuid] for uuid in visible]
+    hidden = len(by_uuid) - len(devices)
+    if hidden:
+        context.note(f"{hidden} NVIDIA device(s) hidden by {VISIBLE_ENV}")
+    if any(d.integrated and d.free_memory_unknown for d in devices):
+        context.note("unified-memory GPU: NVML has no memory figures and system memory is unknown")
+    return devices
 
 
 def enumerate_devices(context: Context) -> list[DeviceInfo]:
-    """No devices yet: enumeration for this backend is not written."""
-    context.note("enumeration not implemented yet")
-    return []
+    """NVIDIA GPUs (MIG instances for GPUs in MIG mode) that CUDA would show this environment."""
+    nv = _load_nvml(context)
+    if nv is None:
+        return []
+    try:
+        nv.nvmlInit()
+    except nv.NVMLError as exc:
+        context.note(f"NVML could not start (NVIDIA driver): {_describe(exc)}")
+        return []
+    try:
+        driver = read_driver(nv, context)
+        gpus = read_gpus(nv, context)
+    except nv.NVMLError as exc:
+        context.note(f"NVML failed while enumerating GPUs: {_describe(exc)}")
+        return []
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except nv.NVMLError:
+            pass
+    return build_devices(gpus, driver, context)
+
+
+def refresh_devices(devices: Sequence[DeviceInfo], context: Context) -> list[DeviceInfo] | None:
+    """``devices`` of this library with free memory read again from NVML (None if NVML fails)."""
+    mine = [d for d in devices if d.library == LIBRARY and d.uuid]
+    if not mine:
+        return None
+    nv = _load_nvml(context)
+    if nv is None:
+        return None
+    try:
+        nv.nvmlInit()
+    except nv.NVMLError:
+        return None
+    system: SystemInfo | None = None
+    updated: list[DeviceInfo] = []
+    try:
+        for device in mine:
+            if device.integrated:
+                system = system or read_system(context)
+                updated.append(device.evolve(free_memory=min(system.free_memory,
+                                                             device.total_memory)))
+                continue
+            try:
+                memory = _memory(nv, nv.nvmlDeviceGetHandleByUUID(device.uuid))
+            except nv.NVMLError:
+                continue
+            if memory is not None:
+                updated.append(device.evolve(free_memory=min(memory.free, device.total_memory)))
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except nv.NVMLError:
+            pass
+    return updated

@@ -1,0 +1,149 @@
+"""CUDA's device order (CUDA_DEVICE_ORDER), which integer CUDA_VISIBLE_DEVICES entries index.
+
+``PCI_BUS_ID`` numbers GPUs by ascending PCI address. The default ``FASTEST_FIRST`` is a driver
+heuristic; on a box whose GPUs are all one model it gives PCI order. When the models differ the
+order is learnt from the driver itself in a short child process (``cuInit`` there, never in the
+host, so the host stays free to fork CUDA workers); without an answer, PCI order with a note.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+
+from gpuscout.context import Context
+from gpuscout.plugins.cuda.readings import GpuReading
+
+ORDER_ENV = "CUDA_DEVICE_ORDER"
+PCI_BUS_ID = "PCI_BUS_ID"
+FASTEST_FIRST = "FASTEST_FIRST"
+#: Longest the order probe may take when the context has no deadline (cuInit can take seconds).
+PROBE_TIMEOUT = 10.0
+#: Seconds kept back from the enumerate deadline for the rest of the enumeration.
+PROBE_MARGIN = 0.25
+
+#: The child: ctypes on the driver library; prints "domain bus device" per CUDA ordinal.
+#: Attributes: 50 PCI_DOMAIN_ID, 33 PCI_BUS_ID, 34 PCI_DEVICE_ID.
+PROBE_SCRIPT = """
+import ctypes, sys
+try:
+    lib = ctypes.CDLL(sys.argv[1])
+except OSError as exc:
+    print("error: cannot load %s: %s" % (sys.argv[1], exc)); sys.exit(2)
+rc = lib.cuInit(0)
+if rc != 0:
+    print("error: cuInit returned %d" % rc); sys.exit(3)
+count = ctypes.c_int()
+rc = lib.cuDeviceGetCount(ctypes.byref(count))
+if rc != 0:
+    print("error: cuDeviceGetCount returned %d" % rc); sys.exit(3)
+for ordinal in range(count.value):
+    dev = ctypes.c_int()
+    if lib.cuDeviceGet(ctypes.byref(dev), ordinal) != 0:
+        print("error: cuDeviceGet(%d) failed" % ordinal); sys.exit(3)
+    values = []
+    for attribute in (50, 33, 34):
+        value = ctypes.c_int()
+        if lib.cuDeviceGetAttribute(ctypes.byref(value), attribute, dev) != 0:
+            print("error: cuDeviceGetAttribute(%d) failed" % attribute); sys.exit(3)
+        values.append(value.value)
+    print("%d %d %d" % tuple(values))
+"""
+
+
+def pci_order(gpus: Sequence[GpuReading]) -> list[GpuReading]:
+    """``gpus`` by ascending PCI address (CUDA_DEVICE_ORDER=PCI_BUS_ID)."""
+    return sorted(gpus, key=lambda g: g.pci)
+
+
+def needs_probe(order: str | None, gpus: Sequence[GpuReading]) -> bool:
+    """Whether CUDA's order must be asked of the driver: FASTEST_FIRST with several models."""
+    if (order or FASTEST_FIRST).strip() == PCI_BUS_ID:
+        return False
+    return len({g.name for g in gpus}) > 1
+
+
+def parse_probe_output(output: str) -> list[tuple[int, int, int]] | None:
+    """(domain, bus, device) per CUDA ordinal from the child's output; None when it failed."""
+    found: list[tuple[int, int, int]] = []
+    for line in output.splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 3 or not all(f.isdigit() for f in fields):
+            return None
+        found.append((int(fields[0]), int(fields[1]), int(fields[2])))
+    return found
+
+
+def apply_probe_order(
+    gpus: Sequence[GpuReading], probed: Sequence[tuple[int, int, int]]
+) -> list[GpuReading]:
+    """``gpus`` in the probe's order; GPUs the probe did not list follow in PCI order.
+
+    A GPU can appear several times in the probe (its MIG instances); its first place counts.
+    """
+    place: dict[tuple[int, int, int], int] = {}
+    for ordinal, address in enumerate(probed):
+        place.setdefault(address, ordinal)
+    unplaced = len(probed)
+    return sorted(
+        pci_order(gpus),
+        key=lambda g: place.get((g.pci.domain, g.pci.bus, g.pci.device), unplaced),
+    )
+
+
+def driver_library(platform: str) -> str:
+    """The CUDA driver library's name on ``platform``."""
+    return "nvcuda.dll" if platform == "win32" else "libcuda.so.1"
+
+
+def probe_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The child's environment: the host's, seeing every GPU in the default order."""
+    child = {k: v for k, v in env.items() if k not in ("CUDA_VISIBLE_DEVICES", ORDER_ENV)}
+    child[ORDER_ENV] = FASTEST_FIRST
+    return child
+
+
+def run_probe(context: Context, timeout: float) -> tuple[int, str]:
+    """Run the probe child; (exit status, output). The seam tests replace."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE_SCRIPT, driver_library(context.platform)],
+        env=probe_env(context.env), capture_output=True, text=True, timeout=timeout,
+        check=False, stdin=subprocess.DEVNULL,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def probe_timeout(context: Context) -> float:
+    """Seconds the probe may take: what the deadline leaves, less a margin, at most 10 s."""
+    left = context.time_left()
+    if left is None:
+        return PROBE_TIMEOUT
+    return min(PROBE_TIMEOUT, left - PROBE_MARGIN)
+
+
+def cuda_order(gpus: Sequence[GpuReading], context: Context) -> list[GpuReading]:
+    """``gpus`` in the order CUDA numbers them under the context's CUDA_DEVICE_ORDER."""
+    if not needs_probe(context.env.get(ORDER_ENV), gpus):
+        return pci_order(gpus)
+    fallback = "CUDA device order unknown (FASTEST_FIRST with mixed GPU models); PCI order used"
+    timeout = probe_timeout(context)
+    if timeout <= 0:
+        context.note(f"{fallback}: no time left to ask the CUDA driver")
+        return pci_order(gpus)
+    try:
+        status, output = run_probe(context, timeout)
+    except subprocess.TimeoutExpired:
+        context.note(f"{fallback}: the CUDA driver probe took over {timeout:.1f} s")
+        return pci_order(gpus)
+    except OSError as exc:
+        context.note(f"{fallback}: could not start the CUDA driver probe: {exc}")
+        return pci_order(gpus)
+    probed = parse_probe_output(output) if status == 0 else None
+    if probed is None:
+        reason = output.strip().splitlines()[-1] if output.strip() else f"exit status {status}"
+        context.note(f"{fallback}: the CUDA driver probe failed: {reason}")
+        return pci_order(gpus)
+    return apply_probe_order(gpus, probed)

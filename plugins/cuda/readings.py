@@ -1,0 +1,181 @@
+"""Plain NVML readings and the DeviceInfo records built from them (pure functions, no NVML).
+
+``nvml.py`` asks the library and fills these records; everything that decides what a field of
+the report says lives here, so tests can feed values recorded on real cards.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+from gpuscout.records import DeviceInfo, SystemInfo
+
+LIBRARY = "CUDA"
+
+
+@attrs.frozen(order=True)
+class PciLocation:
+    """Where a GPU sits on the PCI bus, as integers (NVML prints them in several spellings)."""
+
+    domain: int = 0
+    bus: int = 0
+    device: int = 0
+    function: int = 0
+
+    @property
+    def pci_id(self) -> str:
+        """The contract's spelling: lower case, at least four domain digits (``0000:01:00.0``)."""
+        return f"{self.domain:04x}:{self.bus:02x}:{self.device:02x}.{self.function:x}"
+
+
+@attrs.frozen
+class MemoryReading:
+    """Device memory in bytes (NVML memory info v2, or v1 where ``reserved`` is None)."""
+
+    total: int
+    free: int
+    reserved: int | None = None
+
+
+@attrs.frozen
+class MigReading:
+    """One MIG instance of a GPU in MIG mode: its own UUID, name and memory."""
+
+    uuid: str
+    name: str
+    #: None when NVML says memory info is not supported on the instance.
+    memory: MemoryReading | None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+
+
+@attrs.frozen
+class GpuReading:
+    """What NVML says about one physical GPU."""
+
+    index: int
+    name: str
+    uuid: str
+    pci: PciLocation
+    #: None when NVML says memory info is not supported (unified memory: GB10, Jetson Thor).
+    memory: MemoryReading | None
+    compute_major: int = -1
+    compute_minor: int = -1
+    mig_enabled: bool = False
+    mig: tuple[MigReading, ...] = ()
+
+
+@attrs.frozen
+class DriverReading:
+    """Driver-wide values: the CUDA version int (12040) and the kernel driver string."""
+
+    cuda_version: int = 0
+    kernel_version: str = ""
+
+
+def text(value: str | bytes) -> str:
+    """NVML strings: ``str`` in current bindings, ``bytes`` in very old ones."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+_FUNCTION = re.compile(r"\.([0-9a-fA-F]+)\s*$")
+
+
+def pci_location(domain: int, bus: int, device: int, bus_id: str | bytes = "") -> PciLocation:
+    """A PciLocation from NVML's integer fields; the function number comes from ``busId``.
+
+    NVML's struct has no integer for the function, only the text ``00000000:01:00.0``.
+    """
+    match = _FUNCTION.search(text(bus_id))
+    function = int(match.group(1), 16) if match else 0
+    return PciLocation(int(domain), int(bus), int(device), function)
+
+
+def cuda_version(value: int) -> tuple[int, int]:
+    """NVML's CUDA driver version int as (major, minor): 12040 -> (12, 4); 0 -> (0, 0)."""
+    if value <= 0:
+        return 0, 0
+    return value // 1000, (value % 1000) // 10
+
+
+def kernel_driver_major(version: str) -> int:
+    """The branch of a kernel driver version string: ``580.126.09`` -> 580; 0 when unreadable."""
+    match = re.match(r"\s*(\d+)", version)
+    return int(match.group(1)) if match else 0
+
+
+def _memory_fields(
+    memory: MemoryReading | None, system: SystemInfo | None
+) -> tuple[int, int, bool, bool]:
+    """(total, free, integrated, free unknown) for a memory reading, system memory standing in
+    for unified-memory parts whose NVML memory info is not supported."""
+    if memory is not None:
+        return memory.total, min(memory.free, memory.total), False, False
+    if system is None or system.total_memory == 0:
+        return 0, 0, True, True
+    return system.total_memory, system.free_memory, True, False
+
+
+def gpu_record(gpu: GpuReading, driver: DriverReading, system: SystemInfo | None) -> DeviceInfo:
+    """The DeviceInfo for a whole GPU (not in MIG mode)."""
+    total, free, integrated, unknown = _memory_fields(gpu.memory, system)
+    cuda_major, cuda_minor = cuda_version(driver.cuda_version)
+    return DeviceInfo(
+        id=gpu.uuid,
+        library=LIBRARY,
+        name=gpu.name,
+        description=gpu.name,
+        filter_id=gpu.uuid,
+        uuid=gpu.uuid,
+        integrated=integrated,
+        pci_id=gpu.pci.pci_id,
+        total_memory=total,
+        free_memory=free,
+        free_memory_unknown=unknown,
+        compute_major=gpu.compute_major,
+        compute_minor=gpu.compute_minor,
+        driver_major=cuda_major,
+        driver_minor=cuda_minor,
+        nvidia_driver_major=kernel_driver_major(driver.kernel_version),
+    )
+
+
+def mig_record(
+    gpu: GpuReading, mig: MigReading, driver: DriverReading, system: SystemInfo | None
+) -> DeviceInfo:
+    """The DeviceInfo for one MIG instance of ``gpu``.
+
+    ``pci_id`` stays empty: the core merges records that share a PCI id as one card, and the
+    instances of one GPU are distinct devices that all sit at the parent's address.
+    """
+    total, free, integrated, unknown = _memory_fields(mig.memory, system)
+    cuda_major, cuda_minor = cuda_version(driver.cuda_version)
+    return DeviceInfo(
+        id=mig.uuid,
+        library=LIBRARY,
+        name=mig.name,
+        description=mig.name,
+        filter_id=mig.uuid,
+        uuid=mig.uuid,
+        integrated=integrated,
+        total_memory=total,
+        free_memory=free,
+        free_memory_unknown=unknown,
+        compute_major=gpu.compute_major,
+        compute_minor=gpu.compute_minor,
+        driver_major=cuda_major,
+        driver_minor=cuda_minor,
+        nvidia_driver_major=kernel_driver_major(driver.kernel_version),
+    )
+
+
+def records(
+    gpu: GpuReading, driver: DriverReading, system: SystemInfo | None
+) -> dict[str, DeviceInfo]:
+    """Every record ``gpu`` yields, keyed by UUID: its MIG instances in MIG mode, else itself."""
+    if gpu.mig_enabled:
+        return {m.uuid: mig_record(gpu, m, driver, system) for m in gpu.mig}
+    return {gpu.uuid: gpu_record(gpu, driver, system)}
