@@ -1,12 +1,166 @@
-"""Enumeration for this backend (placeholder until the vendor issue lands: finds nothing)."""
+"""ROCm enumeration: amdsmi on a live Linux root when it works, else the KFD topology in sysfs.
+
+KFD is always the authority for order, UUID and gfx target when it can be read (it is what ROCr
+enumerates); amdsmi adds the marketing name and its memory counters. Devices hidden by
+ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES are not reported.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+
+import attrs
 from gpuscout.context import Context
+from gpuscout.plugins.rocm import devices, gfx, smi, sysfs, visibility
 from gpuscout.records import DeviceInfo
+from gpuscout.system import read_system
+
+OVERRIDE = "HSA_OVERRIDE_GFX_VERSION"
+
+
+def _is_live(context: Context) -> bool:
+    return context.root in ("", "/")
+
+
+def _read_smi(context: Context) -> tuple[list[smi.SmiGpu] | None, str]:
+    """amdsmi's GPUs, or (None, why not). Only on the live root: amdsmi cannot read a tree."""
+    if not _is_live(context):
+        return None, f"amdsmi not used for root {context.root!r}"
+    module, why = smi.import_amdsmi()
+    if module is None:
+        return None, why
+    try:
+        return smi.read_all(module), ""
+    except Exception as exc:  # amdsmi raises its own exceptions for a missing or old driver
+        return None, f"amdsmi failed ({type(exc).__name__}: {exc})"
+
+
+def facts_from_sysfs(context: Context, nodes: Sequence[sysfs.KfdNode]) -> list[devices.GpuFacts]:
+    """One GpuFacts per KFD GPU node, joined to its amdgpu device."""
+    driver = sysfs.read_driver_version(context)
+    slots = Counter(n.slot for n in nodes)
+    facts = []
+    for ordinal, node in enumerate(nodes):
+        drm = sysfs.read_drm_device(context, node)
+        facts.append(devices.GpuFacts(
+            ordinal=ordinal,
+            gfx_version=node.prop("gfx_target_version"),
+            device_id=node.prop("device_id"),
+            unique_id=node.prop("unique_id"),
+            slot=drm.slot or node.slot,
+            market_name=drm.product_name,
+            vram_total=drm.vram_total,
+            vram_used=drm.vram_used,
+            gtt_total=drm.gtt_total,
+            gtt_used=drm.gtt_used,
+            board_files=drm.board_files,
+            partitions=slots[node.slot],
+            partition_memory=node.bank_size,
+            driver=driver,
+        ))
+    return facts
+
+
+def overlay_smi(facts: list[devices.GpuFacts], gpus: Sequence[smi.SmiGpu],
+                nodes: Sequence[sysfs.KfdNode]) -> list[devices.GpuFacts]:
+    """``facts`` plus amdsmi's name and (whole cards) memory, matched by KFD node or slot."""
+    by_node = {g.kfd_node: g for g in gpus if g.kfd_node is not None}
+    by_slot = {g.bdf: g for g in gpus if g.bdf}
+    out = []
+    for f, node in zip(facts, nodes, strict=True):
+        g = by_node.get(node.node) or (by_slot.get(f.slot) if f.partitions == 1 else None)
+        if g is None:
+            out.append(f)
+            continue
+        f = attrs.evolve(f, market_name=g.market_name or f.market_name)
+        if f.partitions == 1 and g.vram_total is not None:
+            f = attrs.evolve(
+                f, vram_total=g.vram_total, vram_used=g.vram_used,
+                gtt_total=g.gtt_total if g.gtt_total is not None else f.gtt_total,
+                gtt_used=g.gtt_used if g.gtt_used is not None else f.gtt_used,
+            )
+        out.append(f)
+    return out
+
+
+def facts_from_smi(gpus: Sequence[smi.SmiGpu]) -> list[devices.GpuFacts]:
+    """GpuFacts from amdsmi alone (no readable KFD topology), in KFD node order where known."""
+    ordered = sorted(enumerate(gpus), key=lambda p: (p[1].kfd_node is None, p[1].kfd_node or 0,
+                                                     p[0]))
+    slots = Counter(g.bdf for g in gpus)
+    return [
+        devices.GpuFacts(
+            ordinal=ordinal, gfx_version=g.gfx_version, device_id=g.device_id,
+            unique_id=g.unique_id, slot=g.bdf, market_name=g.market_name,
+            vram_total=g.vram_total, vram_used=g.vram_used, gtt_total=g.gtt_total,
+            gtt_used=g.gtt_used, partitions=slots[g.bdf] if g.bdf else 1,
+        )
+        for ordinal, (_, g) in enumerate(ordered)
+    ]
+
+
+def _override(context: Context) -> int | None:
+    value = context.env.get(OVERRIDE, "")
+    if not value or context.platform != "linux":
+        return None
+    parsed = gfx.parse_override(value)
+    if parsed is None:
+        context.note(f"{OVERRIDE}={value!r} is not major.minor.stepping; ignored")
+    return parsed
+
+
+def build_visible(context: Context, facts: Sequence[devices.GpuFacts]) -> list[DeviceInfo]:
+    """The DeviceInfo of each GPU the environment leaves visible, in HIP's device order."""
+    uuids = [devices.uuid_of(f) for f in facts]
+    order = visibility.visible_order(context.env, uuids)
+    hidden = len(facts) - len(order)
+    if hidden:
+        context.note(f"{hidden} of {len(facts)} AMD GPUs hidden by "
+                     f"{visibility.ROCR}/{visibility.HIP}/{visibility.CUDA}")
+    repeated = Counter(u for u in uuids if u)
+    override = _override(context)
+    system_free = 0
+    if any(devices.is_integrated(facts[i]) for i in order):
+        system_free = read_system(context).free_memory
+    return [
+        devices.build(facts[i], position, unique=repeated[uuids[i]] <= 1, override=override,
+                      system_free=system_free)
+        for position, i in enumerate(order)
+    ]
 
 
 def enumerate_devices(context: Context) -> list[DeviceInfo]:
-    """No devices yet: enumeration for this backend is not written."""
-    context.note("enumeration not implemented yet")
-    return []
+    """Every visible AMD GPU; [] with a note naming the reason when there is none."""
+    gpus, smi_why = _read_smi(context)
+    if context.platform != "linux":
+        if gpus:
+            return build_visible(context, facts_from_smi(gpus))
+        context.note(f"ROCm discovery reads Linux sysfs; none on {context.platform} ({smi_why})")
+        return []
+    nodes = sysfs.read_kfd_gpu_nodes(context)
+    if nodes:
+        facts = facts_from_sysfs(context, nodes)
+        if gpus:
+            facts = overlay_smi(facts, gpus, nodes)
+    elif gpus:
+        facts = facts_from_smi(gpus)
+    else:
+        where = "no KFD topology (amdgpu not loaded?)" if nodes is None else "no KFD GPU nodes"
+        context.note(f"no AMD GPU: {where} under {context.path(sysfs.TOPOLOGY)}"
+                     + (f"; {smi_why}" if smi_why and _is_live(context) else ""))
+        return []
+    context.log.debug("rocm.enumerate", source="amdsmi" if gpus else "sysfs", gpus=len(facts),
+                      amdsmi=smi_why or "ok")
+    return build_visible(context, facts)
+
+
+def refresh_devices(devices_in: Sequence[DeviceInfo], context: Context) -> list[DeviceInfo]:
+    """This library's ``devices_in`` with free memory re-read (cheap: a few sysfs files)."""
+    fresh = {d.id: d for d in enumerate_devices(context)}
+    return [
+        d.evolve(free_memory=fresh[d.id].free_memory,
+                 free_memory_unknown=fresh[d.id].free_memory_unknown)
+        for d in devices_in
+        if d.library == devices.LIBRARY and d.id in fresh
+    ]

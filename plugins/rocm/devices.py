@@ -1,0 +1,128 @@
+"""Turning what sysfs or amdsmi says about one AMD GPU into a DeviceInfo.
+
+The rules here are pure: identity (UUID or ordinal), the seed's integrated-GPU rule, the memory
+figure reported for discrete cards, APUs and partitions, gfx target and override, and the name.
+"""
+
+from __future__ import annotations
+
+import attrs
+from gpuscout.plugins.rocm import gfx
+from gpuscout.records import DeviceInfo
+
+LIBRARY = "ROCm"
+GIB = 1024**3
+AMD_VENDOR_ID = 0x1002
+
+
+@attrs.frozen
+class GpuFacts:
+    """Everything known about one GPU (one KFD GPU node), whichever source said it.
+
+    Memory figures are bytes, None where the source had none. ``ordinal`` is the node's index
+    among KFD GPU nodes (what ROCR_VISIBLE_DEVICES counts), ``partitions`` how many GPU nodes
+    share its PCI device (several for a partitioned MI300).
+    """
+
+    ordinal: int
+    gfx_version: int = 0
+    device_id: int = 0
+    unique_id: int = 0
+    slot: str = ""
+    market_name: str = ""
+    vram_total: int | None = None
+    vram_used: int | None = None
+    gtt_total: int | None = None
+    gtt_used: int | None = None
+    board_files: bool = False
+    partitions: int = 1
+    #: The node's own share of device memory (KFD memory banks), used for partitions.
+    partition_memory: int = 0
+    driver: tuple[int, int] = (0, 0)
+
+
+def is_integrated(facts: GpuFacts) -> bool:
+    """The seed's rule: no vendor/board files, VRAM <= 4 GiB, GTT >= 8 GiB and GTT >= 4 x VRAM."""
+    if facts.board_files or facts.vram_total is None or facts.gtt_total is None:
+        return False
+    vram, gtt = facts.vram_total, facts.gtt_total
+    return vram <= 4 * GIB and gtt >= 8 * GIB and gtt >= 4 * vram
+
+
+def memory(facts: GpuFacts, integrated: bool, system_free: int) -> tuple[int, int, bool]:
+    """(total, free, free unknown) in bytes.
+
+    Discrete: VRAM total and VRAM total - used. Integrated: the carve-out plus GTT (the system
+    memory the driver lets the GPU map), free = carve-out free + min(GTT free, system available)
+    since GTT pages come out of system memory. Partition: the node's own memory-bank share, free
+    = share - used/partitions (the card-wide used counter split evenly: a guess, flagged).
+    """
+    vram_total = facts.vram_total or 0
+    vram_free = max(0, vram_total - (facts.vram_used or 0))
+    if integrated:
+        gtt_total = facts.gtt_total or 0
+        gtt_free = max(0, gtt_total - (facts.gtt_used or 0))
+        if system_free:
+            gtt_free = min(gtt_free, system_free)
+        return vram_total + gtt_total, vram_free + gtt_free, False
+    if facts.partitions > 1 and facts.partition_memory:
+        share = facts.partition_memory
+        used = (facts.vram_used or 0) // facts.partitions
+        return share, max(0, share - used), True
+    if facts.vram_total is None:
+        return 0, 0, True
+    return vram_total, vram_free, facts.vram_used is None
+
+
+def uuid_of(facts: GpuFacts) -> str:
+    """ROCr's UUID of the GPU (``GPU-`` + 16 hex digits), '' when unique_id is 0."""
+    return f"GPU-{facts.unique_id:016x}" if facts.unique_id else ""
+
+
+def description(facts: GpuFacts, target: str) -> str:
+    """The marketing name when known, else ``AMD GPU gfxNNNN [1002:dddd]``."""
+    if facts.market_name:
+        return facts.market_name
+    label = target or "gfx?"
+    return f"AMD GPU {label} [{AMD_VENDOR_ID:04x}:{facts.device_id:04x}]"
+
+
+def build(
+    facts: GpuFacts,
+    position: int,
+    *,
+    unique: bool = True,
+    override: int | None = None,
+    system_free: int = 0,
+) -> DeviceInfo:
+    """The DeviceInfo of ``facts`` as the ``position``-th visible device.
+
+    ``unique`` is False when another GPU node reports the same UUID (partitions on older
+    kernels): ROCr cannot select by it, so id and filter_id fall back to the KFD ordinal.
+    ``override`` is HSA_OVERRIDE_GFX_VERSION as a KFD version number, applied to gfx and compute.
+    """
+    uuid = uuid_of(facts)
+    ident = uuid if uuid and unique else str(facts.ordinal)
+    version = override if override is not None else facts.gfx_version
+    target = gfx.target_name(version)
+    major, minor = gfx.compute_pair(version) if version else (-1, 0)
+    integrated = is_integrated(facts)
+    total, free, unknown = memory(facts, integrated, system_free)
+    return DeviceInfo(
+        id=ident,
+        library=LIBRARY,
+        name=f"ROCm{position}",
+        description=description(facts, gfx.target_name(facts.gfx_version)),
+        filter_id=ident,
+        integrated=integrated,
+        pci_id=facts.slot if facts.partitions == 1 else "",
+        total_memory=total,
+        free_memory=min(free, total),
+        compute_major=major,
+        compute_minor=minor,
+        driver_major=facts.driver[0],
+        driver_minor=facts.driver[1],
+        gfx_target=target,
+        uuid=uuid,
+        free_memory_unknown=unknown,
+    )

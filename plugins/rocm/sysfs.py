@@ -1,0 +1,164 @@
+"""Reading AMD GPUs from Linux sysfs: the KFD topology joined to the amdgpu DRM device.
+
+Only the amdgpu kernel driver is needed (no ROCm). Every path goes through the context, so a
+recorded tree under the Scout's ``root`` reads like the live ``/sys``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import attrs
+from gpuscout.context import Context
+
+TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
+DRM = "/sys/class/drm"
+PCI_DEVICES = "/sys/bus/pci/devices"
+DRIVER_VERSION = "/sys/module/amdgpu/version"
+#: KFD heap types of device-local memory banks (frame buffer public and private).
+_LOCAL_HEAPS = (1, 2)
+
+
+def parse_properties(text: str) -> dict[str, int]:
+    """KFD ``properties`` text (``key value`` lines, decimal) as a dict; odd lines are skipped."""
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[1].isdigit():
+            values[fields[0]] = int(fields[1])
+    return values
+
+
+def parse_uevent(text: str) -> dict[str, str]:
+    """A sysfs ``uevent`` file (``KEY=value`` lines) as a dict."""
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def pci_slot(domain: int, location_id: int) -> str:
+    """``%04x:%02x:%02x.%x`` from KFD's domain and location_id ((bus << 8) | devfn).
+
+    Newer kernels put a partition number in bits 31:28 of location_id; it is not part of the slot.
+    """
+    bus, devfn = (location_id >> 8) & 0xFF, location_id & 0xFF
+    return f"{domain:04x}:{bus:02x}:{devfn >> 3:02x}.{devfn & 7:x}"
+
+
+@attrs.frozen
+class KfdNode:
+    """One KFD topology GPU node: its node number, its ``properties`` and local memory banks."""
+
+    node: int
+    props: dict[str, int]
+    #: Sum of the node's device-local memory banks in bytes (a partition's share of the card).
+    bank_size: int = 0
+
+    def prop(self, key: str) -> int:
+        """The property ``key``, 0 when the kernel did not write it."""
+        return self.props.get(key, 0)
+
+    @property
+    def slot(self) -> str:
+        """The PCI slot from the node's domain and location_id."""
+        return pci_slot(self.prop("domain"), self.prop("location_id"))
+
+
+def _listdir(ctx: Context, path: str) -> list[str] | None:
+    try:
+        return os.listdir(ctx.path(path))
+    except OSError:
+        return None
+
+
+def _bank_size(ctx: Context, node_dir: str) -> int:
+    total = 0
+    for bank in _listdir(ctx, f"{node_dir}/mem_banks") or []:
+        props = parse_properties(ctx.read_text(f"{node_dir}/mem_banks/{bank}/properties") or "")
+        if props.get("heap_type") in _LOCAL_HEAPS:
+            total += props.get("size_in_bytes", 0)
+    return total
+
+
+def read_kfd_gpu_nodes(ctx: Context) -> list[KfdNode] | None:
+    """Every KFD GPU node (simd_count > 0) in node order; None when there is no KFD topology."""
+    names = _listdir(ctx, TOPOLOGY)
+    if names is None:
+        return None
+    nodes: list[KfdNode] = []
+    for name in sorted((n for n in names if n.isdigit()), key=int):
+        text = ctx.read_text(f"{TOPOLOGY}/{name}/properties")
+        if text is None:
+            continue
+        props = parse_properties(text)
+        if props.get("simd_count", 0) == 0:
+            continue  # a CPU node
+        nodes.append(KfdNode(int(name), props, _bank_size(ctx, f"{TOPOLOGY}/{name}")))
+    return nodes
+
+
+@attrs.frozen
+class DrmDevice:
+    """What the amdgpu device directory says: PCI slot, memory counters in bytes, board files."""
+
+    slot: str = ""
+    vram_total: int | None = None
+    vram_used: int | None = None
+    gtt_total: int | None = None
+    gtt_used: int | None = None
+    #: ``mem_info_vram_vendor`` or ``board_info`` exists: the seed's sign of a discrete card.
+    board_files: bool = False
+    product_name: str = ""
+    #: The directory the values came from (relative to the root), for diagnostics.
+    source: str = ""
+
+
+def _read_int(ctx: Context, path: str) -> int | None:
+    text = (ctx.read_text(path) or "").strip()
+    return int(text) if text.isdigit() else None
+
+
+def _read_device_dir(ctx: Context, directory: str) -> DrmDevice | None:
+    """The amdgpu attributes of ``directory``; None when it holds no ``mem_info_vram_total``."""
+    vram_total = _read_int(ctx, f"{directory}/mem_info_vram_total")
+    if vram_total is None:
+        return None
+    uevent = parse_uevent(ctx.read_text(f"{directory}/uevent") or "")
+    return DrmDevice(
+        slot=uevent.get("PCI_SLOT_NAME", "").strip().lower(),
+        vram_total=vram_total,
+        vram_used=_read_int(ctx, f"{directory}/mem_info_vram_used"),
+        gtt_total=_read_int(ctx, f"{directory}/mem_info_gtt_total"),
+        gtt_used=_read_int(ctx, f"{directory}/mem_info_gtt_used"),
+        board_files=any(
+            os.path.exists(ctx.path(f"{directory}/{f}"))
+            for f in ("mem_info_vram_vendor", "board_info")
+        ),
+        product_name=(ctx.read_text(f"{directory}/product_name") or "").strip(),
+        source=directory,
+    )
+
+
+def read_drm_device(ctx: Context, node: KfdNode) -> DrmDevice:
+    """The amdgpu device of ``node``: through ``renderD<drm_render_minor>``, else its PCI slot.
+
+    A partition's render node belongs to a platform device without memory counters; the PCI
+    device found from location_id and domain then answers. An empty DrmDevice when neither does.
+    """
+    candidates = []
+    minor = node.props.get("drm_render_minor")
+    if minor:
+        candidates.append(f"{DRM}/renderD{minor}/device")
+    candidates.append(f"{PCI_DEVICES}/{node.slot}")
+    for directory in candidates:
+        found = _read_device_dir(ctx, directory)
+        if found is not None:
+            return found if found.slot else attrs.evolve(found, slot=node.slot)
+    return DrmDevice(slot=node.slot)
+
+
+def read_driver_version(ctx: Context) -> tuple[int, int]:
+    """(major, minor) of a DKMS amdgpu module's ``version`` file; (0, 0) for the in-tree driver."""
+    text = (ctx.read_text(DRIVER_VERSION) or "").strip()
+    parts = text.split(".")
+    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
+        return 0, 0
+    return int(parts[0]), int(parts[1])

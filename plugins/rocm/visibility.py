@@ -1,0 +1,111 @@
+"""Which GPUs a ROCm child process sees: ROCR_VISIBLE_DEVICES, then HIP_VISIBLE_DEVICES.
+
+Pure functions over the environment and the ROCr UUID of each GPU. The rules follow the runtimes'
+sources (ROCr ``amd_filter_device``, ROCclr ``rocdevice.cpp``), not their summaries:
+
+- ROCr first: ``ROCR_VISIBLE_DEVICES`` picks and orders GPUs among the KFD GPU nodes, by index or
+  by UUID (``GPU-`` + 16 hex digits, any case, a prefix of 5 to 20 characters is enough). Set but
+  empty, ``-1`` or ``GPU-XX`` show nothing; the first invalid, out-of-range, unmatched, ambiguous
+  or repeated token ends the list.
+- HIP then indexes ROCr's survivors with ``HIP_VISIBLE_DEVICES`` (or ``CUDA_VISIBLE_DEVICES``
+  when that is empty or unset; both empty: no filter): decimal indices written plainly, or tokens
+  holding ``GPU-`` matched as a substring of a survivor's UUID (case-sensitive, lower-case hex).
+  An invalid entry ends the list, repeats are skipped.
+- ``GPU_DEVICE_ORDINAL`` is read only by OpenCL in ROCclr, so it filters nothing here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+ROCR = "ROCR_VISIBLE_DEVICES"
+HIP = "HIP_VISIBLE_DEVICES"
+CUDA = "CUDA_VISIBLE_DEVICES"
+OPENCL_ORDINAL = "GPU_DEVICE_ORDINAL"
+#: What ROCr reports as the UUID of a GPU without one (unique_id 0).
+NO_UUID = "GPU-XX"
+
+# strtol(token, &end, 0) consuming the whole token: sign, then hex, octal or decimal.
+_STRTOL0 = re.compile(r"([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+
+
+def rocr_uuid(unique_id: int) -> str:
+    """ROCr's UUID for a KFD ``unique_id``: ``GPU-`` + 16 lower-case hex digits, '' for 0."""
+    return f"GPU-{unique_id:016x}" if unique_id else ""
+
+
+def _strtol0(token: str) -> int | None:
+    match = _STRTOL0.fullmatch(token)
+    if match is None:
+        return None
+    sign, digits = match.groups()
+    if digits[:2] in ("0x", "0X"):
+        value = int(digits, 16)
+    else:
+        value = int(digits, 8 if digits[0] == "0" else 10)
+    return -value if sign == "-" else value
+
+
+def _rocr_uuid_index(token: str, uuids: Sequence[str]) -> int | None:
+    if not 5 <= len(token) <= 20:
+        return None
+    found = [i for i, u in enumerate(uuids) if u and u.upper().startswith(token)]
+    return found[0] if len(found) == 1 else None
+
+
+def rocr_visible(value: str | None, uuids: Sequence[str]) -> list[int]:
+    """Indices (into ``uuids``, KFD GPU-node order) that ROCr exposes, in ROCr's order.
+
+    ``value`` is ROCR_VISIBLE_DEVICES or None when unset; ``uuids[i]`` is GPU i's UUID or ''.
+    """
+    if value is None:
+        return list(range(len(uuids)))
+    tokens = value.split(",")
+    if tokens and tokens[-1] == "":
+        tokens.pop()  # a trailing comma adds no token (getline semantics)
+    chosen: list[int] = []
+    for raw in tokens[: len(uuids)]:
+        token = raw.strip().upper()
+        if not token:
+            break
+        index = _rocr_uuid_index(token, uuids) if token[0] == "G" else _strtol0(token)
+        if index is None or not 0 <= index < len(uuids) or index in chosen:
+            break
+        chosen.append(index)
+    return chosen
+
+
+def hip_visible(value: str, uuids: Sequence[str]) -> list[int] | None:
+    """Positions (into ROCr's survivors ``uuids``) that HIP keeps, or None for "no filter".
+
+    ``value`` is the effective HIP list (``hip_value``); ``uuids[i]`` is survivor i's UUID or ''.
+    """
+    if not value:
+        return None
+    chosen: list[int] = []
+    for token in value.split(","):
+        if "GPU-" in token:
+            # HIP asks ROCr for each agent's UUID, which is "GPU-XX" when it has none.
+            match = next((i for i, u in enumerate(uuids) if token in (u or NO_UUID)), None)
+            if match is not None:
+                token = str(match)
+        if not token.isdigit() or token != str(int(token)) or int(token) >= len(uuids):
+            break
+        if int(token) not in chosen:
+            chosen.append(int(token))
+    return chosen
+
+
+def hip_value(env: Mapping[str, str]) -> str:
+    """The list HIP applies: HIP_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES when HIP's is empty."""
+    return env.get(HIP, "") or env.get(CUDA, "")
+
+
+def visible_order(env: Mapping[str, str], uuids: Sequence[str]) -> list[int]:
+    """Indices into ``uuids`` (every KFD GPU node) that a HIP program sees, in its device order."""
+    survivors = rocr_visible(env.get(ROCR), uuids)
+    kept = hip_visible(hip_value(env), [uuids[i] for i in survivors])
+    if kept is None:
+        return survivors
+    return [survivors[i] for i in kept]
