@@ -1,0 +1,76 @@
+"""The command line: `gpuscout list`, `gpuscout plugins`, usage errors, logging on stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+BUILTINS = ["cuda", "rocm", "metal", "vulkan"]
+REPORT_KEYS = ["name", "version", "distribution", "hooks", "status", "error", "devices",
+               "elapsed_ms"]
+
+
+def gpuscout(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **(env or {})})
+
+
+def test_list_json_prints_one_object_of_the_documented_shape() -> None:
+    """`list --json` prints devices, dropped, system and plugins, and exits 0 without a GPU."""
+    out = gpuscout("list", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert list(doc) == ["devices", "dropped", "system", "plugins"]
+    assert list(doc["system"]) == ["total_memory", "free_memory", "free_swap"]
+    assert doc["system"]["total_memory"] > 0
+    assert [p["name"] for p in doc["plugins"]] == BUILTINS
+    assert all(list(p) == REPORT_KEYS for p in doc["plugins"])
+    for entry in doc["dropped"]:
+        assert list(entry) == ["device", "reason", "duplicate_of"]
+
+
+def test_list_prints_a_table_and_system_memory() -> None:
+    """Plain `list` prints a human table ending with system memory."""
+    out = gpuscout("list")
+    assert out.returncode == 0, out.stderr
+    assert "System memory:" in out.stdout
+
+
+def test_plugins_json_lists_the_four_builtins_with_reasons() -> None:
+    """`plugins --json` reports each built-in; one that found nothing says why."""
+    out = gpuscout("plugins", "--json")
+    assert out.returncode == 0, out.stderr
+    reports = json.loads(out.stdout)
+    assert [r["name"] for r in reports] == BUILTINS
+    cuda = reports[0]
+    assert cuda["status"] == "ok" and cuda["devices"] == 0 and cuda["error"] != ""
+
+
+def test_disabled_plugins_are_reported_as_disabled() -> None:
+    """--disable and GPUSCOUT_DISABLE_PLUGINS mark plugins disabled."""
+    out = gpuscout("plugins", "--json", "--disable", "cuda",
+                   env={"GPUSCOUT_DISABLE_PLUGINS": "metal"})
+    status = {r["name"]: r["status"] for r in json.loads(out.stdout)}
+    assert status["cuda"] == status["metal"] == "disabled" and status["rocm"] == "ok"
+
+
+def test_a_usage_error_is_one_line_and_exit_code_2() -> None:
+    """An unknown option exits 2 with one clear line on stderr and nothing on stdout."""
+    out = gpuscout("list", "--no-such-option")
+    assert out.returncode == 2 and out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1 and "--no-such-option" in out.stderr
+
+
+def test_no_command_is_a_usage_error() -> None:
+    """`gpuscout` alone prints help on stderr and exits 2."""
+    assert gpuscout().returncode == 2
+
+
+def test_json_logs_go_to_stderr_and_stdout_stays_clean() -> None:
+    """With -vv and --log-format json, stderr holds JSON lines and stdout one JSON object."""
+    out = gpuscout("list", "--json", "-vv", "--log-format", "json")
+    json.loads(out.stdout)
+    lines = [line for line in out.stderr.splitlines() if line.startswith("{")]
+    assert lines and all("event" in json.loads(line) for line in lines)
