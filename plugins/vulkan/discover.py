@@ -1,12 +1,108 @@
-"""Enumeration for this backend (placeholder until the vendor issue lands: finds nothing)."""
+"""Vulkan enumeration: ask the loader (in this process or in a child), then apply
+GGML_VK_VISIBLE_DEVICES.
+
+The loader reads its settings (VK_DRIVER_FILES, VK_ICD_FILENAMES, VK_LOADER_*, XDG_*, Mesa's
+device-select variables, ...) from the process environment, while a plugin must honour
+``context.env``. When ``context.env`` equals this process's environment (the CLI, and any host
+that passes no ``env``) the loader is called in-process: the fast common path. When it differs,
+the probe runs in a child started with exactly ``context.env`` (``python -I -S loader.py``, which
+imports only the standard library: tens of milliseconds). Setting the variables in
+``os.environ`` for the duration instead was rejected: ``setenv`` is not thread-safe against
+``getenv`` in other threads (the other plugins enumerate concurrently) and the change would leak
+to the host. The child also keeps a crashing driver away from the host.
+"""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+
 from gpuscout.context import Context
+from gpuscout.plugins.vulkan import loader
+from gpuscout.plugins.vulkan.devices import to_device_info
+from gpuscout.plugins.vulkan.loader import ProbeResult
+from gpuscout.plugins.vulkan.visible import VISIBLE_ENV, select_indices
 from gpuscout.records import DeviceInfo
+
+#: Variables gpuscout itself reads; a difference in them does not need a child.
+_OWN_VARIABLES = (VISIBLE_ENV,)
+_OWN_PREFIX = "GPUSCOUT_"
+#: Deadline for the child when the context has none.
+DEFAULT_CHILD_TIMEOUT = 10.0
+
+
+def _loader_view(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items()
+            if k not in _OWN_VARIABLES and not k.startswith(_OWN_PREFIX)}
+
+
+def needs_child(env: Mapping[str, str], process_env: Mapping[str, str]) -> bool:
+    """True when the loader in this process would see another environment than ``env``."""
+    return _loader_view(env) != _loader_view(process_env)
+
+
+def probe_in_child(context: Context, portability: bool) -> ProbeResult:
+    """Run the loader probe in a child whose whole environment is ``context.env``."""
+    left = context.time_left()
+    timeout = DEFAULT_CHILD_TIMEOUT if left is None else max(left, 0.05)
+    if not sys.executable:
+        return ProbeResult(error="no Python executable to run the Vulkan probe child with")
+    args = [sys.executable, "-I", "-S", loader.__file__]
+    if portability:
+        args.append("--portability")
+    try:
+        proc = subprocess.run(args, env=dict(context.env), capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return ProbeResult(error=f"the Vulkan probe child did not answer within {timeout:.2f} s")
+    except OSError as exc:
+        return ProbeResult(error=f"could not start the Vulkan probe child: {exc}")
+    if proc.returncode != 0:
+        how = (f"died of signal {-proc.returncode}" if proc.returncode < 0
+               else f"exited with status {proc.returncode}")
+        tail = proc.stderr.strip().splitlines()[-1:] or [""]
+        return ProbeResult(error=f"the Vulkan probe child {how} {tail[0]}".rstrip())
+    lines = proc.stdout.strip().splitlines()
+    try:
+        return ProbeResult.from_json(lines[-1])
+    except (IndexError, ValueError, TypeError, KeyError) as exc:
+        return ProbeResult(error=f"the Vulkan probe child answered something unreadable: {exc}")
+
+
+def probe(context: Context) -> ProbeResult:
+    """The loader's devices as ``context.env`` would show them (in-process when it can)."""
+    portability = context.platform == "darwin"
+    if needs_child(context.env, os.environ):
+        context.log.debug("vulkan.probe", mode="child")
+        return probe_in_child(context, portability)
+    context.log.debug("vulkan.probe", mode="in_process")
+    return loader.probe(portability=portability)
 
 
 def enumerate_devices(context: Context) -> list[DeviceInfo]:
-    """No devices yet: enumeration for this backend is not written."""
-    context.note("enumeration not implemented yet")
-    return []
+    """Every device the loader lists (or those GGML_VK_VISIBLE_DEVICES names), in that order.
+
+    Never raises for a missing loader or driver: zero devices and a note naming the Vulkan error.
+    """
+    if context.platform != sys.platform:
+        context.note(f"Vulkan: platform {context.platform!r} is not the running one "
+                     f"({sys.platform!r}), so its loader cannot be asked")
+        return []
+    visible = context.env.get(VISIBLE_ENV)
+    if visible is not None and not visible.strip():
+        context.note(select_indices(visible, 0)[1])
+        return []
+    result = probe(context)
+    if result.error:
+        context.note(f"Vulkan: {result.error}")
+        return []
+    if not result.devices:
+        context.note(f"Vulkan: the loader ({result.library}) lists no physical device")
+        return []
+    indices, note = select_indices(visible, len(result.devices))
+    if note:
+        context.note(note)
+    return [to_device_info(result.devices[index], ordinal, context.platform)
+            for ordinal, index in enumerate(indices)]
