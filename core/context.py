@@ -8,14 +8,13 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import attrs
-
 from gpuscout.log import get_logger
 
 
 class EnvEntry(NamedTuple):
-    """One visibility value: ``selection[index]`` appends ``value`` to variable ``name``."""
+    """One visibility value: ``selection[position]`` appends ``value`` to variable ``name``."""
 
-    index: int
+    position: int
     name: str
     value: str
 

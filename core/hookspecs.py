@@ -44,7 +44,8 @@ def gpuscout_visible_env(
 ) -> Sequence[EnvEntry] | None:
     """Return the visibility entries for this backend's devices in ``selection``.
 
-    Each entry is ``EnvEntry(index, name, value)``: the device at ``selection[index]`` appends
+    Each entry is ``EnvEntry(position, name, value)``: the device at ``selection[position]``
+    appends
     ``value`` to variable ``name``. The core joins the values of one variable with commas in
     selection order, then applies each device's runner_env_overrides after its own entries. The
     whole selection is passed because the filtering rule depends on it (the seed's mustFilter).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -9,7 +10,6 @@ from typing import Any
 
 import attrs
 import pluggy
-
 from gpuscout import hookspecs
 from gpuscout.log import get_logger
 from gpuscout.markers import PROJECT
@@ -88,13 +88,13 @@ class PluginHost:
         self.reports: dict[str, PluginReport] = {}
         self.log = get_logger()
         for name, module in BUILTINS:
-            self._load(name, lambda module=module: importlib.import_module(module),
+            self._load(name, functools.partial(importlib.import_module, module),
                        version=_own_version(), distribution=PROJECT)
         if entry_points:
             self._load_entry_points()
         for item in extra:
             name, obj = item if isinstance(item, tuple) else (_name_of(item), item)
-            self._load(name, lambda obj=obj: obj, version="", distribution="")
+            self._load(name, functools.partial(_identity, obj), version="", distribution="")
 
     def blocked(self, name: str) -> bool:
         """Whether ``name`` is kept out by the allow or deny list."""
@@ -196,6 +196,10 @@ class PluginHost:
         for _, answer in self.each(hook, check, expected, **kwargs):
             return answer
         return None
+
+
+def _identity(obj: Any) -> Any:
+    return obj
 
 
 def _is_hookimpl(obj: Any) -> bool:

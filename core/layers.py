@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable
 from typing import Any, SupportsIndex
 
 import attrs
-
 from gpuscout.gofmt import go_plus_v
 from gpuscout.records import DeviceID
 
@@ -62,7 +61,7 @@ class GPULayersList(list[GPULayers]):
         """Total number of layers over all GPUs."""
         return sum(len(g.layers) for g in self)
 
-    def sort(  # type: ignore[override]
+    def sort(
         self, *, key: Callable[[GPULayers], Any] | None = None, reverse: bool = False
     ) -> None:
         """Sort in place, by first layer unless ``key`` says otherwise (stable)."""
@@ -99,5 +98,6 @@ class GPULayersList(list[GPULayers]):
         return GPULayersList(self)
 
     def __getitem__(self, index: SupportsIndex | slice) -> Any:
-        result = super().__getitem__(index)
-        return GPULayersList(result) if isinstance(index, slice) else result
+        if isinstance(index, slice):
+            return GPULayersList(super().__getitem__(index))
+        return super().__getitem__(index)

@@ -6,7 +6,6 @@ import re
 from collections.abc import Callable, Iterable
 
 import attrs
-
 from gpuscout.records import DeviceComparison, DeviceID, DeviceInfo
 
 DUPLICATE_REASON = "duplicate"

@@ -155,7 +155,7 @@ def serve(scout: Scout, port: int, include_software: bool = False,
     last_request = [time.monotonic()]
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        def do_GET(self) -> None:
             last_request[0] = time.monotonic()
             if self.path != "/info":
                 self._reply(404, b'{"error":"not found"}')

@@ -10,7 +10,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-
 from gpuscout.context import Context, EnvEntry
 from gpuscout.host import FAILED, OK, TIMEOUT, PluginHost, PluginReport
 from gpuscout.log import get_logger
@@ -152,7 +151,7 @@ class Scout:
     def _run_enumerate(self, impl: Any, ctx: Context, box: dict[str, Any]) -> None:
         try:
             box["result"] = self._host.call_one(impl, "gpuscout_enumerate", {"context": ctx})
-        except BaseException as exc:  # noqa: BLE001 - a plugin must never take the host down
+        except BaseException as exc:
             box["error"] = f"raised {type(exc).__name__}: {exc}"
         finally:
             box["end"] = time.perf_counter()

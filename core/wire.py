@@ -8,7 +8,9 @@ are ignored so newer runners stay readable.
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 from collections.abc import Mapping
 from functools import cache
 from typing import Any, TypeVar, get_args, get_origin
@@ -16,7 +18,6 @@ from typing import Any, TypeVar, get_args, get_origin
 import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
-
 from gpuscout.errors import GpuscoutError
 from gpuscout.layers import GPULayers, GPULayersList
 from gpuscout.memory import BackendMemory, DeviceMemory
@@ -73,6 +74,12 @@ def _strict_bool(value: Any, _: type) -> bool:
     return value
 
 
+def _sequence_hook(conv: cattrs.Converter, item: type, wrap: Any) -> Any:
+    def structure(value: Any, cls: type) -> Any:
+        return wrap(_seq(item)(value, cls, conv))
+    return structure
+
+
 def _seq(item_type: type) -> Any:
     def structure(value: Any, _: type, conv: cattrs.Converter) -> tuple[Any, ...]:
         if value is None:
@@ -94,9 +101,7 @@ def make_converter() -> cattrs.Converter:
         (tuple[DeviceMemory, ...], DeviceMemory, tuple), (list[int], int, list),
     ):
         conv.register_structure_hook_func(
-            lambda t, generic=generic: t == generic,
-            lambda v, t, item=item, wrap=wrap: wrap(_seq(item)(v, t, conv)),
-        )
+            functools.partial(operator.eq, generic), _sequence_hook(conv, item, wrap))
     # runner_env_overrides is never on the wire.
     conv.register_structure_hook_func(lambda t: t == dict[str, str], lambda v, t: {})
     for cls, keys in _KEYS.items():
@@ -181,7 +186,8 @@ def from_json(text: str | bytes, cls: type[T] | Any) -> T:
         data = json.loads(text)
     except (ValueError, TypeError) as exc:
         raise GpuscoutError(f"not valid JSON: {exc}") from None
-    return structure(data, cls)
+    result: T = structure(data, cls)
+    return result
 
 
 def structure(data: Any, cls: type[T] | Any) -> T:
@@ -195,7 +201,8 @@ def structure(data: Any, cls: type[T] | Any) -> T:
         return GPULayersList(out) if item is GPULayers else out  # type: ignore[return-value]
     if cls not in _KEYS:
         raise GpuscoutError(f"cannot read {cls!r} from JSON: not a wire record type")
-    return _structure_one(conv, data, cls, "")  # type: ignore[no-any-return]
+    result: T = _structure_one(conv, data, cls, "")
+    return result
 
 
 def _structure_one(conv: cattrs.Converter, data: Any, cls: type, path: str) -> Any:

@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-
 from gpuscout import DeviceInfo, Scout, hookimpl
 
 GIB = 1024**3

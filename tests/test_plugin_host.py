@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from gpuscout import DeviceInfo, Scout, hookimpl
 
 BUILTINS = ["cuda", "rocm", "metal", "vulkan"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import attrs
 import pytest
-
 from gpuscout import (
     DeviceComparison,
     DeviceID,

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from structlog.testing import capture_logs
-
 from gpuscout import DeviceComparison, DeviceInfo, Scout
+from structlog.testing import capture_logs
 
 GIB = 1024**3
 MIB = 1024**2

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from gpuscout import DeviceInfo, Scout, hookimpl
 from gpuscout.runner import RunnerError, discover_in_child, validate_devices
 
@@ -83,7 +82,7 @@ def test_a_404_means_the_runner_cannot_report_devices() -> None:
 
 def test_an_error_status_carries_the_body() -> None:
     """A non-200 reply is an error that quotes the runner's body."""
-    with pytest.raises(RunnerError, match="status 500.*out of memory"):
+    with pytest.raises(RunnerError, match=r"status 500.*out of memory"):
         discover_in_child(os.environ, timeout=10,
                           command=fake_runner("self.send(500, 'out of memory')"))
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from structlog.testing import capture_logs
-
 from gpuscout import DeviceInfo, Scout
+from structlog.testing import capture_logs
 
 
 def cuda(id: str, filter_id: str = "", **kw: object) -> DeviceInfo:

@@ -5,9 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from gpuscout import (
     BackendMemory,
     DeviceID,
@@ -20,6 +17,8 @@ from gpuscout import (
     from_json,
     to_json,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 # Shaped like a real runner's /info reply: Go writes every key it knows, extra keys may appear.
 RUNNER_INFO = """[

@@ -1,0 +1,83 @@
+"""Start-up cost of gpuscout against the packages it is built on, and peak memory against vulkaninfo.
+
+Prints three ratios (targets from the core issue):
+- `gpuscout list --json` wall time / `import pluggy, attrs, cattrs, structlog` (target <= 1.3)
+- `import gpuscout` wall time / the same import (target <= 1.1)
+- `gpuscout list --json` peak RSS / `vulkaninfo --summary` peak RSS (target <= 1.5)
+
+Runs are paired (baseline and candidate alternate, so machine noise hits both alike) and the
+median wall time of each is compared. Standard library only.
+
+    python bench/startup.py [--runs 21]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+
+def _run(argv: list[str]) -> tuple[float, int]:
+    """(wall seconds, peak RSS in KiB) of one run of ``argv``."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}")
+    return wall, usage.ru_maxrss
+
+
+def paired(base: list[str], cand: list[str], runs: int) -> tuple[float, float, int, int]:
+    """Median wall of base and candidate over paired runs, and their largest peak RSS."""
+    _run(base), _run(cand)  # warm the page cache
+    bw, cw, br, cr = [], [], [], []
+    for _ in range(runs):
+        w, r = _run(base)
+        bw.append(w)
+        br.append(r)
+        w, r = _run(cand)
+        cw.append(w)
+        cr.append(r)
+    return statistics.median(bw), statistics.median(cw), max(br), max(cr)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=21)
+    args = parser.parse_args()
+    py = sys.executable
+    exe = shutil.which("gpuscout", path=os.path.dirname(py)) or shutil.which("gpuscout")
+    listing = [exe, "list", "--json"] if exe else [py, "-m", "gpuscout", "list", "--json"]
+    four = [py, "-c", "import pluggy, attrs, cattrs, structlog"]
+    bare = [py, "-c", "pass"]
+
+    b, _, _, _ = paired(bare, bare, max(5, args.runs // 3))
+    print(f"bare interpreter:                     {b * 1000:7.1f} ms")
+    base, cand, _, list_rss = paired(four, listing, args.runs)
+    print(f"import pluggy+attrs+cattrs+structlog: {base * 1000:7.1f} ms")
+    print(f"gpuscout list --json:                 {cand * 1000:7.1f} ms   "
+          f"ratio {cand / base:.2f} (target <= 1.3)")
+    base2, imp, _, _ = paired(four, [py, "-c", "import gpuscout"], args.runs)
+    print(f"import gpuscout:                      {imp * 1000:7.1f} ms   "
+          f"ratio {imp / base2:.2f} (target <= 1.1)")
+    vulkaninfo = shutil.which("vulkaninfo")
+    if vulkaninfo is None:
+        print("vulkaninfo not installed: peak-memory ratio not measured")
+        return 0
+    _, _, vk_rss, list_rss2 = paired([vulkaninfo, "--summary"], listing, max(5, args.runs // 3))
+    peak = max(list_rss, list_rss2)
+    print(f"peak RSS vulkaninfo --summary:        {vk_rss / 1024:7.1f} MiB")
+    print(f"peak RSS gpuscout list --json:        {peak / 1024:7.1f} MiB   "
+          f"ratio {peak / vk_rss:.2f} (target <= 1.5)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
