@@ -1,0 +1,264 @@
+"""Device selectors: the little language ``gpuscout env``, ``gpuscout exec`` and ``Scout.select`` share.
+
+A selector is one of (tried in this order, case-insensitive):
+
+* ``best`` (rank 0) or ``all`` (every device; may match nothing);
+* ``fits:SIZE`` such as ``fits:24GiB``: every device whose free memory minus its minimum reserve
+  holds SIZE (a unit is required: KiB/MiB/GiB/TiB or KB/MB/GB/TB);
+* ``library=NAME``: every device of that library;
+* a bare integer: a rank position;
+* ``LIBRARY:INDEX`` such as ``cuda:1``: the INDEX-th device of that library, counted in PCI bus
+  order (devices without a PCI id after, by their filter id);
+* a PCI id (``0000:c4:00.0``, or ``c4:00.0`` for domain 0);
+* a device id or vendor UUID, or a unique prefix of one of at least 4 characters.
+
+Several selectors union; the result is always in rank order. A selector that matches nothing, or
+a prefix or PCI id that matches several devices, raises ``SelectionError`` listing what exists.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Protocol
+
+from gpuscout.errors import GpuscoutError
+from gpuscout.records import DeviceInfo
+
+#: Shortest id/UUID prefix accepted (shorter ones are too easy to collide).
+MIN_PREFIX = 4
+
+UNITS = {
+    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b)\s*$", re.IGNORECASE)
+_LIBRARY_INDEX = re.compile(r"^([a-z][a-z0-9_]*):(\d+)$", re.IGNORECASE)
+_PCI = re.compile(r"^(?:([0-9a-f]{4,8}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$", re.IGNORECASE)
+_RANK = re.compile(r"^\d+$")
+
+GRAMMAR = "N, ID/UUID (or a prefix of 4+), PCI id, LIBRARY:INDEX, best, all, fits:SIZE, library=NAME"
+
+
+class SelectionError(GpuscoutError):
+    """A selector that is malformed, matches no device, or matches several where one is meant."""
+
+
+class ReserveSource(Protocol):
+    """What selection needs from a Scout: the per-device memory reserve."""
+
+    def minimum_memory(self, device: DeviceInfo) -> int:
+        """Bytes to hold back on ``device``."""
+        ...
+
+
+def parse_size(text: str) -> int:
+    """``24GiB`` -> bytes. A unit is required; fractions are allowed (``1.5GiB``)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise SelectionError(
+            f"malformed size {text!r}: expected a number and a unit "
+            "(KiB, MiB, GiB, TiB, KB, MB, GB or TB), e.g. fits:24GiB")
+    try:
+        number = Decimal(match.group(1))
+    except InvalidOperation:  # pragma: no cover - the pattern admits only decimals
+        raise SelectionError(f"malformed size {text!r}") from None
+    return int(number * UNITS[match.group(2).lower()])
+
+
+def split_selectors(selectors: str | Iterable[str]) -> list[str]:
+    """Selectors as a flat list: a lone string is one selector; commas separate selectors too."""
+    items = [selectors] if isinstance(selectors, str) else list(selectors)
+    return [part.strip() for item in items for part in item.split(",") if part.strip()]
+
+
+def describe(position: int, d: DeviceInfo) -> str:
+    """One device for an error message: rank position, library, name, UUID or id, PCI id."""
+    parts = [d.uuid or d.id]
+    if d.pci_id:
+        parts.append(d.pci_id)
+    if d.software:
+        parts.append("software")
+    name = d.description or d.name
+    label = f" {name!r}" if name else ""
+    return f"{position}={d.library}{label} ({', '.join(parts)})"
+
+
+def inventory(devices: Sequence[DeviceInfo]) -> str:
+    """Every device on one line, for error messages."""
+    if not devices:
+        return "no devices were found"
+    return "devices: " + "; ".join(describe(i, d) for i, d in enumerate(devices))
+
+
+def library_order(devices: Sequence[DeviceInfo], library: str) -> list[int]:
+    """Rank positions of ``library``'s devices in PCI bus order (the order nvidia-smi and
+    CUDA_DEVICE_ORDER=PCI_BUS_ID use); devices without a PCI id follow, by filter id."""
+    def key(i: int) -> tuple[int, str, int, str]:
+        d = devices[i]
+        token = d.filter_id or d.id
+        number = int(token) if token.isdigit() else -1
+        return (0 if d.pci_id else 1, d.pci_id.lower(), number, token)
+
+    return sorted((i for i, d in enumerate(devices) if d.library.lower() == library.lower()),
+                  key=key)
+
+
+def _normal_pci(match: re.Match[str]) -> str:
+    domain, bus, dev, fn = match.groups()
+    return f"{int(domain or '0', 16):04x}:{bus}:{dev}.{fn}".lower()
+
+
+def match_one(
+    selector: str, devices: Sequence[DeviceInfo], reserve: ReserveSource
+) -> list[int]:
+    """Rank positions of ``devices`` that ``selector`` picks (see the module doc)."""
+    text = selector.strip()
+    low = text.lower()
+    if not text:
+        raise SelectionError(f"empty selector; expected one of: {GRAMMAR}")
+    if low == "all":
+        return list(range(len(devices)))
+    if low == "best":
+        _need(devices, selector)
+        return [0]
+    if low.startswith("fits:"):
+        try:
+            size = parse_size(text[5:])
+        except SelectionError as exc:
+            raise SelectionError(f"selector {selector!r}: {exc}") from None
+        return _fits(selector, size, devices, reserve)
+    if low.startswith("library="):
+        return _library(selector, text[8:].strip(), devices)
+    if _RANK.match(text):
+        position = int(text)
+        if position >= len(devices):
+            _need(devices, selector)
+            raise SelectionError(
+                f"selector {selector!r}: rank position {position} is out of range "
+                f"(0..{len(devices) - 1}); {inventory(devices)}")
+        return [position]
+    lib_index = _LIBRARY_INDEX.match(text)
+    if lib_index:
+        return _library_index(selector, lib_index.group(1), int(lib_index.group(2)), devices)
+    pci = _PCI.match(text)
+    if pci:
+        return _pci(selector, _normal_pci(pci), devices)
+    return _identity(selector, low, devices)
+
+
+def _need(devices: Sequence[DeviceInfo], selector: str) -> None:
+    if not devices:
+        raise SelectionError(f"selector {selector!r} matches nothing: no devices were found")
+
+
+def _fits(selector: str, size: int, devices: Sequence[DeviceInfo],
+          reserve: ReserveSource) -> list[int]:
+    hits = [i for i, d in enumerate(devices)
+            if d.free_memory - reserve.minimum_memory(d) >= size]
+    if not hits:
+        _need(devices, selector)
+        usable = "; ".join(
+            f"{i}={d.library} {d.uuid or d.id}: "
+            f"{max(0, d.free_memory - reserve.minimum_memory(d)) / (1 << 30):.2f} GiB"
+            for i, d in enumerate(devices))
+        raise SelectionError(
+            f"selector {selector!r}: no device has {size / (1 << 30):.2f} GiB free after its "
+            f"reserve; usable memory: {usable}")
+    return hits
+
+
+def _libraries(devices: Sequence[DeviceInfo]) -> str:
+    names = sorted({d.library for d in devices}, key=str.lower)
+    return ", ".join(names) if names else "none"
+
+
+def _library(selector: str, name: str, devices: Sequence[DeviceInfo]) -> list[int]:
+    if not name:
+        raise SelectionError(f"selector {selector!r}: library= needs a name, e.g. library=rocm")
+    hits = [i for i, d in enumerate(devices) if d.library.lower() == name.lower()]
+    if not hits:
+        raise SelectionError(
+            f"selector {selector!r}: no device of library {name!r}; "
+            f"libraries found: {_libraries(devices)}")
+    return hits
+
+
+def _library_index(selector: str, library: str, index: int,
+                   devices: Sequence[DeviceInfo]) -> list[int]:
+    order = library_order(devices, library)
+    if not order:
+        raise SelectionError(
+            f"selector {selector!r}: no device of library {library!r}; "
+            f"libraries found: {_libraries(devices)}")
+    if index >= len(order):
+        listed = "; ".join(f"{library.lower()}:{n} -> {describe(i, devices[i])}"
+                           for n, i in enumerate(order))
+        raise SelectionError(
+            f"selector {selector!r}: library {devices[order[0]].library} has "
+            f"{len(order)} device(s): {listed}")
+    return [order[index]]
+
+
+def _ambiguous(selector: str, hits: Sequence[int], devices: Sequence[DeviceInfo]) -> SelectionError:
+    listed = "; ".join(describe(i, devices[i]) for i in hits)
+    return SelectionError(
+        f"selector {selector!r} is ambiguous: it matches {len(hits)} devices ({listed}); "
+        "use a longer id or UUID")
+
+
+def _pci(selector: str, pci_id: str, devices: Sequence[DeviceInfo]) -> list[int]:
+    hits = [i for i, d in enumerate(devices) if d.pci_id.lower() == pci_id]
+    if len(hits) > 1:
+        # Several records on one card (MIG instances): the caller must name one.
+        raise _ambiguous(selector, hits, devices)
+    if not hits:
+        raise SelectionError(f"selector {selector!r}: no device at PCI id {pci_id}; "
+                             f"{inventory(devices)}")
+    return hits
+
+
+def _identity(selector: str, low: str, devices: Sequence[DeviceInfo]) -> list[int]:
+    def names(d: DeviceInfo) -> set[str]:
+        return {n.lower() for n in (d.id, d.uuid) if n}
+
+    exact = [i for i, d in enumerate(devices) if low in names(d)]
+    if len(exact) > 1:
+        raise _ambiguous(selector, exact, devices)
+    if exact:
+        return exact
+    if len(low) >= MIN_PREFIX:
+        hits = [i for i, d in enumerate(devices)
+                if any(n.startswith(low) for n in names(devices[i]))]
+        if len(hits) > 1:
+            raise _ambiguous(selector, hits, devices)
+        if hits:
+            return hits
+        raise SelectionError(
+            f"selector {selector!r} matches no device id, UUID or prefix; {inventory(devices)}")
+    raise SelectionError(
+        f"unknown selector {selector!r} (an id prefix needs at least {MIN_PREFIX} characters); "
+        f"expected one of: {GRAMMAR}; {inventory(devices)}")
+
+
+def select_devices(
+    reserve: ReserveSource, ranked_devices: Sequence[DeviceInfo],
+    selectors: str | Iterable[str],
+) -> list[DeviceInfo]:
+    """The union of what each selector matches, in rank order. No selectors means ``all``.
+
+    ``reserve`` (a Scout) gives each device's minimum memory for ``fits:``; ``ranked_devices``
+    is a discovery's ranked list. Raises ``SelectionError`` for a bad or unmatched selector.
+    """
+    devices = list(ranked_devices)
+    chosen: set[int] = set()
+    for selector in split_selectors(selectors) or ["all"]:
+        chosen.update(match_one(selector, devices, reserve))
+    return [devices[i] for i in sorted(chosen)]
+
+
+__all__ = [
+    "GRAMMAR", "MIN_PREFIX", "SelectionError", "inventory", "library_order", "match_one",
+    "parse_size", "select_devices", "split_selectors",
+]

@@ -1,0 +1,117 @@
+"""Proof that a child sees what was chosen: run ``python -m gpuscout list --json`` with the
+selection's environment and compare the devices it finds with the selection.
+
+Devices are matched by vendor UUID, then PCI id, then (library, filter id): the ids a discovery
+gives are only stable within one process, but these three name the same device in any process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+
+import attrs
+from gpuscout.errors import GpuscoutError
+from gpuscout.records import DeviceInfo
+from gpuscout.select import describe
+
+#: Exit status of ``gpuscout env --verify`` / ``exec --verify`` when the child sees something else.
+VERIFY_FAILED = 3
+DEFAULT_TIMEOUT = 60.0
+
+
+class VerifyError(GpuscoutError):
+    """The verification child could not be run or gave no usable answer."""
+
+
+@attrs.frozen
+class Verdict:
+    """What the child saw compared with the selection: ``missing`` were selected but not seen,
+    ``extra`` were seen but not selected."""
+
+    selected: tuple[DeviceInfo, ...]
+    seen: tuple[DeviceInfo, ...]
+    missing: tuple[DeviceInfo, ...]
+    extra: tuple[DeviceInfo, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when the child sees exactly the selection."""
+        return not self.missing and not self.extra
+
+
+def same_device(a: DeviceInfo, b: DeviceInfo) -> bool:
+    """Whether two records from different processes name one device."""
+    if a.uuid and b.uuid:
+        return a.uuid.lower() == b.uuid.lower()
+    if a.pci_id and b.pci_id:
+        return a.pci_id.lower() == b.pci_id.lower()
+    return (a.library.lower() == b.library.lower()
+            and (a.filter_id or a.id) == (b.filter_id or b.id))
+
+
+def compare_views(selected: Sequence[DeviceInfo], seen: Sequence[DeviceInfo]) -> Verdict:
+    """Match the selection against what the child saw."""
+    missing = [d for d in selected if not any(same_device(d, s) for s in seen)]
+    extra = [s for s in seen if not any(same_device(d, s) for d in selected)]
+    return Verdict(tuple(selected), tuple(seen), tuple(missing), tuple(extra))
+
+
+def report(verdict: Verdict) -> str:
+    """A human-readable account of a verdict (several lines, ending in a newline)."""
+    if verdict.ok:
+        return f"gpuscout: verified: the child sees exactly the {len(verdict.selected)} " \
+               "selected device(s)\n"
+    lines = ["gpuscout: verify: MISMATCH between the selection and what a child process sees"]
+    for title, devices in (("selected", verdict.selected), ("child sees", verdict.seen),
+                           ("selected but not seen", verdict.missing),
+                           ("seen but not selected", verdict.extra)):
+        listed = "; ".join(describe(i, d) for i, d in enumerate(devices)) or "nothing"
+        lines.append(f"  {title}: {listed}")
+    if verdict.extra:
+        lines.append("  (another vendor's devices stay visible unless --isolate is given; "
+                     "a library whose rule does not filter a multi-device selection shows all)")
+    return "\n".join(lines) + "\n"
+
+
+def child_command(include_software: bool = False,
+                  scout_args: Sequence[str] = ()) -> list[str]:
+    """The discovery child: this interpreter running ``gpuscout list --json``."""
+    command = [sys.executable, "-m", "gpuscout", "list", "--json", *scout_args]
+    if include_software:
+        command.append("--include-software")
+    return command
+
+
+def child_view(env: Mapping[str, str], command: Sequence[str],
+               timeout: float = DEFAULT_TIMEOUT) -> list[DeviceInfo]:
+    """Run the discovery ``command`` with exactly ``env`` and return the devices it lists."""
+    from gpuscout.wire import structure
+
+    try:
+        done = subprocess.run(list(command), env=dict(env), capture_output=True, text=True,
+                              timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise VerifyError(f"verification child did not finish within {timeout:g} s") from None
+    except OSError as exc:
+        raise VerifyError(f"cannot start the verification child: {exc}") from None
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1:] or ["no output on stderr"]
+        raise VerifyError(f"verification child exited with status {done.returncode}: {tail[0]}")
+    try:
+        devices = json.loads(done.stdout)["devices"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise VerifyError(f"verification child printed no device list: {exc}") from None
+    return structure(devices, list[DeviceInfo])
+
+
+def verify(selected: Sequence[DeviceInfo], env: Mapping[str, str], command: Sequence[str],
+           timeout: float = DEFAULT_TIMEOUT) -> Verdict:
+    """Run the discovery child with ``env`` and compare its devices with ``selected``."""
+    return compare_views(selected, child_view(env, command, timeout))
+
+
+__all__ = ["VERIFY_FAILED", "Verdict", "VerifyError", "child_command", "child_view",
+           "compare_views", "report", "same_device", "verify"]
