@@ -1,0 +1,68 @@
+"""The real paths on a machine without the NVIDIA driver (this one), and import cost."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from gpuscout import Scout
+
+# The whole contract of this file assumes no NVIDIA driver; fail loudly if one appears.
+NO_DRIVER_NOTE = "NVML library libnvidia-ml.so.1 cannot be loaded"
+
+
+def _cuda_report(found):
+    return next(r for r in found.plugins if r.name == "cuda")
+
+
+def test_missing_driver_gives_no_devices_and_an_ok_report():
+    """Without libnvidia-ml the plugin finds nothing, is ok, and names NVML in its error."""
+    found = Scout(plugins=["cuda"], entry_points=False, platform="linux").discover()
+    report = _cuda_report(found)
+    assert (found.devices, report.status, report.devices) == ([], "ok", 0)
+    assert report.error.startswith(NO_DRIVER_NOTE)
+
+
+def test_missing_driver_path_does_not_import_pynvml():
+    """The library check comes first, so pynvml is never imported without a driver."""
+    code = (
+        "import sys\n"
+        "from gpuscout import Scout\n"
+        "Scout(plugins=['cuda'], entry_points=False, platform='linux').discover()\n"
+        "print('pynvml' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_importing_the_plugin_does_not_import_pynvml():
+    """Importing gpuscout.plugins.cuda loads neither pynvml nor ctypes' NVML."""
+    code = "import sys, gpuscout.plugins.cuda\nprint('pynvml' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_pynvml_itself_reports_library_not_found_here():
+    """Past the fast path, nvmlInit on this machine raises LibraryNotFound (value 12)."""
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        assert exc.value == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
+    else:  # pragma: no cover - only on a machine with the driver
+        pynvml.nvmlShutdown()
+        raise AssertionError("nvmlInit succeeded: this machine has an NVIDIA driver")
+
+
+def test_macos_reports_that_nvml_does_not_exist():
+    """On darwin the plugin does not look for NVML and says why."""
+    found = Scout(plugins=["cuda"], entry_points=False, platform="darwin").discover()
+    assert _cuda_report(found).error == "NVML does not exist on macOS (no NVIDIA driver)"
+
+
+def test_enumeration_without_a_driver_is_fast():
+    """The missing-driver path costs well under a tenth of a second."""
+    scout = Scout(plugins=["cuda"], entry_points=False, platform="linux")
+    found = scout.discover()
+    assert _cuda_report(found).elapsed < 0.1

@@ -1,0 +1,102 @@
+"""CUDA_DEVICE_ORDER: which GPU an integer in CUDA_VISIBLE_DEVICES names, through the Scout."""
+
+from __future__ import annotations
+
+import sys
+
+from gpuscout import Context
+from gpuscout.plugins.cuda import order
+from gpuscout.plugins.cuda.readings import GpuReading, PciLocation
+
+RTX = "GPU-7c3e1a9d-2b5f-4e80-b6a4-d1f9c2e8a305"
+H100 = "GPU-e4b8d2f6-1a3c-4b9e-8f7d-3a6c9e2b5d18"
+#: What the probe child prints on that box when the driver puts the H100 (bus 0x41) first.
+H100_FIRST = "0 65 0\n0 1 0\n"
+
+
+def _ids(scout):
+    return [d.id for d in scout.discover().devices]
+
+
+def _cuda_error(scout):
+    return next(r for r in scout.discover().plugins if r.name == "cuda").error
+
+
+def test_pci_bus_id_order_indexes_by_pci_address(fake_nvml, cuda_scout, no_probe):
+    """With PCI_BUS_ID, index 0 is the lowest PCI address and no probe runs."""
+    fake_nvml("rtx4090_h100_pcie")
+    env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"}
+    assert _ids(cuda_scout(env)) == [RTX]
+
+
+def test_same_model_box_uses_pci_order_without_a_probe(fake_nvml, cuda_scout, no_probe):
+    """FASTEST_FIRST on identical GPUs is PCI order; the driver is not asked."""
+    fake_nvml("h100_sxm_x2")
+    ids = _ids(cuda_scout({"CUDA_VISIBLE_DEVICES": "1"}))
+    assert ids == ["GPU-a1d7e3b2-4f6c-4a8e-8d2b-6c9e1f3a5b07"]
+
+
+def test_mixed_box_learns_fastest_first_from_the_probe(fake_nvml, cuda_scout, recorded_probe):
+    """FASTEST_FIRST on mixed GPUs indexes in the order the driver probe printed."""
+    fake_nvml("rtx4090_h100_pcie")
+    recorded_probe(0, H100_FIRST)
+    assert _ids(cuda_scout({"CUDA_VISIBLE_DEVICES": "0"})) == [H100]
+
+
+def test_probe_timeout_stays_inside_the_enumerate_deadline(fake_nvml, cuda_scout, recorded_probe):
+    """The probe gets what the plugin's deadline leaves, less a margin."""
+    fake_nvml("rtx4090_h100_pcie")
+    timeouts = recorded_probe(0, H100_FIRST)
+    cuda_scout({"CUDA_VISIBLE_DEVICES": "0"}, enumerate_timeout=2.0).discover()
+    assert len(timeouts) == 1 and 0 < timeouts[0] <= 2.0 - order.PROBE_MARGIN
+
+
+def test_failed_probe_falls_back_to_pci_order_with_a_note(fake_nvml, cuda_scout, recorded_probe):
+    """A probe that cannot init CUDA leaves PCI order and says so in the report."""
+    fake_nvml("rtx4090_h100_pcie")
+    recorded_probe(3, "error: cuInit returned 999\n")
+    scout = cuda_scout({"CUDA_VISIBLE_DEVICES": "0"})
+    assert _ids(scout) == [RTX]
+    assert "PCI order used: the CUDA driver probe failed: error: cuInit returned 999" in (
+        _cuda_error(scout))
+
+
+def test_real_probe_without_libcuda_reports_the_missing_library(tmp_path):
+    """The real child on this driverless machine cannot load libcuda and exits non-zero."""
+    context = Context(env={"PATH": "/usr/bin:/bin"}, platform="linux")
+    status, output = order.run_probe(context, timeout=30.0)
+    assert (status, output.startswith("error: cannot load libcuda.so.1")) == (2, True)
+
+
+def test_probe_child_sees_every_gpu_in_default_order():
+    """The child's env drops CUDA_VISIBLE_DEVICES and asks for FASTEST_FIRST."""
+    env = order.probe_env({"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                           "HOME": "/root"})
+    assert env == {"HOME": "/root", "CUDA_DEVICE_ORDER": "FASTEST_FIRST"}
+
+
+def test_probe_output_is_parsed_to_pci_triples():
+    """Each line 'domain bus device' is one CUDA ordinal; anything else is a failure."""
+    assert order.parse_probe_output("0 65 0\n15 1 0\n") == [(0, 65, 0), (15, 1, 0)]
+    assert order.parse_probe_output("error: cuInit returned 100\n") is None
+
+
+def test_gpus_the_probe_missed_follow_in_pci_order():
+    """A GPU absent from the probe (e.g. its MIG instances hidden) goes after the listed ones."""
+    def gpu(bus: int) -> GpuReading:
+        return GpuReading(index=bus, name=str(bus), uuid=f"GPU-{bus}",
+                          pci=PciLocation(0, bus, 0), memory=None)
+
+    ordered = order.apply_probe_order([gpu(1), gpu(2), gpu(3)], [(0, 3, 0), (0, 3, 0)])
+    assert [g.pci.bus for g in ordered] == [3, 1, 2]
+
+
+def test_no_time_left_skips_the_probe_with_a_note():
+    """An exhausted deadline gives PCI order at once and a note."""
+    import time
+
+    context = Context(env={}, platform=sys.platform, deadline=time.monotonic() - 1)
+    gpus = [GpuReading(index=i, name=n, uuid=f"GPU-{i}", pci=PciLocation(0, 9 - i, 0),
+                       memory=None) for i, n in enumerate(("a", "b"))]
+    assert [g.uuid for g in order.cuda_order(gpus, context)] == ["GPU-1", "GPU-0"]
+    assert "no time left" in context.notes[0]
