@@ -49,3 +49,14 @@ def gpuscout_visible_env(
     from gpuscout.plugins.rocm.rules import visible_entries
 
     return visible_entries(selection, context.env, context.platform)
+
+
+@hookimpl
+def gpuscout_refresh(
+    devices: Sequence[DeviceInfo], context: Context
+) -> list[DeviceInfo] | None:
+    """ROCm devices with free memory re-read (sysfs counters or amdsmi: cheap)."""
+    from gpuscout.plugins.rocm.discover import refresh_devices
+
+    mine = [d for d in devices if d.library == LIBRARY]
+    return refresh_devices(mine, context) if mine else None

@@ -1,0 +1,41 @@
+"""Fixtures for the ROCm plugin's tests: a Scout with only the ROCm plugin over a recorded tree.
+
+The trees under ``trees/`` are sysfs (and /proc) in the kernel's own file format: KFD
+``properties`` as decimal ``key value`` lines with the keys a 6.x kernel writes, amdgpu
+``mem_info_*`` counters with their trailing newline, and ``uevent`` files. Symlinks are recorded
+as plain directories, which the plugin must (and does) accept.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable, Mapping
+
+import pytest
+from gpuscout import DeviceInfo, Scout
+from gpuscout.scout import Discovery
+
+TREES = pathlib.Path(__file__).parent / "trees"
+
+
+def _scout(tree: str, env: Mapping[str, str] | None = None) -> Scout:
+    return Scout(plugins=["rocm"], entry_points=False, env=dict(env or {}), platform="linux",
+                 root=str(TREES / tree))
+
+
+@pytest.fixture
+def rocm_scout() -> Callable[..., Scout]:
+    """``rocm_scout(tree, env)``: a Scout that loads only the ROCm plugin, rooted at ``tree``."""
+    return _scout
+
+
+@pytest.fixture
+def discover() -> Callable[..., Discovery]:
+    """``discover(tree, env)``: one discovery by the ROCm plugin alone over ``tree``."""
+    return lambda tree, env=None: _scout(tree, env).discover()
+
+
+@pytest.fixture
+def devices() -> Callable[..., list[DeviceInfo]]:
+    """``devices(tree, env)``: the ROCm plugin's raw answer over ``tree``, in its own order."""
+    return lambda tree, env=None: [d for _, d in _scout(tree, env).enumerate()]
