@@ -26,11 +26,12 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
 
 @hookimpl
 def gpuscout_is_duplicate(a: DeviceInfo, b: DeviceInfo) -> bool | None:
-    """The seed's likelyVulkanDuplicate: a Vulkan device and a CUDA/ROCm one with the same
-    normalized description and total memory within 5 % (at least 512 MiB)."""
-    from gpuscout.plugins.vulkan.rules import likely_duplicate
+    """A Vulkan device and a CUDA/ROCm one are one card when their vendor UUIDs match;
+    otherwise the seed's likelyVulkanDuplicate decides: the same normalized description and
+    total memory within 5 % (at least 512 MiB). (Two PCI ids are compared by the core first.)"""
+    from gpuscout.plugins.vulkan.rules import likely_duplicate, same_uuid
 
-    return True if likely_duplicate(a, b) else None
+    return True if same_uuid(a, b) or likely_duplicate(a, b) else None
 
 
 @hookimpl

@@ -59,3 +59,33 @@ def likely_duplicate(a: DeviceInfo, b: DeviceInfo) -> bool:
     if not similar_description(vulkan.description, other.description):
         return False
     return similar_memory(vulkan.total_memory, other.total_memory)
+
+
+def uuid_hex(uuid: str) -> str:
+    """A 128-bit device UUID as 32 lower-case hex digits, "" when ``uuid`` is not one.
+
+    Accepts Vulkan's ``8-4-4-4-12`` spelling and NVML's ``GPU-<8-4-4-4-12>``; a MIG UUID
+    (``MIG-...``) names a slice, not a whole GPU, and gives "".
+    """
+    text = uuid.strip().lower()
+    if text.startswith("gpu-"):
+        text = text[4:]
+    text = text.replace("-", "")
+    if len(text) != 32 or any(c not in "0123456789abcdef" for c in text):
+        return ""
+    return text
+
+
+def same_uuid(a: DeviceInfo, b: DeviceInfo) -> bool:
+    """A Vulkan device whose deviceUUID equals a CUDA/ROCm device's UUID (both carry one).
+
+    NVIDIA's Vulkan driver reports the same UUID as NVML and CUDA, so this identifies the card
+    across libraries without the description/memory guess.
+    """
+    if a.library == b.library:
+        return False
+    vulkan, other = (b, a) if b.library == LIBRARY else (a, b)
+    if vulkan.library != LIBRARY or other.library not in TWIN_LIBRARIES:
+        return False
+    mine = uuid_hex(vulkan.uuid)
+    return mine != "" and mine == uuid_hex(other.uuid)
