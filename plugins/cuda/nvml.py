@@ -85,7 +85,9 @@ def _memory(nv: Any, handle: Any) -> MemoryReading | None:
         info = nv.nvmlDeviceGetMemoryInfo(handle, version=v2)
         return MemoryReading(int(info.total), int(info.free), int(info.reserved))
     except nv.NVMLError as exc:
-        if _error_code(exc) not in (FUNCTION_NOT_FOUND, NOT_SUPPORTED):
+        # FunctionNotFound (driver older than v2) and any other refusal of v2 (a version
+        # mismatch, NotSupported on unified parts) leave the answer to v1.
+        if _error_code(exc) == GPU_IS_LOST:
             raise
     try:
         info = nv.nvmlDeviceGetMemoryInfo(handle)
@@ -208,6 +210,9 @@ def build_devices(
     for gpu in ordered:
         by_uuid.update(records(gpu, driver, system))
     devices = [by_uuid[uuid] for uuid in visible]
+    for gpu in gpus:
+        if gpu.mig_enabled and not gpu.mig:
+            context.note(f"NVML GPU {gpu.index} is in MIG mode with no MIG instances")
     hidden = len(by_uuid) - len(devices)
     if hidden:
         context.note(f"{hidden} NVIDIA device(s) hidden by {VISIBLE_ENV}")

@@ -124,26 +124,28 @@ def probe_timeout(context: Context) -> float:
     return min(PROBE_TIMEOUT, left - PROBE_MARGIN)
 
 
+def _fallback(gpus: Sequence[GpuReading], context: Context, reason: str) -> list[GpuReading]:
+    context.note("CUDA device order unknown (FASTEST_FIRST with mixed GPU models);"
+                 f" PCI order used: {reason}")
+    context.log.warning("cuda.order_fallback", reason=reason)
+    return pci_order(gpus)
+
+
 def cuda_order(gpus: Sequence[GpuReading], context: Context) -> list[GpuReading]:
     """``gpus`` in the order CUDA numbers them under the context's CUDA_DEVICE_ORDER."""
     if not needs_probe(context.env.get(ORDER_ENV), gpus):
         return pci_order(gpus)
-    fallback = "CUDA device order unknown (FASTEST_FIRST with mixed GPU models); PCI order used"
     timeout = probe_timeout(context)
     if timeout <= 0:
-        context.note(f"{fallback}: no time left to ask the CUDA driver")
-        return pci_order(gpus)
+        return _fallback(gpus, context, "no time left to ask the CUDA driver")
     try:
         status, output = run_probe(context, timeout)
     except subprocess.TimeoutExpired:
-        context.note(f"{fallback}: the CUDA driver probe took over {timeout:.1f} s")
-        return pci_order(gpus)
+        return _fallback(gpus, context, f"the CUDA driver probe took over {timeout:.1f} s")
     except OSError as exc:
-        context.note(f"{fallback}: could not start the CUDA driver probe: {exc}")
-        return pci_order(gpus)
+        return _fallback(gpus, context, f"could not start the CUDA driver probe: {exc}")
     probed = parse_probe_output(output) if status == 0 else None
     if probed is None:
         reason = output.strip().splitlines()[-1] if output.strip() else f"exit status {status}"
-        context.note(f"{fallback}: the CUDA driver probe failed: {reason}")
-        return pci_order(gpus)
+        return _fallback(gpus, context, f"the CUDA driver probe failed: {reason}")
     return apply_probe_order(gpus, probed)

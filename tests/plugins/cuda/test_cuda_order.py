@@ -100,3 +100,18 @@ def test_no_time_left_skips_the_probe_with_a_note():
                        memory=None) for i, n in enumerate(("a", "b"))]
     assert [g.uuid for g in order.cuda_order(gpus, context)] == ["GPU-1", "GPU-0"]
     assert "no time left" in context.notes[0]
+
+
+def test_hidden_devices_are_not_reported_and_are_counted(fake_nvml, cuda_scout, no_probe):
+    """CUDA_VISIBLE_DEVICES=0 on two GPUs reports one and notes one hidden."""
+    fake_nvml("h100_sxm_x2")
+    scout = cuda_scout({"CUDA_VISIBLE_DEVICES": "0"})
+    assert len(scout.discover().devices) == 1
+    assert _cuda_error(scout) == "1 NVIDIA device(s) hidden by CUDA_VISIBLE_DEVICES"
+
+
+def test_mig_uuid_in_visible_devices_selects_that_instance(fake_nvml, cuda_scout, no_probe):
+    """A MIG id in CUDA_VISIBLE_DEVICES reports that instance alone."""
+    fake_nvml("a100_mig")
+    scout = cuda_scout({"CUDA_VISIBLE_DEVICES": "MIG-2a7b9e4d"})
+    assert _ids(scout) == ["MIG-2a7b9e4d-8c13-5f6e-a0d2-7e4b1c9f3a58"]
