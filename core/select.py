@@ -230,16 +230,16 @@ def _identity(selector: str, low: str, devices: Sequence[DeviceInfo]) -> list[in
         return exact
     if len(low) >= MIN_PREFIX:
         hits = [i for i, d in enumerate(devices)
-                if any(n.startswith(low) for n in names(devices[i]))]
+                if any(n.startswith(low) for n in names(d))]
         if len(hits) > 1:
             raise _ambiguous(selector, hits, devices)
         if hits:
             return hits
-        raise SelectionError(
-            f"selector {selector!r} matches no device id, UUID or prefix; {inventory(devices)}")
+        why = "no device id or UUID equals or starts with it"
+    else:
+        why = f"not a device id, and an id prefix needs at least {MIN_PREFIX} characters"
     raise SelectionError(
-        f"unknown selector {selector!r} (an id prefix needs at least {MIN_PREFIX} characters); "
-        f"expected one of: {GRAMMAR}; {inventory(devices)}")
+        f"unknown selector {selector!r}: {why}; expected one of: {GRAMMAR}; {inventory(devices)}")
 
 
 def select_devices(

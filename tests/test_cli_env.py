@@ -1,0 +1,313 @@
+"""`gpuscout env`: formats, isolation and user-set visibility variables over injected devices,
+and `--verify` against a real child (lavapipe, and a child that sees something else)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from gpuscout import DeviceInfo, Scout, cli
+
+GIB = 1024**3
+CUDA_A = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
+                    uuid="GPU-aaaa1111", pci_id="0000:01:00.0", free_memory=40 * GIB)
+CUDA_B = DeviceInfo(id="GPU-bbbb2222", library="CUDA", filter_id="GPU-bbbb2222",
+                    uuid="GPU-bbbb2222", pci_id="0000:02:00.0", free_memory=30 * GIB)
+CUDA_IDX = DeviceInfo(id="1", library="CUDA", filter_id="1", pci_id="0000:03:00.0",
+                      free_memory=20 * GIB)
+MIG = DeviceInfo(id="MIG-cccc3333", library="CUDA", filter_id="MIG-cccc3333",
+                 uuid="MIG-cccc3333", free_memory=10 * GIB)
+ROCM_A = DeviceInfo(id="GPU-5f3c0a1b", library="ROCm", filter_id="GPU-5f3c0a1b",
+                    uuid="GPU-5f3c0a1b", pci_id="0000:c4:00.0", free_memory=60 * GIB)
+ROCM_B = DeviceInfo(id="GPU-6e4d0a1b", library="ROCm", filter_id="GPU-6e4d0a1b",
+                    uuid="GPU-6e4d0a1b", pci_id="0000:c5:00.0", free_memory=50 * GIB)
+VK_A = DeviceInfo(id="0", library="Vulkan", description="Intel Arc", filter_id="2",
+                  pci_id="0000:00:02.0", integrated=True, free_memory=8 * GIB)
+VK_B = DeviceInfo(id="1", library="Vulkan", description="Other", filter_id="0",
+                  pci_id="0000:00:03.0", integrated=True, free_memory=4 * GIB)
+MIXED = [CUDA_A, CUDA_B, ROCM_A, ROCM_B, VK_A, VK_B]
+
+
+@pytest.fixture
+def machine(monkeypatch: pytest.MonkeyPatch,
+            scout_with: Callable[..., Scout]) -> Callable[..., None]:
+    """Make the CLI's Scout report the given devices under the given environment."""
+
+    def use(devices: list[DeviceInfo], env: dict[str, str] | None = None) -> None:
+        scout = scout_with(devices, env=env)
+        monkeypatch.setattr(cli, "make_scout", lambda args: scout)
+
+    return use
+
+
+def env_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, str]:
+    assert cli.main(["env", "--format", "json", *args]) == 0
+    data: dict[str, str] = json.loads(capsys.readouterr().out)
+    return data
+
+
+TABLE: list[tuple[str, list[DeviceInfo], dict[str, str], list[str], dict[str, str]]] = [
+    ("one CUDA device by UUID", MIXED, {}, ["GPU-bbbb"], {"CUDA_VISIBLE_DEVICES": "GPU-bbbb2222"}),
+    ("all CUDA devices in rank order", MIXED, {}, ["library=cuda"],
+     {"CUDA_VISIBLE_DEVICES": "GPU-aaaa1111,GPU-bbbb2222"}),
+    ("a MIG instance by its UUID", [CUDA_A, MIG], {}, ["MIG-cccc"],
+     {"CUDA_VISIBLE_DEVICES": "MIG-cccc3333"}),
+    ("a user-set CUDA list is replaced", MIXED, {"CUDA_VISIBLE_DEVICES": "3,2"}, ["cuda:1"],
+     {"CUDA_VISIBLE_DEVICES": "GPU-bbbb2222"}),
+    ("ROCm selection uses ROCR with UUIDs", MIXED, {}, ["library=rocm"],
+     {"ROCR_VISIBLE_DEVICES": "GPU-5f3c0a1b,GPU-6e4d0a1b"}),
+    ("a user-set numeric HIP list gets the child's ordinals", MIXED,
+     {"HIP_VISIBLE_DEVICES": "1,0"}, ["rocm:1"],
+     {"ROCR_VISIBLE_DEVICES": "GPU-6e4d0a1b", "HIP_VISIBLE_DEVICES": "0"}),
+    ("a user-set ROCR list means no ordinal variable", MIXED,
+     {"ROCR_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "0"}, ["rocm:0"],
+     {"ROCR_VISIBLE_DEVICES": "GPU-5f3c0a1b"}),
+    ("a mixed CUDA and ROCm selection leaves CUDA unfiltered", MIXED, {}, ["cuda:0", "rocm:0"],
+     {"ROCR_VISIBLE_DEVICES": "GPU-5f3c0a1b"}),
+    ("one Vulkan device by its raw index", MIXED, {}, ["vulkan:1"],
+     {"GGML_VK_VISIBLE_DEVICES": "0"}),
+    ("two Vulkan devices are not filtered", MIXED, {}, ["library=vulkan"], {}),
+    ("all on a mixed machine filters only ROCm", MIXED, {}, ["all"],
+     {"ROCR_VISIBLE_DEVICES": "GPU-5f3c0a1b,GPU-6e4d0a1b"}),
+    ("all on an empty machine is empty", [], {}, ["all"], {}),
+]
+
+
+@pytest.mark.parametrize(("devices", "user_env", "selectors", "expected"),
+                         [c[1:] for c in TABLE], ids=[c[0] for c in TABLE])
+def test_env_prints_the_selection_environment(
+        machine: Callable[..., None], capsys: pytest.CaptureFixture[str],
+        devices: list[DeviceInfo], user_env: dict[str, str], selectors: list[str],
+        expected: dict[str, str]) -> None:
+    """`env --format json` prints exactly the variables the vendor rules give the selection."""
+    machine(devices, user_env)
+    assert env_json(capsys, *selectors) == expected
+
+
+ISOLATED: list[tuple[str, list[DeviceInfo], dict[str, str], list[str], dict[str, str]]] = [
+    ("CUDA selected hides ROCm (ROCR empty, HIP -1) and Vulkan", MIXED, {}, ["cuda:0"],
+     {"CUDA_VISIBLE_DEVICES": "GPU-aaaa1111", "ROCR_VISIBLE_DEVICES": "",
+      "HIP_VISIBLE_DEVICES": "-1", "GGML_VK_VISIBLE_DEVICES": ""}),
+    ("ROCm selected hides CUDA with an empty list", MIXED, {}, ["rocm:0"],
+     {"ROCR_VISIBLE_DEVICES": "GPU-5f3c0a1b", "CUDA_VISIBLE_DEVICES": "",
+      "GGML_VK_VISIBLE_DEVICES": ""}),
+    ("Vulkan selected hides CUDA and ROCm", MIXED, {"ROCR_VISIBLE_DEVICES": "0"}, ["vulkan:0"],
+     {"GGML_VK_VISIBLE_DEVICES": "2", "CUDA_VISIBLE_DEVICES": "", "ROCR_VISIBLE_DEVICES": "",
+      "HIP_VISIBLE_DEVICES": "-1"}),
+    ("a CUDA index sets CUDA_DEVICE_ORDER", [CUDA_IDX, ROCM_A], {}, ["cuda:0"],
+     {"CUDA_VISIBLE_DEVICES": "1", "ROCR_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "-1",
+      "GGML_VK_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}),
+    ("nothing selected hides everything", [], {}, ["all"],
+     {"CUDA_VISIBLE_DEVICES": "", "ROCR_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "-1",
+      "GGML_VK_VISIBLE_DEVICES": ""}),
+    ("a ROCm ordinal in CUDA_VISIBLE_DEVICES is not overwritten", MIXED,
+     {"CUDA_VISIBLE_DEVICES": "0"}, ["rocm:1"],
+     {"ROCR_VISIBLE_DEVICES": "GPU-6e4d0a1b", "CUDA_VISIBLE_DEVICES": "0",
+      "GGML_VK_VISIBLE_DEVICES": ""}),
+]
+
+
+@pytest.mark.parametrize(("devices", "user_env", "selectors", "expected"),
+                         [c[1:] for c in ISOLATED], ids=[c[0] for c in ISOLATED])
+def test_isolate_hides_every_other_vendor(
+        machine: Callable[..., None], capsys: pytest.CaptureFixture[str],
+        devices: list[DeviceInfo], user_env: dict[str, str], selectors: list[str],
+        expected: dict[str, str]) -> None:
+    """`env --isolate` adds each unselected vendor's real hide-all values."""
+    machine(devices, user_env)
+    assert env_json(capsys, "--isolate", *selectors) == expected
+
+
+def test_isolate_warns_when_a_vendor_cannot_be_hidden(
+        machine: Callable[..., None], capsys: pytest.CaptureFixture[str]) -> None:
+    """When the selection's own rule uses a hide variable, a warning says so on stderr."""
+    machine(MIXED, {"CUDA_VISIBLE_DEVICES": "0"})
+    assert cli.main(["env", "--isolate", "rocm:0"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: cannot hide cuda devices: CUDA_VISIBLE_DEVICES already carries '0'" in err
+
+
+def test_sh_format_prints_single_quoted_export_lines(
+        machine: Callable[..., None], capsys: pytest.CaptureFixture[str]) -> None:
+    """The default format is `export K='V'` lines."""
+    machine(MIXED)
+    assert cli.main(["env", "--isolate", "cuda:0"]) == 0
+    assert capsys.readouterr().out == (
+        "export CUDA_VISIBLE_DEVICES='GPU-aaaa1111'\n"
+        "export ROCR_VISIBLE_DEVICES=''\n"
+        "export HIP_VISIBLE_DEVICES='-1'\n"
+        "export GGML_VK_VISIBLE_DEVICES=''\n")
+
+
+def test_sh_format_survives_eval_for_awkward_values(
+        machine: Callable[..., None], capsys: pytest.CaptureFixture[str]) -> None:
+    """`eval` in a real shell gives back values with quotes, spaces, `$` and newlines intact."""
+    awkward = "it's $HOME `x` \"q\"\nline2"
+    machine([CUDA_A.evolve(runner_env_overrides={"AWKWARD": awkward})])
+    assert cli.main(["env", "best"]) == 0
+    script = capsys.readouterr().out
+    shown = subprocess.run(["sh", "-c", 'eval "$1"; printf %s "$AWKWARD"', "sh", script],
+                           capture_output=True, text=True, check=True).stdout
+    assert shown == awkward
+
+
+def test_dotenv_format_prints_plain_and_quoted_values(
+        machine: Callable[..., None], capsys: pytest.CaptureFixture[str]) -> None:
+    """dotenv writes simple values bare (empty included) and quotes the rest with escapes."""
+    machine([CUDA_A.evolve(runner_env_overrides={"NOTE": 'a "b"'})])
+    assert cli.main(["env", "--format", "dotenv", "--isolate", "best"]) == 0
+    assert capsys.readouterr().out == (
+        "CUDA_VISIBLE_DEVICES=GPU-aaaa1111\n"
+        'NOTE="a \\"b\\""\n'
+        "ROCR_VISIBLE_DEVICES=\n"
+        "HIP_VISIBLE_DEVICES=-1\n"
+        "GGML_VK_VISIBLE_DEVICES=\n")
+
+
+def test_env_without_selectors_selects_all(
+        machine: Callable[..., None], capsys: pytest.CaptureFixture[str]) -> None:
+    """No selector means `all`."""
+    machine([CUDA_A, CUDA_B])
+    assert env_json(capsys) == {"CUDA_VISIBLE_DEVICES": "GPU-aaaa1111,GPU-bbbb2222"}
+
+
+def test_empty_selection_prints_nothing_and_exits_0(
+        machine: Callable[..., None], capsys: pytest.CaptureFixture[str]) -> None:
+    """`all` on a machine without devices is an empty sh environment, exit 0."""
+    machine([])
+    assert cli.main(["env", "all"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(("selector", "message"), [
+    ("nope", "unknown selector 'nope'"),
+    ("fits:24", "selector 'fits:24': malformed size '24'"),
+    ("GPU-", "is ambiguous"),
+    ("metal:0", "no device of library 'metal'"),
+])
+def test_bad_selector_exits_2_with_one_line(
+        machine: Callable[..., None], capsys: pytest.CaptureFixture[str],
+        selector: str, message: str) -> None:
+    """A bad selector is exit 2, one `gpuscout: error:` line on stderr, nothing on stdout."""
+    machine(MIXED)
+    assert cli.main(["env", selector]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("gpuscout: error: ")
+    assert message in err
+
+
+# -- --verify -----------------------------------------------------------------------------------
+
+
+def test_verify_mismatch_exits_3_with_a_report_and_no_environment(
+        machine: Callable[..., None], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real child that sees another device makes `env --verify` exit 3, printing no env."""
+    from gpuscout import verify, wire
+
+    machine(MIXED)
+    seen = json.dumps({"devices": wire.unstructure([CUDA_B])})
+    monkeypatch.setattr(verify, "child_command", lambda *a: [
+        sys.executable, "-c", f"print({seen!r})"])
+    assert cli.main(["env", "--verify", "cuda:0"]) == 3
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "MISMATCH" in err
+    assert "selected but not seen: 0=CUDA (GPU-aaaa1111, 0000:01:00.0)" in err
+    assert "seen but not selected: 0=CUDA (GPU-bbbb2222, 0000:02:00.0)" in err
+
+
+def test_verify_child_failure_exits_3(
+        machine: Callable[..., None], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A verification child that crashes is a failed verification (exit 3) with its reason."""
+    from gpuscout import verify
+
+    machine(MIXED)
+    monkeypatch.setattr(verify, "child_command", lambda *a: [
+        sys.executable, "-c", "import sys; sys.exit('driver exploded')"])
+    assert cli.main(["env", "--verify", "cuda:0"]) == 3
+    assert "exited with status 1: driver exploded" in capsys.readouterr().err
+
+
+def test_verify_child_gets_the_selection_environment(
+        machine: Callable[..., None], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verification child runs with the computed variables added to the environment."""
+    from gpuscout import verify, wire
+
+    machine(MIXED, {"KEEP_ME": "yes"})
+    # The child answers with the device named by its own CUDA_VISIBLE_DEVICES, if KEEP_ME came too.
+    doc = {"devices": wire.unstructure([CUDA_A, CUDA_B])}
+    code = ("import json, os\n"
+            f"doc = {doc!r}\n"
+            "doc['devices'] = [d for d in doc['devices'] if d['id'] == "
+            "os.environ.get('CUDA_VISIBLE_DEVICES') and os.environ.get('KEEP_ME') == 'yes']\n"
+            "print(json.dumps(doc))\n")
+    monkeypatch.setattr(verify, "child_command", lambda *a: [sys.executable, "-c", code])
+    assert cli.main(["env", "--verify", "cuda:1"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "export CUDA_VISIBLE_DEVICES='GPU-bbbb2222'\n"
+    assert "verified: the child sees exactly the 1 selected device(s)" in err
+
+
+@pytest.mark.parametrize(("selected", "seen", "ok"), [
+    ([CUDA_A], [CUDA_A.evolve(id="other-id", filter_id="x")], True),  # UUID decides
+    ([VK_A], [VK_A.evolve(id="7", uuid="")], True),  # PCI id decides
+    ([VK_A.evolve(pci_id="")], [VK_A.evolve(id="5", pci_id="")], True),  # (library, filter id)
+    ([VK_A.evolve(pci_id="")], [VK_B.evolve(pci_id="")], False),
+    ([CUDA_A], [CUDA_A, CUDA_B], False),
+    ([], [], True),
+])
+def test_compare_views_matches_by_uuid_then_pci_then_filter_id(
+        selected: list[DeviceInfo], seen: list[DeviceInfo], ok: bool) -> None:
+    """Devices are the same across processes by UUID, PCI id, or library and filter id."""
+    from gpuscout.verify import compare_views
+
+    assert compare_views(selected, seen).ok is ok
+
+
+def lavapipe_env() -> dict[str, str]:
+    """The environment that pins the Vulkan loader to lavapipe; fails under CI when missing."""
+    icds = sorted(glob.glob("/usr/share/vulkan/icd.d/lvp_icd*.json"))
+    if not icds:
+        if os.environ.get("CI") == "true":
+            pytest.fail("lavapipe (mesa-vulkan-drivers) is not installed, but CI must provide it")
+        pytest.skip("lavapipe is not installed")
+    return {**os.environ, "VK_DRIVER_FILES": ":".join(icds)}
+
+
+def gpuscout(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True,
+                          text=True, timeout=120, env=env)
+
+
+def llvmpipe_selector(env: dict[str, str]) -> str:
+    """A UUID prefix of the lavapipe device as the real Vulkan plugin reports it."""
+    out = gpuscout("list", "--json", "--include-software", "--plugins", "vulkan", env=env)
+    devices: list[dict[str, Any]] = json.loads(out.stdout)["devices"]
+    soft = [d for d in devices if d.get("software") and "llvmpipe" in d["name"]]
+    if not soft:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the Vulkan plugin found no llvmpipe device: {out.stdout}{out.stderr}")
+        pytest.skip("the Vulkan plugin found no llvmpipe device")
+    return str(soft[0]["uuid"])[:8]
+
+
+def test_verify_with_lavapipe_sees_the_selected_software_device() -> None:
+    """`env --verify --include-software` on llvmpipe: a real child sees exactly that device."""
+    env = lavapipe_env()
+    selector = llvmpipe_selector(env)
+    out = gpuscout("env", "--verify", "--include-software", "--plugins", "vulkan", selector,
+                   env=env)
+    assert out.returncode == 0, out.stderr
+    assert "verified: the child sees exactly the 1 selected device(s)" in out.stderr
+    assert out.stdout.startswith("export GGML_VK_VISIBLE_DEVICES='")
+
