@@ -5,8 +5,8 @@ The loader reads its settings (VK_DRIVER_FILES, VK_ICD_FILENAMES, VK_LOADER_*, X
 device-select variables, ...) from the process environment, while a plugin must honour
 ``context.env``. When ``context.env`` equals this process's environment (the CLI, and any host
 that passes no ``env``) the loader is called in-process: the fast common path. When it differs,
-the probe runs in a child started with exactly ``context.env`` (``python -I -S loader.py``, which
-imports only the standard library: tens of milliseconds). Setting the variables in
+the probe runs in a child started with exactly ``context.env`` (``python -E -s -S loader.py``,
+which imports only the standard library: tens of milliseconds). Setting the variables in
 ``os.environ`` for the duration instead was rejected: ``setenv`` is not thread-safe against
 ``getenv`` in other threads (the other plugins enumerate concurrently) and the change would leak
 to the host. The child also keeps a crashing driver away from the host.
@@ -49,7 +49,8 @@ def probe_in_child(context: Context, portability: bool) -> ProbeResult:
     timeout = DEFAULT_CHILD_TIMEOUT if left is None else max(left, 0.05)
     if not sys.executable:
         return ProbeResult(error="no Python executable to run the Vulkan probe child with")
-    args = [sys.executable, "-I", "-S", loader.__file__]
+    # -E -s -S rather than -I: the script's folder must come first on sys.path (vkstructs).
+    args = [sys.executable, "-E", "-s", "-S", loader.__file__]
     if portability:
         args.append("--portability")
     try:

@@ -8,9 +8,10 @@ properties(2), device extensions) fit in one module with no dependency. The stru
 written from the Vulkan spec and checked against ``vulkan_core.h`` (sizes in the tests): a wrong
 layout would corrupt memory silently.
 
-This module imports only the standard library on purpose: when the environment to honour differs
-from the running process's, it runs as a script in a child (``python -I -S loader.py``) and prints
-one JSON object. Nothing here raises for a missing loader or driver; :func:`probe` returns the
+This module and ``vkstructs`` import only the standard library on purpose: when the environment
+to honour differs from the running process's, this file runs as a script in a child
+(``python -E -s -S loader.py``: no site-packages, its own folder first on sys.path) and prints one
+JSON object. Nothing here raises for a missing loader or driver; :func:`probe` returns the
 error text instead.
 """
 
@@ -25,9 +26,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-u8, u32, i32, u64 = ctypes.c_uint8, ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64
-f32 = ctypes.c_float
-ptr, size_t = ctypes.c_void_p, ctypes.c_size_t
+try:
+    from gpuscout.plugins.vulkan import vkstructs as vk
+except ImportError:  # the probe child: this file run as a script, only the stdlib, its folder
+    import vkstructs as vk  # type: ignore[import-not-found, no-redef, unused-ignore]
+
+u32, i32, ptr, cstr = vk.u32, vk.i32, vk.ptr, vk.cstr
 
 #: Loader file names tried in order, per ``sys.platform``.
 LIBRARY_NAMES: dict[str, tuple[str, ...]] = {
@@ -44,136 +48,16 @@ RESULT_NAMES = {
     -6: "VK_ERROR_LAYER_NOT_PRESENT", -7: "VK_ERROR_EXTENSION_NOT_PRESENT",
     -9: "VK_ERROR_INCOMPATIBLE_DRIVER", -13: "VK_ERROR_UNKNOWN",
 }
-ST_APPLICATION_INFO, ST_INSTANCE_CREATE_INFO = 0, 1
-ST_PROPERTIES_2, ST_MEMORY_PROPERTIES_2 = 1000059001, 1000059006
-ST_ID_PROPERTIES, ST_DRIVER_PROPERTIES = 1000071004, 1000196000
-ST_PCI_BUS_INFO, ST_MEMORY_BUDGET = 1000212000, 1000237000
-PORTABILITY_ENUMERATION_BIT = 0x1
-EXT_PORTABILITY_ENUMERATION = "VK_KHR_portability_enumeration"
-EXT_PROPERTIES_2 = "VK_KHR_get_physical_device_properties2"
-EXT_DRIVER_PROPERTIES = "VK_KHR_driver_properties"
-EXT_PCI_BUS_INFO = "VK_EXT_pci_bus_info"
-EXT_MEMORY_BUDGET = "VK_EXT_memory_budget"
-MAX_MEMORY_HEAPS = 16
-
-
-def make_version(major: int, minor: int, patch: int = 0) -> int:
-    """VK_MAKE_API_VERSION with variant 0."""
-    return (major << 22) | (minor << 12) | patch
-
-
-VK_API_VERSION_1_0, VK_API_VERSION_1_1, VK_API_VERSION_1_2 = (
-    make_version(1, 0), make_version(1, 1), make_version(1, 2))
-
-
-def _struct(name: str, fields: list[tuple[str, Any]]) -> Any:
-    """A ctypes Structure class for the Vulkan struct ``Vk<name>`` (members in spec order)."""
-    return type(name, (ctypes.Structure,), {"_fields_": fields, "__doc__": f"Vk{name}."})
-
-
-def _u32s(names: str) -> list[tuple[str, Any]]:
-    return [(n, u32) for n in names.split()]
-
-
-_HEAD: list[tuple[str, Any]] = [("sType", u32), ("pNext", ptr)]
-cstr, char256 = ctypes.c_char_p, ctypes.c_char * 256
-ApplicationInfo = _struct("ApplicationInfo", [
-    *_HEAD, ("pApplicationName", cstr), ("applicationVersion", u32), ("pEngineName", cstr),
-    ("engineVersion", u32), ("apiVersion", u32)])
-InstanceCreateInfo = _struct("InstanceCreateInfo", [
-    *_HEAD, ("flags", u32), ("pApplicationInfo", ctypes.POINTER(ApplicationInfo)),
-    ("enabledLayerCount", u32), ("ppEnabledLayerNames", ctypes.POINTER(cstr)),
-    ("enabledExtensionCount", u32), ("ppEnabledExtensionNames", ctypes.POINTER(cstr))])
-ExtensionProperties = _struct("ExtensionProperties", [
-    ("extensionName", char256), ("specVersion", u32)])
-
-# VkPhysicalDeviceLimits, member by member in spec order (504 bytes on every 64-bit ABI).
-_LIMITS: list[tuple[str, Any]] = [
-    *_u32s("maxImageDimension1D maxImageDimension2D maxImageDimension3D maxImageDimensionCube"
-           " maxImageArrayLayers maxTexelBufferElements maxUniformBufferRange"
-           " maxStorageBufferRange maxPushConstantsSize maxMemoryAllocationCount"
-           " maxSamplerAllocationCount"),
-    ("bufferImageGranularity", u64), ("sparseAddressSpaceSize", u64),
-    *_u32s("maxBoundDescriptorSets maxPerStageDescriptorSamplers"
-           " maxPerStageDescriptorUniformBuffers maxPerStageDescriptorStorageBuffers"
-           " maxPerStageDescriptorSampledImages maxPerStageDescriptorStorageImages"
-           " maxPerStageDescriptorInputAttachments maxPerStageResources maxDescriptorSetSamplers"
-           " maxDescriptorSetUniformBuffers maxDescriptorSetUniformBuffersDynamic"
-           " maxDescriptorSetStorageBuffers maxDescriptorSetStorageBuffersDynamic"
-           " maxDescriptorSetSampledImages maxDescriptorSetStorageImages"
-           " maxDescriptorSetInputAttachments maxVertexInputAttributes maxVertexInputBindings"
-           " maxVertexInputAttributeOffset maxVertexInputBindingStride maxVertexOutputComponents"
-           " maxTessellationGenerationLevel maxTessellationPatchSize"
-           " maxTessellationControlPerVertexInputComponents"
-           " maxTessellationControlPerVertexOutputComponents"
-           " maxTessellationControlPerPatchOutputComponents"
-           " maxTessellationControlTotalOutputComponents maxTessellationEvaluationInputComponents"
-           " maxTessellationEvaluationOutputComponents maxGeometryShaderInvocations"
-           " maxGeometryInputComponents maxGeometryOutputComponents maxGeometryOutputVertices"
-           " maxGeometryTotalOutputComponents maxFragmentInputComponents"
-           " maxFragmentOutputAttachments maxFragmentDualSrcAttachments"
-           " maxFragmentCombinedOutputResources maxComputeSharedMemorySize"),
-    ("maxComputeWorkGroupCount", u32 * 3), ("maxComputeWorkGroupInvocations", u32),
-    ("maxComputeWorkGroupSize", u32 * 3),
-    *_u32s("subPixelPrecisionBits subTexelPrecisionBits mipmapPrecisionBits"
-           " maxDrawIndexedIndexValue maxDrawIndirectCount"),
-    ("maxSamplerLodBias", f32), ("maxSamplerAnisotropy", f32), ("maxViewports", u32),
-    ("maxViewportDimensions", u32 * 2), ("viewportBoundsRange", f32 * 2),
-    ("viewportSubPixelBits", u32), ("minMemoryMapAlignment", size_t),
-    ("minTexelBufferOffsetAlignment", u64), ("minUniformBufferOffsetAlignment", u64),
-    ("minStorageBufferOffsetAlignment", u64), ("minTexelOffset", i32), ("maxTexelOffset", u32),
-    ("minTexelGatherOffset", i32), ("maxTexelGatherOffset", u32),
-    ("minInterpolationOffset", f32), ("maxInterpolationOffset", f32),
-    *_u32s("subPixelInterpolationOffsetBits maxFramebufferWidth maxFramebufferHeight"
-           " maxFramebufferLayers framebufferColorSampleCounts framebufferDepthSampleCounts"
-           " framebufferStencilSampleCounts framebufferNoAttachmentsSampleCounts"
-           " maxColorAttachments sampledImageColorSampleCounts sampledImageIntegerSampleCounts"
-           " sampledImageDepthSampleCounts sampledImageStencilSampleCounts"
-           " storageImageSampleCounts maxSampleMaskWords timestampComputeAndGraphics"),
-    ("timestampPeriod", f32),
-    *_u32s("maxClipDistances maxCullDistances maxCombinedClipAndCullDistances"
-           " discreteQueuePriorities"),
-    ("pointSizeRange", f32 * 2), ("lineWidthRange", f32 * 2), ("pointSizeGranularity", f32),
-    ("lineWidthGranularity", f32), ("strictLines", u32), ("standardSampleLocations", u32),
-    ("optimalBufferCopyOffsetAlignment", u64), ("optimalBufferCopyRowPitchAlignment", u64),
-    ("nonCoherentAtomSize", u64),
-]
-PhysicalDeviceLimits = _struct("PhysicalDeviceLimits", _LIMITS)
-PhysicalDeviceSparseProperties = _struct("PhysicalDeviceSparseProperties", _u32s(
-    "residencyStandard2DBlockShape residencyStandard2DMultisampleBlockShape"
-    " residencyStandard3DBlockShape residencyAlignedMipSize residencyNonResidentStrict"))
-PhysicalDeviceProperties = _struct("PhysicalDeviceProperties", [
-    *_u32s("apiVersion driverVersion vendorID deviceID deviceType"), ("deviceName", char256),
-    ("pipelineCacheUUID", u8 * 16), ("limits", PhysicalDeviceLimits),
-    ("sparseProperties", PhysicalDeviceSparseProperties)])
-PhysicalDeviceProperties2 = _struct("PhysicalDeviceProperties2", [
-    *_HEAD, ("properties", PhysicalDeviceProperties)])
-#: Core 1.1.
-PhysicalDeviceIDProperties = _struct("PhysicalDeviceIDProperties", [
-    *_HEAD, ("deviceUUID", u8 * 16), ("driverUUID", u8 * 16), ("deviceLUID", u8 * 8),
-    ("deviceNodeMask", u32), ("deviceLUIDValid", u32)])
-#: VK_KHR_driver_properties, core 1.2.
-PhysicalDeviceDriverProperties = _struct("PhysicalDeviceDriverProperties", [
-    *_HEAD, ("driverID", u32), ("driverName", char256), ("driverInfo", char256),
-    ("conformanceVersion", u8 * 4)])
-#: VK_EXT_pci_bus_info.
-PhysicalDevicePCIBusInfoPropertiesEXT = _struct("PhysicalDevicePCIBusInfoPropertiesEXT", [
-    *_HEAD, *_u32s("pciDomain pciBus pciDevice pciFunction")])
-MemoryType = _struct("MemoryType", _u32s("propertyFlags heapIndex"))
-MemoryHeap = _struct("MemoryHeap", [("size", u64), ("flags", u32)])
-PhysicalDeviceMemoryProperties = _struct("PhysicalDeviceMemoryProperties", [
-    ("memoryTypeCount", u32), ("memoryTypes", MemoryType * 32), ("memoryHeapCount", u32),
-    ("memoryHeaps", MemoryHeap * MAX_MEMORY_HEAPS)])
-PhysicalDeviceMemoryProperties2 = _struct("PhysicalDeviceMemoryProperties2", [
-    *_HEAD, ("memoryProperties", PhysicalDeviceMemoryProperties)])
-#: VK_EXT_memory_budget.
-PhysicalDeviceMemoryBudgetPropertiesEXT = _struct("PhysicalDeviceMemoryBudgetPropertiesEXT", [
-    *_HEAD, ("heapBudget", u64 * MAX_MEMORY_HEAPS), ("heapUsage", u64 * MAX_MEMORY_HEAPS)])
 
 
 @dataclass
 class RawDevice:
-    """What the loader said about one physical device, as plain values (JSON-friendly)."""
+    """What the loader said about one physical device, as plain values (JSON-friendly).
+
+    ``uuid`` is deviceUUID as 32 hex digits ("" without VkPhysicalDeviceIDProperties), ``pci``
+    [domain, bus, device, function] from VK_EXT_pci_bus_info, ``heaps`` [size, flags] per
+    memory heap, ``heap_budget``/``heap_usage`` per heap from VK_EXT_memory_budget.
+    """
 
     index: int
     name: str
@@ -183,16 +67,12 @@ class RawDevice:
     api_version: int
     driver_version: int
     extensions: list[str] = field(default_factory=list)
-    #: deviceUUID as 32 hex digits, "" without VkPhysicalDeviceIDProperties.
     uuid: str = ""
     driver_id: int = 0
     driver_name: str = ""
     driver_info: str = ""
-    #: [domain, bus, device, function] from VK_EXT_pci_bus_info, or None.
     pci: list[int] | None = None
-    #: [size, flags] per memory heap.
     heaps: list[list[int]] = field(default_factory=list)
-    #: Per-heap budget and usage from VK_EXT_memory_budget, or None.
     heap_budget: list[int] | None = None
     heap_usage: list[int] | None = None
 
@@ -233,7 +113,7 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-class _Loader:
+class Loader:
     """Entry points resolved through vkGetInstanceProcAddr (works for the loader and MoltenVK)."""
 
     def __init__(self, names: Sequence[str]) -> None:
@@ -268,10 +148,10 @@ def _extension_names(enumerate_fn: Any, *head: Any) -> list[str]:
     count = u32(0)
     for _ in range(8):  # the list may change between the two calls (VK_INCOMPLETE)
         result = enumerate_fn(*head, None, ctypes.byref(count), None)
-        _check("vkEnumerate*ExtensionProperties", result)
-        array = (ExtensionProperties * max(count.value, 1))()
+        _check("vkEnumerate*vk.ExtensionProperties", result)
+        array = (vk.ExtensionProperties * max(count.value, 1))()
         result = enumerate_fn(*head, None, ctypes.byref(count), array)
-        _check("vkEnumerate*ExtensionProperties", result)
+        _check("vkEnumerate*vk.ExtensionProperties", result)
         if result != VK_INCOMPLETE:
             return [_text(array[i].extensionName) for i in range(count.value)]
     return []
@@ -285,83 +165,108 @@ def probe(library_names: Sequence[str] | None = None, portability: bool = False)
     """
     names = library_names or LIBRARY_NAMES.get(sys.platform, LIBRARY_NAMES["linux"])
     try:
-        loader = _Loader(names)
+        lib = Loader(names)
     except OSError as exc:
         return ProbeResult(error=str(exc))
     with _LOCK:
         try:
-            return _probe(loader, portability)
+            with Instance(lib, portability) as inst:
+                calls = inst.device_calls()
+                devices = [_device(calls, handle, index, inst.api)
+                           for index, handle in enumerate(inst.physical_devices())]
         except VulkanError as exc:
-            return ProbeResult(error=str(exc), library=loader.name)
+            return ProbeResult(error=str(exc), library=lib.name)
+    return ProbeResult(devices=devices, instance_version=inst.api, library=lib.name)
 
 
-def _probe(loader: _Loader, portability: bool) -> ProbeResult:
-    version_fn = loader.fn(None, "vkEnumerateInstanceVersion", i32, ctypes.POINTER(u32))
-    version = u32(VK_API_VERSION_1_0)
-    if version_fn is not None:
-        _check("vkEnumerateInstanceVersion", version_fn(ctypes.byref(version)))
-    api = version.value & ~0xFFF if version.value >= VK_API_VERSION_1_1 else VK_API_VERSION_1_0
-    ext_fn = loader.fn(None, "vkEnumerateInstanceExtensionProperties", i32,
-                       ctypes.c_char_p, ctypes.POINTER(u32), ctypes.POINTER(ExtensionProperties))
-    available = set(_extension_names(ext_fn)) if ext_fn is not None else set()
-    enabled: list[str] = []
-    flags = 0
-    if portability and EXT_PORTABILITY_ENUMERATION in available:
-        enabled.append(EXT_PORTABILITY_ENUMERATION)
-        flags |= PORTABILITY_ENUMERATION_BIT
-    if api < VK_API_VERSION_1_1 and EXT_PROPERTIES_2 in available:
-        enabled.append(EXT_PROPERTIES_2)
-    app = ApplicationInfo(sType=ST_APPLICATION_INFO, pApplicationName=b"gpuscout",
-                          pEngineName=b"gpuscout", apiVersion=api)
-    ext_array = (ctypes.c_char_p * max(len(enabled), 1))(*[e.encode() for e in enabled])
-    info = InstanceCreateInfo(sType=ST_INSTANCE_CREATE_INFO, flags=flags,
-                              pApplicationInfo=ctypes.pointer(app),
-                              enabledExtensionCount=len(enabled), ppEnabledExtensionNames=ext_array)
-    create = loader.fn(None, "vkCreateInstance", i32, ctypes.POINTER(InstanceCreateInfo), ptr,
-                       ctypes.POINTER(ptr))
-    instance = ptr()
-    _check("vkCreateInstance", create(ctypes.byref(info), None, ctypes.byref(instance)))
-    try:
-        devices = _devices(loader, instance.value, api, EXT_PROPERTIES_2 in enabled)
-    finally:
-        destroy = loader.fn(instance.value, "vkDestroyInstance", None, ptr, ptr)
-        destroy(instance, None)
-    return ProbeResult(devices=devices, instance_version=api, library=loader.name)
+class Instance:
+    """A VkInstance for the duration of a ``with`` block (destroyed on the way out).
 
+    ``api`` is the apiVersion asked for: the loader's own (patch dropped) when it is 1.1+,
+    else 1.0 with VK_KHR_get_physical_device_properties2 enabled when offered.
+    """
 
-def _devices(loader: _Loader, instance: int | None, api: int, khr2: bool) -> list[RawDevice]:
-    enumerate_fn = loader.fn(instance, "vkEnumeratePhysicalDevices", i32, ptr,
-                             ctypes.POINTER(u32), ctypes.POINTER(ptr))
-    count = u32(0)
-    handles: list[int | None] = []
-    for _ in range(8):
-        _check("vkEnumeratePhysicalDevices", enumerate_fn(instance, ctypes.byref(count), None))
-        array = (ptr * max(count.value, 1))()
-        result = enumerate_fn(instance, ctypes.byref(count), array)
-        _check("vkEnumeratePhysicalDevices", result)
-        if result != VK_INCOMPLETE:
-            handles = [array[i] for i in range(count.value)]
-            break
-    suffix = "" if api >= VK_API_VERSION_1_1 else "KHR"
-    calls = {
-        "props": loader.fn(instance, "vkGetPhysicalDeviceProperties", None, ptr,
-                           ctypes.POINTER(PhysicalDeviceProperties)),
-        "props2": loader.fn(instance, "vkGetPhysicalDeviceProperties2" + suffix, None, ptr,
-                            ctypes.POINTER(PhysicalDeviceProperties2)),
-        "mem": loader.fn(instance, "vkGetPhysicalDeviceMemoryProperties", None, ptr,
-                         ctypes.POINTER(PhysicalDeviceMemoryProperties)),
-        "mem2": loader.fn(instance, "vkGetPhysicalDeviceMemoryProperties2" + suffix, None, ptr,
-                          ctypes.POINTER(PhysicalDeviceMemoryProperties2)),
-        "exts": loader.fn(instance, "vkEnumerateDeviceExtensionProperties", i32, ptr, cstr,
-                          ctypes.POINTER(u32), ctypes.POINTER(ExtensionProperties)),
-    }
-    if api < VK_API_VERSION_1_1 and not khr2:
-        calls["props2"] = calls["mem2"] = None
-    return [_device(calls, handle, index, api) for index, handle in enumerate(handles)]
+    def __init__(self, lib: Loader, portability: bool = False) -> None:
+        self.lib, self.portability = lib, portability
+        self.handle: int | None = None
+        self.api = vk.VK_API_VERSION_1_0
+        self.khr2 = False
+
+    def __enter__(self) -> Instance:
+        lib = self.lib
+        version_fn = lib.fn(None, "vkEnumerateInstanceVersion", i32, ctypes.POINTER(u32))
+        version = u32(vk.VK_API_VERSION_1_0)
+        if version_fn is not None:
+            _check("vkEnumerateInstanceVersion", version_fn(ctypes.byref(version)))
+        if version.value >= vk.VK_API_VERSION_1_1:
+            self.api = version.value & ~0xFFF
+        ext_fn = lib.fn(None, "vkEnumerateInstanceExtensionProperties", i32,
+                        cstr, ctypes.POINTER(u32), ctypes.POINTER(vk.ExtensionProperties))
+        available = set(_extension_names(ext_fn)) if ext_fn is not None else set()
+        enabled: list[str] = []
+        flags = 0
+        if self.portability and vk.EXT_PORTABILITY_ENUMERATION in available:
+            enabled.append(vk.EXT_PORTABILITY_ENUMERATION)
+            flags |= vk.PORTABILITY_ENUMERATION_BIT
+        if self.api < vk.VK_API_VERSION_1_1 and vk.EXT_PROPERTIES_2 in available:
+            enabled.append(vk.EXT_PROPERTIES_2)
+            self.khr2 = True
+        app = vk.ApplicationInfo(sType=vk.ST_APPLICATION_INFO, pApplicationName=b"gpuscout",
+                              pEngineName=b"gpuscout", apiVersion=self.api)
+        names = (cstr * max(len(enabled), 1))(*[e.encode() for e in enabled])
+        info = vk.InstanceCreateInfo(sType=vk.ST_INSTANCE_CREATE_INFO, flags=flags,
+                                  pApplicationInfo=ctypes.pointer(app),
+                                  enabledExtensionCount=len(enabled), ppEnabledExtensionNames=names)
+        create = lib.fn(None, "vkCreateInstance", i32, ctypes.POINTER(vk.InstanceCreateInfo), ptr,
+                        ctypes.POINTER(ptr))
+        handle = ptr()
+        _check("vkCreateInstance", create(ctypes.byref(info), None, ctypes.byref(handle)))
+        self.handle = handle.value
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.handle is not None:
+            self.lib.fn(self.handle, "vkDestroyInstance", None, ptr, ptr)(self.handle, None)
+            self.handle = None
+
+    def physical_devices(self) -> list[int | None]:
+        """VkPhysicalDevice handles in the loader's order (after any layer reordering)."""
+        enumerate_fn = self.lib.fn(self.handle, "vkEnumeratePhysicalDevices", i32, ptr,
+                                   ctypes.POINTER(u32), ctypes.POINTER(ptr))
+        count = u32(0)
+        for _ in range(8):  # the list may grow between the two calls (VK_INCOMPLETE)
+            _check("vkEnumeratePhysicalDevices",
+                   enumerate_fn(self.handle, ctypes.byref(count), None))
+            array = (ptr * max(count.value, 1))()
+            result = enumerate_fn(self.handle, ctypes.byref(count), array)
+            _check("vkEnumeratePhysicalDevices", result)
+            if result != VK_INCOMPLETE:
+                return [array[i] for i in range(count.value)]
+        return []
+
+    def device_calls(self) -> dict[str, Any]:
+        """The per-device entry points; ``props2``/``mem2`` None when neither 1.1 nor KHR."""
+        fn, h = self.lib.fn, self.handle
+        suffix = "" if self.api >= vk.VK_API_VERSION_1_1 else "KHR"
+        calls = {
+            "props": fn(h, "vkGetPhysicalDeviceProperties", None, ptr,
+                        ctypes.POINTER(vk.PhysicalDeviceProperties)),
+            "props2": fn(h, "vkGetPhysicalDeviceProperties2" + suffix, None, ptr,
+                         ctypes.POINTER(vk.PhysicalDeviceProperties2)),
+            "mem": fn(h, "vkGetPhysicalDeviceMemoryProperties", None, ptr,
+                      ctypes.POINTER(vk.PhysicalDeviceMemoryProperties)),
+            "mem2": fn(h, "vkGetPhysicalDeviceMemoryProperties2" + suffix, None, ptr,
+                       ctypes.POINTER(vk.PhysicalDeviceMemoryProperties2)),
+            "exts": fn(h, "vkEnumerateDeviceExtensionProperties", i32, ptr, cstr,
+                       ctypes.POINTER(u32), ctypes.POINTER(vk.ExtensionProperties)),
+        }
+        if self.api < vk.VK_API_VERSION_1_1 and not self.khr2:
+            calls["props2"] = calls["mem2"] = None
+        return calls
 
 
 def _device(calls: dict[str, Any], handle: int | None, index: int, api: int) -> RawDevice:
-    props = PhysicalDeviceProperties()
+    props = vk.PhysicalDeviceProperties()
     calls["props"](handle, ctypes.byref(props))
     extensions = _extension_names(calls["exts"], handle)
     raw = RawDevice(index=index, name=_text(props.deviceName), device_type=props.deviceType,
@@ -372,20 +277,20 @@ def _device(calls: dict[str, Any], handle: int | None, index: int, api: int) -> 
     effective = min(api, props.apiVersion & ~0xFFF)
     # With a 1.0 instance the KHR functions serve any device; with 1.1+ the device must be 1.1+.
     has2 = calls["props2"] is not None and (
-        effective >= VK_API_VERSION_1_1 or api < VK_API_VERSION_1_1)
+        effective >= vk.VK_API_VERSION_1_1 or api < vk.VK_API_VERSION_1_1)
     if has2:
         _read_properties2(calls["props2"], handle, raw, effective)
-    memory = PhysicalDeviceMemoryProperties()
+    memory = vk.PhysicalDeviceMemoryProperties()
     budget: Any = None
-    if has2 and calls["mem2"] is not None and EXT_MEMORY_BUDGET in extensions:
-        budget = PhysicalDeviceMemoryBudgetPropertiesEXT(sType=ST_MEMORY_BUDGET)
-        mem2 = PhysicalDeviceMemoryProperties2(sType=ST_MEMORY_PROPERTIES_2,
+    if has2 and calls["mem2"] is not None and vk.EXT_MEMORY_BUDGET in extensions:
+        budget = vk.PhysicalDeviceMemoryBudgetPropertiesEXT(sType=vk.ST_MEMORY_BUDGET)
+        mem2 = vk.PhysicalDeviceMemoryProperties2(sType=vk.ST_MEMORY_PROPERTIES_2,
                                                pNext=ctypes.addressof(budget))
         calls["mem2"](handle, ctypes.byref(mem2))
         memory = mem2.memoryProperties
     else:
         calls["mem"](handle, ctypes.byref(memory))
-    heaps = min(memory.memoryHeapCount, MAX_MEMORY_HEAPS)
+    heaps = min(memory.memoryHeapCount, vk.MAX_MEMORY_HEAPS)
     raw.heaps = [[memory.memoryHeaps[i].size, memory.memoryHeaps[i].flags] for i in range(heaps)]
     if budget is not None:
         raw.heap_budget = [budget.heapBudget[i] for i in range(heaps)]
@@ -396,20 +301,20 @@ def _device(calls: dict[str, Any], handle: int | None, index: int, api: int) -> 
 def _read_properties2(props2_fn: Any, handle: int | None, raw: RawDevice, effective: int) -> None:
     chain: list[ctypes.Structure] = []
     ids = driver = pci = None
-    if effective >= VK_API_VERSION_1_1:
-        ids = PhysicalDeviceIDProperties(sType=ST_ID_PROPERTIES)
+    if effective >= vk.VK_API_VERSION_1_1:
+        ids = vk.PhysicalDeviceIDProperties(sType=vk.ST_ID_PROPERTIES)
         chain.append(ids)
-    if effective >= VK_API_VERSION_1_2 or EXT_DRIVER_PROPERTIES in raw.extensions:
-        driver = PhysicalDeviceDriverProperties(sType=ST_DRIVER_PROPERTIES)
+    if effective >= vk.VK_API_VERSION_1_2 or vk.EXT_DRIVER_PROPERTIES in raw.extensions:
+        driver = vk.PhysicalDeviceDriverProperties(sType=vk.ST_DRIVER_PROPERTIES)
         chain.append(driver)
-    if EXT_PCI_BUS_INFO in raw.extensions:
-        pci = PhysicalDevicePCIBusInfoPropertiesEXT(sType=ST_PCI_BUS_INFO)
+    if vk.EXT_PCI_BUS_INFO in raw.extensions:
+        pci = vk.PhysicalDevicePCIBusInfoPropertiesEXT(sType=vk.ST_PCI_BUS_INFO)
         chain.append(pci)
     if not chain:
         return
     for first, second in itertools.pairwise(chain):
         first.pNext = ctypes.addressof(second)
-    props2 = PhysicalDeviceProperties2(sType=ST_PROPERTIES_2, pNext=ctypes.addressof(chain[0]))
+    props2 = vk.PhysicalDeviceProperties2(sType=vk.ST_PROPERTIES_2, pNext=ctypes.addressof(chain[0]))
     props2_fn(handle, ctypes.byref(props2))
     if ids is not None:
         raw.uuid = bytes(ids.deviceUUID).hex()
