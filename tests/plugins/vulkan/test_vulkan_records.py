@@ -1,0 +1,126 @@
+"""From a raw Vulkan device to a DeviceInfo: ids, type, memory heaps, driver version, UUID."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from gpuscout.plugins.vulkan.devices import (
+    device_memory,
+    driver_version,
+    format_uuid,
+    pci_address,
+    to_device_info,
+)
+from gpuscout.plugins.vulkan.loader import RawDevice
+
+GIB = 1024**3
+MIB = 1024**2
+DEVICE_LOCAL = 1
+
+
+def raw(**kw: Any) -> RawDevice:
+    base: dict[str, Any] = dict(index=0, name="GPU", device_type=2, vendor_id=0x10DE,
+                                device_id=0x2684, api_version=(1 << 22) | (3 << 12),
+                                driver_version=0)
+    return RawDevice(**{**base, **kw})
+
+
+def test_uuid_is_written_8_4_4_4_12_in_lower_case() -> None:
+    """32 hex digits become the canonical dashed spelling."""
+    assert format_uuid("6D65736132322E332E36000000000000") == "6d657361-3232-2e33-2e36-000000000000"
+
+
+def test_missing_uuid_stays_empty() -> None:
+    """No VkPhysicalDeviceIDProperties: no UUID."""
+    assert format_uuid("") == ""
+
+
+def test_pci_address_is_domain_bus_device_function_in_lower_case_hex() -> None:
+    """VK_EXT_pci_bus_info's four numbers print as %04x:%02x:%02x.%x."""
+    assert pci_address([0, 0xC4, 0, 0]) == "0000:c4:00.0"
+    assert pci_address([0x10, 3, 0x1F, 7]) == "0010:03:1f.7"
+
+
+def test_pci_address_is_empty_without_pci_bus_info() -> None:
+    """A device without VK_EXT_pci_bus_info has no PCI id."""
+    assert pci_address(None) == ""
+
+
+def test_largest_device_local_heap_is_the_total_not_the_sum() -> None:
+    """NVIDIA's BAR window (a second device-local heap) is not counted twice."""
+    heaps = [[24 * GIB, DEVICE_LOCAL], [64 * GIB, 0], [256 * MIB, DEVICE_LOCAL]]
+    assert device_memory(raw(heaps=heaps)) == (24 * GIB, 24 * GIB, True)
+
+
+def test_free_memory_is_budget_minus_usage_of_that_heap() -> None:
+    """With VK_EXT_memory_budget free is heapBudget - heapUsage of the chosen heap."""
+    heaps = [[24 * GIB, DEVICE_LOCAL], [64 * GIB, 0]]
+    d = raw(heaps=heaps, heap_budget=[22 * GIB, 60 * GIB], heap_usage=[2 * GIB, 0])
+    assert device_memory(d) == (24 * GIB, 20 * GIB, False)
+
+
+def test_usage_above_budget_gives_zero_free_memory() -> None:
+    """Free memory never goes negative."""
+    d = raw(heaps=[[8 * GIB, DEVICE_LOCAL]], heap_budget=[GIB], heap_usage=[2 * GIB])
+    assert device_memory(d) == (8 * GIB, 0, False)
+
+
+def test_an_empty_budget_counts_as_unknown() -> None:
+    """A driver that lists the extension but reports a zero budget leaves free unknown."""
+    d = raw(heaps=[[8 * GIB, DEVICE_LOCAL]], heap_budget=[0], heap_usage=[0])
+    assert device_memory(d) == (8 * GIB, 8 * GIB, True)
+
+
+def test_no_device_local_heap_means_no_memory() -> None:
+    """A device with only host heaps reports zero memory, free unknown."""
+    assert device_memory(raw(heaps=[[16 * GIB, 0]])) == (0, 0, True)
+
+
+@pytest.mark.parametrize(("vendor", "packed", "info", "plat", "expected"), [
+    (0x10DE, (535 << 22) | (104 << 14) | (5 << 6), "535.104.05", "linux", (535, 104)),
+    (0x8086, (101 << 14) | 4502, "Intel driver", "win32", (101, 4502)),
+    (0x1002, (2 << 22) | (0 << 12) | 279, "2023.Q3.1 (LLVM 15.0.3)", "linux", (2, 0)),
+    (0x10005, 1, "Mesa 22.3.6 (LLVM 15.0.6)", "linux", (22, 3)),
+    (0x1002, (22 << 22) | (3 << 12) | 6, "Mesa 22.3.6", "linux", (22, 3)),
+], ids=["nvidia", "intel-windows", "amd-proprietary", "lavapipe", "radv"])
+def test_driver_version_follows_each_vendors_packing(
+        vendor: int, packed: int, info: str, plat: str, expected: tuple[int, int]) -> None:
+    """Mesa's version comes from driverInfo, others from driverVersion as the vendor packs it."""
+    assert driver_version(raw(vendor_id=vendor, driver_version=packed, driver_info=info),
+                          plat) == expected
+
+
+def test_record_ids_are_the_ordinal_and_the_raw_index() -> None:
+    """id is the ordinal among reported devices, filter_id the raw enumeration index."""
+    d = to_device_info(raw(index=3, heaps=[[8 * GIB, DEVICE_LOCAL]]), ordinal=1, platform="linux")
+    assert (d.library, d.id, d.filter_id) == ("Vulkan", "1", "3")
+
+
+def test_integrated_gpu_is_integrated_and_not_software() -> None:
+    """deviceType INTEGRATED_GPU sets integrated only."""
+    d = to_device_info(raw(device_type=1), 0, "linux")
+    assert d.integrated and not d.software
+
+
+def test_cpu_device_is_software() -> None:
+    """deviceType CPU (lavapipe, SwiftShader) is a software device."""
+    d = to_device_info(raw(device_type=4), 0, "linux")
+    assert d.software and not d.integrated
+
+
+def test_nameless_device_is_named_after_its_id() -> None:
+    """An empty deviceName gives the name Vulkan<id>."""
+    assert to_device_info(raw(name=""), 2, "linux").name == "Vulkan2"
+
+
+def test_compute_capability_is_unknown() -> None:
+    """Vulkan has no compute capability: -1.-1."""
+    assert to_device_info(raw(), 0, "linux").compute == "-1.-1"
+
+
+def test_record_carries_pci_id_and_uuid_when_the_driver_gives_them() -> None:
+    """A discrete NVIDIA-like device keeps its PCI address and dashed UUID."""
+    d = to_device_info(raw(pci=[0, 1, 0, 0], uuid="ab" * 16), 0, "linux")
+    assert d.pci_id == "0000:01:00.0"
+    assert d.uuid == "abababab-abab-abab-abab-abababababab"
