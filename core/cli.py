@@ -19,6 +19,16 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(USAGE_ERROR)
 
 
+class _CurrentStderr:
+    """Whatever sys.stderr is at the time of writing (it may be replaced after configuration)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(verbosity: int, fmt: str) -> None:
     """structlog to stderr (stdout stays clean for JSON); warnings by default, -v info, -vv debug."""
     import logging
@@ -37,7 +47,7 @@ def configure_logging(verbosity: int, fmt: str) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),
         cache_logger_on_first_use=True,
     )
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import attrs
+
 from gpuscout.log import get_logger
 
 

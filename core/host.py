@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 import pluggy
+
 from gpuscout import hookspecs
 from gpuscout.log import get_logger
 from gpuscout.markers import PROJECT
@@ -86,7 +87,6 @@ class PluginHost:
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.reports: dict[str, PluginReport] = {}
-        self.log = get_logger()
         for name, module in BUILTINS:
             self._load(name, functools.partial(importlib.import_module, module),
                        version=_own_version(), distribution=PROJECT)
@@ -95,6 +95,11 @@ class PluginHost:
         for item in extra:
             name, obj = item if isinstance(item, tuple) else (_name_of(item), item)
             self._load(name, functools.partial(_identity, obj), version="", distribution="")
+
+    @property
+    def log(self) -> Any:
+        """The logger, looked up per use so a host's later structlog configuration applies."""
+        return get_logger()
 
     def blocked(self, name: str) -> bool:
         """Whether ``name`` is kept out by the allow or deny list."""

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, SupportsIndex
 
 import attrs
+
 from gpuscout.gofmt import go_plus_v
 from gpuscout.records import DeviceID
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import attrs
+
 from gpuscout.errors import GpuscoutError
 from gpuscout.gofmt import go_plus_v
 

@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable, Iterable
 
 import attrs
+
 from gpuscout.records import DeviceComparison, DeviceID, DeviceInfo
 
 DUPLICATE_REASON = "duplicate"

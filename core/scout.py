@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
+
 from gpuscout.context import Context, EnvEntry
 from gpuscout.host import FAILED, OK, TIMEOUT, PluginHost, PluginReport
 from gpuscout.log import get_logger
@@ -78,12 +79,16 @@ class Scout:
         self.platform = platform or sys.platform
         self.root = root
         self.enumerate_timeout = enumerate_timeout
-        self.log = get_logger()
         self._host = PluginHost(
             plugins=plugins, disable=disable, extra=extra, entry_points=entry_points, env=self.env
         )
 
     # -- plumbing -------------------------------------------------------------------------------
+
+    @property
+    def log(self) -> Any:
+        """The logger, looked up per use so a host's later structlog configuration applies."""
+        return get_logger()
 
     def context(self, plugin: str = "", deadline: float | None = None) -> Context:
         """A context for ``plugin`` carrying this Scout's env, platform and root."""

@@ -18,6 +18,7 @@ from typing import Any, TypeVar, get_args, get_origin
 import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
 from gpuscout.errors import GpuscoutError
 from gpuscout.layers import GPULayers, GPULayersList
 from gpuscout.memory import BackendMemory, DeviceMemory

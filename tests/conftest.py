@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+import structlog
+
 from gpuscout import DeviceInfo, Scout, hookimpl
 
 GIB = 1024**3
@@ -26,6 +28,14 @@ class InjectedDevices:
     @hookimpl
     def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
         return list(self.devices)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_structlog() -> Any:
+    """Each test starts and ends with structlog unconfigured (the CLI configures it in-process)."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture

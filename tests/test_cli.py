@@ -74,3 +74,14 @@ def test_json_logs_go_to_stderr_and_stdout_stays_clean() -> None:
     json.loads(out.stdout)
     lines = [line for line in out.stderr.splitlines() if line.startswith("{")]
     assert lines and all("event" in json.loads(line) for line in lines)
+
+
+def test_an_unconfigured_host_gets_nothing_on_stdout() -> None:
+    """A host that never configured structlog sees no gpuscout log lines on its stdout."""
+    code = ("from gpuscout import Scout, DeviceInfo;"
+            "s = Scout(entry_points=False);"
+            "s.discover();"
+            "s.flash_attention_supported([DeviceInfo(library='CUDA', compute_major=8)])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout == ""
+    assert "rules.cuda_driver_unknown" in out.stderr

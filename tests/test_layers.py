@@ -6,9 +6,10 @@ import subprocess
 import sys
 
 import pytest
-from gpuscout import BackendMemory, DeviceMemory, GPULayers, GPULayersList, InsufficientMemoryError
 from hypothesis import given
 from hypothesis import strategies as st
+
+from gpuscout import BackendMemory, DeviceMemory, GPULayers, GPULayersList, InsufficientMemoryError
 
 
 @pytest.mark.parametrize(("layers", "text"), [

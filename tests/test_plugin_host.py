@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gpuscout import DeviceInfo, Scout, hookimpl
 
 BUILTINS = ["cuda", "rocm", "metal", "vulkan"]

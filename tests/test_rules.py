@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from gpuscout import DeviceComparison, DeviceInfo, Scout
 from structlog.testing import capture_logs
+
+from gpuscout import DeviceComparison, DeviceInfo, Scout
 
 GIB = 1024**3
 MIB = 1024**2

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from gpuscout import DeviceInfo, Scout, hookimpl
 from gpuscout.runner import RunnerError, discover_in_child, validate_devices
 

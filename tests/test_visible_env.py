@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from gpuscout import DeviceInfo, Scout
 from structlog.testing import capture_logs
+
+from gpuscout import DeviceInfo, Scout
 
 
 def cuda(id: str, filter_id: str = "", **kw: object) -> DeviceInfo:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from gpuscout import (
     BackendMemory,
     DeviceID,
@@ -17,8 +20,6 @@ from gpuscout import (
     from_json,
     to_json,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 # Shaped like a real runner's /info reply: Go writes every key it knows, extra keys may appear.
 RUNNER_INFO = """[
