@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 import attrs
+
 from gpuscout.errors import GpuscoutError
 from gpuscout.records import DeviceInfo
 from gpuscout.select import describe

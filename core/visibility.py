@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import attrs
+
 from gpuscout.records import DeviceInfo
 
 #: Per library, the variables and values that make a child see none of its devices.

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from gpuscout import DeviceInfo, Scout, cli
 
 GIB = 1024**3

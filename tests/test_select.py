@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+
 from gpuscout import DeviceInfo, Scout
 from gpuscout.select import SelectionError, parse_size, select_devices
 

@@ -1,0 +1,300 @@
+"""`gpuscout exec`: a real child gets the selection's environment, no shell, inherited stdio,
+forwarded signals and its exit status passed through."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gpuscout import DeviceInfo, Scout, cli, execute
+
+CUDA_A = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
+                    uuid="GPU-aaaa1111", pci_id="0000:01:00.0", free_memory=40 << 30)
+CUDA_B = DeviceInfo(id="GPU-bbbb2222", library="CUDA", filter_id="GPU-bbbb2222",
+                    uuid="GPU-bbbb2222", pci_id="0000:02:00.0", free_memory=30 << 30)
+ROCM_A = DeviceInfo(id="GPU-5f3c0a1b", library="ROCm", filter_id="GPU-5f3c0a1b",
+                    uuid="GPU-5f3c0a1b", pci_id="0000:c4:00.0", free_memory=60 << 30)
+VARIABLES = ["CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+             "GGML_VK_VISIBLE_DEVICES", "KEEP_ME"]
+# Prints the visibility variables it was started with (absent ones as null), as one JSON object.
+PRINT_ENV = ("import json, os; print(json.dumps({k: os.environ.get(k) for k in "
+             f"{VARIABLES!r}}}))")
+# No plugin at all: exec selects `all` of nothing, so the child gets the environment unchanged.
+NO_PLUGINS = ["--plugins", "none"]
+
+
+@pytest.fixture
+def machine(monkeypatch: pytest.MonkeyPatch,
+            scout_with: Callable[..., Scout]) -> Callable[..., None]:
+    """Make the CLI's Scout report the given devices under the given environment."""
+
+    def use(devices: list[DeviceInfo], env: dict[str, str] | None = None) -> None:
+        scout = scout_with(devices, env=env)
+        monkeypatch.setattr(cli, "make_scout", lambda args: scout)
+
+    return use
+
+
+def child_env(capfd: pytest.CaptureFixture[str], *args: str) -> dict[str, str | None]:
+    assert cli.main(["exec", *args, "--", sys.executable, "-c", PRINT_ENV]) == 0
+    shown: dict[str, str | None] = json.loads(capfd.readouterr().out)
+    return shown
+
+
+def gpuscout_exec(*args: str, **kw: object) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "gpuscout", "exec", *NO_PLUGINS, *args],
+                            text=True, **kw)  # type: ignore[call-overload]
+
+
+def test_exec_adds_the_selection_environment(
+        machine: Callable[..., None], capfd: pytest.CaptureFixture[str]) -> None:
+    """The child sees CUDA_VISIBLE_DEVICES naming the selected device, and nothing else set."""
+    machine([CUDA_A, CUDA_B])
+    assert child_env(capfd, "--device", "cuda:1") == {
+        "CUDA_VISIBLE_DEVICES": "GPU-bbbb2222", "ROCR_VISIBLE_DEVICES": None,
+        "HIP_VISIBLE_DEVICES": None, "GGML_VK_VISIBLE_DEVICES": None, "KEEP_ME": None}
+
+
+def test_exec_keeps_the_rest_of_the_environment(
+        machine: Callable[..., None], capfd: pytest.CaptureFixture[str]) -> None:
+    """Variables gpuscout was started with reach the child; selection variables replace theirs."""
+    machine([CUDA_A, CUDA_B], {"KEEP_ME": "yes", "CUDA_VISIBLE_DEVICES": "0,1"})
+    shown = child_env(capfd, "--device", "GPU-aaaa")
+    assert shown["KEEP_ME"] == "yes"
+    assert shown["CUDA_VISIBLE_DEVICES"] == "GPU-aaaa1111"
+
+
+def test_exec_without_device_selects_all(
+        machine: Callable[..., None], capfd: pytest.CaptureFixture[str]) -> None:
+    """Without --device every device is selected."""
+    machine([CUDA_A, CUDA_B])
+    assert child_env(capfd)["CUDA_VISIBLE_DEVICES"] == "GPU-aaaa1111,GPU-bbbb2222"
+
+
+def test_exec_devices_union(
+        machine: Callable[..., None], capfd: pytest.CaptureFixture[str]) -> None:
+    """Several --device options union, in rank order."""
+    machine([CUDA_A, CUDA_B, ROCM_A])
+    shown = child_env(capfd, "--device", "library=rocm", "--device", "cuda:1")
+    assert shown["ROCR_VISIBLE_DEVICES"] == "GPU-5f3c0a1b"
+    assert shown["CUDA_VISIBLE_DEVICES"] is None  # mixed selection: the seed leaves CUDA alone
+
+
+def test_exec_isolate_hides_the_other_vendors(
+        machine: Callable[..., None], capfd: pytest.CaptureFixture[str]) -> None:
+    """With --isolate the child gets the hide-all values of every unselected vendor."""
+    machine([CUDA_A, ROCM_A])
+    assert child_env(capfd, "--isolate", "--device", "library=rocm") == {
+        "CUDA_VISIBLE_DEVICES": "", "ROCR_VISIBLE_DEVICES": "GPU-5f3c0a1b",
+        "HIP_VISIBLE_DEVICES": None, "GGML_VK_VISIBLE_DEVICES": "", "KEEP_ME": None}
+
+
+def test_exec_runs_without_a_shell(
+        machine: Callable[..., None], capfd: pytest.CaptureFixture[str]) -> None:
+    """Arguments reach the child verbatim: no expansion, no word splitting."""
+    machine([])
+    args = ["$HOME", "a b", "*", "x;y"]
+    code = "import json, sys; print(json.dumps(sys.argv[1:]))"
+    assert cli.main(["exec", "--", sys.executable, "-c", code, *args]) == 0
+    assert json.loads(capfd.readouterr().out) == args
+
+
+def test_empty_command_exits_2_before_discovery(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`exec --` with no command is one error line and exit 2; nothing is discovered or run."""
+    def no_discovery(args: object) -> Scout:
+        raise AssertionError("discovery must not start")
+
+    monkeypatch.setattr(cli, "make_scout", no_discovery)
+    assert cli.main(["exec", "--device", "best", "--"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("gpuscout: error: exec needs a command after '--', "
+                   "e.g. gpuscout exec -- python app.py\n")
+
+
+@pytest.mark.parametrize("device", ["nope", "fits:12", "cuda:5"])
+def test_bad_selector_exits_2_and_starts_nothing(
+        machine: Callable[..., None], capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        device: str) -> None:
+    """A bad --device is exit 2 with one line, and the command never runs."""
+    machine([CUDA_A])
+    marker = tmp_path / "ran"
+    code = f"open({str(marker)!r}, 'w').close()"
+    assert cli.main(["exec", "--device", device, "--", sys.executable, "-c", code]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert not marker.exists()
+
+
+def test_a_missing_command_exits_127(capsys: pytest.CaptureFixture[str],
+                                     machine: Callable[..., None]) -> None:
+    """A command that is not on PATH is exit 127 with one line, as a shell reports it."""
+    machine([])
+    assert cli.main(["exec", "--", "gpuscout-no-such-command"]) == 127
+    assert "command not found: 'gpuscout-no-such-command'" in capsys.readouterr().err
+
+
+def test_exit_status_is_passed_through() -> None:
+    """The child's exit status 5 is gpuscout's exit status."""
+    proc = gpuscout_exec("--", sys.executable, "-c", "raise SystemExit(5)")
+    assert proc.wait(timeout=60) == 5
+
+
+def test_a_child_killed_by_sigterm_gives_143() -> None:
+    """A child that dies of signal 15 makes gpuscout exit 128 + 15."""
+    code = "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"
+    proc = gpuscout_exec("--", sys.executable, "-c", code)
+    assert proc.wait(timeout=60) == 143
+
+
+def test_stdin_and_stdout_are_inherited() -> None:
+    """The child reads gpuscout's stdin and writes to its stdout."""
+    code = "print(input().upper())"
+    out = subprocess.run([sys.executable, "-m", "gpuscout", "exec", *NO_PLUGINS, "--",
+                          sys.executable, "-c", code], input="hello\n", capture_output=True,
+                         text=True, timeout=60)
+    assert (out.returncode, out.stdout) == (0, "HELLO\n")
+
+
+# Exits with 7 on SIGINT, 8 on SIGTERM, 9 on SIGHUP, once its handlers are set ("ready").
+HANDLER_CHILD = """
+import signal, sys, time
+codes = {signal.SIGINT: 7, signal.SIGTERM: 8, signal.SIGHUP: 9}
+for s, c in codes.items():
+    signal.signal(s, lambda signo, frame: sys.exit(codes[signo]))
+print("ready", flush=True)
+for _ in range(600):
+    time.sleep(0.1)
+sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize(("signo", "expected"), [
+    (signal.SIGINT, 7), (signal.SIGTERM, 8), (signal.SIGHUP, 9)])
+def test_a_signal_to_gpuscout_is_forwarded_to_the_child(signo: int, expected: int) -> None:
+    """SIGINT, SIGTERM and SIGHUP sent to the gpuscout process reach the child."""
+    proc = gpuscout_exec("--", sys.executable, "-c", HANDLER_CHILD, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(signo)
+        assert proc.wait(timeout=30) == expected
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+# Takes SIGINTs synchronously in three bursts; after the first SIGINT of a burst it waits 0.3 s
+# for duplicates, and it exits with 10 + the number of duplicates. The kernel merges a standard
+# signal that is still pending, so one burst shows a duplicate only some of the time; three
+# bursts make a missed double delivery unlikely.
+COUNTING_CHILD = """
+import signal, sys, time
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+print("ready", flush=True)
+duplicates = 0
+for burst in range(3):
+    signal.sigwaitinfo({signal.SIGINT})
+    deadline = time.monotonic() + 0.3
+    while (left := deadline - time.monotonic()) > 0:
+        if signal.sigtimedwait({signal.SIGINT}, left) is not None:
+            duplicates += 1
+sys.exit(10 + duplicates)
+"""
+
+
+def _read_until(fd: int, text: bytes, timeout: float) -> bytes:
+    data = b""
+    deadline = time.monotonic() + timeout
+    while text not in data and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.1)[0]:
+            data += os.read(fd, 1024)
+    return data
+
+
+def _controlling_terminal() -> None:
+    # Runs in the new session's leader: stdin (the pty) becomes its controlling terminal.
+    import fcntl
+    import termios
+
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def test_terminal_ctrl_c_reaches_the_child_exactly_once() -> None:
+    """Ctrl-C on a real terminal reaches the child once, not once more forwarded by gpuscout."""
+    master, slave = pty.openpty()
+    cmd = [sys.executable, "-m", "gpuscout", "exec", *NO_PLUGINS, "--", sys.executable, "-c",
+           COUNTING_CHILD]
+    proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave,
+                            start_new_session=True, preexec_fn=_controlling_terminal)
+    os.close(slave)
+    try:
+        assert b"ready" in _read_until(master, b"ready", 30)
+        for _ in range(3):
+            os.write(master, b"\x03")
+            time.sleep(0.4)
+        assert proc.wait(timeout=30) == 10
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+
+
+def test_portable_runner_passes_the_exit_status_through() -> None:
+    """The fallback used where sigtimedwait is missing also passes the status through."""
+    code = "raise SystemExit(5)"
+    assert execute._run_portable([sys.executable, "-c", code], dict(os.environ)) == 5
+
+
+@pytest.mark.parametrize(("returncode", "status"), [(0, 0), (5, 5), (-15, 143), (-2, 130)])
+def test_exit_code_follows_the_shell_convention(returncode: int, status: int) -> None:
+    """A signal death N is reported as 128 + N."""
+    assert execute.exit_code(returncode) == status
+
+
+def test_exec_verify_mismatch_exits_3_and_runs_nothing(
+        machine: Callable[..., None], capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the verification child sees no device, the command is not started and exit is 3."""
+    from gpuscout import verify
+
+    machine([CUDA_A])
+    monkeypatch.setattr(verify, "child_command", lambda *a: [
+        sys.executable, "-c", "print('{\"devices\": []}')"])
+    marker = tmp_path / "ran"
+    code = f"open({str(marker)!r}, 'w').close()"
+    assert cli.main(["exec", "--verify", "--", sys.executable, "-c", code]) == 3
+    assert "selected but not seen: 0=CUDA (GPU-aaaa1111" in capsys.readouterr().err
+    assert not marker.exists()
+
+
+def test_exec_verify_with_lavapipe_runs_the_command() -> None:
+    """`exec --verify --include-software` on llvmpipe verifies with a real child, then runs."""
+    import glob
+
+    icds = sorted(glob.glob("/usr/share/vulkan/icd.d/lvp_icd*.json"))
+    if not icds:
+        if os.environ.get("CI") == "true":
+            pytest.fail("lavapipe (mesa-vulkan-drivers) is not installed, but CI must provide it")
+        pytest.skip("lavapipe is not installed")
+    env = {**os.environ, "VK_DRIVER_FILES": ":".join(icds)}
+    code = "import os; print(os.environ['GGML_VK_VISIBLE_DEVICES'])"
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "exec", "--plugins", "vulkan", "--include-software",
+         "--verify", "--device", "library=vulkan", "--", sys.executable, "-c", code],
+        capture_output=True, text=True, timeout=120, env=env)
+    if out.returncode == 2 and "no device of library 'vulkan'" in out.stderr:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the Vulkan plugin found no lavapipe device: {out.stderr}")
+        pytest.skip("the Vulkan plugin found no lavapipe device")
+    assert out.returncode == 0, out.stderr
+    assert "verified" in out.stderr
+    assert out.stdout.strip().isdigit()
