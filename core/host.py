@@ -153,10 +153,13 @@ class PluginHost:
                 distribution=getattr(dist, "name", "") or "",
             )
 
-    def impls(self, hook: str) -> list[pluggy.HookImpl]:
-        """The plain implementations of ``hook`` in pluggy's call order."""
+    def impls(self, hook: str, registration_order: bool = False) -> list[pluggy.HookImpl]:
+        """The plain implementations of ``hook`` in pluggy's call order (last registered first),
+        or in registration order (built-ins first) when asked."""
         caller = getattr(self.pm.hook, hook)
-        return [i for i in reversed(caller.get_hookimpls()) if not (i.hookwrapper or i.wrapper)]
+        found = caller.get_hookimpls()
+        ordered = found if registration_order else list(reversed(found))
+        return [i for i in ordered if not (i.hookwrapper or i.wrapper)]
 
     def call_one(self, impl: pluggy.HookImpl, hook: str, kwargs: Mapping[str, Any]) -> Any:
         """Call one implementation with the arguments it asks for; raises what it raises."""

@@ -73,32 +73,37 @@ def is_better(a: DeviceInfo, b: DeviceInfo) -> bool:
 
 
 def merge(
-    devices: Iterable[DeviceInfo],
+    found: Iterable[tuple[str, DeviceInfo]],
     compare_fn: Callable[[DeviceInfo, DeviceInfo], DeviceComparison],
     preferred: Callable[[DeviceInfo, DeviceInfo], bool],
 ) -> tuple[list[DeviceInfo], list[Dropped]]:
-    """Fold ``devices`` (in discovery order) into survivors and dropped duplicates.
+    """Fold ``(plugin, device)`` pairs (in discovery order) into survivors and dropped duplicates.
 
     DUPLICATE: the preferred library survives (the earlier one when neither or both are).
-    SAME_BACKEND: the newer library variant survives, else the earlier one.
+    SAME_BACKEND: the newer library variant survives, else the earlier one; except that two
+    devices with different ids from the same plugin are partitions of one card (MIG instances,
+    MI300 compute partitions), which share the card's PCI id and are all kept.
     """
-    kept: list[DeviceInfo] = []
+    kept: list[tuple[str, DeviceInfo]] = []
     dropped: list[Dropped] = []
-    for new in devices:
-        for i, old in enumerate(kept):
+    for source, new in found:
+        for i, (old_source, old) in enumerate(kept):
             how = compare_fn(old, new)
             if how is DeviceComparison.UNIQUE:
+                continue
+            if (how is DeviceComparison.SAME_BACKEND and source == old_source
+                    and old.device_id != new.device_id):
                 continue
             if how is DeviceComparison.DUPLICATE:
                 replace = preferred(new, old) and not preferred(old, new)
             else:
                 replace = is_better(old, new)
             if replace:
-                kept[i] = new
+                kept[i] = (source, new)
                 dropped.append(Dropped(old, DUPLICATE_REASON, new.device_id))
             else:
                 dropped.append(Dropped(new, DUPLICATE_REASON, old.device_id))
             break
         else:
-            kept.append(new)
-    return kept, dropped
+            kept.append((source, new))
+    return [d for _, d in kept], dropped

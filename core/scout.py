@@ -113,7 +113,8 @@ class Scout:
         Each plugin runs in its own worker thread under its own deadline; a plugin that raises,
         answers the wrong type or overruns is reported and contributes nothing.
         """
-        impls = self._host.impls("gpuscout_enumerate")
+        # Registration order: built-ins first, so "found first" means the same on every run.
+        impls = self._host.impls("gpuscout_enumerate", registration_order=True)
         runs: list[tuple[Any, Context, threading.Thread, dict[str, Any]]] = []
         for impl in impls:
             start = time.monotonic()
@@ -168,8 +169,7 @@ class Scout:
         dropped when that fails (see ``gpuscout.runner``). Never raises for a plugin's fault.
         """
         start = time.perf_counter()
-        raw = [d for _, d in self.enumerate()]
-        kept, dropped = merge(raw, self.compare, self.preferred)
+        kept, dropped = merge(self.enumerate(), self.compare, self.preferred)
         if not include_software:
             dropped.extend(Dropped(d, SOFTWARE_REASON) for d in kept if d.software)
             kept = [d for d in kept if not d.software]

@@ -11,6 +11,7 @@ from gpuscout import (
     by_library,
     by_performance,
     library_paths,
+    hookimpl,
     rank,
 )
 
@@ -149,3 +150,47 @@ def test_library_paths_start_with_base_and_drop_repeats() -> None:
 def test_device_ids_compare_by_value() -> None:
     """DeviceID equality is by id and library."""
     assert DeviceID("0", "CUDA") == DeviceID("0", "CUDA") != DeviceID("0", "ROCm")
+
+
+NO_VULKAN_ENV = {"VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json"}
+
+
+class InjectedDevices:
+    def __init__(self, devices: list[DeviceInfo]) -> None:
+        self.devices = devices
+
+    @hookimpl
+    def gpuscout_enumerate(self, context: object) -> list[DeviceInfo]:
+        return self.devices
+
+
+class Partitions:
+    """A backend that reports two MIG instances of one card, at the card's PCI address."""
+
+    @hookimpl
+    def gpuscout_enumerate(self, context: object) -> list[DeviceInfo]:
+        return [DeviceInfo(id=f"MIG-{i}", library="CUDA", pci_id="0000:19:00.0",
+                           description="NVIDIA A100-SXM4-40GB MIG 3g.20gb",
+                           total_memory=20 * GIB, free_memory=19 * GIB) for i in (1, 2)]
+
+
+def test_partitions_of_one_card_are_all_kept_and_its_twin_dropped(
+        scout_with: Callable[..., Scout]) -> None:
+    """Same-library records of one PCI id from one plugin are partitions, not repeats."""
+    twin = VK_H100.evolve(description="NVIDIA A100-SXM4-40GB")
+    scout = Scout(plugins=["cuda", "vulkan", "injected", "mig"], entry_points=False,
+                  extra=[("injected", InjectedDevices([twin])), ("mig", Partitions())],
+                  env=NO_VULKAN_ENV)
+    found = scout.discover()
+    assert [d.id for d in found.devices] == ["MIG-1", "MIG-2"]
+    assert [(d.device.id, d.duplicate_of) for d in found.dropped] == [
+        ("0", DeviceID("MIG-1", "CUDA"))]
+
+
+def test_the_same_card_from_two_plugins_of_one_library_is_merged(
+        scout_with: Callable[..., Scout]) -> None:
+    """Two sources reporting one CUDA card at one PCI id still give one device (the seed)."""
+    scout = Scout(plugins=["cuda", "a", "b"], entry_points=False, env=NO_VULKAN_ENV,
+                  extra=[("a", InjectedDevices([H100])),
+                         ("b", InjectedDevices([H100.evolve(id="GPU-other")]))])
+    assert scout.discover().devices == [H100]

@@ -148,8 +148,9 @@ def mig_record(
 ) -> DeviceInfo:
     """The DeviceInfo for one MIG instance of ``gpu``.
 
-    ``pci_id`` stays empty: the core merges records that share a PCI id as one card, and the
-    instances of one GPU are distinct devices that all sit at the parent's address.
+    ``pci_id`` is the parent's: the instances sit at its address, and the core keeps records of
+    one PCI id from one plugin apart when their ids differ (partitions), while a Vulkan view of
+    the same card is still recognised as its twin.
     """
     total, free, integrated, unknown = _memory_fields(mig.memory, system)
     cuda_major, cuda_minor = cuda_version(driver.cuda_version)
@@ -160,6 +161,7 @@ def mig_record(
         description=mig.name,
         filter_id=mig.uuid,
         uuid=mig.uuid,
+        pci_id=gpu.pci.pci_id,
         integrated=integrated,
         total_memory=total,
         free_memory=free,

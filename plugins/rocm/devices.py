@@ -115,7 +115,7 @@ def build(
         description=description(facts, gfx.target_name(facts.gfx_version)),
         filter_id=ident,
         integrated=integrated,
-        pci_id=facts.slot if facts.partitions == 1 else "",
+        pci_id=facts.slot,
         total_memory=total,
         free_memory=min(free, total),
         compute_major=major,

@@ -142,7 +142,7 @@ def test_gpu_in_mig_mode_is_reported_as_its_instances(fake_nvml, cuda_scout, no_
 
 
 def test_mig_instance_is_reported_field_by_field(fake_nvml, cuda_scout, no_probe):
-    """A MIG instance has its own id, name and memory, the parent's compute, and no PCI id."""
+    """A MIG instance has its own id, name and memory, and the parent's compute and PCI id."""
     fake_nvml("a100_mig")
     found = cuda_scout().discover()
     mig = next(d for d in found.devices if d.id.startswith("MIG-c6d4"))
@@ -153,7 +153,7 @@ def test_mig_instance_is_reported_field_by_field(fake_nvml, cuda_scout, no_probe
         description="NVIDIA A100-SXM4-40GB MIG 3g.20gb",
         filter_id="MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f",
         uuid="MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f",
-        pci_id="",
+        pci_id="0000:07:00.0",
         total_memory=20096 * MIB,
         free_memory=21059600384,
         compute_major=8,

@@ -43,7 +43,7 @@ def test_partitioned_mi300x_reports_each_kfd_node_as_a_device(
         uuid = f"GPU-{0x8d1e2c3a00000000 + 0x1000 * (p + 1) + p:016x}"
         expected.append(DeviceInfo(
             id=uuid, library="ROCm", name=f"ROCm{p}", description="AMD Instinct MI300X",
-            filter_id=uuid, integrated=False, pci_id="",
+            filter_id=uuid, integrated=False, pci_id="0000:05:00.0",
             total_memory=share, free_memory=share - 2952790016 // 8,
             compute_major=0x9, compute_minor=0x42, gfx_target="gfx942", uuid=uuid,
             free_memory_unknown=True,
@@ -54,7 +54,7 @@ def test_partitioned_mi300x_reports_each_kfd_node_as_a_device(
 def test_partitions_survive_the_merge_as_separate_devices(
     discover: Callable[..., Discovery],
 ) -> None:
-    """No partition is dropped as a duplicate of another (they carry no shared PCI id)."""
+    """No partition is dropped as a duplicate of another, though all share the card's PCI id."""
     result = discover("mi300x_cpx")
     assert (len(result.devices), result.dropped) == (8, [])
 
