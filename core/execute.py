@@ -5,7 +5,8 @@ On POSIX systems with ``sigtimedwait`` (Linux) the forwarded signals are blocked
 synchronously, which tells who sent each one: a signal the terminal sent to the whole foreground
 process group (Ctrl-C, hang-up) has already reached the child, which shares our group, so it is not
 sent a second time; a signal sent to gpuscout alone (``kill``) is forwarded. Elsewhere (macOS,
-Windows) Python signal handlers forward every signal.
+Windows) Python signal handlers forward every signal. Called outside the main thread, where
+Python cannot take signals, the child simply runs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from types import FrameType
 
@@ -53,9 +55,10 @@ def run(command: Sequence[str], env: Mapping[str, str]) -> int:
     """
     if not command:
         raise CommandError("no command to run", 2)
-    if hasattr(signal, "sigtimedwait") and hasattr(os, "posix_spawn"):
+    main = threading.current_thread() is threading.main_thread()
+    if main and hasattr(signal, "sigtimedwait") and hasattr(os, "posix_spawn"):
         return _run_posix(list(command), dict(env))
-    return _run_portable(list(command), dict(env))
+    return _run_portable(list(command), dict(env), forward_signals=main)
 
 
 def _resolve(program: str, env: Mapping[str, str]) -> str:
@@ -138,7 +141,7 @@ def _send(pid: int, signo: int) -> None:
         pass
 
 
-def _run_portable(command: list[str], env: dict[str, str]) -> int:
+def _run_portable(command: list[str], env: dict[str, str], forward_signals: bool = True) -> int:
     try:
         child = subprocess.Popen(command, env=env)
     except OSError as exc:
@@ -148,7 +151,8 @@ def _run_portable(command: list[str], env: dict[str, str]) -> int:
         if child.poll() is None:
             child.send_signal(signo)
 
-    previous = {s: signal.signal(s, forward) for s in FORWARDED}
+    # Only the main thread may install signal handlers; elsewhere the child just runs.
+    previous = {s: signal.signal(s, forward) for s in FORWARDED} if forward_signals else {}
     try:
         return exit_code(child.wait())
     finally:

@@ -298,3 +298,15 @@ def test_exec_verify_with_lavapipe_runs_the_command() -> None:
     assert out.returncode == 0, out.stderr
     assert "verified" in out.stderr
     assert out.stdout.strip().isdigit()
+
+
+def test_run_from_another_thread_passes_the_exit_status_through() -> None:
+    """Outside the main thread (no signal handling possible) the child still runs to its status."""
+    import threading
+
+    result: list[int] = []
+    worker = threading.Thread(target=lambda: result.append(
+        execute.run([sys.executable, "-c", "raise SystemExit(6)"], dict(os.environ))))
+    worker.start()
+    worker.join(timeout=60)
+    assert result == [6]
