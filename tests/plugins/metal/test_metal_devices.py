@@ -13,6 +13,7 @@ import sys
 import types
 
 import pytest
+
 from gpuscout import Scout
 from gpuscout.plugins.metal.discover import all_devices, device_info
 

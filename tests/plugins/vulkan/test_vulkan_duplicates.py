@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+
 from gpuscout import DeviceComparison, DeviceInfo, Scout
 from gpuscout.plugins.vulkan.rules import same_uuid, uuid_hex
 

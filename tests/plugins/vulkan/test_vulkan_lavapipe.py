@@ -9,12 +9,13 @@ import subprocess
 import sys
 
 import pytest
+from structlog.testing import capture_logs
+
 from gpuscout import Scout
 from gpuscout.context import Context
 from gpuscout.plugins.vulkan import discover as vk_discover
 from gpuscout.plugins.vulkan.loader import RawDevice
 from gpuscout.plugins.vulkan.vkstructs import EXT_MEMORY_BUDGET
-from structlog.testing import capture_logs
 
 GIB = 1024**3
 MESA_VENDOR_ID = 0x10005

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from gpuscout import Scout
 from gpuscout.plugins.vulkan.loader import probe
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from gpuscout.plugins.vulkan.devices import (
     device_memory,
     driver_version,

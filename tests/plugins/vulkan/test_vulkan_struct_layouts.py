@@ -7,6 +7,7 @@ import struct
 import sys
 
 import pytest
+
 from gpuscout.plugins.vulkan import vkstructs as vk
 from gpuscout.plugins.vulkan.loader import LIBRARY_NAMES, Instance, Loader
 

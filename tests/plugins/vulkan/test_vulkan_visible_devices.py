@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from gpuscout.plugins.vulkan.visible import parse_indices, select_indices
 
 HUGE = 2**64
