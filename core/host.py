@@ -138,20 +138,15 @@ class PluginHost:
         report.hooks = sorted(c.name for c in self.pm.get_hookcallers(obj) or ())
 
     def _load_entry_points(self) -> None:
-        from importlib.metadata import entry_points
+        from gpuscout.entrypoints import entry_points
 
         try:
-            eps = list(entry_points(group=ENTRY_POINT_GROUP))
+            eps = entry_points(ENTRY_POINT_GROUP)
         except Exception as exc:  # a broken installed distribution must not stop discovery
             self.log.warning("discovery.entry_points_failed", error=_describe(exc))
             return
         for ep in eps:
-            dist = getattr(ep, "dist", None)
-            self._load(
-                ep.name, ep.load,
-                version=getattr(dist, "version", "") or "",
-                distribution=getattr(dist, "name", "") or "",
-            )
+            self._load(ep.name, ep.load, version=ep.version, distribution=ep.distribution)
 
     def impls(self, hook: str, registration_order: bool = False) -> list[pluggy.HookImpl]:
         """The plain implementations of ``hook`` in pluggy's call order (last registered first),

@@ -11,6 +11,7 @@ import pytest
 import structlog
 
 from gpuscout import DeviceInfo, Scout, hookimpl
+from gpuscout import log as gpuscout_log
 
 GIB = 1024**3
 MIB = 1024**2
@@ -36,6 +37,7 @@ def _fresh_structlog() -> Any:
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
+    gpuscout_log._cli, gpuscout_log._cli_configured = None, False
 
 
 @pytest.fixture

@@ -45,14 +45,35 @@ def test_package_ships_py_typed() -> None:
 
 
 def test_import_loads_no_vendor_sdk_rich_or_http() -> None:
-    """`import gpuscout` pulls in no vendor SDK, no HTTP code and not the wire format.
-
-    (rich is not checked: structlog itself imports it when it is installed.)
-    """
+    """`import gpuscout` pulls in no vendor SDK, no rich, no HTTP code, no structlog, no cattrs."""
     result = _python(
         "import sys, gpuscout\n"
-        "bad = [m for m in ('pynvml', 'amdsmi', 'Metal', 'http.client', 'http.server',"
+        "bad = [m for m in ('pynvml', 'amdsmi', 'Metal', 'rich', 'structlog', 'http.client', 'http.server',"
         " 'urllib.request', 'gpuscout.plugins.cuda', 'cattrs') if m in sys.modules]\n"
         "print(bad)"
     )
     assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_a_quiet_json_listing_never_imports_rich_or_structlog() -> None:
+    """`gpuscout list --json` with nothing to log loads neither rich nor structlog."""
+    result = _python(
+        "import sys, io, contextlib\n"
+        "from gpuscout.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['list', '--json'])\n"
+        "print([m for m in ('rich', 'structlog', 'pynvml', 'amdsmi') if m in sys.modules])"
+    )
+    assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_the_table_is_what_loads_rich() -> None:
+    """Plain `gpuscout list` (the table) is where rich comes in."""
+    result = _python(
+        "import sys, io, contextlib\n"
+        "from gpuscout.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['list', '--disable', 'vulkan'])\n"
+        "print('rich' in sys.modules)"
+    )
+    assert result.stdout.strip() == "True", result.stderr
