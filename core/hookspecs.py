@@ -53,6 +53,20 @@ def gpuscout_visible_env(
     raise NotImplementedError
 
 
+@hookspec
+def gpuscout_isolate_env(
+    selection: Sequence[DeviceInfo], env: Mapping[str, str], context: Context
+) -> Mapping[str, str] | None:
+    """Return variables that keep this backend's unselected devices from a child.
+
+    ``env`` is what ``gpuscout_visible_env`` produced for ``selection``. Typically: the backend's
+    "hide everything" values when none of its devices is selected, and whatever makes the
+    selected ones unambiguous (an index order). The core never lets these overwrite a variable
+    ``env`` already sets. None: nothing to add.
+    """
+    raise NotImplementedError
+
+
 @hookspec(firstresult=True)
 def gpuscout_preferred_library(device: DeviceInfo, other: DeviceInfo) -> bool | None:
     """Return True if ``device``'s library is preferred over ``other``'s for the same card.

@@ -169,14 +169,15 @@ class PluginHost:
         self.log.warning("discovery.plugin_failed", plugin=plugin, hook=hook, error=problem)
 
     def each(
-        self, hook: str, check: Callable[[Any], bool], expected: str, **kwargs: Any
+        self, hook: str, check: Callable[[Any], bool], expected: str,
+        registration_order: bool = False, **kwargs: Any,
     ) -> Iterator[tuple[str, Any]]:
         """Yield ``(plugin, answer)`` for every implementation whose answer passes ``check``.
 
         An implementation that raises or answers a value that fails ``check`` is recorded as a
         failure of its plugin and skipped. None answers are skipped silently.
         """
-        for impl in self.impls(hook):
+        for impl in self.impls(hook, registration_order):
             try:
                 answer = self.call_one(impl, hook, kwargs)
             except Exception as exc:

@@ -278,6 +278,17 @@ class Scout:
                 env[key] = value
         return env
 
+    def isolate_env(
+        self, devices: Sequence[DeviceInfo], env: Mapping[str, str]
+    ) -> list[tuple[str, dict[str, str]]]:
+        """Each plugin's variables that hide its unselected devices: ``(plugin, variables)``."""
+        return [
+            (plugin, dict(answer)) for plugin, answer in self._host.each(
+                "gpuscout_isolate_env", _is_str_map, "a str->str mapping or None",
+                registration_order=True, selection=list(devices), env=dict(env), context=self.context(),
+            )
+        ]
+
     def select(self, selectors: Sequence[str], include_software: bool = False) -> list[DeviceInfo]:
         """Devices matching ``selectors`` (see ``gpuscout.select``), in rank order."""
         from gpuscout.select import select_devices

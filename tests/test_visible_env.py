@@ -103,3 +103,30 @@ def test_values_are_plain_strings_in_a_plain_dict(scout_with: Callable[..., Scou
     """The result is a real dict of str."""
     env = scout_with().visible_env([cuda("GPU-a")])
     assert type(env) is dict and all(type(v) is str for v in env.values())
+
+
+ISOLATE_CASES = [
+    ("nothing selected hides every vendor", [], {},
+     [("cuda", {"CUDA_VISIBLE_DEVICES": ""}),
+      ("rocm", {"ROCR_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "-1"}),
+      ("vulkan", {"GGML_VK_VISIBLE_DEVICES": ""})]),
+    ("a CUDA UUID selection hides the others", [cuda("GPU-a", "GPU-a")],
+     {"CUDA_VISIBLE_DEVICES": "GPU-a"},
+     [("rocm", {"ROCR_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "-1"}),
+      ("vulkan", {"GGML_VK_VISIBLE_DEVICES": ""})]),
+    ("CUDA indices pin the PCI bus order", [cuda("1")], {"CUDA_VISIBLE_DEVICES": "1"},
+     [("cuda", {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}),
+      ("rocm", {"ROCR_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "-1"}),
+      ("vulkan", {"GGML_VK_VISIBLE_DEVICES": ""})]),
+    ("ROCm and Vulkan selected leave only CUDA to hide", [rocm("GPU-r", "GPU-r"), vk("0", "0")],
+     {"ROCR_VISIBLE_DEVICES": "GPU-r"}, [("cuda", {"CUDA_VISIBLE_DEVICES": ""})]),
+]
+
+
+@pytest.mark.parametrize(("devices", "env", "expected"), [c[1:] for c in ISOLATE_CASES],
+                         ids=[c[0] for c in ISOLATE_CASES])
+def test_each_vendor_says_how_to_hide_its_devices(
+        scout_with: Callable[..., Scout], devices: list[DeviceInfo], env: dict[str, str],
+        expected: list[tuple[str, dict[str, str]]]) -> None:
+    """isolate_env collects each plugin's hide-all values, in plugin order."""
+    assert scout_with().isolate_env(devices, env) == expected

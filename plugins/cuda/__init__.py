@@ -13,6 +13,7 @@ from gpuscout.records import DeviceInfo
 
 LIBRARY = "CUDA"
 VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
+ORDER_ENV = "CUDA_DEVICE_ORDER"
 INIT_ENV = {"GGML_CUDA_INIT": "1"}
 
 
@@ -32,6 +33,21 @@ def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
     from gpuscout.plugins.cuda.rules import flash_attention_supported
 
     return flash_attention_supported(device)
+
+
+@hookimpl
+def gpuscout_isolate_env(
+    selection: Sequence[DeviceInfo], env: Mapping[str, str], context: Context
+) -> dict[str, str] | None:
+    """Hide every CUDA device when none is selected ("" means none to CUDA). When selected
+    devices are named by integer index, pin CUDA_DEVICE_ORDER=PCI_BUS_ID: indices follow CUDA's
+    order, which is only the bus order (what nvidia-smi shows) with that setting."""
+    mine = [d for d in selection if d.library == LIBRARY]
+    if not mine:
+        return {VISIBLE_ENV: ""}
+    if VISIBLE_ENV in env and any((d.filter_id or d.id).strip().isdigit() for d in mine):
+        return {ORDER_ENV: "PCI_BUS_ID"}
+    return None
 
 
 @hookimpl

@@ -29,6 +29,20 @@ def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
     return True if device.library == LIBRARY else None
 
 
+#: ROCr reads set-but-empty as "no devices". HIP does not: an empty HIP_VISIBLE_DEVICES (with
+#: CUDA_VISIBLE_DEVICES also empty) filters nothing, so "-1", an invalid entry that ends HIP's
+#: list before any device, hides them there (and on Windows, where there is no ROCr).
+HIDE_ALL = {"ROCR_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "-1"}
+
+
+@hookimpl
+def gpuscout_isolate_env(
+    selection: Sequence[DeviceInfo], env: Mapping[str, str], context: Context
+) -> dict[str, str] | None:
+    """Hide every AMD device when no ROCm device is selected."""
+    return None if any(d.library == LIBRARY for d in selection) else dict(HIDE_ALL)
+
+
 @hookimpl
 def gpuscout_preferred_library(device: DeviceInfo, other: DeviceInfo) -> bool | None:
     """ROCm wins over any other library for the same card (the seed ignores ``other``)."""

@@ -6,7 +6,7 @@ The loader is loaded only inside enumerate; importing this module costs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gpuscout import hookimpl
 from gpuscout.context import Context, EnvEntry
@@ -32,6 +32,14 @@ def gpuscout_is_duplicate(a: DeviceInfo, b: DeviceInfo) -> bool | None:
     from gpuscout.plugins.vulkan.rules import likely_duplicate, same_uuid
 
     return True if same_uuid(a, b) or likely_duplicate(a, b) else None
+
+
+@hookimpl
+def gpuscout_isolate_env(
+    selection: Sequence[DeviceInfo], env: Mapping[str, str], context: Context
+) -> dict[str, str] | None:
+    """Hide every Vulkan device when none is selected (ggml-vulkan reads "" as none)."""
+    return None if any(d.library == LIBRARY for d in selection) else {VISIBLE_ENV: ""}
 
 
 @hookimpl
