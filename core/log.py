@@ -15,7 +15,7 @@ Where an event goes, decided when it is logged:
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, TextIO, cast
 
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
@@ -60,7 +60,7 @@ def _configure_structlog_for_cli(level: int, fmt: str) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),
+        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _CurrentStderr())),
         cache_logger_on_first_use=False,
     )
     _cli_configured = True

@@ -77,3 +77,27 @@ def test_the_table_is_what_loads_rich() -> None:
         "print('rich' in sys.modules)"
     )
     assert result.stdout.strip() == "True", result.stderr
+
+
+def test_the_core_code_names_no_vendor() -> None:
+    """No library name or vendor variable appears in core code (docstrings and comments aside)."""
+    import ast
+    from pathlib import Path
+
+    vendor = ("CUDA", "ROCm", "Metal", "Vulkan", "VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
+              "GGML_", "HSA_")
+    core = Path(gpuscout.__file__).parent
+    found = []
+    for path in sorted(core.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                        ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr)
+                      and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in docstrings
+                    and any(v == node.value or ("_" in v and v in node.value) for v in vendor)):
+                found.append(f"{path.name}:{node.lineno} {node.value!r}")
+    assert found == []
