@@ -10,8 +10,8 @@ from gpuscout import (
     Scout,
     by_library,
     by_performance,
-    library_paths,
     hookimpl,
+    library_paths,
     rank,
 )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import attrs
+
 from gpuscout.records import DeviceInfo, SystemInfo
 
 LIBRARY = "CUDA"

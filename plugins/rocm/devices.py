@@ -7,6 +7,7 @@ figure reported for discrete cards, APUs and partitions, gfx target and override
 from __future__ import annotations
 
 import attrs
+
 from gpuscout.plugins.rocm import gfx
 from gpuscout.records import DeviceInfo
 

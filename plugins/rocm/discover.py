@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 import attrs
+
 from gpuscout.context import Context
 from gpuscout.plugins.rocm import devices, gfx, smi, sysfs, visibility
 from gpuscout.records import DeviceInfo

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+
 from gpuscout.plugins.rocm import gfx
 
 MIB = 1024 * 1024

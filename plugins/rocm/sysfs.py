@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 import attrs
+
 from gpuscout.context import Context
 
 TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
 from gpuscout import Scout
 from gpuscout.plugins.cuda import nvml, order
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from gpuscout.plugins.cuda.readings import (
     cuda_version,
     kernel_driver_major,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from gpuscout.plugins.cuda.visibility import GpuSlot, MigSlot, parse_index, visible_uuids
 
 G0 = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"

@@ -12,6 +12,7 @@ import pathlib
 from collections.abc import Callable, Mapping
 
 import pytest
+
 from gpuscout import DeviceInfo, Scout
 from gpuscout.scout import Discovery
 

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
 from gpuscout import DeviceInfo, Scout
 from gpuscout.context import Context
 from gpuscout.plugins.rocm import discover, smi, sysfs

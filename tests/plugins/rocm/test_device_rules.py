@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from gpuscout.plugins.rocm.devices import GpuFacts, build, is_integrated
 
 GIB = 1024**3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from gpuscout import DeviceInfo
 from gpuscout.plugins.rocm import gfx
 

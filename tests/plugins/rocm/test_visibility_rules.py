@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from gpuscout.plugins.rocm.visibility import hip_visible, rocr_visible, visible_order
 
 # ROCr's own examples (amd_filter_device.h): four GPUs with these UUIDs.
