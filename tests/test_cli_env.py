@@ -3,7 +3,6 @@ and `--verify` against a real child (lavapipe, and a child that sees something e
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import subprocess
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpuscout import DeviceInfo, Scout, cli
+from gpuscout import DeviceInfo, cli
 
 GIB = 1024**3
 CUDA_A = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
@@ -33,18 +32,6 @@ VK_A = DeviceInfo(id="0", library="Vulkan", description="Intel Arc", filter_id="
 VK_B = DeviceInfo(id="1", library="Vulkan", description="Other", filter_id="0",
                   pci_id="0000:00:03.0", integrated=True, free_memory=4 * GIB)
 MIXED = [CUDA_A, CUDA_B, ROCM_A, ROCM_B, VK_A, VK_B]
-
-
-@pytest.fixture
-def machine(monkeypatch: pytest.MonkeyPatch,
-            scout_with: Callable[..., Scout]) -> Callable[..., None]:
-    """Make the CLI's Scout report the given devices under the given environment."""
-
-    def use(devices: list[DeviceInfo], env: dict[str, str] | None = None) -> None:
-        scout = scout_with(devices, env=env)
-        monkeypatch.setattr(cli, "make_scout", lambda args: scout)
-
-    return use
 
 
 def env_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, str]:
@@ -275,16 +262,6 @@ def test_compare_views_matches_by_uuid_then_pci_then_filter_id(
     assert compare_views(selected, seen).ok is ok
 
 
-def lavapipe_env() -> dict[str, str]:
-    """The environment that pins the Vulkan loader to lavapipe; fails under CI when missing."""
-    icds = sorted(glob.glob("/usr/share/vulkan/icd.d/lvp_icd*.json"))
-    if not icds:
-        if os.environ.get("CI") == "true":
-            pytest.fail("lavapipe (mesa-vulkan-drivers) is not installed, but CI must provide it")
-        pytest.skip("lavapipe is not installed")
-    return {**os.environ, "VK_DRIVER_FILES": ":".join(icds)}
-
-
 def gpuscout(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True,
                           text=True, timeout=120, env=env)
@@ -302,9 +279,10 @@ def llvmpipe_selector(env: dict[str, str]) -> str:
     return str(soft[0]["uuid"])[:8]
 
 
-def test_verify_with_lavapipe_sees_the_selected_software_device() -> None:
+def test_verify_with_lavapipe_sees_the_selected_software_device(
+        lavapipe_env: dict[str, str]) -> None:
     """`env --verify --include-software` on llvmpipe: a real child sees exactly that device."""
-    env = lavapipe_env()
+    env = lavapipe_env
     selector = llvmpipe_selector(env)
     out = gpuscout("env", "--verify", "--include-software", "--plugins", "vulkan", selector,
                    env=env)

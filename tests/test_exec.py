@@ -33,18 +33,6 @@ PRINT_ENV = ("import json, os; print(json.dumps({k: os.environ.get(k) for k in "
 NO_PLUGINS = ["--plugins", "none"]
 
 
-@pytest.fixture
-def machine(monkeypatch: pytest.MonkeyPatch,
-            scout_with: Callable[..., Scout]) -> Callable[..., None]:
-    """Make the CLI's Scout report the given devices under the given environment."""
-
-    def use(devices: list[DeviceInfo], env: dict[str, str] | None = None) -> None:
-        scout = scout_with(devices, env=env)
-        monkeypatch.setattr(cli, "make_scout", lambda args: scout)
-
-    return use
-
-
 def child_env(capfd: pytest.CaptureFixture[str], *args: str) -> dict[str, str | None]:
     assert cli.main(["exec", *args, "--", sys.executable, "-c", PRINT_ENV]) == 0
     shown: dict[str, str | None] = json.loads(capfd.readouterr().out)
@@ -276,16 +264,9 @@ def test_exec_verify_mismatch_exits_3_and_runs_nothing(
     assert not marker.exists()
 
 
-def test_exec_verify_with_lavapipe_runs_the_command() -> None:
+def test_exec_verify_with_lavapipe_runs_the_command(lavapipe_env: dict[str, str]) -> None:
     """`exec --verify --include-software` on llvmpipe verifies with a real child, then runs."""
-    import glob
-
-    icds = sorted(glob.glob("/usr/share/vulkan/icd.d/lvp_icd*.json"))
-    if not icds:
-        if os.environ.get("CI") == "true":
-            pytest.fail("lavapipe (mesa-vulkan-drivers) is not installed, but CI must provide it")
-        pytest.skip("lavapipe is not installed")
-    env = {**os.environ, "VK_DRIVER_FILES": ":".join(icds)}
+    env = lavapipe_env
     code = "import os; print(os.environ['GGML_VK_VISIBLE_DEVICES'])"
     out = subprocess.run(
         [sys.executable, "-m", "gpuscout", "exec", "--plugins", "vulkan", "--include-software",

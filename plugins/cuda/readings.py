@@ -120,17 +120,19 @@ def _memory_fields(
     return system.total_memory, system.free_memory, True, False
 
 
-def gpu_record(gpu: GpuReading, driver: DriverReading, system: SystemInfo | None) -> DeviceInfo:
-    """The DeviceInfo for a whole GPU (not in MIG mode)."""
-    total, free, integrated, unknown = _memory_fields(gpu.memory, system)
+def _record(
+    uuid: str, name: str, memory: MemoryReading | None, gpu: GpuReading, driver: DriverReading,
+    system: SystemInfo | None,
+) -> DeviceInfo:
+    total, free, integrated, unknown = _memory_fields(memory, system)
     cuda_major, cuda_minor = cuda_version(driver.cuda_version)
     return DeviceInfo(
-        id=gpu.uuid,
+        id=uuid,
         library=LIBRARY,
-        name=gpu.name,
-        description=gpu.name,
-        filter_id=gpu.uuid,
-        uuid=gpu.uuid,
+        name=name,
+        description=name,
+        filter_id=uuid,
+        uuid=uuid,
         integrated=integrated,
         pci_id=gpu.pci.pci_id,
         total_memory=total,
@@ -142,37 +144,24 @@ def gpu_record(gpu: GpuReading, driver: DriverReading, system: SystemInfo | None
         driver_minor=cuda_minor,
         nvidia_driver_major=kernel_driver_major(driver.kernel_version),
     )
+
+
+def gpu_record(gpu: GpuReading, driver: DriverReading, system: SystemInfo | None) -> DeviceInfo:
+    """The DeviceInfo for a whole GPU (not in MIG mode)."""
+    return _record(gpu.uuid, gpu.name, gpu.memory, gpu, driver, system)
 
 
 def mig_record(
     gpu: GpuReading, mig: MigReading, driver: DriverReading, system: SystemInfo | None
 ) -> DeviceInfo:
-    """The DeviceInfo for one MIG instance of ``gpu``.
+    """The DeviceInfo for one MIG instance of ``gpu``: its own UUID, name and memory, the
+    parent's compute capability and PCI id.
 
     ``pci_id`` is the parent's: the instances sit at its address, and the core keeps records of
     one PCI id from one plugin apart when their ids differ (partitions), while a Vulkan view of
     the same card is still recognised as its twin.
     """
-    total, free, integrated, unknown = _memory_fields(mig.memory, system)
-    cuda_major, cuda_minor = cuda_version(driver.cuda_version)
-    return DeviceInfo(
-        id=mig.uuid,
-        library=LIBRARY,
-        name=mig.name,
-        description=mig.name,
-        filter_id=mig.uuid,
-        uuid=mig.uuid,
-        pci_id=gpu.pci.pci_id,
-        integrated=integrated,
-        total_memory=total,
-        free_memory=free,
-        free_memory_unknown=unknown,
-        compute_major=gpu.compute_major,
-        compute_minor=gpu.compute_minor,
-        driver_major=cuda_major,
-        driver_minor=cuda_minor,
-        nvidia_driver_major=kernel_driver_major(driver.kernel_version),
-    )
+    return _record(mig.uuid, mig.name, mig.memory, gpu, driver, system)
 
 
 def records(
