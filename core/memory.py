@@ -67,3 +67,14 @@ class InsufficientMemoryError(GpuscoutError):
     def __init__(self, memory: BackendMemory) -> None:
         self.memory = memory
         super().__init__(f"insufficient memory - required allocations: {memory.go_plus_v()}")
+
+    @property
+    def backend_memory(self) -> BackendMemory:
+        """The attempted allocation (the seed embeds it; also as ``memory``)."""
+        return self.memory
+
+    def __getattr__(self, name: str) -> object:
+        # Like the seed's embedded struct: err.input_weights, err.cpu, err.gpus, err.size.
+        if name in ("input_weights", "cpu", "gpus", "size"):
+            return getattr(self.memory, name)
+        raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")

@@ -39,8 +39,10 @@ def print_discovery(found: Any, console: Console | None = None) -> None:
     for rank, d in enumerate(found.devices):
         mem = f"{memory_bar(d.free_memory, d.total_memory)} {human_bytes(d.free_memory)}" \
               f"{'?' if d.free_memory_unknown else ''} / {human_bytes(d.total_memory)}"
+        kind = "software" if d.software else "yes" if d.integrated else "no"
+        compute = d.compute if d.compute_major >= 0 else "-"
         table.add_row(str(rank), d.library, d.id, d.description or d.name, d.pci_id or "-",
-                      mem, d.compute, d.driver, "yes" if d.integrated else "no")
+                      mem, compute, d.driver, kind)
     if found.devices:
         console.print(table)
     else:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
+from typing import Any
+
+from gpuscout import cli
 
 BUILTINS = ["cuda", "rocm", "metal", "vulkan"]
 REPORT_KEYS = ["name", "version", "distribution", "hooks", "status", "error", "devices",
@@ -85,3 +90,17 @@ def test_an_unconfigured_host_gets_nothing_on_stdout() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout == ""
     assert "rules.cuda_driver_unknown" in out.stderr
+
+
+def test_the_table_marks_software_devices_and_unknown_compute(machine: Any) -> None:
+    """A software device shows as such, an unknown compute capability as a dash."""
+    from gpuscout import DeviceInfo
+
+    machine([DeviceInfo(id="0", library="Vulkan", description="llvmpipe", software=True,
+                        compute_major=-1, compute_minor=-1, total_memory=2**31,
+                        free_memory=2**31)])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["list", "--include-software"]) == 0
+    row = next(line for line in out.getvalue().splitlines() if "llvmpipe" in line)
+    assert "software" in row and "-1.-1" not in row and " - " in row

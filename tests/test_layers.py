@@ -103,7 +103,8 @@ def test_insufficient_memory_error_prints_like_errnomem() -> None:
     memory = BackendMemory(input_weights=1, cpu=DeviceMemory(name="CPU", weights=[2]),
                            gpus=[DeviceMemory(id="0", library="CUDA", name="CUDA0", graph=3)])
     err = InsufficientMemoryError(memory)
-    assert err.memory is memory
+    assert err.memory is memory and err.backend_memory is memory
+    assert (err.input_weights, err.gpus, err.size) == (1, memory.gpus, 6)
     assert str(err) == (
         "insufficient memory - required allocations: {InputWeights:1 CPU:{DeviceID:{ID: Library:} "
         "Name:CPU Weights:[2] Cache:[] Graph:0} GPUs:[{DeviceID:{ID:0 Library:CUDA} Name:CUDA0 "
