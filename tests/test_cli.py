@@ -92,10 +92,12 @@ def test_an_unconfigured_host_gets_nothing_on_stdout() -> None:
     assert "rules.cuda_driver_unknown" in out.stderr
 
 
-def test_the_table_marks_software_devices_and_unknown_compute(machine: Any) -> None:
+def test_the_table_marks_software_devices_and_unknown_compute(
+        machine: Any, monkeypatch: Any) -> None:
     """A software device shows as such, an unknown compute capability as a dash."""
     from gpuscout import DeviceInfo
 
+    monkeypatch.setenv("COLUMNS", "200")
     machine([DeviceInfo(id="0", library="Vulkan", description="llvmpipe", software=True,
                         compute_major=-1, compute_minor=-1, total_memory=2**31,
                         free_memory=2**31)])
