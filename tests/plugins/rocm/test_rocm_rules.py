@@ -1,0 +1,44 @@
+"""ROCm's seed rules with a Scout that holds the rocm plugin alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuscout import DeviceInfo, Scout
+
+
+def scout(env: dict[str, str] | None = None, platform: str = "linux") -> Scout:
+    return Scout(plugins=["rocm"], entry_points=False, env=env or {}, platform=platform)
+
+
+def card(id: str = "GPU-0123456789abcdef", **kw: object) -> DeviceInfo:
+    return DeviceInfo(id=id, filter_id=id, library="ROCm", **kw)  # type: ignore[arg-type]
+
+
+def test_rocm_passes_flash_attention_and_is_preferred() -> None:
+    """ROCm devices pass flash attention and win twins."""
+    s = scout()
+    assert s.flash_attention_supported([card(compute_major=0x9, compute_minor=0x6)]) is True
+    assert s.preferred(card(), DeviceInfo(library="Vulkan")) is True
+
+
+def test_rocm_devices_are_validated_with_deep_init() -> None:
+    """An unsupported target crashes rocBLAS, so ROCm devices are initialised in a child."""
+    assert scout().init_env(card()) == {"GGML_CUDA_INIT": "1"}
+
+
+@pytest.mark.parametrize(("env", "platform", "expected"), [
+    ({}, "linux", {"ROCR_VISIBLE_DEVICES": "GPU-a,GPU-b"}),
+    ({"HIP_VISIBLE_DEVICES": "3,2"}, "linux",
+     {"ROCR_VISIBLE_DEVICES": "GPU-a,GPU-b", "HIP_VISIBLE_DEVICES": "0,1"}),
+    ({"ROCR_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "0"}, "linux",
+     {"ROCR_VISIBLE_DEVICES": "GPU-a,GPU-b"}),
+    ({}, "win32", {"HIP_VISIBLE_DEVICES": "GPU-a,GPU-b"}),
+    ({"GPU_DEVICE_ORDINAL": "1"}, "win32", {"GPU_DEVICE_ORDINAL": "GPU-a,GPU-b"}),
+])
+def test_visible_env_always_filters_rocm(env: dict[str, str], platform: str,
+                                         expected: dict[str, str]) -> None:
+    """ROCR_VISIBLE_DEVICES on Linux (plus the child's ordinals where a numeric list is set),
+    the first numeric variable (else HIP_VISIBLE_DEVICES) elsewhere."""
+    devices = [card("GPU-a"), card("GPU-b")]
+    assert scout(env, platform).visible_env(devices) == expected
