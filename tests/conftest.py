@@ -6,7 +6,9 @@ import ctypes
 import glob
 import os
 import platform
+import textwrap
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,6 +57,31 @@ def scout_with() -> Callable[..., Scout]:
             **kwargs,
         )
 
+    return make
+
+
+def write_site(root: Path, distribution: str, version: str, modules: dict[str, str],
+               entry_points: dict[str, str]) -> Path:
+    """A folder that is a real install of ``distribution``: dist-info with gpuscout entry points
+    (name -> module) and the modules' sources. Put it on PYTHONPATH or sys.path."""
+    dist = root / f"{distribution.replace('-', '_')}-{version}.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n")
+    (dist / "entry_points.txt").write_text(
+        "[gpuscout]\n" + "".join(f"{n} = {m}\n" for n, m in entry_points.items()))
+    for module, source in modules.items():
+        (root / f"{module}.py").write_text(textwrap.dedent(source))
+    return root
+
+
+@pytest.fixture(scope="session")
+def site_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """Build installed-distribution folders with ``write_site``."""
+    def make(distribution: str, version: str, modules: dict[str, str],
+             entry_points: dict[str, str]) -> Path:
+        return write_site(tmp_path_factory.mktemp("site"), distribution, version, modules,
+                          entry_points)
     return make
 
 

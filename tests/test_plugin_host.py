@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -181,17 +181,10 @@ ENTRY_PLUGINS = {
 
 
 @pytest.fixture(scope="module")
-def entry_point_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def entry_point_dir(site_factory: Callable[..., Path]) -> Path:
     """A folder holding a real installed distribution with four gpuscout entry points."""
-    root = tmp_path_factory.mktemp("site")
-    dist = root / "gpuscout_eptest-1.2.3.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gpuscout-eptest\nVersion: 1.2.3\n")
-    (dist / "entry_points.txt").write_text(
-        "[gpuscout]\n" + "".join(f"{m.removeprefix('eptest_')} = {m}\n" for m in ENTRY_PLUGINS))
-    for module, source in ENTRY_PLUGINS.items():
-        (root / f"{module}.py").write_text(textwrap.dedent(source))
-    return root
+    return site_factory("gpuscout-eptest", "1.2.3", ENTRY_PLUGINS,
+                        {m.removeprefix("eptest_"): m for m in ENTRY_PLUGINS})
 
 
 def test_entry_point_plugins_load_fail_and_block_independently(

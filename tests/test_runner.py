@@ -6,6 +6,7 @@ import os
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,15 +31,10 @@ CHILD_PLUGIN = """
 
 
 @pytest.fixture(scope="module")
-def child_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def child_site(site_factory: Callable[..., Path]) -> Path:
     """A site folder with a distribution whose gpuscout plugin reports one CUDA card."""
-    root = tmp_path_factory.mktemp("childsite")
-    dist = root / "gpuscout_childcard-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gpuscout-childcard\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[gpuscout]\nchildcard = childcard\n")
-    (root / "childcard.py").write_text(textwrap.dedent(CHILD_PLUGIN))
-    return root
+    return site_factory("gpuscout-childcard", "1.0", {"childcard": CHILD_PLUGIN},
+                        {"childcard": "childcard"})
 
 
 def child_env(site: Path, **extra: str) -> dict[str, str]:
