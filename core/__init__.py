@@ -12,6 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+if __name__ != "gpuscout":
+    # The folder "core" is only ever the package "gpuscout" (from the repository root, Python
+    # would otherwise find it as a top-level package of its own).
+    raise ImportError(f"'{__name__}' is not importable: this folder is the package 'gpuscout'")
+
 from gpuscout.context import Context, EnvEntry
 from gpuscout.errors import GpuscoutError
 from gpuscout.host import PluginReport

@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import gpuscout
 
+REPO = Path(__file__).resolve().parent.parent
 
-def _python(code: str) -> subprocess.CompletedProcess[str]:
+
+def _python(code: str, cwd: Path | str = "/") -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd="/", timeout=60)
+                          cwd=cwd, timeout=60)
 
 
-def test_core_is_not_an_importable_top_level_name() -> None:
-    """`import core` fails: the folder is only ever the package gpuscout."""
-    assert _python("import core").returncode != 0
-
-
-def test_plugins_is_not_an_importable_top_level_name() -> None:
-    """`import plugins` fails: the folder is only ever gpuscout.plugins."""
-    assert _python("import plugins").returncode != 0
+@pytest.mark.parametrize("cwd", ["/", REPO], ids=["elsewhere", "repository root"])
+@pytest.mark.parametrize("name", ["core", "plugins", "plugins.cuda"])
+def test_the_source_folders_are_not_importable_top_level_names(name: str, cwd: Path) -> None:
+    """`import core` / `import plugins` fail, even from the repository root."""
+    result = _python(f"import {name}", cwd=cwd)
+    assert result.returncode != 0
+    assert "No module named" in result.stderr or "is not importable" in result.stderr
 
 
 def test_every_builtin_plugin_imports_under_gpuscout() -> None:
