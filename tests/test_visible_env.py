@@ -91,6 +91,16 @@ def test_overrides_follow_each_device_and_the_last_one_wins(
     assert [e["event"] for e in logs] == ["env.override_conflict"]
 
 
+def test_overrides_of_devices_without_a_variable_still_apply(
+        scout_with: Callable[..., Scout]) -> None:
+    """Two Metal devices (no visibility variable) with conflicting overrides: the last wins."""
+    devices = [DeviceInfo(id="0", library="Metal", runner_env_overrides={"TEST_OVERRIDE": "one"}),
+               DeviceInfo(id="1", library="Metal", runner_env_overrides={"TEST_OVERRIDE": "two"})]
+    with capture_logs() as logs:
+        assert scout_with(platform="darwin").visible_env(devices) == {"TEST_OVERRIDE": "two"}
+    assert [e["event"] for e in logs] == ["env.override_conflict"]
+
+
 def test_an_override_of_the_visibility_variable_is_appended_to(
         scout_with: Callable[..., Scout]) -> None:
     """As in the seed, a later device appends to a variable an earlier override set."""
