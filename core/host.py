@@ -87,6 +87,8 @@ class PluginHost:
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.reports: dict[str, PluginReport] = {}
+        #: Plugins registered and answering hooks (not blocked, not failed to load).
+        self.loaded: set[str] = set()
         for name, module in BUILTINS:
             self._load(name, functools.partial(importlib.import_module, module),
                        version=_own_version(), distribution=PROJECT)
@@ -136,6 +138,17 @@ class PluginHost:
             self.log.warning("discovery.plugin_failed", plugin=name, error=report.error)
             return
         report.hooks = sorted(c.name for c in self.pm.get_hookcallers(obj) or ())
+        self.loaded.add(name)
+
+    def start_run(self) -> None:
+        """Clear what the last discovery said about each loaded plugin (load failures stay)."""
+        for name in self.loaded:
+            report = self.reports[name]
+            report.status, report.error, report.devices, report.elapsed = OK, "", 0, 0.0
+
+    def snapshot(self) -> list[PluginReport]:
+        """Copies of every report, in load order, that later runs will not change."""
+        return [attrs.evolve(r, hooks=list(r.hooks)) for r in self.reports.values()]
 
     def _load_entry_points(self) -> None:
         from gpuscout.entrypoints import entry_points

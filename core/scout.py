@@ -79,6 +79,8 @@ class Scout:
         self.platform = platform or sys.platform
         self.root = root
         self.enumerate_timeout = enumerate_timeout
+        # One discovery at a time per Scout: reports are per run.
+        self._lock = threading.RLock()
         self._host = PluginHost(
             plugins=plugins, disable=disable, extra=extra, entry_points=entry_points, env=self.env
         )
@@ -97,7 +99,8 @@ class Scout:
 
     @property
     def reports(self) -> list[PluginReport]:
-        """One report per plugin considered (loaded, failed or disabled), in load order."""
+        """One report per plugin considered (loaded, failed or disabled), in load order, as the
+        last discovery (and any rule call since) left them. A Discovery keeps its own copy."""
         return list(self._host.reports.values())
 
     @property
@@ -168,7 +171,12 @@ class Scout:
         With ``validate`` each device that needs it is initialised in a child process first and
         dropped when that fails (see ``gpuscout.runner``). Never raises for a plugin's fault.
         """
+        with self._lock:
+            return self._discover(include_software, validate)
+
+    def _discover(self, include_software: bool, validate: bool) -> Discovery:
         start = time.perf_counter()
+        self._host.start_run()
         kept, dropped = merge(self.enumerate(), self.compare, self.preferred)
         if not include_software:
             dropped.extend(Dropped(d, SOFTWARE_REASON) for d in kept if d.software)
@@ -183,7 +191,7 @@ class Scout:
         self.log.debug("discovery.done", devices=len(kept), dropped=len(dropped),
                        elapsed_ms=round(elapsed * 1000, 3))
         return Discovery(devices=rank(kept), dropped=dropped, system=system,
-                         plugins=self.reports, elapsed=elapsed)
+                         plugins=self._host.snapshot(), elapsed=elapsed)
 
     def refresh(self, devices: Sequence[DeviceInfo]) -> list[DeviceInfo]:
         """``devices`` with free memory updated by the plugins that can do so cheaply."""

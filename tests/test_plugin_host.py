@@ -215,3 +215,47 @@ def test_entry_points_can_be_switched_off(entry_point_dir: Path,
     monkeypatch.syspath_prepend(str(entry_point_dir))
     s = Scout(entry_points=False, plugins=["good"])
     assert all(r.name != "good" for r in s.reports)
+
+
+class FailsOnce:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @hookimpl
+    def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("first call fails")
+        return [DeviceInfo(id="x", library="Flaky")]
+
+
+def test_each_discovery_reports_its_own_run() -> None:
+    """A plugin that failed once is ok in the next run; an earlier Discovery keeps its report."""
+    s = scout(("flaky", FailsOnce()))
+    first = s.discover()
+    second = s.discover()
+    assert (first.plugins[-1].status, first.plugins[-1].devices) == ("failed", 0)
+    assert (second.plugins[-1].status, second.plugins[-1].error, second.plugins[-1].devices) == (
+        "ok", "", 1)
+    assert [d.id for d in second.devices] == ["x"]
+
+
+def test_a_load_failure_stays_reported_across_runs() -> None:
+    """A plugin that could not register is reported failed in every discovery."""
+    s = scout(("odd", BadSignature()))
+    s.discover()
+    assert s.discover().plugins[-1].status == "failed"
+
+
+def test_concurrent_discoveries_on_one_scout_do_not_mix_reports() -> None:
+    """Discoveries from several threads each return complete, consistent reports."""
+    import threading
+
+    s = scout(("good", Good()))
+    results: list[Any] = []
+    threads = [threading.Thread(target=lambda: results.append(s.discover())) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [(r.plugins[-1].status, r.plugins[-1].devices) for r in results] == [("ok", 1)] * 4
