@@ -17,7 +17,8 @@ def card(id: str = "GPU-a", **kw: object) -> DeviceInfo:
 
 
 @pytest.mark.parametrize(("major", "minor", "driver", "ok"), [
-    (5, 0, 12, False), (5, 2, 12, False), (6, 1, 12, False), (6, 2, 12, False), (7, 0, 12, True), (7, 2, 12, False), (7, 5, 12, True),
+    (5, 0, 12, False), (5, 2, 12, False), (6, 1, 12, False), (6, 2, 12, False),
+    (7, 0, 12, True), (7, 2, 12, False), (7, 5, 12, True),
     (8, 9, 6, False), (8, 9, 7, True), (9, 0, 0, True), (12, 1, 13, True), (-1, -1, 12, False),
 ])
 def test_flash_attention_gate(scout: Scout, major: int, minor: int, driver: int,
