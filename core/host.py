@@ -123,7 +123,7 @@ class PluginHost:
         try:
             obj = load()
             self.pm.register(obj, name=name)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a plugin must never end the host
             report.fail(FAILED, f"could not load plugin {name!r}: {_describe(exc)}")
             self.log.warning("discovery.plugin_failed", plugin=name, error=report.error)
             return
@@ -193,7 +193,7 @@ class PluginHost:
         for impl in self.impls(hook, registration_order):
             try:
                 answer = self.call_one(impl, hook, kwargs)
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # a plugin must never end the host
                 self.record_failure(impl.plugin_name, hook, f"raised {_describe(exc)}")
                 continue
             if answer is None:

@@ -173,6 +173,10 @@ ENTRY_PLUGINS = {
     "eptest_broken": """
         raise ImportError("this plugin cannot be imported")
     """,
+    "eptest_exits": """
+        import sys
+        sys.exit("this plugin calls sys.exit() at import")
+    """,
     "eptest_blocked": """
         import os
         open(os.environ["EPTEST_MARKER"], "w").write("imported")
@@ -189,7 +193,8 @@ def entry_point_dir(site_factory: Callable[..., Path]) -> Path:
 
 def test_entry_point_plugins_load_fail_and_block_independently(
         entry_point_dir: Path, tmp_path: Path) -> None:
-    """Through real entry points: one works, one raises, one cannot import, one is never imported."""
+    """Through real entry points: one works, one raises, one cannot import, one exits at import,
+    one is never imported."""
     marker = tmp_path / "marker"
     env = {"PYTHONPATH": str(entry_point_dir), "EPTEST_MARKER": str(marker),
            "GPUSCOUT_DISABLE_PLUGINS": "blocked", "VK_DRIVER_FILES": "/nonexistent.json",
@@ -206,6 +211,7 @@ def test_entry_point_plugins_load_fail_and_block_independently(
     assert reports["broken"]["status"] == "failed"
     assert "cannot be imported" in reports["broken"]["error"]
     assert reports["blocked"]["status"] == "disabled" and not marker.exists()
+    assert reports["exits"]["status"] == "failed" and "sys.exit()" in reports["exits"]["error"]
     assert "plugin raiser failed" in out.stderr
 
 
@@ -259,3 +265,21 @@ def test_concurrent_discoveries_on_one_scout_do_not_mix_reports() -> None:
     for t in threads:
         t.join()
     assert [(r.plugins[-1].status, r.plugins[-1].devices) for r in results] == [("ok", 1)] * 4
+
+
+class Exits:
+    @hookimpl
+    def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
+        raise SystemExit(3)
+
+    @hookimpl
+    def gpuscout_flash_attention(self, device: DeviceInfo) -> bool | None:
+        raise SystemExit(4)
+
+
+def test_a_plugin_calling_sys_exit_does_not_end_the_host() -> None:
+    """SystemExit from a hook is a plugin failure like any other."""
+    s = scout(("exits", Exits()), ("good", Good()))
+    assert [d.id for d in s.discover().devices] == ["g0"]
+    assert s.flash_attention_supported([DeviceInfo(library="cpu")]) is True
+    assert "SystemExit" in report(s, "exits").error
