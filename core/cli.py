@@ -97,40 +97,6 @@ def make_scout(args: argparse.Namespace) -> Any:
                  enumerate_timeout=args.timeout)
 
 
-def discovery_document(found: Any) -> dict[str, Any]:
-    """The ``gpuscout list --json`` object."""
-    from gpuscout.wire import unstructure
-
-    return {
-        "devices": unstructure(found.devices),
-        "dropped": [
-            {
-                "device": unstructure(d.device),
-                "reason": d.reason,
-                "duplicate_of": None if d.duplicate_of is None else unstructure(d.duplicate_of),
-            }
-            for d in found.dropped
-        ],
-        # All three keys always, so readers need no defaults (the SystemInfo record itself
-        # omits zeros on the wire, as the seed does).
-        "system": {
-            "total_memory": found.system.total_memory,
-            "free_memory": found.system.free_memory,
-            "free_swap": found.system.free_swap,
-        },
-        "plugins": [report_document(r) for r in found.plugins],
-    }
-
-
-def report_document(r: Any) -> dict[str, Any]:
-    """One plugin report as JSON."""
-    return {
-        "name": r.name, "version": r.version, "distribution": r.distribution,
-        "hooks": list(r.hooks), "status": r.status, "error": r.error,
-        "devices": r.devices, "elapsed_ms": round(r.elapsed * 1000, 3),
-    }
-
-
 def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
@@ -165,7 +131,9 @@ def cmd_list(args: argparse.Namespace) -> int:
                                       validate=args.validate)
     _warn_problems(found.plugins)
     if args.json:
-        _print_json(discovery_document(found))
+        from gpuscout.wire import unstructure
+
+        _print_json(unstructure(found))
     else:
         from gpuscout.table import print_discovery
 
@@ -177,7 +145,9 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     """``gpuscout plugins``."""
     found = make_scout(args).discover()
     if args.json:
-        _print_json([report_document(r) for r in found.plugins])
+        from gpuscout.wire import unstructure
+
+        _print_json(unstructure(found.plugins))
     else:
         from gpuscout.table import print_plugins
 

@@ -20,9 +20,12 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from gpuscout.errors import GpuscoutError
+from gpuscout.host import PluginReport
 from gpuscout.layers import GPULayers, GPULayersList
 from gpuscout.memory import BackendMemory, DeviceMemory
+from gpuscout.merge import Dropped
 from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
+from gpuscout.scout import Discovery
 
 T = TypeVar("T")
 
@@ -103,6 +106,9 @@ def make_converter() -> cattrs.Converter:
     ):
         conv.register_structure_hook_func(
             functools.partial(operator.eq, generic), _sequence_hook(conv, item, wrap))
+    conv.register_unstructure_hook(Discovery, functools.partial(_discovery, conv))
+    conv.register_unstructure_hook(Dropped, functools.partial(_dropped, conv))
+    conv.register_unstructure_hook(PluginReport, _report)
     # runner_env_overrides is never on the wire.
     conv.register_structure_hook_func(lambda t: t == dict[str, str], lambda v, t: {})
     for cls, keys in _KEYS.items():
@@ -124,6 +130,38 @@ def make_converter() -> cattrs.Converter:
             cls, _ordered(make_dict_unstructure_fn(cls, conv, **un), order))
         conv.register_structure_hook(cls, _object_hook(make_dict_structure_fn(cls, conv, **st)))
     return conv
+
+
+def _discovery(conv: cattrs.Converter, found: Discovery) -> dict[str, Any]:
+    """The ``gpuscout list --json`` document."""
+    return {
+        "devices": [conv.unstructure(d) for d in found.devices],
+        "dropped": [conv.unstructure(d) for d in found.dropped],
+        # All three keys always, so readers need no defaults (a bare SystemInfo on the wire
+        # omits zeros, as the seed does).
+        "system": {
+            "total_memory": found.system.total_memory,
+            "free_memory": found.system.free_memory,
+            "free_swap": found.system.free_swap,
+        },
+        "plugins": [_report(r) for r in found.plugins],
+    }
+
+
+def _dropped(conv: cattrs.Converter, drop: Dropped) -> dict[str, Any]:
+    return {
+        "device": conv.unstructure(drop.device),
+        "reason": drop.reason,
+        "duplicate_of": None if drop.duplicate_of is None else conv.unstructure(drop.duplicate_of),
+    }
+
+
+def _report(r: PluginReport) -> dict[str, Any]:
+    return {
+        "name": r.name, "version": r.version, "distribution": r.distribution,
+        "hooks": list(r.hooks), "status": r.status, "error": r.error,
+        "devices": r.devices, "elapsed_ms": round(r.elapsed * 1000, 3),
+    }
 
 
 def _ordered(inner: Any, order: list[str]) -> Any:
@@ -172,7 +210,10 @@ def _fix_nested(data: Any, obj: Any) -> Any:
 
 
 def to_json(obj: Any, indent: int | None = None) -> str:
-    """Serialize a record, or a list of records, to JSON with the wire keys, in a fixed order."""
+    """Serialize a record, or a list of records, to JSON with the wire keys, in a fixed order.
+
+    A Discovery becomes the ``gpuscout list --json`` document.
+    """
     separators = (",", ":") if indent is None else (",", ": ")
     return json.dumps(unstructure(obj), indent=indent, separators=separators)
 

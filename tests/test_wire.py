@@ -148,3 +148,23 @@ sizes = st.integers(min_value=0, max_value=2**64 - 1)
 def test_any_record_round_trips(device: DeviceInfo) -> None:
     """Every serializable record reads back equal."""
     assert from_json(to_json([device]), list[DeviceInfo]) == [device]
+
+
+def test_a_discovery_serializes_as_the_cli_document() -> None:
+    """to_json(Discovery) is the `gpuscout list --json` object, keys in the documented order."""
+    from gpuscout import Discovery, Dropped, PluginReport
+
+    found = Discovery(
+        devices=[DeviceInfo(id="GPU-1", library="CUDA", total_memory=8)],
+        dropped=[Dropped(DeviceInfo(id="0", library="Vulkan"), "duplicate",
+                         DeviceID("GPU-1", "CUDA"))],
+        system=SystemInfo(total_memory=16),
+        plugins=[PluginReport(name="cuda", devices=1, elapsed=0.0012345)],
+    )
+    doc = json.loads(to_json(found))
+    assert list(doc) == ["devices", "dropped", "system", "plugins"]
+    assert doc["system"] == {"total_memory": 16, "free_memory": 0, "free_swap": 0}
+    assert doc["dropped"][0]["duplicate_of"] == {"id": "GPU-1", "backend": "CUDA"}
+    assert doc["plugins"][0] == {"name": "cuda", "version": "", "distribution": "",
+                                 "hooks": [], "status": "ok", "error": "", "devices": 1,
+                                 "elapsed_ms": 1.234}
