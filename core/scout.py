@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from gpuscout.context import Context, EnvEntry
-from gpuscout.host import FAILED, OK, TIMEOUT, PluginHost, PluginReport
+from gpuscout.host import OK, TIMEOUT, PluginHost, PluginReport
 from gpuscout.log import get_logger
 from gpuscout.merge import SOFTWARE_REASON, Dropped, compare, merge
 from gpuscout.rank import rank
@@ -317,4 +317,4 @@ def _is_entry_list(value: Any) -> bool:
     )
 
 
-__all__ = ["DEFAULT_MINIMUM_MEMORY", "FAILED", "Discovery", "Scout"]
+__all__ = ["DEFAULT_MINIMUM_MEMORY", "Discovery", "Scout"]
