@@ -121,7 +121,7 @@ def make_converter() -> cattrs.Converter:
                 st[f.name] = override(omit=True)
                 continue
             key = keys.get(f.name, f.name)
-            hook = _null_if_empty if f.name in _NULL_IF_EMPTY else None
+            hook = functools.partial(_null_if_empty, conv) if f.name in _NULL_IF_EMPTY else None
             un[f.name] = override(rename=key, omit_if_default=f.name in _OMIT_IF_EMPTY[cls],
                                   unstruct_hook=hook)
             st[f.name] = override(rename=key)
@@ -172,8 +172,10 @@ def _ordered(inner: Any, order: list[str]) -> Any:
     return unstructure
 
 
-def _null_if_empty(value: Any) -> Any:
-    return list(value) if value else None
+def _null_if_empty(conv: cattrs.Converter, value: Any) -> Any:
+    # Items go through the converter too, so records in a sequence (BackendMemory.GPUs) get
+    # their own wire keys.
+    return [conv.unstructure(v) for v in value] if value else None
 
 
 def _object_hook(inner: Any) -> Any:
@@ -196,17 +198,7 @@ def unstructure(obj: Any) -> Any:
     conv = converter()
     if isinstance(obj, (list, tuple)):
         return [unstructure(o) for o in obj]
-    if type(obj) in _KEYS:
-        return _fix_nested(conv.unstructure(obj), obj)
     return conv.unstructure(obj)
-
-
-def _fix_nested(data: Any, obj: Any) -> Any:
-    # Records nested in sequences (BackendMemory.GPUs) go through their own hook.
-    if isinstance(obj, BackendMemory):
-        data["CPU"] = unstructure(obj.cpu)
-        data["GPUs"] = [unstructure(g) for g in obj.gpus] or None
-    return data
 
 
 def to_json(obj: Any, indent: int | None = None) -> str:
