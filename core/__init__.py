@@ -21,7 +21,7 @@ from gpuscout.context import Context, EnvEntry
 from gpuscout.errors import GpuscoutError
 from gpuscout.host import PluginReport
 from gpuscout.layers import GPULayers, GPULayersList
-from gpuscout.markers import hookimpl
+from gpuscout.markers import VERSION, hookimpl
 from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
 from gpuscout.merge import Dropped
 from gpuscout.rank import by_library, by_performance, library_paths, rank
@@ -37,7 +37,7 @@ from gpuscout.scout import Discovery, Scout
 if TYPE_CHECKING:
     from gpuscout.wire import from_json, to_json
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 # The wire format needs cattrs, which costs start-up time; load it on first use.
 _LAZY = {"to_json": "gpuscout.wire", "from_json": "gpuscout.wire"}

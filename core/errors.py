@@ -9,3 +9,7 @@ class GpuscoutError(Exception):
     Messages say what was expected, what was found, and where (a JSON path, a file, an env var,
     a plugin name).
     """
+
+
+class UnknownPluginError(GpuscoutError):
+    """An allow list names a plugin that is not installed."""

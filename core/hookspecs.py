@@ -8,7 +8,7 @@ hooks the first implementation that answers something other than None wins, in p
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from gpuscout.markers import hookspec
@@ -81,6 +81,19 @@ def gpuscout_is_duplicate(a: DeviceInfo, b: DeviceInfo) -> bool | None:
     """Return True if ``a`` and ``b`` are likely the same card seen through different libraries.
 
     Only asked when the PCI ids cannot decide. Any True makes them duplicates.
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def gpuscout_duplicate_key(device: DeviceInfo) -> Hashable | None:
+    """Return a key that every likely twin of ``device`` shares, so the merge need not ask
+    ``gpuscout_is_duplicate`` about every pair. Stops at the first non-None result.
+
+    Two devices whose PCI ids cannot decide are asked ``gpuscout_is_duplicate`` only when they
+    are of different libraries and their keys match. A ``frozenset`` answer is a set of keys:
+    the device matches every device that shares at least one of them (an empty set matches
+    nothing). A device no plugin keys (None everywhere) is asked about every pair, as before.
     """
     raise NotImplementedError
 

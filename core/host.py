@@ -1,19 +1,35 @@
-"""The plugin host: which plugins load, and calling each one so that none can hurt the host."""
+"""The plugin host: the one module that calls plugins. It decides which plugins load, imports
+them, calls every hook implementation on its own under a deadline, checks the answers, and writes
+each plugin's report. Nothing a plugin does here can raise into, hang or change the host.
+
+Every call runs on a daemon thread that the host waits for with a deadline: imports and
+``gpuscout_enumerate`` get ``enumerate_timeout``, every rule hook ``hook_timeout`` per call. A
+plugin that overruns is reported ``timeout``, treated as not answering, and never called again by
+this host (its thread is abandoned), so a hanging plugin costs its deadline once. Calls of one hook
+over many items (one per device in a merge) run as one batch on one thread, each call timed on
+its own.
+"""
 
 from __future__ import annotations
 
+import enum
 import functools
 import importlib
+import queue
+import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 import pluggy
 
 from gpuscout import hookspecs
+from gpuscout.context import Context
+from gpuscout.errors import GpuscoutError, UnknownPluginError
 from gpuscout.log import get_logger
 from gpuscout.markers import PROJECT
+from gpuscout.records import DeviceInfo, RecordError, check_device
 
 #: Built-in backends: short name and module. Registered with the same ``hookimpl`` a third party
 #: uses, so they can be allowed or blocked by name like any other plugin.
@@ -24,46 +40,176 @@ BUILTINS: tuple[tuple[str, str], ...] = (
     ("vulkan", "gpuscout.plugins.vulkan"),
 )
 
+#: Rule hooks that the built-in plugins answer with pure functions of their arguments (no file,
+#: driver or clock): the host calls the built-ins' answers inline, since a thread hand-off per
+#: call (about 0.1 ms) would dominate a merge of thousands of devices. Third-party plugins, and
+#: every import, enumerate and refresh, always run bounded on a worker thread.
+PURE_HOOKS = frozenset({
+    "gpuscout_duplicate_key", "gpuscout_is_duplicate", "gpuscout_preferred_library",
+    "gpuscout_flash_attention", "gpuscout_minimum_memory", "gpuscout_visible_env",
+    "gpuscout_isolate_env", "gpuscout_validate_init",
+})
+
 ENTRY_POINT_GROUP = PROJECT
 ALLOW_ENV = "GPUSCOUT_PLUGINS"
 DENY_ENV = "GPUSCOUT_DISABLE_PLUGINS"
 
-OK, FAILED, TIMEOUT, DISABLED = "ok", "failed", "timeout", "disabled"
+
+class PluginStatus(enum.StrEnum):
+    """What became of a plugin; the values are the strings reports and JSON carry."""
+
+    OK = "ok"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    DISABLED = "disabled"
 
 
 @attrs.define
 class PluginReport:
-    """What one plugin did: whether it loaded, which hooks it answers, what it found and how fast."""
+    """What one plugin did: whether it loaded, which hooks it answers, what it found and how fast.
+
+    ``error`` says why a plugin failed or timed out; ``note`` why an ``ok`` plugin found what it
+    found (no driver, no device).
+    """
 
     name: str
     version: str = ""
     distribution: str = ""
     hooks: list[str] = attrs.field(factory=list)
-    status: str = OK
+    status: PluginStatus = PluginStatus.OK
     error: str = ""
     devices: int = 0
     elapsed: float = 0.0
+    note: str = ""
 
-    def fail(self, status: str, error: str) -> None:
-        """Mark the plugin failed (or timed out); the first failure's reason is kept first."""
-        self.status = status
-        self.error = f"{self.error}; {error}" if self.error and error not in self.error else error
+    def fail(self, status: PluginStatus, error: str) -> None:
+        """Mark the plugin failed or timed out; a timeout is never downgraded, reasons add up."""
+        if self.status is not PluginStatus.TIMEOUT:
+            self.status = status
+        if error not in self.error:
+            self.error = f"{self.error}; {error}" if self.error else error
 
 
-def _comma_set(value: str | None) -> set[str] | None:
+def normal_name(name: str) -> str:
+    """A plugin name as allow and deny lists compare it: spaces stripped, lower case."""
+    return name.strip().lower()
+
+
+def name_list(value: Iterable[str] | None, what: str) -> list[str] | None:
+    """``value`` (a list of plugin names) normalized; a bare string is refused."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)):
+        raise GpuscoutError(
+            f"{what} must be a list of plugin names, not the string {value!r:.80} "
+            f"(pass [{value!r:.40}] for one name)")
+    try:
+        items = list(value)
+    except TypeError:
+        raise GpuscoutError(f"{what} must be a list of plugin names, got "
+                            f"{type(value).__name__}") from None
+    bad = [v for v in items if not isinstance(v, str)]
+    if bad:
+        raise GpuscoutError(f"{what}: plugin names must be str, got {bad[0]!r:.80}")
+    return [n for n in (normal_name(v) for v in items) if n]
+
+
+def _comma_list(value: str | None) -> list[str] | None:
     if value is None or not value.strip():
         return None
-    return {part.strip() for part in value.split(",") if part.strip()}
-
-
-def _own_version() -> str:
-    from gpuscout import __version__
-
-    return __version__
+    return [n for n in (normal_name(p) for p in value.split(",")) if n]
 
 
 def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, SystemExit):
+        return f"called sys.exit({exc.code!r})"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text:.300}" if text else type(exc).__name__
+
+
+#: Seconds an idle worker thread waits for another call before it ends.
+_IDLE_EXIT = 2.0
+
+
+class _Worker:
+    """One daemon thread that runs calls handed to it, then waits in the pool for the next."""
+
+    def __init__(self, pool: _Pool) -> None:
+        self.pool = pool
+        self.jobs: queue.SimpleQueue[_Batch] = queue.SimpleQueue()
+
+    def loop(self) -> None:
+        while True:
+            try:
+                job = self.jobs.get(timeout=_IDLE_EXIT)
+            except queue.Empty:
+                with self.pool.lock:
+                    if self in self.pool.idle:
+                        self.pool.idle.remove(self)
+                        return
+                continue  # taken from the pool just now: its job is on the way
+            job.run()
+            with self.pool.lock:
+                self.pool.idle.append(self)
+
+
+class _Pool:
+    """Reuses idle worker threads: starting a thread costs far more than a rule hook call.
+
+    A worker stuck in a plugin that never returns simply never comes back; the host stops
+    calling that plugin, so at most one worker per plugin is lost that way.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.idle: list[_Worker] = []
+
+    def submit(self, job: _Batch, label: str) -> None:
+        with self.lock:
+            worker = self.idle.pop() if self.idle else None
+        if worker is None:
+            worker = _Worker(self)
+            threading.Thread(target=worker.loop, name=label, daemon=True).start()
+        worker.jobs.put(job)
+
+
+_POOL = _Pool()
+
+
+class _Batch:
+    """Calls ``fn(item)`` for each item on a worker thread; each call is timed on its own."""
+
+    def __init__(self, fn: Callable[[Any], Any], items: Sequence[Any], label: str) -> None:
+        self.fn = fn
+        self.items = items
+        #: (True, answer) or (False, exception), one per finished call.
+        self.results: list[tuple[bool, Any]] = []
+        self.started = time.monotonic()
+        self.done = threading.Event()
+        _POOL.submit(self, label)
+
+    def run(self) -> None:
+        try:
+            for item in self.items:
+                self.started = time.monotonic()
+                try:
+                    self.results.append((True, self.fn(item)))
+                except BaseException as exc:  # a plugin must never end the host
+                    self.results.append((False, exc))
+        finally:
+            self.done.set()
+
+    def wait(self, limit: float) -> bool:
+        """True when every call finished; False as soon as one runs past ``limit`` seconds."""
+        while not self.done.is_set():
+            remaining = self.started + limit - time.monotonic()
+            if remaining <= 0:
+                return self.done.is_set()
+            self.done.wait(remaining)
+        return True
+
+
+Check = Callable[[Any], bool]
 
 
 class PluginHost:
@@ -71,148 +217,339 @@ class PluginHost:
 
     def __init__(
         self,
-        plugins: Iterable[str] | None = None,
-        disable: Iterable[str] = (),
-        extra: Iterable[Any] = (),
-        entry_points: bool = True,
-        env: Mapping[str, str] | None = None,
+        *,
+        plugins: Iterable[str] | None,
+        disable: Iterable[str],
+        extra: Iterable[Any],
+        entry_points: bool,
+        env: Mapping[str, str],
+        context: Callable[[str, float | None], Context],
+        enumerate_timeout: float,
+        hook_timeout: float,
     ) -> None:
-        env = env or {}
-        allow = set(plugins) if plugins is not None else None
-        env_allow = _comma_set(env.get(ALLOW_ENV))
-        if env_allow is not None:
-            allow = env_allow if allow is None else allow & env_allow
-        self.allow = allow
-        self.deny = set(disable) | (_comma_set(env.get(DENY_ENV)) or set())
+        self.context = context
+        self.enumerate_timeout = enumerate_timeout
+        self.hook_timeout = hook_timeout
+        # An explicit allow list overrides the environment's; deny lists add up.
+        self.allow = name_list(plugins, "plugins")
+        allow_from = "plugins"
+        if self.allow is None:
+            self.allow = _comma_list(env.get(ALLOW_ENV))
+            allow_from = ALLOW_ENV
+        self.deny = set(name_list(disable, "disable") or ()) | set(_comma_list(env.get(DENY_ENV)) or ())
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.reports: dict[str, PluginReport] = {}
         #: Plugins registered and answering hooks (not blocked, not failed to load).
         self.loaded: set[str] = set()
-        for name, module in BUILTINS:
-            self._load(name, functools.partial(importlib.import_module, module),
-                       version=_own_version(), distribution=PROJECT)
+        #: Built-in plugins registered from BUILTINS (see PURE_HOOKS).
+        self.builtin: set[str] = set()
+        #: Plugins that overran a deadline: never called again.
+        self.banned: set[str] = set()
+        #: Sentences for the user about the plugin lists (unknown names in a deny list).
+        self.warnings: list[str] = []
+
+        candidates: list[tuple[str, Callable[[], Any], str, str]] = [
+            (name, functools.partial(importlib.import_module, module), _own_version(), PROJECT)
+            for name, module in BUILTINS
+        ]
         if entry_points:
-            self._load_entry_points()
-        for item in extra:
-            name, obj = item if isinstance(item, tuple) else (_name_of(item), item)
-            self._load(name, functools.partial(_identity, obj), version="", distribution="")
+            candidates += self._entry_point_candidates()
+        try:
+            extras = list(extra)
+        except TypeError:
+            raise GpuscoutError(f"extra must be a list of plugin objects, got "
+                                f"{type(extra).__name__}") from None
+        for item in extras:
+            name, obj = item if isinstance(item, tuple) and len(item) == 2 else (_name_of(item), item)
+            if not isinstance(name, str) or not name.strip():
+                raise GpuscoutError(f"extra: a plugin name must be a non-empty str, got {name!r:.80}")
+            candidates.append((name, functools.partial(_identity, obj), "", ""))
+        self._check_names({normal_name(c[0]) for c in candidates}, allow_from)
+        self._load_all(candidates)
 
     @property
     def log(self) -> Any:
         """The logger, looked up per use so a host's later structlog configuration applies."""
         return get_logger()
 
+    # -- which plugins load ---------------------------------------------------------------------
+
+    def _check_names(self, known: set[str], allow_from: str) -> None:
+        listed = ", ".join(sorted(known)) or "none"
+        unknown = sorted(set(self.allow or ()) - known)
+        if unknown:
+            where = "--plugins / plugins=" if allow_from == "plugins" else ALLOW_ENV
+            raise UnknownPluginError(
+                f"unknown plugin {', '.join(repr(u) for u in unknown)} in the allow list "
+                f"({where}); known plugins: {listed}")
+        for name in sorted(self.deny - known):
+            self.warnings.append(
+                f"unknown plugin {name!r} in the deny list (--disable / {DENY_ENV}); "
+                f"known plugins: {listed}")
+            self.log.debug("plugins.unknown_disabled", plugin=name)
+
     def blocked(self, name: str) -> bool:
         """Whether ``name`` is kept out by the allow or deny list."""
-        return name in self.deny or (self.allow is not None and name not in self.allow)
+        key = normal_name(name)
+        return key in self.deny or (self.allow is not None and key not in self.allow)
 
-    def _load(
-        self, name: str, load: Callable[[], Any], version: str, distribution: str
-    ) -> None:
-        report = PluginReport(name=name, version=version, distribution=distribution)
-        if name in self.reports:
-            report.fail(FAILED, f"a plugin named {name!r} is already registered")
-            self.reports[f"{name}#{len(self.reports)}"] = report
-            return
-        self.reports[name] = report
-        if self.blocked(name):
-            # Blocked before import: a blocked plugin's code never runs.
-            report.status = DISABLED
-            return
-        try:
-            obj = load()
-            self.pm.register(obj, name=name)
-        except (Exception, SystemExit) as exc:  # a plugin must never end the host
-            report.fail(FAILED, f"could not load plugin {name!r}: {_describe(exc)}")
-            self.log.warning("discovery.plugin_failed", plugin=name, error=report.error)
-            return
-        unknown = [
-            impl_name for impl_name in dir(obj)
-            if impl_name.startswith(f"{PROJECT}_") and not hasattr(self.pm.hook, impl_name)
-            and _is_hookimpl(getattr(obj, impl_name, None))
-        ]
-        if unknown:
-            self.pm.unregister(name=name)
-            report.fail(FAILED, f"plugin {name!r} implements unknown hooks: {', '.join(unknown)}")
-            self.log.warning("discovery.plugin_failed", plugin=name, error=report.error)
-            return
-        report.hooks = sorted(c.name for c in self.pm.get_hookcallers(obj) or ())
-        self.loaded.add(name)
-
-    def start_run(self) -> None:
-        """Clear what the last discovery said about each loaded plugin (load failures stay)."""
-        for name in self.loaded:
-            report = self.reports[name]
-            report.status, report.error, report.devices, report.elapsed = OK, "", 0, 0.0
-
-    def snapshot(self) -> list[PluginReport]:
-        """Copies of every report, in load order, that later runs will not change."""
-        return [attrs.evolve(r, hooks=list(r.hooks)) for r in self.reports.values()]
-
-    def _load_entry_points(self) -> None:
+    def _entry_point_candidates(self) -> list[tuple[str, Callable[[], Any], str, str]]:
         from gpuscout.entrypoints import entry_points
 
         try:
             eps = entry_points(ENTRY_POINT_GROUP)
         except Exception as exc:  # a broken installed distribution must not stop discovery
             self.log.warning("discovery.entry_points_failed", error=_describe(exc))
+            return []
+        return [(ep.name, ep.load, ep.version, ep.distribution) for ep in eps]
+
+    def _load_all(self, candidates: Sequence[tuple[str, Callable[[], Any], str, str]]) -> None:
+        """Import every allowed plugin at once, each under the enumerate deadline, then register
+        them in candidate order (built-ins first) so that "found first" is stable."""
+        pending: list[tuple[PluginReport, _Batch]] = []
+        for name, load, version, distribution in candidates:
+            report = PluginReport(name=name, version=version, distribution=distribution)
+            if name in self.reports:
+                report.fail(PluginStatus.FAILED, f"a plugin named {name!r} is already registered")
+                self.reports[f"{name}#{len(self.reports)}"] = report
+                continue
+            self.reports[name] = report
+            if self.blocked(name):
+                # Blocked before import: a blocked plugin's code never runs.
+                report.status = PluginStatus.DISABLED
+                continue
+            pending.append((report, _Batch(lambda f: f(), [load], f"gpuscout-load-{name}")))
+        start = time.monotonic()
+        for report, batch in pending:
+            if not batch.wait(max(0.0, start + self.enumerate_timeout - time.monotonic())):
+                self._timed_out(report.name, "import",
+                                f"import did not finish within {self.enumerate_timeout:g} s")
+                continue
+            ok, value = batch.results[0]
+            if not ok:
+                self._load_failed(report, f"could not load plugin {report.name!r}: {_describe(value)}")
+                continue
+            self._register(report, value)
+
+    def _register(self, report: PluginReport, obj: Any) -> None:
+        name = report.name
+        try:
+            unknown = [
+                attr for attr in dir(obj)
+                if attr.startswith(f"{PROJECT}_") and _is_hookimpl(getattr(obj, attr, None))
+                and not hasattr(hookspecs, attr)
+            ]
+        except Exception as exc:
+            self._load_failed(report, f"plugin {name!r} cannot be inspected: {_describe(exc)}")
             return
-        for ep in eps:
-            self._load(ep.name, ep.load, version=ep.version, distribution=ep.distribution)
+        if unknown:
+            self._load_failed(report, f"plugin {name!r} implements unknown hooks: {', '.join(unknown)}")
+            return
+        try:
+            self.pm.register(obj, name=name)
+        except Exception as exc:
+            self._load_failed(report, f"could not load plugin {name!r}: {_describe(exc)}")
+            return
+        callers = self.pm.get_hookcallers(obj) or []
+        wrappers = [c.name for c in callers
+                    if any(i.hookwrapper or i.wrapper for i in c.get_hookimpls() if i.plugin is obj)]
+        if wrappers:
+            self.pm.unregister(obj)
+            self._load_failed(report, f"plugin {name!r} declares hook wrappers, which gpuscout does "
+                                      f"not call: {', '.join(sorted(wrappers))}")
+            return
+        report.hooks = sorted(c.name for c in callers)
+        self.loaded.add(name)
+        if report.distribution == PROJECT and any(name == b for b, _ in BUILTINS):
+            self.builtin.add(name)
 
-    def impls(self, hook: str, registration_order: bool = False) -> list[pluggy.HookImpl]:
-        """The plain implementations of ``hook`` in pluggy's call order (last registered first),
-        or in registration order (built-ins first) when asked."""
-        caller = getattr(self.pm.hook, hook)
-        found = caller.get_hookimpls()
-        ordered = found if registration_order else list(reversed(found))
-        return [i for i in ordered if not (i.hookwrapper or i.wrapper)]
+    def _load_failed(self, report: PluginReport, message: str) -> None:
+        report.fail(PluginStatus.FAILED, message)
+        self.log.warning("discovery.plugin_failed", plugin=report.name, error=message)
 
-    def call_one(self, impl: pluggy.HookImpl, hook: str, kwargs: Mapping[str, Any]) -> Any:
-        """Call one implementation with the arguments it asks for; raises what it raises."""
-        return impl.function(*(kwargs[a] for a in impl.argnames))
+    # -- reports --------------------------------------------------------------------------------
+
+    def start_run(self) -> None:
+        """Clear what the last discovery said about each plugin that may still be called."""
+        for name in self.loaded - self.banned:
+            report = self.reports[name]
+            report.status, report.error, report.note = PluginStatus.OK, "", ""
+            report.devices, report.elapsed = 0, 0.0
+
+    def snapshot(self) -> list[PluginReport]:
+        """Copies of every report, in load order, that later runs will not change."""
+        return [attrs.evolve(r, hooks=list(r.hooks)) for r in self.reports.values()]
 
     def record_failure(self, plugin: str, hook: str, problem: str) -> None:
         """Report that ``plugin`` misbehaved in ``hook``; the host carries on without its answer."""
         report = self.reports.get(plugin)
-        message = f"{hook}: {problem}"
         if report is not None:
-            report.fail(FAILED, message)
+            report.fail(PluginStatus.FAILED, f"{hook}: {problem}")
         self.log.warning("discovery.plugin_failed", plugin=plugin, hook=hook, error=problem)
 
-    def each(
-        self, hook: str, check: Callable[[Any], bool], expected: str,
-        registration_order: bool = False, **kwargs: Any,
-    ) -> Iterator[tuple[str, Any]]:
-        """Yield ``(plugin, answer)`` for every implementation whose answer passes ``check``.
+    def _timed_out(self, plugin: str, hook: str, problem: str) -> None:
+        self.banned.add(plugin)
+        report = self.reports.get(plugin)
+        if report is not None:
+            report.fail(PluginStatus.TIMEOUT, problem)
+        self.log.warning("discovery.plugin_timeout", plugin=plugin, hook=hook, error=problem)
 
-        An implementation that raises or answers a value that fails ``check`` is recorded as a
-        failure of its plugin and skipped. None answers are skipped silently.
-        """
-        for impl in self.impls(hook, registration_order):
-            try:
-                answer = self.call_one(impl, hook, kwargs)
-            except (Exception, SystemExit) as exc:  # a plugin must never end the host
-                self.record_failure(impl.plugin_name, hook, f"raised {_describe(exc)}")
-                continue
-            if answer is None:
-                continue
-            if not check(answer):
-                self.record_failure(
-                    impl.plugin_name, hook,
-                    f"returned {type(answer).__name__} {answer!r:.80}, expected {expected}",
-                )
-                continue
-            yield impl.plugin_name, answer
+    # -- calling --------------------------------------------------------------------------------
 
-    def first(
-        self, hook: str, check: Callable[[Any], bool], expected: str, **kwargs: Any
-    ) -> Any:
+    def impls(self, hook: str, registration_order: bool = False) -> list[pluggy.HookImpl]:
+        """The implementations of ``hook`` that may be called, in pluggy's call order (last
+        registered first, tryfirst/trylast respected) or in registration order when asked."""
+        found = getattr(self.pm.hook, hook).get_hookimpls()
+        ordered = found if registration_order else list(reversed(found))
+        return [i for i in ordered if i.plugin_name not in self.banned]
+
+    def call(
+        self, impl: pluggy.HookImpl, hook: str, items: Sequence[Mapping[str, Any]],
+        check: Check, expected: str, limit: float | None = None,
+    ) -> list[Any] | None:
+        """Call one implementation once per item (keyword arguments; ``context`` is added per
+        plugin); answers that raise or fail ``check`` become None. None for all when it overran."""
+        name = impl.plugin_name
+        function, argnames = impl.function, impl.argnames
+        context = self.context(name, None) if "context" in argnames else None
+
+        def one(kwargs: Mapping[str, Any]) -> Any:
+            full = {**kwargs, "context": context} if context is not None else kwargs
+            return function(*(full[a] for a in argnames))
+
+        if name in self.builtin and hook in PURE_HOOKS:
+            results = _inline(one, items)
+        else:
+            limit = self.hook_timeout if limit is None else limit
+            batch = _Batch(one, items, f"gpuscout-{hook}-{name}")
+            if not batch.wait(limit):
+                self._timed_out(name, hook, f"{hook} did not answer within {limit:g} s")
+                return None
+            results = batch.results
+        answers: list[Any] = []
+        problem = ""
+        for ok, value in results:
+            if not ok:
+                problem = problem or f"raised {_describe(value)}"
+                answers.append(None)
+            elif value is not None and not check(value):
+                problem = problem or f"returned {type(value).__name__} {_safe_repr(value)}, " \
+                                     f"expected {expected}"
+                answers.append(None)
+            else:
+                answers.append(value)
+        if problem:
+            self.record_failure(name, hook, problem)
+        return answers
+
+    def first_each(self, hook: str, items: Sequence[Mapping[str, Any]], check: Check,
+                   expected: str) -> list[Any]:
+        """For a firstresult hook: per item, the first valid non-None answer in call order."""
+        answers: list[Any] = [None] * len(items)
+        pending = list(range(len(items)))
+        for impl in self.impls(hook):
+            if not pending:
+                break
+            got = self.call(impl, hook, [items[i] for i in pending], check, expected)
+            if got is None:
+                continue
+            still: list[int] = []
+            for i, answer in zip(pending, got, strict=True):
+                if answer is None:
+                    still.append(i)
+                else:
+                    answers[i] = answer
+            pending = still
+        return answers
+
+    def first(self, hook: str, check: Check, expected: str, **kwargs: Any) -> Any:
         """The first valid non-None answer to a firstresult hook, or None."""
-        for _, answer in self.each(hook, check, expected, **kwargs):
-            return answer
-        return None
+        return self.first_each(hook, [kwargs], check, expected)[0]
+
+    def each(self, hook: str, check: Check, expected: str, registration_order: bool = False,
+             **kwargs: Any) -> list[tuple[str, Any]]:
+        """``(plugin, answer)`` for every implementation that gives a valid non-None answer."""
+        out: list[tuple[str, Any]] = []
+        for impl in self.impls(hook, registration_order):
+            got = self.call(impl, hook, [kwargs], check, expected)
+            if got is not None and got[0] is not None:
+                out.append((impl.plugin_name, got[0]))
+        return out
+
+    def enumerate(self) -> list[tuple[str, DeviceInfo]]:
+        """Every device every plugin reports, tagged with the plugin, in registration order.
+
+        All plugins run at once, each on its own thread under its own deadline; a plugin that
+        raises, answers the wrong type, returns a bad record or overruns contributes nothing.
+        """
+        runs: list[tuple[pluggy.HookImpl, Context, _Batch]] = []
+        for impl in self.impls("gpuscout_enumerate", registration_order=True):
+            name = impl.plugin_name
+            ctx = self.context(name, time.monotonic() + self.enumerate_timeout)
+            batch = _Batch(functools.partial(_call_with_context, impl), [ctx],
+                           f"gpuscout-enumerate-{name}")
+            runs.append((impl, ctx, batch))
+        found: list[tuple[str, DeviceInfo]] = []
+        for impl, ctx, batch in runs:
+            name = impl.plugin_name
+            report = self.reports[name]
+            finished = batch.wait(max(0.0, (ctx.deadline or 0.0) - time.monotonic()))
+            report.elapsed = time.monotonic() - batch.started
+            if not finished:
+                self._timed_out(name, "gpuscout_enumerate",
+                                f"enumerate did not finish within {self.enumerate_timeout:g} s")
+                continue
+            ok, value = batch.results[0]
+            if not ok:
+                self.record_failure(name, "gpuscout_enumerate", f"raised {_describe(value)}")
+                continue
+            try:
+                devices = checked_devices(value)
+            except RecordError as exc:
+                self.record_failure(name, "gpuscout_enumerate", str(exc))
+                continue
+            report.devices = len(devices)
+            if ctx.notes:
+                report.note = "; ".join(str(n) for n in ctx.notes)[:2000]
+            found.extend((name, d) for d in devices)
+        return found
+
+
+def _call_with_context(impl: pluggy.HookImpl, context: Context) -> Any:
+    # A hook whose parameters are not the spec's raises KeyError: a failure of that plugin.
+    return impl.function(*({"context": context}[name] for name in impl.argnames))
+
+
+def _inline(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[tuple[bool, Any]]:
+    results: list[tuple[bool, Any]] = []
+    for item in items:
+        try:
+            results.append((True, fn(item)))
+        except (Exception, SystemExit) as exc:  # Ctrl-C still ends the host's call
+            results.append((False, exc))
+    return results
+
+
+def checked_devices(value: Any) -> list[DeviceInfo]:
+    """``value`` as a list of plain, valid DeviceInfo records; RecordError names the first
+    problem (``[3].pci_id: expected str, got 1234``)."""
+    if not isinstance(value, (list, tuple)):
+        raise RecordError(f"returned {type(value).__name__}, expected a list of DeviceInfo")
+    return [check_device(d, f"[{i}]") for i, d in enumerate(value)]
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        return f"{value!r:.80}"
+    except Exception:
+        return "(unprintable)"
+
+
+def _own_version() -> str:
+    from gpuscout.markers import VERSION
+
+    return VERSION
 
 
 def _identity(obj: Any) -> Any:
@@ -228,6 +565,4 @@ def _name_of(obj: Any) -> str:
     return name if isinstance(name, str) else type(obj).__name__
 
 
-def elapsed_since(start: float) -> float:
-    """Seconds since ``start`` (a perf_counter value)."""
-    return time.perf_counter() - start
+__all__ = ["BUILTINS", "PluginHost", "PluginReport", "PluginStatus", "checked_devices"]

@@ -7,10 +7,14 @@ express can be built here by keyword, and the wire format (``gpuscout.wire``) ro
 from __future__ import annotations
 
 import enum
+import re
+import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
+
+from gpuscout.errors import GpuscoutError
 
 #: The library name the seed uses for the CPU in its rules (flash attention).
 CPU_LIBRARY = "cpu"
@@ -30,8 +34,9 @@ def _str_tuple(value: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _str_dict(value: Mapping[str, str] | None) -> dict[str, str]:
-    return dict(value) if value else {}
+def _str_dict(value: Mapping[str, str] | None) -> Mapping[str, str]:
+    # A private, read-only copy: a frozen record must not change under whoever holds it.
+    return types.MappingProxyType(dict(value) if value else {})
 
 
 @attrs.frozen(order=True)
@@ -67,7 +72,7 @@ class DeviceInfo:
     gfx_target: str = ""
     library_path: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     # Compared, but not hashed: a dict has no hash and the overrides never identify a device.
-    runner_env_overrides: dict[str, str] = attrs.field(
+    runner_env_overrides: Mapping[str, str] = attrs.field(
         factory=dict, converter=_str_dict, hash=False
     )
     #: Vendor UUID in the vendor's own spelling, for matching across processes and libraries.
@@ -127,3 +132,83 @@ class FlashAttention(enum.IntEnum):
 
     def __str__(self) -> str:
         return {-1: "Auto", 0: "Disabled", 1: "Enabled"}[self.value]
+
+
+class RecordError(GpuscoutError):
+    """A record from a plugin that the core cannot use; the message names the field and value."""
+
+
+#: Largest magnitude of a number field: the wire format is Go's int64/uint64.
+_INT_LIMIT = 2**63
+_PCI_ID = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", re.ASCII | re.IGNORECASE)
+_STR_FIELDS = ("id", "library", "name", "description", "filter_id", "pci_id", "gfx_target", "uuid")
+_BOOL_FIELDS = ("integrated", "free_memory_unknown", "software")
+_SIZE_FIELDS = ("total_memory", "free_memory")
+_INT_FIELDS = ("compute_major", "compute_minor", "driver_major", "driver_minor",
+               "nvidia_driver_major")
+#: Longest text field accepted (a description is a line, not a document).
+_MAX_TEXT = 4096
+
+
+def _plain_str(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise RecordError(f"{where}: expected str, got {_show(value)}")
+    if len(value) > _MAX_TEXT:
+        raise RecordError(f"{where}: text of {len(value)} characters, at most {_MAX_TEXT} allowed")
+    return str.__str__(value)
+
+
+def _plain_int(value: Any, where: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RecordError(f"{where}: expected int, got {_show(value)}")
+    if not minimum <= value < _INT_LIMIT:
+        shown = f"{value}" if abs(value) < 10**30 else f"a {len(str(abs(value)))}-digit number" \
+            if value.bit_length() < 10000 else "a number of over 3000 digits"
+        raise RecordError(f"{where}: expected an int in {minimum}..2**63-1, got {shown}")
+    return int.__index__(value)
+
+
+def _show(value: Any) -> str:
+    try:
+        return f"{value!r:.60}"
+    except Exception:
+        return f"a {type(value).__name__} that cannot be printed"
+
+
+def check_device(value: Any, where: str = "") -> DeviceInfo:
+    """``value`` as a plain DeviceInfo whose every field has the right type and range.
+
+    Used at the border, on every record a plugin returns: a subclass, a str subclass or a
+    mutable mapping is copied into plain values, so nothing a plugin handed over can change later.
+    Raises RecordError naming the field and the value (``[0].pci_id: expected str, got 1234``).
+    """
+    if not isinstance(value, DeviceInfo):
+        raise RecordError(f"{where or '$'}: expected DeviceInfo, got {_show(value)}")
+    fields: dict[str, Any] = {}
+    for name in _STR_FIELDS:
+        fields[name] = _plain_str(getattr(value, name), f"{where}.{name}")
+    for name in _BOOL_FIELDS:
+        flag = getattr(value, name)
+        if not isinstance(flag, bool):
+            raise RecordError(f"{where}.{name}: expected bool, got {_show(flag)}")
+        fields[name] = bool(flag)
+    for name in _SIZE_FIELDS:
+        fields[name] = _plain_int(getattr(value, name), f"{where}.{name}", 0)
+    for name in _INT_FIELDS:
+        fields[name] = _plain_int(getattr(value, name), f"{where}.{name}", -_INT_LIMIT)
+    if fields["pci_id"] and not _PCI_ID.fullmatch(fields["pci_id"]):
+        raise RecordError(f"{where}.pci_id: expected a PCI id like 0000:c4:00.0, "
+                          f"got {_show(fields['pci_id'])}")
+    paths = value.library_path
+    if not isinstance(paths, tuple):
+        raise RecordError(f"{where}.library_path: expected a sequence of str, got {_show(paths)}")
+    fields["library_path"] = tuple(
+        _plain_str(p, f"{where}.library_path[{i}]") for i, p in enumerate(paths))
+    overrides = value.runner_env_overrides
+    if not isinstance(overrides, Mapping):
+        raise RecordError(f"{where}.runner_env_overrides: expected a mapping, got {_show(overrides)}")
+    fields["runner_env_overrides"] = {
+        _plain_str(k, f"{where}.runner_env_overrides key"):
+        _plain_str(v, f"{where}.runner_env_overrides[{k!r:.40}]") for k, v in overrides.items()
+    }
+    return DeviceInfo(**fields)

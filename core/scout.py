@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
 import time
+import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from gpuscout.context import Context, EnvEntry
-from gpuscout.host import OK, TIMEOUT, PluginHost, PluginReport
+from gpuscout.errors import GpuscoutError
+from gpuscout.host import PluginHost, PluginReport, PluginStatus, checked_devices
 from gpuscout.log import get_logger
 from gpuscout.merge import SOFTWARE_REASON, Dropped, compare, merge
 from gpuscout.rank import rank
@@ -41,7 +44,7 @@ def _is_bool(value: Any) -> bool:
 
 
 def _is_size(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
 
 
 def _is_str_map(value: Any) -> bool:
@@ -54,14 +57,48 @@ def _is_device_list(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(d, DeviceInfo) for d in value)
 
 
+def _is_hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except Exception:
+        return False
+    return True
+
+
+def _timeout(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise GpuscoutError(f"{name} must be a number of seconds, got {value!r:.60}")
+    if not math.isfinite(value) or value <= 0:
+        raise GpuscoutError(f"{name} must be finite and > 0 seconds, got {value!r}")
+    return float(value)
+
+
+def _environment(env: Mapping[str, str] | None) -> Mapping[str, str]:
+    source = os.environ if env is None else env
+    if not isinstance(source, Mapping):
+        raise GpuscoutError(f"env must be a mapping of str to str, got {type(source).__name__}")
+    copy = dict(source)
+    bad = next(((k, v) for k, v in copy.items()
+                if not isinstance(k, str) or not isinstance(v, str)), None)
+    if bad is not None:
+        raise GpuscoutError(f"env must map str to str; {bad[0]!r:.60} maps to {bad[1]!r:.60}")
+    # Read-only: nothing (a plugin included) can change what later calls see.
+    return types.MappingProxyType(copy)
+
+
 class Scout:
     """Finds the machine's accelerators through plugins and answers the seed's rules about them.
 
-    ``plugins`` is an allow list of plugin names (None: all), ``disable`` a deny list, ``extra``
-    plugin objects (or ``(name, object)`` pairs) registered as well, ``entry_points`` whether to load
-    third-party plugins of the ``gpuscout`` group. ``env`` (default ``os.environ``) is the only
+    ``plugins`` is an allow list of plugin names (None: all; it overrides ``GPUSCOUT_PLUGINS``),
+    ``disable`` a deny list (added to ``GPUSCOUT_DISABLE_PLUGINS``); names are compared without
+    case or surrounding spaces, an unknown name in an allow list raises ``UnknownPluginError``
+    and one in a deny list adds a sentence to ``warnings``. ``extra`` holds plugin objects (or
+    ``(name, object)`` pairs) registered as well, ``entry_points`` whether to load third-party
+    plugins of the ``gpuscout`` group. ``env`` (default ``os.environ``, copied) is the only
     environment plugins see, ``platform`` a ``sys.platform`` value, ``root`` the prefix of every
-    file plugins read, ``enumerate_timeout`` each plugin's enumerate deadline in seconds.
+    file plugins read (a missing folder is fine: plugins find nothing there).
+    ``enumerate_timeout`` bounds each plugin's import and enumerate, ``hook_timeout`` each call
+    of a rule hook, in seconds (finite, > 0). Raises only ``GpuscoutError`` for bad arguments.
     """
 
     def __init__(
@@ -72,18 +109,32 @@ class Scout:
         entry_points: bool = True,
         env: Mapping[str, str] | None = None,
         platform: str | None = None,
-        root: str = "/",
+        root: str | os.PathLike[str] = "/",
         enumerate_timeout: float = 5.0,
+        hook_timeout: float = 1.0,
     ) -> None:
-        self.env: Mapping[str, str] = dict(os.environ if env is None else env)
+        self.env: Mapping[str, str] = _environment(env)
+        if platform is not None and not isinstance(platform, str):
+            raise GpuscoutError(f"platform must be a sys.platform string, got {platform!r:.60}")
         self.platform = platform or sys.platform
+        try:
+            root = os.fspath(root)
+        except TypeError:
+            raise GpuscoutError(f"root must be a path, got {root!r:.60}") from None
+        if not isinstance(root, str) or "\x00" in root:
+            raise GpuscoutError(f"root must be a str path without NUL, got {root!r:.60}")
         self.root = root
-        self.enumerate_timeout = enumerate_timeout
+        self.enumerate_timeout = _timeout(enumerate_timeout, "enumerate_timeout")
+        self.hook_timeout = _timeout(hook_timeout, "hook_timeout")
         # One discovery at a time per Scout: reports are per run.
         self._lock = threading.RLock()
         self._host = PluginHost(
-            plugins=plugins, disable=disable, extra=extra, entry_points=entry_points, env=self.env
+            plugins=plugins, disable=disable, extra=extra, entry_points=bool(entry_points),
+            env=self.env, context=lambda name, deadline: self.context(name, deadline),
+            enumerate_timeout=self.enumerate_timeout, hook_timeout=self.hook_timeout,
         )
+        #: Sentences for the user about this Scout's plugin lists (unknown names in a deny list).
+        self.warnings: list[str] = list(self._host.warnings)
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -93,7 +144,7 @@ class Scout:
         return get_logger()
 
     def context(self, plugin: str = "", deadline: float | None = None) -> Context:
-        """A context for ``plugin`` carrying this Scout's env, platform and root."""
+        """A fresh context for ``plugin`` carrying this Scout's env (read-only), platform, root."""
         return Context(env=self.env, platform=self.platform, root=self.root,
                        deadline=deadline, plugin=plugin)
 
@@ -113,57 +164,11 @@ class Scout:
     def enumerate(self) -> list[tuple[str, DeviceInfo]]:
         """Every device every plugin reports, tagged with the plugin, in plugin order.
 
-        Each plugin runs in its own worker thread under its own deadline; a plugin that raises,
-        answers the wrong type or overruns is reported and contributes nothing.
+        Each plugin runs on its own thread under its own deadline; a plugin that raises,
+        answers the wrong type, returns a bad record or overruns is reported and contributes
+        nothing.
         """
-        # Registration order: built-ins first, so "found first" means the same on every run.
-        impls = self._host.impls("gpuscout_enumerate", registration_order=True)
-        runs: list[tuple[Any, Context, threading.Thread, dict[str, Any]]] = []
-        for impl in impls:
-            start = time.monotonic()
-            ctx = self.context(impl.plugin_name, deadline=start + self.enumerate_timeout)
-            box: dict[str, Any] = {"start": time.perf_counter()}
-            thread = threading.Thread(
-                target=self._run_enumerate, args=(impl, ctx, box),
-                name=f"gpuscout-enumerate-{impl.plugin_name}", daemon=True,
-            )
-            thread.start()
-            runs.append((impl, ctx, thread, box))
-        found: list[tuple[str, DeviceInfo]] = []
-        for impl, ctx, thread, box in runs:
-            name = impl.plugin_name
-            report = self._host.reports[name]
-            thread.join(timeout=ctx.time_left())
-            if thread.is_alive():
-                report.elapsed = time.perf_counter() - box["start"]
-                report.fail(TIMEOUT, f"enumerate did not finish within {self.enumerate_timeout:g} s")
-                self.log.warning("discovery.plugin_timeout", plugin=name,
-                                 timeout_s=self.enumerate_timeout)
-                continue
-            report.elapsed = box["end"] - box["start"]
-            if "error" in box:
-                self._host.record_failure(name, "gpuscout_enumerate", box["error"])
-                continue
-            devices = box["result"]
-            if not _is_device_list(devices):
-                self._host.record_failure(
-                    name, "gpuscout_enumerate",
-                    f"returned {type(devices).__name__}, expected a list of DeviceInfo",
-                )
-                continue
-            report.devices = len(devices)
-            if ctx.notes and report.status == OK:
-                report.error = "; ".join(ctx.notes)
-            found.extend((name, d) for d in devices)
-        return found
-
-    def _run_enumerate(self, impl: Any, ctx: Context, box: dict[str, Any]) -> None:
-        try:
-            box["result"] = self._host.call_one(impl, "gpuscout_enumerate", {"context": ctx})
-        except BaseException as exc:
-            box["error"] = f"raised {type(exc).__name__}: {exc}"
-        finally:
-            box["end"] = time.perf_counter()
+        return self._host.enumerate()
 
     def discover(self, include_software: bool = False, validate: bool = False) -> Discovery:
         """Enumerate, merge duplicates, drop software devices (unless asked), rank.
@@ -176,8 +181,9 @@ class Scout:
 
     def _discover(self, include_software: bool, validate: bool) -> Discovery:
         start = time.perf_counter()
+        deadline = time.monotonic() + self.enumerate_timeout
         self._host.start_run()
-        kept, dropped = merge(self.enumerate(), self.compare, self.preferred)
+        kept, dropped = self.merge(self.enumerate())
         if not include_software:
             dropped.extend(Dropped(d, SOFTWARE_REASON) for d in kept if d.software)
             kept = [d for d in kept if not d.software]
@@ -186,21 +192,49 @@ class Scout:
 
             kept, failed = validate_devices(self, kept)
             dropped.extend(failed)
-        system = read_system(self.context())
+        system = read_system(self.context(deadline=max(deadline, time.monotonic() + 1.0)))
         elapsed = time.perf_counter() - start
         self.log.debug("discovery.done", devices=len(kept), dropped=len(dropped),
                        elapsed_ms=round(elapsed * 1000, 3))
         return Discovery(devices=rank(kept), dropped=dropped, system=system,
                          plugins=self._host.snapshot(), elapsed=elapsed)
 
+    def merge(self, found: Sequence[tuple[str, DeviceInfo]]) -> tuple[list[DeviceInfo], list[Dropped]]:
+        """``(plugin, device)`` pairs folded into survivors and dropped duplicates (near-linear)."""
+        has = self._host.impls
+        keys = self.duplicate_keys if has("gpuscout_duplicate_key") else None
+        heuristic = self.duplicates if has("gpuscout_is_duplicate") else None
+        return merge(found, heuristic, self.preferred, keys)
+
+    def duplicates(self, pairs: Sequence[tuple[DeviceInfo, DeviceInfo]]) -> list[bool]:
+        """``is_duplicate`` for many pairs at once (one bounded batch per plugin)."""
+        answers = [False] * len(pairs)
+        items = [{"a": a, "b": b} for a, b in pairs]
+        for impl in self._host.impls("gpuscout_is_duplicate"):
+            got = self._host.call(impl, "gpuscout_is_duplicate", items, _is_bool, "bool or None")
+            for i, answer in enumerate(got or ()):
+                answers[i] = answers[i] or answer is True
+        return answers
+
+    def duplicate_keys(self, devices: Sequence[DeviceInfo]) -> list[Any]:
+        """Each device's duplicate key (``gpuscout_duplicate_key``), None where nobody answers."""
+        return self._host.first_each(
+            "gpuscout_duplicate_key", [{"device": d} for d in devices], _is_hashable,
+            "a hashable key or None")
+
     def refresh(self, devices: Sequence[DeviceInfo]) -> list[DeviceInfo]:
         """``devices`` with free memory updated by the plugins that can do so cheaply."""
+        devices = _device_list(devices, "refresh")
         updated = {d.device_id: d for d in devices}
-        for _, answer in self._host.each(
-            "gpuscout_refresh", _is_device_list, "a list of DeviceInfo",
-            devices=list(devices), context=self.context(),
+        for plugin, answer in self._host.each(
+            "gpuscout_refresh", _is_device_list, "a list of DeviceInfo", devices=list(devices),
         ):
-            for d in answer:
+            try:
+                fresh = checked_devices(answer)
+            except GpuscoutError as exc:
+                self._host.record_failure(plugin, "gpuscout_refresh", str(exc))
+                continue
+            for d in fresh:
                 if d.device_id in updated:
                     updated[d.device_id] = d
         return [updated[d.device_id] for d in devices]
@@ -209,6 +243,7 @@ class Scout:
 
     def is_duplicate(self, a: DeviceInfo, b: DeviceInfo) -> bool:
         """True if any plugin's heuristic says ``a`` and ``b`` are one card."""
+        a, b = _device(a, "is_duplicate"), _device(b, "is_duplicate")
         return any(
             answer for _, answer in self._host.each(
                 "gpuscout_is_duplicate", _is_bool, "bool or None", a=a, b=b)
@@ -216,22 +251,25 @@ class Scout:
 
     def compare(self, a: DeviceInfo, b: DeviceInfo) -> DeviceComparison:
         """The seed's Compare: PCI ids (any case), then the plugins' heuristics, then DeviceID."""
-        return compare(a, b, self.is_duplicate)
+        return compare(_device(a, "compare"), _device(b, "compare"), self.is_duplicate)
 
     def preferred(self, a: DeviceInfo, b: DeviceInfo) -> bool:
         """The seed's PreferredLibrary: whether ``a``'s library wins over ``b``'s for one card."""
+        a, b = _device(a, "preferred"), _device(b, "preferred")
         answer = self._host.first(
             "gpuscout_preferred_library", _is_bool, "bool or None", device=a, other=b)
         return bool(answer)
 
     def minimum_memory(self, device: DeviceInfo) -> int:
         """Bytes to hold back on ``device``: a plugin's answer, else 457 MiB."""
+        device = _device(device, "minimum_memory")
         answer = self._host.first(
             "gpuscout_minimum_memory", _is_size, "a non-negative int or None", device=device)
         return DEFAULT_MINIMUM_MEMORY if answer is None else int(answer)
 
     def flash_attention(self, device: DeviceInfo) -> bool:
         """Whether flash attention is safe on one device."""
+        device = _device(device, "flash_attention")
         answer = self._host.first(
             "gpuscout_flash_attention", _is_bool, "bool or None", device=device)
         if answer is None:
@@ -240,14 +278,14 @@ class Scout:
 
     def flash_attention_supported(self, devices: Iterable[DeviceInfo]) -> bool:
         """The seed's FlashAttentionSupported: every device must pass; no devices pass."""
-        return all(self.flash_attention(d) for d in devices)
+        return all(self.flash_attention(d) for d in _device_list(devices, "flash_attention_supported"))
 
     def init_env(self, device: DeviceInfo) -> dict[str, str] | None:
         """Environment for a deep-init check of ``device``, or None when it needs none."""
+        device = _device(device, "init_env")
         env: dict[str, str] | None = None
         for _, answer in self._host.each(
-            "gpuscout_validate_init", _is_str_map, "a str->str mapping or None",
-            device=device, context=self.context(),
+            "gpuscout_validate_init", _is_str_map, "a str->str mapping or None", device=device,
         ):
             env = {**(env or {}), **answer}
         return env
@@ -258,13 +296,13 @@ class Scout:
 
     def visible_env(self, devices: Sequence[DeviceInfo]) -> dict[str, str]:
         """The seed's GetDevicesEnv: the environment a child needs to see exactly ``devices``."""
-        devices = list(devices)
+        devices = _device_list(devices, "visible_env")
         if not devices:
             return {}
         per_device: list[list[EnvEntry]] = [[] for _ in devices]
         for plugin, answer in self._host.each(
             "gpuscout_visible_env", _is_entry_list, "a list of EnvEntry or None",
-            selection=devices, context=self.context(),
+            selection=tuple(devices),
         ):
             bad = [e for e in answer if not 0 <= e[0] < len(devices)]
             if bad:
@@ -293,7 +331,8 @@ class Scout:
         return [
             (plugin, dict(answer)) for plugin, answer in self._host.each(
                 "gpuscout_isolate_env", _is_str_map, "a str->str mapping or None",
-                registration_order=True, selection=list(devices), env=dict(env), context=self.context(),
+                registration_order=True, selection=tuple(_device_list(devices, "isolate_env")),
+                env=types.MappingProxyType(dict(env)),
             )
         ]
 
@@ -305,13 +344,29 @@ class Scout:
         return select_devices(self, discovery.devices, selectors)
 
     def __repr__(self) -> str:
-        loaded = [r.name for r in self.reports if r.status not in ("disabled",)]
+        loaded = [r.name for r in self.reports if r.status is not PluginStatus.DISABLED]
         return f"Scout(platform={self.platform!r}, root={self.root!r}, plugins={loaded!r})"
+
+
+def _device(value: Any, where: str) -> DeviceInfo:
+    if not isinstance(value, DeviceInfo):
+        raise GpuscoutError(f"{where}: expected a DeviceInfo, got {type(value).__name__}")
+    return value
+
+
+def _device_list(value: Any, where: str) -> list[DeviceInfo]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise GpuscoutError(f"{where}: expected a list of DeviceInfo, got {type(value).__name__}")
+    items = list(value)
+    bad = next((d for d in items if not isinstance(d, DeviceInfo)), None)
+    if bad is not None:
+        raise GpuscoutError(f"{where}: expected a list of DeviceInfo, found a {type(bad).__name__}")
+    return items
 
 
 def _is_entry_list(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and all(
-        isinstance(e, tuple) and len(e) == 3 and isinstance(e[0], int)
+        isinstance(e, tuple) and len(e) == 3 and type(e[0]) is int
         and isinstance(e[1], str) and isinstance(e[2], str)
         for e in value
     )

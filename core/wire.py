@@ -159,7 +159,7 @@ def _dropped(conv: cattrs.Converter, drop: Dropped) -> dict[str, Any]:
 def _report(r: PluginReport) -> dict[str, Any]:
     return {
         "name": r.name, "version": r.version, "distribution": r.distribution,
-        "hooks": list(r.hooks), "status": r.status, "error": r.error,
+        "hooks": list(r.hooks), "status": str(r.status), "error": r.error, "note": r.note,
         "devices": r.devices, "elapsed_ms": round(r.elapsed * 1000, 3),
     }
 

@@ -13,7 +13,7 @@ from typing import Any
 from gpuscout import cli
 
 BUILTINS = ["cuda", "rocm", "metal", "vulkan"]
-REPORT_KEYS = ["name", "version", "distribution", "hooks", "status", "error", "devices",
+REPORT_KEYS = ["name", "version", "distribution", "hooks", "status", "error", "note", "devices",
                "elapsed_ms"]
 
 
@@ -50,7 +50,7 @@ def test_plugins_json_lists_the_four_builtins_with_reasons() -> None:
     reports = json.loads(out.stdout)
     assert [r["name"] for r in reports] == BUILTINS
     cuda = reports[0]
-    assert cuda["status"] == "ok" and cuda["devices"] == 0 and cuda["error"] != ""
+    assert cuda["status"] == "ok" and cuda["devices"] == 0 and cuda["note"] != ""
 
 
 def test_disabled_plugins_are_reported_as_disabled() -> None:

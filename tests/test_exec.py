@@ -30,7 +30,7 @@ VARIABLES = ["CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICE
 PRINT_ENV = ("import json, os; print(json.dumps({k: os.environ.get(k) for k in "
              f"{VARIABLES!r}}}))")
 # No plugin at all: exec selects `all` of nothing, so the child gets the environment unchanged.
-NO_PLUGINS = ["--plugins", "none"]
+NO_PLUGINS = ["--disable", "cuda,rocm,metal,vulkan"]
 
 
 def child_env(capfd: pytest.CaptureFixture[str], *args: str) -> dict[str, str | None]:

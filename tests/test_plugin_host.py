@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceInfo, Scout, hookimpl
+from gpuscout.errors import UnknownPluginError
 
 BUILTINS = ["cuda", "rocm", "metal", "vulkan"]
 
@@ -134,7 +135,10 @@ def test_builtins_are_registered_under_their_short_names() -> None:
     ({}, {"GPUSCOUT_PLUGINS": "rocm, vulkan"}, ["rocm", "vulkan"]),
     ({}, {"GPUSCOUT_DISABLE_PLUGINS": "vulkan"}, ["cuda", "rocm", "metal"]),
     ({"plugins": ["cuda", "rocm"]}, {"GPUSCOUT_DISABLE_PLUGINS": "rocm"}, ["cuda"]),
-    ({"plugins": ["cuda", "rocm"]}, {"GPUSCOUT_PLUGINS": "rocm,metal"}, ["rocm"]),
+    # The argument overrides the environment's allow list; deny lists add up.
+    ({"plugins": ["cuda", "rocm"]}, {"GPUSCOUT_PLUGINS": "rocm,metal"}, ["cuda", "rocm"]),
+    ({"plugins": [" CUDA ", "Vulkan"]}, {}, ["cuda", "vulkan"]),
+    ({"disable": ["ROCm"]}, {"GPUSCOUT_DISABLE_PLUGINS": " Metal "}, ["cuda", "vulkan"]),
 ])
 def test_allow_and_deny_lists_choose_the_plugins(kwargs: dict[str, Any], env: dict[str, str],
                                                  loaded: list[str]) -> None:
@@ -217,10 +221,12 @@ def test_entry_point_plugins_load_fail_and_block_independently(
 
 def test_entry_points_can_be_switched_off(entry_point_dir: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """entry_points=False loads no third-party plugin."""
+    """entry_points=False loads no third-party plugin: naming one in the allow list is refused."""
     monkeypatch.syspath_prepend(str(entry_point_dir))
-    s = Scout(entry_points=False, plugins=["good"])
-    assert all(r.name != "good" for r in s.reports)
+    assert any(r.name == "good" for r in Scout(entry_points=True).reports)
+    with pytest.raises(UnknownPluginError, match="'good'"):
+        Scout(entry_points=False, plugins=["good"])
+    assert all(r.name != "good" for r in Scout(entry_points=False).reports)
 
 
 class FailsOnce:
@@ -282,4 +288,4 @@ def test_a_plugin_calling_sys_exit_does_not_end_the_host() -> None:
     s = scout(("exits", Exits()), ("good", Good()))
     assert [d.id for d in s.discover().devices] == ["g0"]
     assert s.flash_attention_supported([DeviceInfo(library="cpu")]) is True
-    assert "SystemExit" in report(s, "exits").error
+    assert "sys.exit(3)" in report(s, "exits").error

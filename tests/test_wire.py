@@ -166,5 +166,5 @@ def test_a_discovery_serializes_as_the_cli_document() -> None:
     assert doc["system"] == {"total_memory": 16, "free_memory": 0, "free_swap": 0}
     assert doc["dropped"][0]["duplicate_of"] == {"id": "GPU-1", "backend": "CUDA"}
     assert doc["plugins"][0] == {"name": "cuda", "version": "", "distribution": "",
-                                 "hooks": [], "status": "ok", "error": "", "devices": 1,
+                                 "hooks": [], "status": "ok", "error": "", "note": "", "devices": 1,
                                  "elapsed_ms": 1.234}

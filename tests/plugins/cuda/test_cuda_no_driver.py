@@ -20,7 +20,7 @@ def test_missing_driver_gives_no_devices_and_an_ok_report():
     found = Scout(plugins=["cuda"], entry_points=False, platform="linux").discover()
     report = _cuda_report(found)
     assert (found.devices, report.status, report.devices) == ([], "ok", 0)
-    assert report.error.startswith(NO_DRIVER_NOTE)
+    assert report.note.startswith(NO_DRIVER_NOTE)
 
 
 def test_missing_driver_path_does_not_import_pynvml():
@@ -58,7 +58,7 @@ def test_pynvml_itself_reports_library_not_found_here():
 def test_macos_reports_that_nvml_does_not_exist():
     """On darwin the plugin does not look for NVML and says why."""
     found = Scout(plugins=["cuda"], entry_points=False, platform="darwin").discover()
-    assert _cuda_report(found).error == "NVML does not exist on macOS (no NVIDIA driver)"
+    assert _cuda_report(found).note == "NVML does not exist on macOS (no NVIDIA driver)"
 
 
 def test_enumeration_without_a_driver_is_fast():

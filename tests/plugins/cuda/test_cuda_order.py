@@ -19,7 +19,7 @@ def _ids(scout):
 
 
 def _cuda_error(scout):
-    return next(r for r in scout.discover().plugins if r.name == "cuda").error
+    return next(r for r in scout.discover().plugins if r.name == "cuda").note
 
 
 def test_pci_bus_id_order_indexes_by_pci_address(fake_nvml, cuda_scout, no_probe):

@@ -38,7 +38,7 @@ def test_h100_pair_report_is_ok_without_notes(fake_nvml, cuda_scout, no_probe):
     """A clean enumeration reports status ok, two devices and no error text."""
     fake_nvml("h100_sxm_x2")
     report = next(r for r in cuda_scout().discover().plugins if r.name == "cuda")
-    assert (report.status, report.devices, report.error) == ("ok", 2, "")
+    assert (report.status, report.devices, report.note) == ("ok", 2, "")
 
 
 def test_nvml_is_shut_down_after_enumeration(fake_nvml, cuda_scout, no_probe):
@@ -187,7 +187,7 @@ def test_gpu_without_permission_is_skipped_with_a_note(fake_nvml, cuda_scout, re
     found = cuda_scout().discover()
     report = next(r for r in found.plugins if r.name == "cuda")
     assert [d.pci_id for d in found.devices] == ["0000:18:00.0"]
-    assert report.status == "ok" and "NVML GPU 1 skipped" in report.error
+    assert report.status == "ok" and "NVML GPU 1 skipped" in report.note
 
 
 def test_lost_gpu_is_skipped_with_a_note(fake_nvml, cuda_scout, recording, no_probe):
@@ -207,7 +207,7 @@ def test_nvml_init_failure_gives_no_devices_and_a_note(fake_nvml, cuda_scout, re
     found = cuda_scout().discover()
     report = next(r for r in found.plugins if r.name == "cuda")
     assert (found.devices, report.status) == ([], "ok")
-    assert report.error.startswith("NVML could not start")
+    assert report.note.startswith("NVML could not start")
 
 
 def test_refresh_reads_free_memory_again(fake_nvml, cuda_scout, recording, no_probe):

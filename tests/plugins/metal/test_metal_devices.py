@@ -138,7 +138,7 @@ def test_no_device_at_all_is_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
     """Neither function finds a device: zero devices and a note naming both."""
     s = macos_scout(monkeypatch, FakeMetalFramework(None, default=None))
     assert s.discover().devices == []
-    assert "MTLCopyAllDevices" in next(r.error for r in s.reports if r.name == "metal")
+    assert "MTLCopyAllDevices" in next(r.note for r in s.reports if r.name == "metal")
 
 
 def test_missing_pyobjc_is_a_note_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -146,7 +146,7 @@ def test_missing_pyobjc_is_a_note_not_an_error(monkeypatch: pytest.MonkeyPatch) 
     s = macos_scout(monkeypatch, None)  # a None entry makes `import Metal` raise ImportError
     assert s.discover().devices == []
     report = next(r for r in s.reports if r.name == "metal")
-    assert report.status == "ok" and "pyobjc-framework-Metal" in report.error
+    assert report.status == "ok" and "pyobjc-framework-Metal" in report.note
 
 
 def test_metal_device_holds_back_512_mib(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,7 @@ report = next(r for r in s.reports if r.name == "metal")
 apple = sorted(m for m in sys.modules
                if m.split(".")[0] in ("Metal", "objc", "Foundation", "CoreFoundation", "AppKit"))
 print(json.dumps({"devices": len(found.devices), "status": report.status,
-                  "note": report.error, "apple": apple}))
+                  "note": report.note, "apple": apple}))
 """
 
 

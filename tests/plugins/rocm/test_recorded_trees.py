@@ -108,7 +108,7 @@ def test_cpu_only_kfd_topology_gives_no_device_and_says_why(
     """A topology with only a CPU node yields zero devices and a note naming the KFD topology."""
     result = discover("cpu_only_kfd")
     report = next(r for r in result.plugins if r.name == "rocm")
-    assert (result.devices, report.status, "no KFD GPU nodes" in report.error) == ([], "ok", True)
+    assert (result.devices, report.status, "no KFD GPU nodes" in report.note) == ([], "ok", True)
 
 
 def test_missing_kfd_topology_gives_no_device_and_says_why(
@@ -117,7 +117,7 @@ def test_missing_kfd_topology_gives_no_device_and_says_why(
     """A root without /sys/class/kfd yields zero devices and a note about amdgpu."""
     result = discover("does-not-exist")
     report = next(r for r in result.plugins if r.name == "rocm")
-    assert (result.devices, "no KFD topology" in report.error) == ([], True)
+    assert (result.devices, "no KFD topology" in report.note) == ([], True)
 
 
 def test_hsa_override_replaces_gfx_target_and_compute_on_every_device(
@@ -145,7 +145,7 @@ def test_malformed_hsa_override_is_ignored_with_a_note(
     scout = rocm_scout("rx7900xtx", {"HSA_OVERRIDE_GFX_VERSION": "gfx1030"})
     result = scout.discover()
     report = next(r for r in result.plugins if r.name == "rocm")
-    assert ([d.gfx_target for d in result.devices], "HSA_OVERRIDE_GFX_VERSION" in report.error) == (
+    assert ([d.gfx_target for d in result.devices], "HSA_OVERRIDE_GFX_VERSION" in report.note) == (
         ["gfx1100"], True)
 
 
@@ -171,7 +171,7 @@ def test_empty_rocr_visible_devices_hides_every_gpu_and_says_so(
     """ROCR_VISIBLE_DEVICES set but empty leaves no device and a note counting the hidden ones."""
     result = discover("mixed_apu_dgpu", {"ROCR_VISIBLE_DEVICES": ""})
     report = next(r for r in result.plugins if r.name == "rocm")
-    assert (result.devices, report.error.startswith("2 of 2 AMD GPUs hidden")) == ([], True)
+    assert (result.devices, report.note.startswith("2 of 2 AMD GPUs hidden")) == ([], True)
 
 
 def test_cuda_visible_devices_filters_hip_when_hip_is_unset(

@@ -34,7 +34,7 @@ def raw_lavapipe(env: dict[str, str]) -> RawDevice:
 
 
 def vulkan_note(found: Scout) -> str:
-    return next(r.error for r in found.reports if r.name == "vulkan")
+    return next(r.note for r in found.reports if r.name == "vulkan")
 
 
 def test_lavapipe_is_found_as_a_software_device(lavapipe_env: dict[str, str]) -> None:

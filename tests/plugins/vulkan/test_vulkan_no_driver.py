@@ -21,7 +21,7 @@ def vulkan_only(env: dict[str, str], plat: str = "linux") -> Scout:
 
 def report(s: Scout) -> tuple[str, int, str]:
     r = next(r for r in s.reports if r.name == "vulkan")
-    return r.status, r.devices, r.error
+    return r.status, r.devices, r.note
 
 
 def base_env() -> dict[str, str]:
