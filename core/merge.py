@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import bisect
+import heapq
+import itertools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import attrs
 
@@ -72,23 +76,52 @@ def is_better(a: DeviceInfo, b: DeviceInfo) -> bool:
     return _version_key(b_split[1]) > _version_key(a_split[1])
 
 
+Keys = frozenset[Any] | None
+
+
+def _as_keys(answer: Any) -> Keys:
+    if answer is None:
+        return None
+    return answer if isinstance(answer, frozenset) else frozenset((answer,))
+
+
 def merge(
     found: Iterable[tuple[str, DeviceInfo]],
-    compare_fn: Callable[[DeviceInfo, DeviceInfo], DeviceComparison],
+    is_duplicate: Callable[[Sequence[tuple[DeviceInfo, DeviceInfo]]], Sequence[bool]] | None,
     preferred: Callable[[DeviceInfo, DeviceInfo], bool],
+    duplicate_keys: Callable[[Sequence[DeviceInfo]], Sequence[Any]] | None = None,
 ) -> tuple[list[DeviceInfo], list[Dropped]]:
     """Fold ``(plugin, device)`` pairs (in discovery order) into survivors and dropped duplicates.
+
+    Each new device meets the survivors in order, as the seed's Compare would see them, and the
+    first that is not UNIQUE decides; indexes make that near-linear: a PCI id only meets the
+    same PCI id, a device without one only the same DeviceID, and ``is_duplicate`` (the plugins'
+    heuristics) is asked only for pairs of different libraries that the PCI ids cannot decide
+    and whose ``duplicate_keys`` (one answer per device, a key, a frozenset of keys or None)
+    match (``is_duplicate`` takes all of one new device's pairs at once, ``(old, new)``, and
+    answers one bool each). Without keys every such pair is asked; with ``is_duplicate`` None,
+    none is.
 
     DUPLICATE: the preferred library survives (the earlier one when neither or both are).
     SAME_BACKEND: the newer library variant survives, else the earlier one; except that two
     devices with different ids from the same plugin are partitions of one card (MIG instances,
     MI300 compute partitions), which share the card's PCI id and are all kept.
     """
-    kept: list[tuple[str, DeviceInfo]] = []
+    items = list(found)
+    raw_keys = duplicate_keys([d for _, d in items]) if duplicate_keys else [None] * len(items)
+    keys = [_as_keys(k) for k in raw_keys]
+    kept: list[tuple[str, DeviceInfo, Keys]] = []
+    index = _Index(kept, heuristics=is_duplicate is not None)
     dropped: list[Dropped] = []
-    for source, new in found:
-        for i, (old_source, old) in enumerate(kept):
-            how = compare_fn(old, new)
+    for (source, new), new_keys in zip(items, keys, strict=True):
+        decisive, heuristic = index.candidates(source, new, new_keys)
+        twin = _first_twin(new, heuristic, kept, is_duplicate)
+        twins = {twin} if twin is not None else set()
+        candidates = sorted({*decisive, *twins})
+        for i in candidates:
+            old_source, old, _ = kept[i]
+            how = (DeviceComparison.DUPLICATE if i in twins
+                   else compare(old, new, _never))
             if how is DeviceComparison.UNIQUE:
                 continue
             if (how is DeviceComparison.SAME_BACKEND and source == old_source
@@ -99,11 +132,152 @@ def merge(
             else:
                 replace = is_better(old, new)
             if replace:
-                kept[i] = (source, new)
+                index.remove(i)
+                kept[i] = (source, new, new_keys)
+                index.add(i)
                 dropped.append(Dropped(old, DUPLICATE_REASON, new.device_id))
             else:
                 dropped.append(Dropped(new, DUPLICATE_REASON, old.device_id))
             break
         else:
-            kept.append((source, new))
-    return [d for _, d in kept], dropped
+            kept.append((source, new, new_keys))
+            index.add(len(kept) - 1)
+    return [d for _, d, _ in kept], dropped
+
+
+def _first_twin(
+    new: DeviceInfo, heuristic: Iterator[int], kept: Sequence[tuple[str, DeviceInfo, Keys]],
+    is_duplicate: Callable[[Sequence[tuple[DeviceInfo, DeviceInfo]]], Sequence[bool]] | None,
+) -> int | None:
+    """The first of ``heuristic`` (sorted positions) the plugins call a twin of ``new``.
+
+    Asked in growing chunks, so the usual case (the first candidate is the twin) costs one
+    small batch and a long list of near misses costs a few batches, not one call per pair.
+    """
+    if is_duplicate is None:
+        return None
+    size = 4
+    while chunk := list(itertools.islice(heuristic, size)):
+        answers = is_duplicate([(kept[i][1], new) for i in chunk])
+        for i, yes in zip(chunk, answers, strict=True):
+            if yes:
+                return i
+        size *= 8
+    return None
+
+
+def _never(a: DeviceInfo, b: DeviceInfo) -> bool:
+    return False
+
+
+class _Index:
+    """Where a new device can meet the survivors, so each device is compared with a few, not all.
+
+    Survivors with a PCI id are grouped by (PCI id, library, plugin): a new device of that PCI id
+    is decided by the first survivor of any other group, or of its own group with its own id
+    (the rest of its own group are partitions of the card, which it never matches). Survivors
+    without one are found by DeviceID. Heuristic candidates come from sorted position lists per
+    duplicate key and library, merged lazily in position order, so a new device meets its
+    first twin after a few near misses however many devices share its keys.
+
+    A replaced survivor is not taken out of the group heaps and position lists; entries whose
+    position now holds another device are skipped when met.
+    """
+
+    def __init__(self, kept: list[tuple[str, DeviceInfo, Keys]], heuristics: bool) -> None:
+        self.kept = kept
+        self.heuristics = heuristics
+        self.groups: dict[str, dict[tuple[str, str], list[int]]] = {}
+        self.by_card_id: dict[tuple[str, str, str, str], int] = {}
+        self.by_id: dict[DeviceID, int] = {}
+        # (key, library) -> sorted positions; the key None stands for "no keys" (compared with
+        # every other library) and _ANY for every survivor of that library.
+        self.lists: dict[tuple[Any, str], list[int]] = {}
+        self.libraries: dict[Any, set[str]] = {}
+
+    def _group(self, i: int) -> tuple[str, tuple[str, str]]:
+        source, d, _ = self.kept[i]
+        return d.pci_id.lower(), (d.library, source)
+
+    def add(self, i: int) -> None:
+        source, d, keys = self.kept[i]
+        if d.pci_id:
+            pci, group = self._group(i)
+            heapq.heappush(self.groups.setdefault(pci, {}).setdefault(group, []), i)
+            self.by_card_id.setdefault((pci, d.library, source, d.id), i)
+        else:
+            self.by_id.setdefault(d.device_id, i)
+        if self.heuristics:
+            for key in (_ANY, *(keys if keys is not None else (None,))):
+                at = self.lists.setdefault((key, d.library), [])
+                if not at or at[-1] < i:
+                    at.append(i)
+                else:
+                    bisect.insort(at, i)
+                self.libraries.setdefault(key, set()).add(d.library)
+
+    def remove(self, i: int) -> None:
+        source, d, _ = self.kept[i]
+        if d.pci_id:
+            pci, _ = self._group(i)
+            if self.by_card_id.get((pci, d.library, source, d.id)) == i:
+                del self.by_card_id[(pci, d.library, source, d.id)]
+        elif self.by_id.get(d.device_id) == i:
+            del self.by_id[d.device_id]
+
+    def _first(self, pci: str, group: tuple[str, str]) -> int | None:
+        heap = self.groups[pci][group]
+        while heap and (not self.kept[heap[0]][1].pci_id or self._group(heap[0]) != (pci, group)):
+            heapq.heappop(heap)
+        return heap[0] if heap else None
+
+    def candidates(self, source: str, d: DeviceInfo, keys: Keys) -> tuple[list[int], Iterator[int]]:
+        """Positions of the survivors ``d`` may match: those the PCI id or DeviceID decide
+        (sorted), and, lazily in position order, those to ask the heuristics about (other
+        libraries, PCI ids that cannot decide, matching keys, met before the first decisive)."""
+        decisive: list[int] = []
+        if d.pci_id:
+            pci = d.pci_id.lower()
+            own = (d.library, source)
+            for group in list(self.groups.get(pci, {})):
+                first = self._first(pci, group) if group != own else None
+                if first is not None:
+                    decisive.append(first)
+            same = self.by_card_id.get((pci, d.library, source, d.id))
+            if same is not None:
+                decisive.append(same)
+        elif d.device_id in self.by_id:
+            decisive.append(self.by_id[d.device_id])
+        decisive.sort()
+        if not self.heuristics:
+            return decisive, iter(())
+        return decisive, self._heuristic(d, keys, decisive[0] if decisive else len(self.kept))
+
+    def _heuristic(self, d: DeviceInfo, keys: Keys, limit: int) -> Iterator[int]:
+        wanted = [_ANY] if keys is None else [None, *keys]
+        streams = [
+            self._stream(key, library)
+            for key in wanted for library in self.libraries.get(key, ()) if library != d.library
+        ]
+        last = -1
+        for i in heapq.merge(*streams):
+            if i >= limit:
+                return
+            if i != last and (not d.pci_id or not self.kept[i][1].pci_id):
+                yield i
+            last = i
+
+    def _stream(self, key: Any, library: str) -> Iterator[int]:
+        return (i for i in self.lists[(key, library)] if self._holds(i, key, library))
+
+    def _holds(self, i: int, key: Any, library: str) -> bool:
+        _, d, keys = self.kept[i]
+        if d.library != library:
+            return False
+        if key is _ANY:
+            return True
+        return keys is None if key is None else keys is not None and key in keys
+
+
+#: Stands for "every survivor of the library" in _Index.lists.
+_ANY = object()

@@ -35,6 +35,17 @@ def gpuscout_is_duplicate(a: DeviceInfo, b: DeviceInfo) -> bool | None:
 
 
 @hookimpl
+def gpuscout_duplicate_key(device: DeviceInfo) -> frozenset[tuple[str, ...]]:
+    """The keys a twin must share with ``device`` for ``gpuscout_is_duplicate`` to say True: its
+    128-bit UUID, and its normalized description with its memory size bucket. Answered for every
+    library, since the other side of a twin pair is a CUDA or ROCm device; a device with neither
+    matches nothing."""
+    from gpuscout.plugins.vulkan.rules import twin_keys
+
+    return twin_keys(device)
+
+
+@hookimpl
 def gpuscout_isolate_env(
     selection: Sequence[DeviceInfo], env: Mapping[str, str], context: Context
 ) -> dict[str, str] | None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import math
+
 from gpuscout.records import DeviceInfo
 
 LIBRARY = "Vulkan"
@@ -10,6 +13,7 @@ TWIN_LIBRARIES = ("CUDA", "ROCm")
 MIB = 1024 * 1024
 
 
+@functools.lru_cache(maxsize=4096)
 def normalize_description(text: str) -> str:
     """Lower case, parenthesised parts removed, every run of other characters one space.
 
@@ -59,6 +63,43 @@ def likely_duplicate(a: DeviceInfo, b: DeviceInfo) -> bool:
     if not similar_description(vulkan.description, other.description):
         return False
     return similar_memory(vulkan.total_memory, other.total_memory)
+
+
+#: Memory buckets for ``twin_keys``. Up to 11 GiB the 512 MiB floor of the tolerance rules
+#: (at most 563 MiB there): buckets of 128 MiB, and a device takes its own and the next five, so
+#: sizes up to 640 MiB apart share one. From 9 GiB the 5 % rule (a ratio of at most 1/0.95):
+#: buckets 1 % wide on a log scale, its own and the next six. Near misses stay few.
+_LINEAR_UP_TO = 11 * 1024 * MIB
+_LINEAR_WIDTH = 128 * MIB
+_LINEAR_SPAN = 6
+_LOG_FROM = 9 * 1024 * MIB
+_LOG_STEP = math.log(1.01)
+_LOG_SPAN = 7
+
+
+def _memory_buckets(total: int) -> list[tuple[str, int]]:
+    buckets: list[tuple[str, int]] = []
+    if total <= _LINEAR_UP_TO:
+        k = total // _LINEAR_WIDTH
+        buckets += [("lin", k + n) for n in range(_LINEAR_SPAN)]
+    if total >= _LOG_FROM:
+        j = int(math.log(total) / _LOG_STEP)
+        buckets += [("log", j + n) for n in range(_LOG_SPAN)]
+    return buckets
+
+
+def twin_keys(device: DeviceInfo) -> frozenset[tuple[str, ...]]:
+    """Keys that any device ``likely_duplicate`` or ``same_uuid`` pairs with ``device`` shares
+    with it: its UUID, and its normalized description with each of its memory buckets. The
+    merge then asks the heuristic only about devices that share a key (near-linear)."""
+    keys: set[tuple[str, ...]] = set()
+    uuid = uuid_hex(device.uuid)
+    if uuid:
+        keys.add(("uuid", uuid))
+    description = normalize_description(device.description)
+    if description and device.total_memory > 0:
+        keys.update((description, unit, str(n)) for unit, n in _memory_buckets(device.total_memory))
+    return frozenset(keys)
 
 
 def uuid_hex(uuid: str) -> str:
