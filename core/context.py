@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import stat
 import time
+import types
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -20,16 +22,34 @@ class EnvEntry(NamedTuple):
     value: str
 
 
+#: The most bytes ``Context.read_text`` takes from one file: sysfs and procfs values are a few
+#: bytes to a few pages, and a recorded tree must not make discovery read a disk image.
+MAX_READ_BYTES = 1 << 20
+#: The most names ``Context.list_dir`` takes from one directory.
+MAX_DIR_ENTRIES = 1 << 16
+# Opening never waits (a FIFO without a writer) nor takes a terminal; Windows lacks some flags.
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+# What Context.path gives for a path that climbs out of the root: longer than any system's
+# PATH_MAX, so opening, listing or stat-ing it fails with OSError, like a missing file.
+_OUTSIDE_ROOT = "outside-the-root" * 640
+
+
+def _read_only(env: Mapping[str, str]) -> Mapping[str, str]:
+    return types.MappingProxyType(dict(env))
+
+
 @attrs.define
 class Context:
     """Handed to plugin hooks; plugins read nothing from the process that is not in here.
 
-    ``env`` is the environment the plugin must use (never ``os.environ``), ``platform`` a
+    ``env`` is the environment the plugin must use (never ``os.environ``): a read-only copy, so
+    nothing a plugin does reaches the host or another plugin. ``platform`` a
     ``sys.platform`` value, ``root`` the prefix of every file read (``/`` on a live machine, a
     recorded tree in tests), ``deadline`` a ``time.monotonic()`` value or None.
     """
 
-    env: Mapping[str, str]
+    env: Mapping[str, str] = attrs.field(converter=_read_only)
     platform: str
     root: str = "/"
     deadline: float | None = None
@@ -42,18 +62,103 @@ class Context:
             self.log = get_logger().bind(plugin=self.plugin) if self.plugin else get_logger()
 
     def path(self, path: str) -> str:
-        """``path`` (absolute, e.g. ``/sys/class/drm``) under this context's root."""
-        if self.root in ("", "/"):
-            return path
-        return os.path.join(self.root, path.lstrip("/"))
+        """``path`` (absolute, e.g. ``/sys/class/drm``) under this context's root.
+
+        ``..`` is resolved by the name alone, as if the root were ``/``; a path that would climb
+        above the root gets a name no system accepts, so using it fails as a missing file does.
+        """
+        inside = self._inside(path)
+        return os.path.join(self.root or "/", _OUTSIDE_ROOT) if inside is None else inside
+
+    def _inside(self, path: str) -> str | None:
+        """``path`` joined to the root with ``.`` and ``..`` resolved; None when it escapes."""
+        parts: list[str] = []
+        for part in path.replace(os.sep, "/").split("/"):
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if not parts:
+                    return None
+                parts.pop()
+            elif os.path.splitdrive(part)[0]:
+                return None  # a drive letter would replace the root on Windows
+            else:
+                parts.append(part)
+        return os.path.join(self.root or "/", *parts)
 
     def read_text(self, path: str) -> str | None:
-        """The text of ``path`` under the root, or None when it cannot be read."""
+        """The text of ``path`` under the root (UTF-8, bad bytes replaced), or None.
+
+        None with a note for a path that leads outside the root, for anything but a regular file
+        (a FIFO would block, a device never ends), for a file over ``MAX_READ_BYTES`` and once the
+        deadline has passed; None without one for a missing or unreadable file. File sizes are
+        never trusted (sysfs and procfs report 0 or 4096), only what a bounded read returns.
+        """
+        data = self._read_bytes(path)
+        return None if data is None else data.decode("utf-8", errors="replace")
+
+    def _read_bytes(self, path: str) -> bytes | None:
+        if self._inside(path) is None:
+            self.note(f"{path}: leads outside the root {self.root!r}; not read")
+            return None
+        if self.time_left() == 0:
+            self.note(f"{path}: deadline passed; not read")
+            return None
+        where = self.path(path)  # the one mapping of names to files, so a subclass can redirect
         try:
-            with open(self.path(path), encoding="utf-8", errors="replace") as f:
-                return f.read()
+            # Looked at before opening, since opening some devices acts (a watchdog starts).
+            if not stat.S_ISREG(os.stat(where).st_mode):
+                self.note(f"{path}: not a regular file; not read")
+                return None
+            fd = os.open(where, _OPEN_FLAGS)
+        except (OSError, ValueError):  # ValueError: a NUL in the name
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            # Checked again on what was opened: the name may point elsewhere since the stat.
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                self.note(f"{path}: not a regular file; not read")
+                return None
+            while size <= MAX_READ_BYTES:
+                chunk = os.read(fd, MAX_READ_BYTES + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
         except OSError:
             return None
+        finally:
+            os.close(fd)
+        if size > MAX_READ_BYTES:
+            self.note(f"{path}: larger than {MAX_READ_BYTES} bytes; not read")
+            return None
+        return b"".join(chunks)
+
+    def list_dir(self, path: str) -> list[str] | None:
+        """The sorted names in directory ``path`` under the root, or None; never raises.
+
+        None with a note for a path that leads outside the root, a directory of more than
+        ``MAX_DIR_ENTRIES`` names and once the deadline has passed; None without one for a
+        missing or unreadable directory (or something that is not one).
+        """
+        if self._inside(path) is None:
+            self.note(f"{path}: leads outside the root {self.root!r}; not listed")
+            return None
+        if self.time_left() == 0:
+            self.note(f"{path}: deadline passed; not listed")
+            return None
+        names: list[str] = []
+        try:
+            with os.scandir(self.path(path)) as entries:
+                for entry in entries:
+                    if len(names) == MAX_DIR_ENTRIES:
+                        self.note(f"{path}: more than {MAX_DIR_ENTRIES} entries; not listed")
+                        return None
+                    names.append(entry.name)
+        except (OSError, ValueError):
+            return None
+        return sorted(names)
 
     def note(self, message: str) -> None:
         """Record why this plugin found what it found (shown in its report's ``error``)."""

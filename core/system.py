@@ -7,25 +7,63 @@ v2, the tightest one on the path to the root) caps both total and free.
 from __future__ import annotations
 
 import os
+import re
 
 from gpuscout.context import Context
 from gpuscout.records import SystemInfo
 
 #: cgroup v1 writes this for "no limit" (LONG_MAX rounded down to a page).
 _V1_UNLIMITED = 9223372036854771712
+#: Every figure read here is a 64-bit counter in the kernel; anything from 2**64 on is not one.
+U64_LIMIT = 1 << 64
+#: ASCII digits only: str.isdigit() and int() also take "²" and "١٢", which the kernel never writes.
+_DIGITS = re.compile(r"[0-9]+")
+#: The meminfo keys read_system uses, the ones worth a note when unreadable.
+_MEMINFO_KEYS = ("MemTotal", "MemAvailable", "MemFree", "SwapFree")
+#: Linux's PATH_MAX: no cgroup path is longer, and a longer one would mean thousands of ancestors.
+_PATH_MAX = 4096
+
+
+def parse_u64(text: str) -> int | None:
+    """``text`` as an unsigned decimal below 2**64 (ASCII digits only), else None."""
+    if _DIGITS.fullmatch(text) is None:
+        return None
+    # Length first: int() of thousands of digits is slow and refused past 4300.
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(U64_LIMIT)):
+        return None
+    value = int(digits)
+    return value if value < U64_LIMIT else None
+
+
+def _parse_meminfo(text: str) -> tuple[dict[str, int], set[str]]:
+    """(bytes per key, keys whose value is not a number below 2**64 bytes)."""
+    values: dict[str, int] = {}
+    bad: set[str] = set()
+    for line in text.splitlines():
+        key, colon, rest = line.partition(":")
+        fields = rest.split()
+        if not colon or not fields:
+            continue
+        key = key.strip()
+        scale = 1024 if len(fields) > 1 and fields[1].lower() == "kb" else 1
+        value = parse_u64(fields[0])
+        if value is None or value * scale >= U64_LIMIT:
+            # The last line for a key wins, as before; an unreadable one leaves it unknown.
+            values.pop(key, None)
+            bad.add(key)
+            continue
+        values[key] = value * scale
+        bad.discard(key)
+    return values, bad
 
 
 def parse_meminfo(text: str) -> dict[str, int]:
-    """``/proc/meminfo`` as bytes per key (the file counts kB, meaning KiB)."""
-    values: dict[str, int] = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        fields = rest.split()
-        if not fields or not fields[0].isdigit():
-            continue
-        scale = 1024 if len(fields) > 1 and fields[1].lower() == "kb" else 1
-        values[key.strip()] = int(fields[0]) * scale
-    return values
+    """``/proc/meminfo`` as bytes per key (the file counts kB, meaning KiB).
+
+    A value that is not ASCII digits, or is 2**64 bytes or more, leaves its key out.
+    """
+    return _parse_meminfo(text)[0]
 
 
 def _read_int(ctx: Context, path: str) -> int | None:
@@ -33,9 +71,13 @@ def _read_int(ctx: Context, path: str) -> int | None:
     if text is None:
         return None
     text = text.strip()
-    if text == "max" or not text.isdigit():
+    if text == "max":
         return None
-    value = int(text)
+    value = parse_u64(text)
+    if value is None:
+        if text:
+            ctx.note(f"{path}: {text[:40]!r} is not a number below 2**64; ignored")
+        return None
     return None if value >= _V1_UNLIMITED else value
 
 
@@ -45,8 +87,24 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[:i]) for i in range(len(parts), -1, -1)]
 
 
+def _cgroup_path(ctx: Context, path: str) -> str | None:
+    """``path`` when it names a cgroup below the hierarchy's root, else None with a note.
+
+    A process outside its cgroup namespace sees ``/../..``; such a path, a relative one or an
+    overlong one names nothing under /sys/fs/cgroup.
+    """
+    parts = path.split("/")
+    if path.startswith("/") and ".." not in parts and "\0" not in path and len(path) <= _PATH_MAX:
+        return path
+    ctx.note(f"/proc/self/cgroup: path {path[:80]!r} does not lead below the cgroup root; ignored")
+    return None
+
+
 def _cgroup_paths(ctx: Context) -> tuple[str | None, str | None]:
-    """(v2 path, v1 memory path) of this process from /proc/self/cgroup."""
+    """(v2 path, v1 memory path) of this process from /proc/self/cgroup.
+
+    A path that would lead outside the cgroup hierarchy (``..``, relative) counts as none.
+    """
     text = ctx.read_text("/proc/self/cgroup") or ""
     v2 = v1 = None
     for line in text.splitlines():
@@ -55,9 +113,9 @@ def _cgroup_paths(ctx: Context) -> tuple[str | None, str | None]:
             continue
         hid, controllers, path = fields
         if hid == "0" and controllers == "":
-            v2 = path
+            v2 = _cgroup_path(ctx, path)
         elif "memory" in controllers.split(","):
-            v1 = path
+            v1 = _cgroup_path(ctx, path)
     return v2, v1
 
 
@@ -75,6 +133,10 @@ def cgroup_memory(ctx: Context) -> tuple[int | None, int | None, int | None]:
             base = os.path.join("/sys/fs/cgroup", p.lstrip("/")).rstrip("/")
             candidates.append((base, "memory.max", "memory.current", "memory.swap.max"))
     for base, limit_file, usage_file, swap_file in candidates:
+        if ctx.time_left() == 0:
+            # One note, not one per remaining ancestor; the tightest limit so far stands.
+            ctx.note("cgroup memory limits: deadline passed; the rest not read")
+            break
         found = _read_int(ctx, f"{base}/{limit_file}")
         if found is None or (limit is not None and found >= limit):
             continue
@@ -91,7 +153,11 @@ def read_system(ctx: Context) -> SystemInfo:
     """System memory under ``ctx.root``; zeros where the files are missing (never an error)."""
     if ctx.platform == "darwin" and ctx.root in ("", "/"):
         return _darwin_system()
-    info = parse_meminfo(ctx.read_text("/proc/meminfo") or "")
+    info, bad = _parse_meminfo(ctx.read_text("/proc/meminfo") or "")
+    unusable = [key for key in _MEMINFO_KEYS if key in bad]
+    if unusable:
+        ctx.note(f"/proc/meminfo: {', '.join(unusable)} not a number below 2**64 bytes; "
+                 "taken as unknown")
     total = info.get("MemTotal", 0)
     free = info.get("MemAvailable", info.get("MemFree", 0))
     swap = info.get("SwapFree", 0)

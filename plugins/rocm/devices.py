@@ -9,6 +9,7 @@ from __future__ import annotations
 import attrs
 
 from gpuscout.plugins.rocm import gfx
+from gpuscout.plugins.rocm.sysfs import U64_MAX
 from gpuscout.records import DeviceInfo
 
 LIBRARY = "ROCm"
@@ -57,6 +58,7 @@ def memory(facts: GpuFacts, integrated: bool, system_free: int) -> tuple[int, in
     memory the driver lets the GPU map), free = carve-out free + min(GTT free, system available)
     since GTT pages come out of system memory. Partition: the node's own memory-bank share, free
     = share - used/partitions (the card-wide used counter split evenly: a guess, flagged).
+    Sums stop at 2**64 - 1, the most any counter can say.
     """
     vram_total = facts.vram_total or 0
     vram_free = max(0, vram_total - (facts.vram_used or 0))
@@ -65,7 +67,7 @@ def memory(facts: GpuFacts, integrated: bool, system_free: int) -> tuple[int, in
         gtt_free = max(0, gtt_total - (facts.gtt_used or 0))
         if system_free:
             gtt_free = min(gtt_free, system_free)
-        return vram_total + gtt_total, vram_free + gtt_free, False
+        return min(vram_total + gtt_total, U64_MAX), min(vram_free + gtt_free, U64_MAX), False
     if facts.partitions > 1 and facts.partition_memory:
         share = facts.partition_memory
         used = (facts.vram_used or 0) // facts.partitions

@@ -7,6 +7,7 @@ recorded tree under the Scout's ``root`` reads like the live ``/sys``.
 from __future__ import annotations
 
 import os
+import re
 
 import attrs
 
@@ -18,30 +19,67 @@ PCI_DEVICES = "/sys/bus/pci/devices"
 DRIVER_VERSION = "/sys/module/amdgpu/version"
 #: KFD heap types of device-local memory banks (frame buffer public and private).
 _LOCAL_HEAPS = (1, 2)
+#: The largest value of a kernel counter (KFD properties and amdgpu counters are 64-bit).
+U64_MAX = (1 << 64) - 1
+#: ASCII digits only: str.isdigit() and int() also take "²" and "١٢", which the kernel never writes.
+_DIGITS = re.compile(r"[0-9]+")
+#: A PCI slot as the kernel names it (PCI_SLOT_NAME), in lower case.
+_SLOT = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+#: Longer than any marketing name; a longer product_name is cut here.
+_NAME_MAX = 256
+
+
+def parse_u64(text: str) -> int | None:
+    """``text`` as an unsigned decimal up to 2**64 - 1 (ASCII digits only), else None."""
+    if _DIGITS.fullmatch(text) is None:
+        return None
+    # Length first: int() of thousands of digits is slow and refused past 4300.
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(U64_MAX)):
+        return None
+    value = int(digits)
+    return value if value <= U64_MAX else None
 
 
 def parse_properties(text: str) -> dict[str, int]:
-    """KFD ``properties`` text (``key value`` lines, decimal) as a dict; odd lines are skipped."""
+    """KFD ``properties`` text (``key value`` lines, decimal) as a dict.
+
+    Odd lines are skipped: not two fields, or a value that is not a 64-bit unsigned decimal.
+    """
     values: dict[str, int] = {}
     for line in text.splitlines():
         fields = line.split()
-        if len(fields) == 2 and fields[1].isdigit():
-            values[fields[0]] = int(fields[1])
+        if len(fields) == 2:
+            value = parse_u64(fields[1])
+            if value is not None:
+                values[fields[0]] = value
     return values
 
 
 def parse_uevent(text: str) -> dict[str, str]:
-    """A sysfs ``uevent`` file (``KEY=value`` lines) as a dict."""
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    """A sysfs ``uevent`` file (``KEY=value`` lines) as a dict; lines without ``=`` are skipped."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, equals, value = line.partition("=")
+        if equals:
+            values[key] = value
+    return values
+
+
+def parse_slot(text: str) -> str:
+    """A ``PCI_SLOT_NAME`` value in lower case, '' when it is not ``dddd:bb:dd.f``."""
+    slot = text.strip().lower()
+    return slot if _SLOT.fullmatch(slot) else ""
 
 
 def pci_slot(domain: int, location_id: int) -> str:
     """``%04x:%02x:%02x.%x`` from KFD's domain and location_id ((bus << 8) | devfn).
 
     Newer kernels put a partition number in bits 31:28 of location_id; it is not part of the slot.
+    The domain is 32 bits in the kernel; higher bits of a bad value are dropped.
     """
     bus, devfn = (location_id >> 8) & 0xFF, location_id & 0xFF
-    return f"{domain:04x}:{bus:02x}:{devfn >> 3:02x}.{devfn & 7:x}"
+    return f"{domain & 0xFFFFFFFF:04x}:{bus:02x}:{devfn >> 3:02x}.{devfn & 7:x}"
 
 
 @attrs.frozen
@@ -63,36 +101,30 @@ class KfdNode:
         return pci_slot(self.prop("domain"), self.prop("location_id"))
 
 
-def _listdir(ctx: Context, path: str) -> list[str] | None:
-    try:
-        return os.listdir(ctx.path(path))
-    except OSError:
-        return None
-
-
 def _bank_size(ctx: Context, node_dir: str) -> int:
     total = 0
-    for bank in _listdir(ctx, f"{node_dir}/mem_banks") or []:
+    for bank in ctx.list_dir(f"{node_dir}/mem_banks") or []:
         props = parse_properties(ctx.read_text(f"{node_dir}/mem_banks/{bank}/properties") or "")
         if props.get("heap_type") in _LOCAL_HEAPS:
             total += props.get("size_in_bytes", 0)
-    return total
+    return min(total, U64_MAX)
 
 
 def read_kfd_gpu_nodes(ctx: Context) -> list[KfdNode] | None:
     """Every KFD GPU node (simd_count > 0) in node order; None when there is no KFD topology."""
-    names = _listdir(ctx, TOPOLOGY)
+    names = ctx.list_dir(TOPOLOGY)
     if names is None:
         return None
+    numbered = ((parse_u64(n), n) for n in names)
     nodes: list[KfdNode] = []
-    for name in sorted((n for n in names if n.isdigit()), key=int):
+    for number, name in sorted((i, n) for i, n in numbered if i is not None):
         text = ctx.read_text(f"{TOPOLOGY}/{name}/properties")
         if text is None:
             continue
         props = parse_properties(text)
         if props.get("simd_count", 0) == 0:
             continue  # a CPU node
-        nodes.append(KfdNode(int(name), props, _bank_size(ctx, f"{TOPOLOGY}/{name}")))
+        nodes.append(KfdNode(number, props, _bank_size(ctx, f"{TOPOLOGY}/{name}")))
     return nodes
 
 
@@ -113,8 +145,7 @@ class DrmDevice:
 
 
 def _read_int(ctx: Context, path: str) -> int | None:
-    text = (ctx.read_text(path) or "").strip()
-    return int(text) if text.isdigit() else None
+    return parse_u64((ctx.read_text(path) or "").strip())
 
 
 def _read_device_dir(ctx: Context, directory: str) -> DrmDevice | None:
@@ -124,7 +155,7 @@ def _read_device_dir(ctx: Context, directory: str) -> DrmDevice | None:
         return None
     uevent = parse_uevent(ctx.read_text(f"{directory}/uevent") or "")
     return DrmDevice(
-        slot=uevent.get("PCI_SLOT_NAME", "").strip().lower(),
+        slot=parse_slot(uevent.get("PCI_SLOT_NAME", "")),
         vram_total=vram_total,
         vram_used=_read_int(ctx, f"{directory}/mem_info_vram_used"),
         gtt_total=_read_int(ctx, f"{directory}/mem_info_gtt_total"),
@@ -133,9 +164,14 @@ def _read_device_dir(ctx: Context, directory: str) -> DrmDevice | None:
             os.path.exists(ctx.path(f"{directory}/{f}"))
             for f in ("mem_info_vram_vendor", "board_info")
         ),
-        product_name=(ctx.read_text(f"{directory}/product_name") or "").strip(),
+        product_name=_first_line(ctx.read_text(f"{directory}/product_name") or "")[:_NAME_MAX],
         source=directory,
     )
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0].strip() if lines else ""
 
 
 def read_drm_device(ctx: Context, node: KfdNode) -> DrmDevice:
@@ -160,6 +196,7 @@ def read_driver_version(ctx: Context) -> tuple[int, int]:
     """(major, minor) of a DKMS amdgpu module's ``version`` file; (0, 0) for the in-tree driver."""
     text = (ctx.read_text(DRIVER_VERSION) or "").strip()
     parts = text.split(".")
-    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
+    major, minor = (parse_u64(p) for p in [*parts, "", ""][:2])
+    if major is None or minor is None:
         return 0, 0
-    return int(parts[0]), int(parts[1])
+    return major, minor
