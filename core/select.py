@@ -14,29 +14,41 @@ A selector is one of (tried in this order, case-insensitive):
 
 Several selectors union; the result is always in rank order. A selector that matches nothing, or
 a prefix or PCI id that matches several devices, raises ``SelectionError`` listing what exists.
+Numbers are ASCII digits only; a selector longer than ``MAX_SELECTOR`` characters, a size beyond
+``MAX_SIZE`` and anything that is not a str are refused with ``SelectionError`` too.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from decimal import Decimal, InvalidOperation
-from typing import Protocol
+from decimal import Decimal
+from typing import Any, Protocol
 
 from gpuscout.errors import GpuscoutError
 from gpuscout.records import DeviceInfo
 
 #: Shortest id/UUID prefix accepted (shorter ones are too easy to collide).
 MIN_PREFIX = 4
+#: Longest selector accepted; anything longer is a mistake or an attack, not a device name.
+MAX_SELECTOR = 1000
+#: Largest ``fits:`` size in bytes (16 EiB, the 64-bit address space); larger is refused.
+MAX_SIZE = 1 << 64
 
 UNITS = {
     "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
 }
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b)\s*$", re.IGNORECASE)
-_LIBRARY_INDEX = re.compile(r"^([a-z][a-z0-9_]*):(\d+)$", re.IGNORECASE)
-_PCI = re.compile(r"^(?:([0-9a-f]{4,8}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$", re.IGNORECASE)
-_RANK = re.compile(r"^\d+$")
+# All patterns are ASCII-only and used with fullmatch: "\d" would take "²" or "٣", IGNORECASE
+# alone would let the Kelvin sign match "k" and a dotless i match "i", and "$" matches before a
+# trailing newline.
+_ASCII_NOCASE = re.ASCII | re.IGNORECASE
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]i?b)\s*", _ASCII_NOCASE)
+_LIBRARY_INDEX = re.compile(r"([a-z][a-z0-9_]*):([0-9]+)", _ASCII_NOCASE)
+_PCI = re.compile(r"(?:([0-9a-f]{4,8}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])", _ASCII_NOCASE)
+_RANK = re.compile(r"[0-9]+", re.ASCII)
+# More digits than this is out of range of any device list (and would be slow to convert).
+_MAX_DIGITS = 18
 
 GRAMMAR = "N, ID/UUID (or a prefix of 4+), PCI id, LIBRARY:INDEX, best, all, fits:SIZE, library=NAME"
 
@@ -54,23 +66,66 @@ class ReserveSource(Protocol):
 
 
 def parse_size(text: str) -> int:
-    """``24GiB`` -> bytes. A unit is required; fractions are allowed (``1.5GiB``)."""
-    match = _SIZE.match(text)
+    """``24GiB`` -> bytes. A unit is required; fractions are allowed (``1.5GiB``).
+
+    Raises SelectionError for anything else, ``nan``, ``inf`` and ``1e9`` included, and for a
+    size over ``MAX_SIZE``.
+    """
+    if not isinstance(text, str):
+        raise SelectionError(f"a size must be a str, got {type(text).__name__}")
+    shown = _shorten(text)
+    match = _SIZE.fullmatch(text) if len(text) <= MAX_SELECTOR else None
     if not match:
         raise SelectionError(
-            f"malformed size {text!r}: expected a number and a unit "
+            f"malformed size {shown}: expected a number and a unit "
             "(KiB, MiB, GiB, TiB, KB, MB, GB or TB), e.g. fits:24GiB")
+    whole = match.group(1).partition(".")[0].lstrip("0")
+    if len(whole) > _MAX_DIGITS:
+        raise _too_large(shown)
     try:
-        number = Decimal(match.group(1))
-    except InvalidOperation:  # pragma: no cover - the pattern admits only decimals
-        raise SelectionError(f"malformed size {text!r}") from None
-    return int(number * UNITS[match.group(2).lower()])
+        size = int(Decimal(match.group(1)) * UNITS[match.group(2).lower()])
+    except (ArithmeticError, ValueError):  # pragma: no cover - the pattern admits only decimals
+        raise SelectionError(f"malformed size {shown}") from None
+    if size > MAX_SIZE:
+        raise _too_large(shown)
+    return size
+
+
+def _too_large(shown: str) -> SelectionError:
+    return SelectionError(f"size {shown} is larger than the {MAX_SIZE >> 60} EiB any device "
+                          "could hold")
+
+
+def _not_str(selector: object) -> SelectionError:
+    # No repr: it can be huge, or raise (an int of over 4300 digits).
+    return SelectionError(f"a selector must be a str, got {type(selector).__name__}")
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    """``repr(text)`` cut to about ``limit`` characters, saying how long it was."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 def split_selectors(selectors: str | Iterable[str]) -> list[str]:
-    """Selectors as a flat list: a lone string is one selector; commas separate selectors too."""
-    items = [selectors] if isinstance(selectors, str) else list(selectors)
+    """Selectors as a flat list: a lone string is one selector; commas separate selectors too.
+
+    Raises SelectionError for anything but a str or an iterable of str (bytes included).
+    """
+    items = [selectors] if isinstance(selectors, str) else _str_items(selectors)
     return [part.strip() for item in items for part in item.split(",") if part.strip()]
+
+
+def _str_items(selectors: Any) -> list[str]:
+    if isinstance(selectors, (bytes, bytearray)) or not isinstance(selectors, Iterable):
+        raise SelectionError(f"selectors must be a str or a list of str, got "
+                             f"{type(selectors).__name__}")
+    items = list(selectors)
+    for item in items:
+        if not isinstance(item, str):
+            raise _not_str(item)
+    return items
 
 
 def describe(position: int, d: DeviceInfo) -> str:
@@ -95,14 +150,22 @@ def inventory(devices: Sequence[DeviceInfo]) -> str:
 def library_order(devices: Sequence[DeviceInfo], library: str) -> list[int]:
     """Rank positions of ``library``'s devices in PCI bus order (the order nvidia-smi and
     CUDA_DEVICE_ORDER=PCI_BUS_ID use); devices without a PCI id follow, by filter id."""
-    def key(i: int) -> tuple[int, str, int, str]:
+    def key(i: int) -> tuple[int, str, tuple[int, str], str]:
         d = devices[i]
         token = d.filter_id or d.id
-        number = int(token) if token.isdigit() else -1
-        return (0 if d.pci_id else 1, d.pci_id.lower(), number, token)
+        return (0 if d.pci_id else 1, d.pci_id.lower(), _numeric_key(token), token)
 
     return sorted((i for i, d in enumerate(devices) if d.library.lower() == library.lower()),
                   key=key)
+
+
+def _numeric_key(token: str) -> tuple[int, str]:
+    """Orders ASCII digit strings as numbers without int() (unbounded length, no "²"); anything
+    else sorts first, as -1 did."""
+    if not (token.isascii() and token.isdigit()):
+        return (-1, "")
+    digits = token.lstrip("0")
+    return (len(digits), digits)
 
 
 def _normal_pci(match: re.Match[str]) -> str:
@@ -114,6 +177,11 @@ def match_one(
     selector: str, devices: Sequence[DeviceInfo], reserve: ReserveSource
 ) -> list[int]:
     """Rank positions of ``devices`` that ``selector`` picks (see the module doc)."""
+    if not isinstance(selector, str):
+        raise _not_str(selector)
+    if len(selector) > MAX_SELECTOR:
+        raise SelectionError(f"selector {_shorten(selector)} is too long: at most "
+                             f"{MAX_SELECTOR} characters")
     text = selector.strip()
     low = text.lower()
     if not text:
@@ -131,21 +199,28 @@ def match_one(
         return _fits(selector, size, devices, reserve)
     if low.startswith("library="):
         return _library(selector, text[8:].strip(), devices)
-    if _RANK.match(text):
-        position = int(text)
+    if _RANK.fullmatch(text):
+        position = _index(text)
         if position >= len(devices):
             _need(devices, selector)
             raise SelectionError(
-                f"selector {selector!r}: rank position {position} is out of range "
+                f"selector {selector!r}: rank position {text} is out of range "
                 f"(0..{len(devices) - 1}); {inventory(devices)}")
         return [position]
-    lib_index = _LIBRARY_INDEX.match(text)
+    lib_index = _LIBRARY_INDEX.fullmatch(text)
     if lib_index:
-        return _library_index(selector, lib_index.group(1), int(lib_index.group(2)), devices)
-    pci = _PCI.match(text)
+        return _library_index(selector, lib_index.group(1), _index(lib_index.group(2)), devices)
+    pci = _PCI.fullmatch(text)
     if pci:
         return _pci(selector, _normal_pci(pci), devices)
     return _identity(selector, low, devices)
+
+
+def _index(digits: str) -> int:
+    """ASCII ``digits`` as an int; past ``_MAX_DIGITS`` digits a value beyond any list (int()
+    refuses over 4300 digits, and a bigger number selects nothing either way)."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= _MAX_DIGITS else 10**_MAX_DIGITS
 
 
 def _need(devices: Sequence[DeviceInfo], selector: str) -> None:
@@ -259,6 +334,6 @@ def select_devices(
 
 
 __all__ = [
-    "GRAMMAR", "MIN_PREFIX", "SelectionError", "inventory", "library_order", "match_one",
-    "parse_size", "select_devices", "split_selectors",
+    "GRAMMAR", "MAX_SELECTOR", "MAX_SIZE", "MIN_PREFIX", "SelectionError", "inventory",
+    "library_order", "match_one", "parse_size", "select_devices", "split_selectors",
 ]

@@ -9,18 +9,26 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import attrs
 
+from gpuscout.errors import GpuscoutError
 from gpuscout.records import DeviceInfo
 
 FORMATS = ("sh", "json", "dotenv")
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_DOTENV_PLAIN = re.compile(r"^[A-Za-z0-9_.,:/@%+=-]*$")
+# Used with fullmatch: "$" would also match before a trailing newline.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+# Characters no shell treats specially in the value of an assignment (no "~", which expands
+# after "=" and ":"), so such values can be written bare.
+_DOTENV_PLAIN = re.compile(r"[A-Za-z0-9_.,:/@%+=-]*", re.ASCII)
+
+
+class EnvFormatError(GpuscoutError):
+    """An environment that cannot be written: a bad variable name, a NUL byte in a value, or an
+    unknown output format."""
 
 
 class EnvSource(Protocol):
@@ -72,32 +80,52 @@ def selection_env(scout: EnvSource, devices: Sequence[DeviceInfo],
 
 
 def sh_quote(value: str) -> str:
-    """``value`` in single quotes the way shlex quotes unsafe text, even when it is safe."""
-    quoted = shlex.quote(value)
-    return quoted if quoted.startswith("'") else f"'{value}'"
+    """``value`` in single quotes, each ``'`` written as ``'\\''``.
+
+    Inside single quotes no POSIX shell (bash, dash, zsh, busybox) expands anything, and a newline
+    is literal, so the result is safe to ``eval`` or source whatever ``value`` holds.
+    """
+    return "'" + value.replace("'", "'\\''") + "'"
 
 
 def _dotenv_value(value: str) -> str:
-    if _DOTENV_PLAIN.match(value):
-        return value
-    escaped = (value.replace("\\", "\\\\").replace('"', '\\"')
-               .replace("\n", "\\n").replace("$", "\\$"))
-    return f'"{escaped}"'
+    # A sourced dotenv file (``set -a; . ./file``) is shell syntax, so anything beyond plain
+    # characters is single-quoted as in sh output; docker-style readers accept single quotes too.
+    return value if _DOTENV_PLAIN.fullmatch(value) else sh_quote(value)
+
+
+def check_env(env: Mapping[str, str]) -> None:
+    """Raise EnvFormatError unless every name is a valid variable name and every value a str
+    without a NUL byte (which no process environment can carry)."""
+    for name, value in env.items():
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise EnvFormatError(
+                f"not a valid environment variable name: {name!r} (expected ASCII letters, "
+                "digits and '_', not starting with a digit)")
+        if not isinstance(value, str):
+            raise EnvFormatError(
+                f"the value of variable {name!r} is {type(value).__name__}, expected str")
+        if "\0" in value:
+            raise EnvFormatError(
+                f"the value of variable {name!r} holds a NUL byte, which no environment "
+                "variable can carry")
 
 
 def render(env: Mapping[str, str], fmt: str) -> str:
-    """``env`` as ``sh`` (``export K='V'`` lines), ``json`` (one object) or ``dotenv`` text."""
-    bad = [k for k in env if not _NAME.match(k)]
-    if bad:
-        raise ValueError(f"not a valid environment variable name: {bad[0]!r}")
+    """``env`` as ``sh`` (``export K='V'`` lines), ``json`` (one object) or ``dotenv`` text.
+
+    ``sh`` and ``dotenv`` output is safe to ``eval`` or source in any POSIX shell whatever the
+    values hold. Raises EnvFormatError for a bad name, a NUL byte or an unknown format.
+    """
+    check_env(env)
     if fmt == "json":
         return json.dumps(dict(env), indent=2) + "\n"
     if fmt == "sh":
         return "".join(f"export {k}={sh_quote(v)}\n" for k, v in env.items())
     if fmt == "dotenv":
         return "".join(f"{k}={_dotenv_value(v)}\n" for k, v in env.items())
-    raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    raise EnvFormatError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
-__all__ = ["FORMATS", "SelectionEnv", "isolation_env", "render", "selection_env",
-           "sh_quote"]
+__all__ = ["FORMATS", "EnvFormatError", "SelectionEnv", "check_env", "isolation_env", "render",
+           "selection_env", "sh_quote"]

@@ -8,7 +8,9 @@ are ignored so newer runners stay readable.
 
 from __future__ import annotations
 
+import array
 import functools
+import itertools
 import json
 import operator
 from collections.abc import Mapping
@@ -210,22 +212,129 @@ def to_json(obj: Any, indent: int | None = None) -> str:
     return json.dumps(unstructure(obj), indent=indent, separators=separators)
 
 
-def from_json(text: str | bytes, cls: type[T] | Any) -> T:
-    """Parse ``text`` into ``cls`` (a record type or ``list[Record]``).
+#: Largest document ``from_json`` reads (a runner's /info reply is a few KiB).
+MAX_JSON_SIZE = 64 << 20
+#: Deepest nesting of arrays and objects ``from_json`` reads (wire records need 4).
+MAX_JSON_DEPTH = 64
+# For the depth scan: every byte but brackets and quotes goes; openers become 1, closers -1
+# (as signed bytes).
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+_SIGNED_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_SCAN_CHUNK = 1 << 12
+_CLOSER = 0xFF
+_PAIR = b"\x01\xff"
+_ROUNDS = 4
 
-    Raises GpuscoutError naming the path of the first problem, e.g.
-    ``[2].total_memory: expected int, got 'abc'``.
+
+def from_json(text: str | bytes, cls: type[T] | Any) -> T:
+    """Parse ``text`` (str, or UTF-8 bytes) into ``cls`` (a record type or ``list[Record]``).
+
+    Raises GpuscoutError, and nothing else, for any bad input: naming the path of the first
+    problem (``[2].total_memory: expected int, got 'abc'``), or saying that the text is not
+    UTF-8, not JSON, larger than ``MAX_JSON_SIZE`` or nested deeper than ``MAX_JSON_DEPTH``.
     """
+    _check_wire_type(cls)
+    if isinstance(text, (bytes, bytearray)):
+        if len(text) > MAX_JSON_SIZE:
+            raise _too_large(len(text), "bytes")
+        try:
+            text = bytes(text).decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise GpuscoutError(f"not valid JSON: not UTF-8 at byte {exc.start}") from None
+    elif not isinstance(text, str):
+        raise GpuscoutError(f"cannot read JSON from {type(text).__name__}: expected str or bytes")
+    if len(text) > MAX_JSON_SIZE:
+        raise _too_large(len(text), "characters")
+    if _too_deep(text):
+        raise GpuscoutError(f"not readable JSON: arrays and objects nested more than "
+                            f"{MAX_JSON_DEPTH} deep")
     try:
         data = json.loads(text)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:
         raise GpuscoutError(f"not valid JSON: {exc}") from None
     result: T = structure(data, cls)
     return result
 
 
+def _too_large(size: int, unit: str) -> GpuscoutError:
+    return GpuscoutError(f"JSON text of {size} {unit} is too large: at most {MAX_JSON_SIZE} "
+                         f"({MAX_JSON_SIZE >> 20} MiB)")
+
+
+def _too_deep(text: str) -> bool:
+    """Whether brackets outside string literals nest deeper than ``MAX_JSON_DEPTH``, found
+    without parsing (so before json.loads can recurse), in C-speed passes over the bytes.
+
+    Text that is not JSON (an unterminated string, a stray backslash) may be judged either way;
+    json.loads refuses it next anyway.
+    """
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return False  # too few brackets to nest too deep
+    # UTF-8 never puts an ASCII byte inside a multi-byte character, so bytes scan exactly.
+    data = text.encode("utf-8", "surrogatepass")
+    # Escaped backslashes pair up from the left, so dropping each backslash pair and then each
+    # backslash-quote leaves only the quotes that open and close strings.
+    data = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+    # An adjacent quote pair is an empty string or two strings with nothing between them.
+    data = data.replace(b'""', b"")
+    if b'"' in data:
+        data = b"".join(data.split(b'"')[::2])  # what lies outside the strings
+    steps = data.translate(_SIGNED_STEP)
+    depth = 0
+    for start in range(0, len(steps), _SCAN_CHUNK):
+        chunk = steps[start:start + _SCAN_CHUNK]
+        opens = chunk.count(1)
+        room = MAX_JSON_DEPTH - depth
+        # Most chunks cannot climb past the limit even if every opener came first.
+        if opens > room and _climb(chunk, room) > room:
+            return True
+        depth += 2 * opens - len(chunk)
+    return False
+
+
+def _climb(steps: bytes, room: int) -> int:
+    """How far ``steps`` (signed bytes, +1 or -1) climb above where they start: exact, or an
+    upper bound when that is at most ``room``, found mostly by C-speed passes."""
+    reduced, rounds = steps, 0
+    # Each round drops every innermost pair, so every closed group loses one level; a few
+    # rounds settle shallow text, deeper text is cheaper to walk step by step.
+    while rounds < _ROUNDS and _PAIR in reduced:
+        reduced = reduced.replace(_PAIR, b"")
+        rounds += 1
+    if _PAIR not in reduced:
+        # Left: unmatched closers, then unmatched openers. The groups between them were at most
+        # ``rounds`` deep, so nothing climbs higher than this.
+        bound = rounds + max(0, reduced.count(1) - reduced.count(_CLOSER))
+        if bound <= room:
+            return bound
+    signed = array.array("b")
+    signed.frombytes(steps)
+    return max(itertools.accumulate(signed, initial=0))
+
+
+def _is_wire_record(cls: Any) -> bool:
+    return isinstance(cls, type) and cls in _KEYS
+
+
+def _check_wire_type(cls: Any) -> None:
+    """Raise GpuscoutError unless ``cls`` is a wire record type or ``list[record type]``."""
+    if get_origin(cls) is list:
+        args = get_args(cls)
+        if len(args) == 1 and _is_wire_record(args[0]):
+            return
+    elif _is_wire_record(cls):
+        return
+    try:
+        shown = f"{cls!r:.80}"
+    except Exception:  # a repr that fails (an int of over 4300 digits) still gets an answer
+        shown = f"a {type(cls).__name__}"
+    raise GpuscoutError(f"cannot read {shown} from JSON: expected a wire record type "
+                        f"({', '.join(sorted(c.__name__ for c in _KEYS))}) or a list of one")
+
+
 def structure(data: Any, cls: type[T] | Any) -> T:
     """Plain values (as parsed from JSON) into ``cls``; see ``from_json``."""
+    _check_wire_type(cls)
     conv = converter()
     if get_origin(cls) is list:
         (item,) = get_args(cls)
@@ -233,10 +342,12 @@ def structure(data: Any, cls: type[T] | Any) -> T:
             raise GpuscoutError(f"$: expected list, got {_type_name(data)}")
         out = [_structure_one(conv, v, item, f"[{i}]") for i, v in enumerate(data)]
         return GPULayersList(out) if item is GPULayers else out  # type: ignore[return-value]
-    if cls not in _KEYS:
-        raise GpuscoutError(f"cannot read {cls!r} from JSON: not a wire record type")
     result: T = _structure_one(conv, data, cls, "")
     return result
+
+
+#: Longest problem text in an error message (a bad value's repr can be megabytes).
+_MAX_PROBLEM = 300
 
 
 def _structure_one(conv: cattrs.Converter, data: Any, cls: type, path: str) -> Any:
@@ -245,6 +356,8 @@ def _structure_one(conv: cattrs.Converter, data: Any, cls: type, path: str) -> A
     except Exception as exc:
         where, problem = _first_problem(exc, cls)
         full = (path + where).lstrip(".") or "$"
+        if len(problem) > _MAX_PROBLEM:
+            problem = problem[:_MAX_PROBLEM] + "..."
         raise GpuscoutError(f"{full}: {problem}") from None
 
 

@@ -147,12 +147,12 @@ def test_sh_format_survives_eval_for_awkward_values(
 
 def test_dotenv_format_prints_plain_and_quoted_values(
         machine: Callable[..., None], capsys: pytest.CaptureFixture[str]) -> None:
-    """dotenv writes simple values bare (empty included) and quotes the rest with escapes."""
+    """dotenv writes simple values bare (empty included) and single-quotes the rest."""
     machine([CUDA_A.evolve(runner_env_overrides={"NOTE": 'a "b"'})])
     assert cli.main(["env", "--format", "dotenv", "--isolate", "best"]) == 0
     assert capsys.readouterr().out == (
         "CUDA_VISIBLE_DEVICES=GPU-aaaa1111\n"
-        'NOTE="a \\"b\\""\n'
+        "NOTE='a \"b\"'\n"
         "ROCR_VISIBLE_DEVICES=\n"
         "HIP_VISIBLE_DEVICES=-1\n"
         "GGML_VK_VISIBLE_DEVICES=\n")

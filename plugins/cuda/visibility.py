@@ -50,23 +50,39 @@ class GpuSlot:
         return [m.uuid for m in self.mig] if self.mig_enabled else [self.uuid]
 
 
-_LEADING_NUMBER = re.compile(r"\s*([+-]?)(\d+)")
-_LEGACY_MIG = re.compile(r"^MIG-(GPU-[^/]+)/(\d+)/(\d+)$")
+# ASCII only, like strtoul in the C locale: "\d" would take "²" and "\s" a no-break space.
+_LEADING_NUMBER = re.compile(r"\s*([+-]?)([0-9]+)", re.ASCII)
+_LEGACY_MIG = re.compile(r"MIG-(GPU-[^/]+)/([0-9]+)/([0-9]+)", re.ASCII)
+_ULONG_MAX = 2**64 - 1
+# More digits than ULONG_MAX has is out of range whatever they are (and int() refuses over 4300).
+_ULONG_DIGITS = len(str(_ULONG_MAX))
 
 
 def parse_index(entry: str) -> int | None:
     """An index entry read like C's ``strtoul``: leading digits count, the rest is ignored.
 
     None when the entry has no leading digits. A minus sign wraps around to a huge value as in C
-    (so ``-1`` names no device) except for ``-0``, which is 0.
+    (so ``-1`` names no device) except for ``-0``, which is 0. A number beyond unsigned long,
+    with or without a sign, is ULONG_MAX, as strtoul returns on overflow.
     """
     match = _LEADING_NUMBER.match(entry)
     if match is None:
         return None
-    number = int(match.group(2))
+    digits = match.group(2).lstrip("0") or "0"
+    if len(digits) > _ULONG_DIGITS:
+        return _ULONG_MAX
+    number = int(digits)
+    if number > _ULONG_MAX:
+        return _ULONG_MAX
     if match.group(1) == "-" and number != 0:
         return 2**64 - number
     return number
+
+
+def _small(digits: str) -> int:
+    """ASCII ``digits`` as an int, or -1 (no instance has that id) past 18 digits."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 18 else -1
 
 
 def _unique_prefix(prefix: str, uuids: Sequence[str]) -> int | None:
@@ -76,9 +92,9 @@ def _unique_prefix(prefix: str, uuids: Sequence[str]) -> int | None:
 
 def _resolve_mig(entry: str, gpus: Sequence[GpuSlot]) -> str | None:
     """The MIG UUID ``entry`` names, or None when it names none or more than one."""
-    legacy = _LEGACY_MIG.match(entry)
+    legacy = _LEGACY_MIG.fullmatch(entry)
     if legacy is not None:
-        gpu_prefix, gi, ci = legacy.group(1), int(legacy.group(2)), int(legacy.group(3))
+        gpu_prefix, gi, ci = legacy.group(1), _small(legacy.group(2)), _small(legacy.group(3))
         index = _unique_prefix(gpu_prefix, [g.uuid for g in gpus])
         if index is None:
             return None

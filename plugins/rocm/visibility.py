@@ -27,7 +27,10 @@ OPENCL_ORDINAL = "GPU_DEVICE_ORDINAL"
 NO_UUID = "GPU-XX"
 
 # strtol(token, &end, 0) consuming the whole token: sign, then hex, octal or decimal.
-_STRTOL0 = re.compile(r"([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+_STRTOL0 = re.compile(r"([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", re.ASCII)
+_LONG_MAX = 2**63 - 1
+# More decimal digits than LONG_MAX has overflows (and int() refuses over 4300 digits).
+_LONG_DIGITS = len(str(_LONG_MAX))
 
 
 def rocr_uuid(unique_id: int) -> str:
@@ -42,9 +45,12 @@ def _strtol0(token: str) -> int | None:
     sign, digits = match.groups()
     if digits[:2] in ("0x", "0X"):
         value = int(digits, 16)
+    elif digits[0] == "0":
+        value = int(digits, 8)
     else:
-        value = int(digits, 8 if digits[0] == "0" else 10)
-    return -value if sign == "-" else value
+        value = int(digits) if len(digits) <= _LONG_DIGITS else _LONG_MAX + 1
+    # strtol clamps on overflow to LONG_MAX or LONG_MIN.
+    return -min(value, _LONG_MAX + 1) if sign == "-" else min(value, _LONG_MAX)
 
 
 def _rocr_uuid_index(token: str, uuids: Sequence[str]) -> int | None:
@@ -90,11 +96,23 @@ def hip_visible(value: str, uuids: Sequence[str]) -> list[int] | None:
             match = next((i for i, u in enumerate(uuids) if token in (u or NO_UUID)), None)
             if match is not None:
                 token = str(match)
-        if not token.isdigit() or token != str(int(token)) or int(token) >= len(uuids):
+        index = _plain_index(token, len(uuids))
+        if index is None:
             break
-        if int(token) not in chosen:
-            chosen.append(int(token))
+        if index not in chosen:
+            chosen.append(index)
     return chosen
+
+
+def _plain_index(token: str, count: int) -> int | None:
+    """``token`` as HIP reads an index: ASCII decimal digits written plainly (no sign, space or
+    leading zero), below ``count``; else None."""
+    if not (token.isascii() and token.isdigit()) or (token[0] == "0" and token != "0"):
+        return None
+    # Longer than count's own digits cannot be below count (and int() refuses over 4300).
+    if len(token) > len(str(count)) or int(token) >= count:
+        return None
+    return int(token)
 
 
 def hip_value(env: Mapping[str, str]) -> str:

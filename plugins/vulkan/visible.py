@@ -6,7 +6,10 @@ import re
 
 VISIBLE_ENV = "GGML_VK_VISIBLE_DEVICES"
 _SIZE_T_LIMIT = 2**64
-_NUMBER = re.compile(r"\s*([+-]?\d+)")
+# ASCII only, like an istream in the classic locale: "\d" would take "²", "\s" a no-break space.
+_NUMBER = re.compile(r"\s*([+-]?)([0-9]+)", re.ASCII)
+# More digits than 2**64 has never fit size_t (and int() refuses over 4300 digits).
+_SIZE_T_DIGITS = len(str(_SIZE_T_LIMIT))
 
 
 def parse_indices(value: str) -> list[int]:
@@ -23,10 +26,11 @@ def parse_indices(value: str) -> list[int]:
         match = _NUMBER.match(text, pos)
         if match is None:
             return out
-        number = int(match.group(1))
-        if number >= _SIZE_T_LIMIT or number <= -_SIZE_T_LIMIT:
+        digits = match.group(2).lstrip("0") or "0"
+        if len(digits) > _SIZE_T_DIGITS or int(digits) >= _SIZE_T_LIMIT:
             return out
-        out.append(number % _SIZE_T_LIMIT)
+        number = int(digits)
+        out.append(-number % _SIZE_T_LIMIT if match.group(1) == "-" else number)
         pos = match.end()
 
 

@@ -1,0 +1,170 @@
+"""Selectors (gpuscout.select) given hostile text: huge numbers, non-ASCII digits, absurd sizes,
+non-str values. Every outcome is a list of the given devices or a SelectionError."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuscout import DeviceInfo
+from gpuscout.select import (
+    MAX_SELECTOR,
+    SelectionError,
+    library_order,
+    match_one,
+    parse_size,
+    select_devices,
+)
+
+GIB = 1024**3
+DEVICES = [
+    DeviceInfo(id="GPU-8932f937-aaaa", library="CUDA", filter_id="GPU-8932f937-aaaa",
+               uuid="GPU-8932f937-aaaa", pci_id="0000:81:00.0", free_memory=40 * GIB),
+    DeviceInfo(id="GPU-5f3c0a1b2c3d4e5f", library="ROCm", filter_id="GPU-5f3c0a1b2c3d4e5f",
+               pci_id="0000:c4:00.0", free_memory=20 * GIB),
+    DeviceInfo(id="0", library="Vulkan", filter_id="2", free_memory=8 * GIB),
+    DeviceInfo(id="1", library="Vulkan", filter_id="²", free_memory=4 * GIB),
+]
+
+
+class Reserve:
+    """A fixed 457 MiB reserve per device."""
+
+    def minimum_memory(self, device: DeviceInfo) -> int:
+        return 457 << 20
+
+
+def pick(selectors: Any) -> list[DeviceInfo]:
+    return select_devices(Reserve(), DEVICES, selectors)
+
+
+# Pieces of the selector grammar, so generated text reaches every branch, not only "unknown".
+PIECES = st.sampled_from([
+    "best", "all", "fits:", "library=", "cuda:", "rocm:", "vulkan:", "0000:", "c4:00.0", "GPU-",
+    "GPU-8932", "1", "0", "-", "+", ".", ",", " ", "GiB", "KB", "e999", "nan", "inf", "²", "٣",
+    "\u212a", "\u0131", "\n", "\0", "9" * 40, "9" * 5000,
+])
+HOSTILE = st.lists(PIECES | st.text(max_size=12), max_size=6).map("".join)
+
+
+def outcome(selectors: Any) -> list[DeviceInfo] | None:
+    """The devices picked, or None for a SelectionError; any other exception propagates."""
+    try:
+        return pick(selectors)
+    except SelectionError:
+        return None
+
+
+@settings(max_examples=500)
+@given(text=HOSTILE)
+def test_any_text_gives_devices_or_a_selection_error(text: str) -> None:
+    """One arbitrary selector picks some of the given devices or raises SelectionError."""
+    chosen = outcome([text])
+    assert chosen is None or all(any(d is e for e in DEVICES) for d in chosen)
+
+
+@settings(max_examples=300)
+@given(texts=st.lists(HOSTILE, max_size=5))
+def test_any_list_of_selectors_gives_devices_in_rank_order_or_an_error(texts: list[str]) -> None:
+    """A list of arbitrary selectors picks distinct given devices in their given order, or fails."""
+    chosen = outcome(texts)
+    if chosen is not None:
+        positions = [next(i for i, e in enumerate(DEVICES) if d is e) for d in chosen]
+        assert positions == sorted(set(positions))
+
+
+@settings(max_examples=300)
+@given(text=HOSTILE)
+def test_any_fits_size_gives_devices_or_a_selection_error(text: str) -> None:
+    """`fits:` followed by anything never raises Overflow, Value or Decimal errors."""
+    chosen = outcome([f"fits:{text}"])
+    assert chosen is None or all(d.free_memory > 0 for d in chosen)
+
+
+def test_a_huge_rank_is_out_of_range() -> None:
+    """A 999-digit rank position is a SelectionError saying it is out of range."""
+    with pytest.raises(SelectionError, match=r"is out of range \(0\.\.3\)"):
+        pick(["9" * 999])
+
+
+def test_a_huge_library_index_lists_the_library() -> None:
+    """A 990-digit library index is a SelectionError listing the library's devices."""
+    with pytest.raises(SelectionError, match="has 1 device"):
+        pick(["cuda:" + "9" * 990])
+
+
+def test_a_5000_digit_rank_is_refused_as_too_long() -> None:
+    """Past int()'s 4300-digit limit the length cap answers first, with SelectionError."""
+    with pytest.raises(SelectionError, match="too long"):
+        pick(["9" * 5000])
+
+
+def test_leading_zeros_do_not_change_a_rank() -> None:
+    """`0001` is rank 1."""
+    assert pick(["0" * 500 + "1"]) == [DEVICES[1]]
+
+
+@pytest.mark.parametrize("selector", ["²", "cuda:²", "٣", "vulkan:٣", "fits:²GiB", "fits:1\u212aiB",
+                                      "fits:1k\u0131b"])
+def test_non_ascii_digits_and_letters_are_not_numbers_or_units(selector: str) -> None:
+    """Unicode digits and look-alike letters make an unknown selector, not a crash."""
+    with pytest.raises(SelectionError):
+        pick([selector])
+
+
+def test_a_selector_longer_than_the_limit_is_refused_truncated() -> None:
+    """An absurdly long selector is refused with its start, its length and the limit."""
+    with pytest.raises(SelectionError, match=r"\(1001 characters\) is too long") as info:
+        pick(["x" * (MAX_SELECTOR + 1)])
+    assert len(str(info.value)) < 200
+
+
+@pytest.mark.parametrize("size", ["1e999", "nan", "inf", "-inf", "1e9GiB", "NaNGiB", "infGiB",
+                                  "-1GiB", "0x10GiB", "1_000GiB"])
+def test_non_decimal_sizes_are_malformed(size: str) -> None:
+    """Exponents, NaN, infinities, signs and underscores are not sizes."""
+    with pytest.raises(SelectionError, match="malformed size"):
+        parse_size(size)
+
+
+@pytest.mark.parametrize("size", ["9" * 30 + "TiB", "9" * 900 + "GiB", "16777217TiB",
+                                  "18446744073709551617B".replace("B", "KB")])
+def test_absurd_sizes_are_refused_as_too_large(size: str) -> None:
+    """A size beyond 16 EiB is a SelectionError, never an OverflowError in the message."""
+    with pytest.raises(SelectionError, match="larger than the 16 EiB"):
+        parse_size(size)
+
+
+def test_a_size_of_exactly_16_eib_is_accepted() -> None:
+    """The limit itself is a valid (if unmatchable) size."""
+    assert parse_size("16777216TiB") == 1 << 64
+
+
+def test_a_long_fraction_is_read_without_error() -> None:
+    """Hundreds of fraction digits are read (at decimal's 28-digit precision) into whole bytes."""
+    assert parse_size("1." + "9" * 500 + "KiB") == 2048
+
+
+@pytest.mark.parametrize("selectors", [None, 5, 2**70, b"best", bytearray(b"all"), [None], [5],
+                                       [b"best"], ["best", 1.5], object()])
+def test_non_str_selectors_are_a_selection_error(selectors: Any) -> None:
+    """Anything but str or an iterable of str is refused with SelectionError."""
+    with pytest.raises(SelectionError, match="must be a str"):
+        pick(selectors)
+
+
+@pytest.mark.parametrize("selector", [None, 5, b"best"])
+def test_match_one_refuses_a_non_str_selector(selector: Any) -> None:
+    """match_one, public on its own, refuses non-str input the same way."""
+    with pytest.raises(SelectionError, match="must be a str"):
+        match_one(selector, DEVICES, Reserve())
+
+
+def test_library_order_copes_with_unicode_and_huge_digit_filter_ids() -> None:
+    """Filter ids like `²` or 5,000 digits sort without int(): digits by value, others first."""
+    devices = [DeviceInfo(id=str(i), library="Vulkan", filter_id=f)
+               for i, f in enumerate(["9" * 5000, "10", "²", "9", "010"])]
+    assert library_order(devices, "vulkan") == [2, 3, 4, 1, 0]

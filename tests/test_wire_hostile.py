@@ -1,0 +1,238 @@
+"""from_json given hostile input: deep nesting, huge text, bad bytes, arbitrary JSON, wrong target
+types. GpuscoutError is the only exception that leaves it; valid records still round-trip."""
+
+from __future__ import annotations
+
+import json
+import time
+from types import GenericAlias
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuscout import (
+    BackendMemory,
+    DeviceID,
+    DeviceInfo,
+    DeviceMemory,
+    GPULayers,
+    GPULayersList,
+    GpuscoutError,
+    SystemInfo,
+    from_json,
+    to_json,
+)
+from gpuscout.wire import MAX_JSON_DEPTH, MAX_JSON_SIZE
+
+TARGETS: list[Any] = [list[DeviceInfo], DeviceInfo, GPULayers, list[GPULayers], BackendMemory,
+                      DeviceMemory, list[DeviceMemory], SystemInfo, DeviceID]
+WIRE_KEYS = ["id", "backend", "name", "description", "filter_id", "integration", "pci_id",
+             "total_memory", "free_memory", "ComputeMajor", "ComputeMinor", "driver_major",
+             "driver_minor", "gfx_target", "LibraryPath", "Layers", "Name", "Weights", "Cache",
+             "Graph", "InputWeights", "CPU", "GPUs", "free_swap", "uuid", "software"]
+SCALARS = (st.none() | st.booleans() | st.integers() | st.integers(-(2**70), 2**70)
+           | st.floats() | st.text(max_size=8))
+JSON_VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.sampled_from(WIRE_KEYS) | st.text(max_size=4), inner, max_size=6),
+    max_leaves=30,
+)
+
+
+def read(text: Any, cls: Any) -> Any | None:
+    """from_json's result, or None for a GpuscoutError; any other exception propagates."""
+    try:
+        return from_json(text, cls)
+    except GpuscoutError:
+        return None
+
+
+@settings(max_examples=300)
+@given(text=st.text(), cls=st.sampled_from(TARGETS))
+def test_any_text_reads_or_raises_a_gpuscout_error(text: str, cls: Any) -> None:
+    """Arbitrary text (lone surrogates and controls included) never raises anything else."""
+    read(text, cls)
+
+
+@settings(max_examples=200)
+@given(data=st.binary(), cls=st.sampled_from(TARGETS))
+def test_any_bytes_read_or_raise_a_gpuscout_error(data: bytes, cls: Any) -> None:
+    """Arbitrary bytes never raise anything but GpuscoutError."""
+    read(data, cls)
+
+
+@settings(max_examples=500)
+@given(value=JSON_VALUES, cls=st.sampled_from(TARGETS))
+def test_any_json_value_reads_or_raises_a_gpuscout_error(value: Any, cls: Any) -> None:
+    """Arbitrary JSON, shaped like records or not, never raises anything but GpuscoutError."""
+    result = read(json.dumps(value), cls)
+    assert result is None or isinstance(result, list if cls in (list[DeviceInfo], list[GPULayers],
+                                                                list[DeviceMemory]) else cls)
+
+
+@settings(max_examples=200)
+@given(items=st.lists(st.dictionaries(st.sampled_from(WIRE_KEYS), JSON_VALUES, max_size=8),
+                      max_size=3))
+def test_record_shaped_json_reads_or_raises_a_gpuscout_error(items: list[dict[str, Any]]) -> None:
+    """Arrays of objects with the real wire keys and arbitrary values read or fail cleanly."""
+    result = read(json.dumps(items), list[DeviceInfo])
+    assert result is None or all(isinstance(d, DeviceInfo) for d in result)
+
+
+def test_deep_nesting_is_refused_quickly() -> None:
+    """100,000 open brackets are refused by the depth check, not a RecursionError."""
+    start = time.monotonic()
+    with pytest.raises(GpuscoutError, match=f"nested more than {MAX_JSON_DEPTH} deep"):
+        from_json("[" * 100_000, list[DeviceInfo])
+    assert time.monotonic() - start < 1.0
+
+
+@pytest.mark.parametrize("opener", ["[", '{"a":'])
+def test_nesting_at_the_limit_is_parsed(opener: str) -> None:
+    """64 levels parse (and then fail as records, not as depth)."""
+    closer = "]" if opener == "[" else "}"
+    with pytest.raises(GpuscoutError) as info:
+        from_json(opener * MAX_JSON_DEPTH + closer * MAX_JSON_DEPTH, DeviceInfo)
+    assert "nested" not in str(info.value)
+
+
+def test_nesting_one_past_the_limit_is_refused() -> None:
+    """65 levels are refused before parsing."""
+    with pytest.raises(GpuscoutError, match="nested more than"):
+        from_json("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1), list[DeviceInfo])
+
+
+@pytest.mark.parametrize("inside", ["[" * 1000, '\\"' + "{" * 1000, "\\\\" + "[" * 1000])
+def test_brackets_inside_strings_do_not_count_as_nesting(inside: str) -> None:
+    """Brackets in a string literal (after escaped quotes and backslashes too) are text."""
+    device: DeviceInfo
+    [device] = from_json(f'[{{"id":"{inside}"}}]', list[DeviceInfo])
+    assert device.id == json.loads(f'"{inside}"')
+
+
+TRICKY_TEXT = st.text(st.sampled_from('[]{}"\\/x\u00e9'), max_size=8)
+
+
+@settings(max_examples=300)
+@given(depth=st.integers(1, 2 * MAX_JSON_DEPTH), leaf=TRICKY_TEXT,
+       wrappers=st.lists(st.tuples(st.booleans(), TRICKY_TEXT), min_size=2 * MAX_JSON_DEPTH,
+                         max_size=2 * MAX_JSON_DEPTH))
+def test_the_depth_check_counts_only_real_nesting(
+        depth: int, leaf: str, wrappers: list[tuple[bool, str]]) -> None:
+    """A value nested exactly `depth` deep, strings full of brackets, quotes and backslashes
+    around it, is refused for depth iff `depth` passes the limit."""
+    value: Any = leaf
+    for as_list, text in wrappers[:depth]:
+        value = [text, value, text] if as_list else {text: value, text + "k": text}
+    try:
+        from_json(json.dumps(value, ensure_ascii=False), DeviceMemory)
+        message = ""
+    except GpuscoutError as exc:
+        message = str(exc)
+    assert ("nested more than" in message) == (depth > MAX_JSON_DEPTH)
+
+
+def test_text_over_the_size_limit_is_refused_naming_its_size() -> None:
+    """More than 64 MiB of text is refused before parsing, with its size and the limit."""
+    with pytest.raises(GpuscoutError, match=f"{MAX_JSON_SIZE + 1} bytes is too large"):
+        from_json(b" " * (MAX_JSON_SIZE + 1), list[DeviceInfo])
+
+
+@pytest.mark.parametrize(("data", "where"), [
+    (b'[{"id":"\xff"}]', "at byte 8"), ('[]'.encode("utf-16"), "at byte 0"),
+    (b'[{"id":"\xed\xa0\x80"}]', "at byte 8"),
+])
+def test_bytes_that_are_not_utf8_are_refused(data: bytes, where: str) -> None:
+    """Invalid UTF-8 (UTF-16, lone surrogates encoded) is a GpuscoutError saying where."""
+    with pytest.raises(GpuscoutError, match=f"not UTF-8 {where}"):
+        from_json(data, list[DeviceInfo])
+
+
+def test_utf8_bytes_with_a_bom_read_as_before() -> None:
+    """A UTF-8 byte order mark is skipped, as json.loads does for bytes."""
+    assert from_json(b'\xef\xbb\xbf[{"id":"x"}]', list[DeviceInfo]) == [DeviceInfo(id="x")]
+
+
+@pytest.mark.parametrize("cls", [int, str, dict, list, list[int], list[str], "DeviceInfo",
+                                 GenericAlias(list, (DeviceInfo, int)), [DeviceInfo], {}, None,
+                                 tuple[DeviceInfo]])
+def test_a_target_that_is_not_a_wire_type_is_refused(cls: Any) -> None:
+    """Only wire records and lists of one can be read; anything else is a GpuscoutError."""
+    with pytest.raises(GpuscoutError, match="expected a wire record type"):
+        from_json("[]", cls)
+
+
+def test_a_target_whose_repr_fails_is_refused() -> None:
+    """Even an int too long for repr() as the target gives a GpuscoutError."""
+    with pytest.raises(GpuscoutError, match="cannot read a int"):
+        from_json("[]", 10**5000)
+
+
+@pytest.mark.parametrize("text", [None, 5, ["[]"], memoryview(b"[]")])
+def test_text_that_is_not_str_or_bytes_is_refused(text: Any) -> None:
+    """Input other than str, bytes or bytearray is a GpuscoutError naming its type."""
+    with pytest.raises(GpuscoutError, match="expected str or bytes"):
+        from_json(text, list[DeviceInfo])
+
+
+def test_a_number_past_the_digit_limit_is_a_gpuscout_error() -> None:
+    """A 5,000-digit integer (int()'s limit is 4,300) is refused as bad JSON."""
+    with pytest.raises(GpuscoutError, match="not valid JSON"):
+        from_json('[{"total_memory":' + "9" * 5000 + "}]", list[DeviceInfo])
+
+
+def test_a_huge_bad_value_gives_a_short_message() -> None:
+    """A megabyte string where an int belongs is named, but cut short in the message."""
+    with pytest.raises(GpuscoutError, match=r"\[0\]\.total_memory: expected int") as info:
+        from_json('[{"total_memory":"' + "x" * 1_000_000 + '"}]', list[DeviceInfo])
+    assert len(str(info.value)) < 400
+
+
+texts = st.text(max_size=16)
+ints = st.integers(min_value=0, max_value=2**64 - 1)
+memories = st.builds(DeviceMemory, id=texts, library=texts, name=texts,
+                     weights=st.lists(ints, max_size=3), cache=st.lists(ints, max_size=3),
+                     graph=ints)
+
+
+@settings(max_examples=200)
+@given(device=st.builds(DeviceInfo, id=texts, library=texts, name=texts, description=texts,
+                        filter_id=texts, integrated=st.booleans(), pci_id=texts,
+                        total_memory=ints, free_memory=ints, compute_major=st.integers(-1, 2**31),
+                        compute_minor=st.integers(-1, 2**31), driver_major=ints,
+                        driver_minor=ints, gfx_target=texts, library_path=st.lists(texts),
+                        uuid=texts, free_memory_unknown=st.booleans(), software=st.booleans()))
+def test_a_device_with_any_text_round_trips(device: DeviceInfo) -> None:
+    """Any unicode (lone surrogates included) in every field reads back equal, alone and in a list."""
+    assert from_json(to_json(device), DeviceInfo) == device
+    assert from_json(to_json([device]).encode(), list[DeviceInfo]) == [device]
+
+
+@settings(max_examples=100)
+@given(memory=st.builds(BackendMemory, input_weights=ints, cpu=memories,
+                        gpus=st.lists(memories, max_size=3)))
+def test_backend_memory_round_trips(memory: BackendMemory) -> None:
+    """BackendMemory with nested DeviceMemory records reads back equal."""
+    assert from_json(to_json(memory), BackendMemory) == memory
+
+
+@settings(max_examples=100)
+@given(layers=st.lists(st.builds(GPULayers, id=texts, library=texts,
+                                 layers=st.lists(st.integers(0, 2**31), max_size=5)),
+                       max_size=4))
+def test_gpu_layers_lists_round_trip(layers: list[GPULayers]) -> None:
+    """A list of GPULayers reads back equal, as a GPULayersList."""
+    back: Any = from_json(to_json(layers), list[GPULayers])
+    assert isinstance(back, GPULayersList) and list(back) == layers
+
+
+@settings(max_examples=100)
+@given(system=st.builds(SystemInfo, total_memory=ints, free_memory=ints, free_swap=ints),
+       device_id=st.builds(DeviceID, id=texts, library=texts))
+def test_system_info_and_device_ids_round_trip(system: SystemInfo, device_id: DeviceID) -> None:
+    """The small records read back equal."""
+    assert from_json(to_json(system), SystemInfo) == system
+    assert from_json(to_json(device_id), DeviceID) == device_id
