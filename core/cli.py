@@ -4,18 +4,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 USAGE_ERROR = 2
+INTERRUPTED = 130
+
+# C0 and C1 control characters, DEL and the Unicode line breaks: shown escaped, never obeyed.
+_CONTROLS = {c: ascii(chr(c))[1:-1] for c in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}
+
+
+def printable(text: object) -> str:
+    """``text`` as one printable line: control characters and line breaks shown as escapes
+    (``\\n``, ``\\x1b``), so text from plugins can neither break a line nor drive the terminal."""
+    return str(text).translate(_CONTROLS)
 
 
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one clear line and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        sys.stderr.write(f"{self.prog}: error: {printable(message)} (see '{self.prog} --help')\n")
         raise SystemExit(USAGE_ERROR)
 
 
@@ -36,14 +48,47 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="log line format on stderr")
 
 
+def plugin_names(text: str) -> list[str]:
+    """A comma list of plugin names as the Scout compares them: stripped, lower case, no empties."""
+    return [name for name in (part.strip().lower() for part in text.split(",")) if name]
+
+
+def _allow_list(text: str) -> list[str]:
+    names = plugin_names(text)
+    if not names:
+        # An empty allow list would block every plugin without a word.
+        raise argparse.ArgumentTypeError(f"expected one or more plugin names, got {text!r}")
+    return names
+
+
+def _timeout(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(
+            f"expected a finite number of seconds greater than 0, got {text!r}")
+    return seconds
+
+
+def _root(text: str) -> str:
+    # Only the command line refuses: Scout(root=...) reads a missing tree as an empty machine.
+    if not os.path.isdir(text):
+        what = "not a directory" if os.path.exists(text) else "no such directory"
+        raise argparse.ArgumentTypeError(f"{what}: {text!r}")
+    return text
+
+
 def _add_scout_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--plugins", metavar="NAMES",
-                   help="comma list of plugins to use (default: all; env GPUSCOUT_PLUGINS)")
-    p.add_argument("--disable", metavar="NAMES", default="",
+    p.add_argument("--plugins", metavar="NAMES", type=_allow_list,
+                   help="comma list of plugins to use, overriding GPUSCOUT_PLUGINS (default: all)")
+    p.add_argument("--disable", metavar="NAMES", type=plugin_names, default=[],
                    help="comma list of plugins to block (env GPUSCOUT_DISABLE_PLUGINS)")
-    p.add_argument("--root", default="/", help="read /sys and /proc under this folder")
-    p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
-                   help="each plugin's enumerate deadline (default 5)")
+    p.add_argument("--root", type=_root, default="/",
+                   help="read /sys and /proc under this existing folder")
+    p.add_argument("--timeout", type=_timeout, default=5.0, metavar="SECONDS",
+                   help="each plugin's enumerate deadline, > 0 (default 5)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,13 +133,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_scout(args: argparse.Namespace) -> Any:
-    """A Scout from the common options."""
+    """A Scout from the common options (raises GpuscoutError for an unknown allowed plugin)."""
     from gpuscout import Scout
 
-    plugins = [p for p in args.plugins.split(",") if p] if args.plugins else None
-    disable = [p for p in args.disable.split(",") if p]
-    return Scout(plugins=plugins, disable=disable, root=args.root,
+    return Scout(plugins=args.plugins, disable=args.disable, root=args.root,
                  enumerate_timeout=args.timeout)
+
+
+def open_scout(args: argparse.Namespace) -> Any:
+    """``make_scout``, then each of the Scout's warnings as one line on stderr."""
+    scout = make_scout(args)
+    for warning in getattr(scout, "warnings", []):
+        sys.stderr.write(f"gpuscout: warning: {printable(warning)}\n")
+    return scout
 
 
 def _print_json(data: Any) -> None:
@@ -104,7 +155,7 @@ def _print_json(data: Any) -> None:
 def _warn_problems(reports: Sequence[Any]) -> None:
     for r in reports:
         if r.status in ("failed", "timeout"):
-            sys.stderr.write(f"gpuscout: plugin {r.name} {r.status}: {r.error}\n")
+            sys.stderr.write(printable(f"gpuscout: plugin {r.name} {r.status}: {r.error}") + "\n")
 
 
 def _prefetch_wire() -> None:
@@ -127,7 +178,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     """``gpuscout list``."""
     if args.json:
         _prefetch_wire()
-    found = make_scout(args).discover(include_software=args.include_software,
+    found = open_scout(args).discover(include_software=args.include_software,
                                       validate=args.validate)
     _warn_problems(found.plugins)
     if args.json:
@@ -143,7 +194,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_plugins(args: argparse.Namespace) -> int:
     """``gpuscout plugins``."""
-    found = make_scout(args).discover()
+    found = open_scout(args).discover()
     if args.json:
         from gpuscout.wire import unstructure
 
@@ -159,11 +210,43 @@ def cmd_runner(args: argparse.Namespace) -> int:
     """``gpuscout runner``: the isolated-discovery child."""
     from gpuscout.runner import serve
 
-    return serve(make_scout(args), port=args.port, include_software=args.include_software)
+    return serve(open_scout(args), port=args.port, include_software=args.include_software)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at the null device, so nothing written later (not even the interpreter's
+    last flush) meets the closed pipe again."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``gpuscout`` command; returns the exit code."""
+    """Entry point of the ``gpuscout`` command; returns the exit code.
+
+    Ctrl-C ends it with 130, a reader that goes away (``| head``) quietly; a usage or input
+    error is one line on stderr and 2.
+    """
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:  # started with the descriptor closed (``>&-``)
+            setattr(sys, name, open(os.devnull, "w"))
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+    except KeyboardInterrupt:
+        return INTERRUPTED
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 0
+    return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
@@ -175,8 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except GpuscoutError as exc:
-        sys.stderr.write(f"gpuscout: error: {exc}\n")
+        sys.stderr.write(f"gpuscout: error: {printable(exc)}\n")
         return USAGE_ERROR
-    except BrokenPipeError:
-        return 0
+    except UnicodeEncodeError as exc:
+        sys.stderr.write(f"gpuscout: error: this terminal cannot show {exc.object[exc.start:exc.end]!a}"
+                         f" ({exc.encoding}); set PYTHONIOENCODING=utf-8\n")
+        return USAGE_ERROR
     return code

@@ -66,9 +66,9 @@ def _scout_args(args: argparse.Namespace) -> list[str]:
     """The scout options of this command line, for the verification child."""
     out: list[str] = []
     if getattr(args, "plugins", None):
-        out += ["--plugins", args.plugins]
-    if getattr(args, "disable", ""):
-        out += ["--disable", args.disable]
+        out += ["--plugins", ",".join(args.plugins)]
+    if getattr(args, "disable", None):
+        out += ["--disable", ",".join(args.disable)]
     if getattr(args, "root", "/") != "/":
         out += ["--root", args.root]
     if getattr(args, "timeout", 5.0) != 5.0:
@@ -88,11 +88,11 @@ def _prepare(
     from gpuscout.execute import child_environment
     from gpuscout.visibility import selection_env
 
-    scout = cli.make_scout(args)
+    scout = cli.open_scout(args)
     devices = scout.select(list(selectors), include_software=args.include_software)
     chosen = selection_env(scout, devices, isolate=args.isolate)
     for note in chosen.notes:
-        sys.stderr.write(f"gpuscout: warning: {note}\n")
+        sys.stderr.write(f"gpuscout: warning: {cli.printable(note)}\n")
     child_env = child_environment(chosen.env, scout.env)
     if args.verify:
         from gpuscout.verify import (
