@@ -25,6 +25,8 @@ class EnvEntry(NamedTuple):
 #: The most bytes ``Context.read_text`` takes from one file: sysfs and procfs values are a few
 #: bytes to a few pages, and a recorded tree must not make discovery read a disk image.
 MAX_READ_BYTES = 1 << 20
+#: The most notes one context keeps.
+MAX_NOTES = 50
 #: The most names ``Context.list_dir`` takes from one directory.
 MAX_DIR_ENTRIES = 1 << 16
 # Opening never waits (a FIFO without a writer) nor takes a terminal; Windows lacks some flags.
@@ -161,8 +163,15 @@ class Context:
         return sorted(names)
 
     def note(self, message: str) -> None:
-        """Record why this plugin found what it found (shown in its report's ``error``)."""
-        self.notes.append(message)
+        """Record why this plugin found what it found (shown in its report's ``note``).
+
+        At most MAX_NOTES are kept (a tree full of refused files must not grow a report without
+        bound); the last kept one says that more were dropped.
+        """
+        if len(self.notes) < MAX_NOTES - 1:
+            self.notes.append(str(message)[:1000])
+        elif len(self.notes) == MAX_NOTES - 1:
+            self.notes.append("(more notes dropped)")
 
     def time_left(self) -> float | None:
         """Seconds until the deadline (never negative), or None without one."""

@@ -184,7 +184,7 @@ class _Batch:
         self.items = items
         #: (True, answer) or (False, exception), one per finished call.
         self.results: list[tuple[bool, Any]] = []
-        self.started = time.monotonic()
+        self.created = self.started = time.monotonic()
         self.done = threading.Event()
         _POOL.submit(self, label)
 
@@ -199,10 +199,13 @@ class _Batch:
         finally:
             self.done.set()
 
-    def wait(self, limit: float) -> bool:
-        """True when every call finished; False as soon as one runs past ``limit`` seconds."""
+    def wait(self, limit: float, total: float | None = None) -> bool:
+        """True when every call finished; False as soon as one runs past ``limit`` seconds or
+        the whole batch past ``total``."""
         while not self.done.is_set():
             remaining = self.started + limit - time.monotonic()
+            if total is not None:
+                remaining = min(remaining, self.created + total - time.monotonic())
             if remaining <= 0:
                 return self.done.is_set()
             self.done.wait(remaining)
@@ -422,9 +425,13 @@ class PluginHost:
             results = _inline(one, items)
         else:
             limit = self.hook_timeout if limit is None else limit
+            # A batch (one call per device) also has a total: a plugin that takes nearly the
+            # limit on every call would otherwise cost it once per device.
+            total = max(limit, self.enumerate_timeout)
             batch = _Batch(one, items, f"gpuscout-{hook}-{name}")
-            if not batch.wait(limit):
-                self._timed_out(name, hook, f"{hook} did not answer within {limit:g} s")
+            if not batch.wait(limit, total):
+                self._timed_out(name, hook, f"{hook} did not answer within {limit:g} s per call "
+                                            f"({total:g} s for {len(items)} calls)")
                 return None
             results = batch.results
         answers: list[Any] = []

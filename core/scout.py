@@ -192,7 +192,11 @@ class Scout:
 
             kept, failed = validate_devices(self, kept)
             dropped.extend(failed)
-        system = read_system(self.context(deadline=max(deadline, time.monotonic() + 1.0)))
+        # System memory is read under the enumerate deadline too (at least 1 s of it left).
+        memory_ctx = self.context(deadline=max(deadline, time.monotonic() + 1.0))
+        system = read_system(memory_ctx)
+        for note in memory_ctx.notes:
+            self.log.info("discovery.system_memory_note", note=note)
         elapsed = time.perf_counter() - start
         self.log.debug("discovery.done", devices=len(kept), dropped=len(dropped),
                        elapsed_ms=round(elapsed * 1000, 3))
@@ -202,8 +206,9 @@ class Scout:
     def merge(self, found: Sequence[tuple[str, DeviceInfo]]) -> tuple[list[DeviceInfo], list[Dropped]]:
         """``(plugin, device)`` pairs folded into survivors and dropped duplicates (near-linear)."""
         has = self._host.impls
-        keys = self.duplicate_keys if has("gpuscout_duplicate_key") else None
         heuristic = self.duplicates if has("gpuscout_is_duplicate") else None
+        # Keys only narrow down whom the heuristics ask; without heuristics nobody needs them.
+        keys = self.duplicate_keys if heuristic and has("gpuscout_duplicate_key") else None
         return merge(found, heuristic, self.preferred, keys)
 
     def duplicates(self, pairs: Sequence[tuple[DeviceInfo, DeviceInfo]]) -> list[bool]:

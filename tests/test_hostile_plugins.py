@@ -308,3 +308,23 @@ def test_a_plugin_that_answers_many_devices_is_merged() -> None:
               env={"VK_DRIVER_FILES": "/nonexistent.json"})
     found = s.discover()
     assert len(found.devices) == 3000 and found.devices[0].free_memory == 7 * GIB
+
+
+def test_a_slow_rule_hook_costs_at_most_one_total_over_many_devices() -> None:
+    """A hook that stays just under the per-call limit is cut off by the batch total."""
+    class Slow:
+        @hookimpl
+        def gpuscout_duplicate_key(self, device: Any) -> Any:
+            time.sleep(0.25)
+
+        @hookimpl
+        def gpuscout_is_duplicate(self, a: Any, b: Any) -> Any:
+            return None
+
+    devices = [DeviceInfo(id=f"d{i}", library="Many") for i in range(40)]
+    s = make(("slow", Slow()), ("many", Reports(*devices)), hook_timeout=0.3,
+             enumerate_timeout=1.0)
+    start = time.monotonic()
+    assert len(s.discover().devices) == 40
+    assert time.monotonic() - start < 3.0
+    assert status(s, "slow")[0] == "timeout" and "40 calls" in status(s, "slow")[1]
