@@ -66,15 +66,16 @@ def likely_duplicate(a: DeviceInfo, b: DeviceInfo) -> bool:
 
 
 #: Memory buckets for ``twin_keys``. Up to 11 GiB the 512 MiB floor of the tolerance rules
-#: (at most 563 MiB there): buckets of 128 MiB, and a device takes its own and the next five, so
+#: (at most 563 MiB there): buckets of 64 MiB, and a device takes its own and the next nine, so
 #: sizes up to 640 MiB apart share one. From 9 GiB the 5 % rule (a ratio of at most 1/0.95):
-#: buckets 1 % wide on a log scale, its own and the next six. Near misses stay few.
+#: buckets 0.25 % wide on a log scale, its own and the next 21 (5.6 %). Near misses, which the
+#: heuristic must still be asked about, stay a small share of the devices that share a key.
 _LINEAR_UP_TO = 11 * 1024 * MIB
-_LINEAR_WIDTH = 128 * MIB
-_LINEAR_SPAN = 6
+_LINEAR_WIDTH = 64 * MIB
+_LINEAR_SPAN = 10
 _LOG_FROM = 9 * 1024 * MIB
-_LOG_STEP = math.log(1.01)
-_LOG_SPAN = 7
+_LOG_STEP = math.log(1.0025)
+_LOG_SPAN = 22
 
 
 def _memory_buckets(total: int) -> list[tuple[str, int]]:
