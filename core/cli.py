@@ -7,8 +7,9 @@ import json
 import math
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn, TextIO
 
 USAGE_ERROR = 2
 INTERRUPTED = 130
@@ -149,7 +150,7 @@ def open_scout(args: argparse.Namespace) -> Any:
 
 
 def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    output().write(json.dumps(data, indent=2) + "\n")
 
 
 def _warn_problems(reports: Sequence[Any]) -> None:
@@ -207,10 +208,110 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_runner(args: argparse.Namespace) -> int:
-    """``gpuscout runner``: the isolated-discovery child."""
+    """``gpuscout runner``: the isolated-discovery child.
+
+    It writes nothing on stdout itself; a line meant for the parent (say, the port it bound)
+    must be written to ``output()``, since ``sys.stdout`` leads to stderr while it runs.
+    """
     from gpuscout.runner import serve
 
     return serve(open_scout(args), port=args.port, include_software=args.include_software)
+
+
+class _StdoutGuard:
+    """Stdout kept for gpuscout alone: while held, ``sys.stdout`` and (when it is descriptor 1)
+    descriptor 1 itself lead to stderr, so neither a plugin's ``print`` nor a C library's
+    ``printf`` or ``os.write(1, ...)`` lands in output that users parse or ``eval``;
+    ``stream`` leads to the real stdout."""
+
+    def __init__(self) -> None:
+        self.original = self.stream = sys.stdout
+        self.saved = -1  # a duplicate of the real descriptor 1 while 1 leads to stderr
+        try:
+            redirect = sys.stdout.fileno() == 1 and sys.stderr.fileno() >= 0
+        except (AttributeError, OSError, ValueError):  # capsys and other streams without one
+            redirect = False
+        if redirect:
+            self._redirect_descriptor()
+        sys.stdout = sys.stderr
+
+    def _redirect_descriptor(self) -> None:
+        real = self.original
+        real.flush()
+        self.saved = os.dup(1)
+        try:
+            self.stream = open(self.saved, "w", encoding=getattr(real, "encoding", None),
+                               errors=getattr(real, "errors", None), closefd=False)
+            self.stream.reconfigure(line_buffering=getattr(real, "line_buffering", False),
+                                    write_through=getattr(real, "write_through", False))
+            os.dup2(sys.stderr.fileno(), 1)
+        except (OSError, ValueError):  # keep the Python-level guard only
+            os.close(self.saved)
+            self.saved, self.stream = -1, real
+
+    def release(self) -> None:
+        """Put stdout back as it was; what could not be flushed is dropped (a closed pipe)."""
+        sys.stdout = self.original
+        if self.saved < 0:
+            return
+        try:
+            _flush_c_streams()  # what a C library buffered for descriptor 1 belongs on stderr
+            self.stream.close()
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.dup2(self.saved, 1)
+            os.close(self.saved)
+
+
+def _flush_c_streams() -> None:
+    # fflush takes each C stream's lock; a runaway plugin thread blocked inside a C write could
+    # hold one forever, so the flush runs on a daemon thread that is waited for briefly.
+    def flush() -> None:
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).fflush(None)
+        except (AttributeError, OSError, TypeError):  # no C library to ask (Windows)
+            pass
+
+    import threading
+
+    worker = threading.Thread(target=flush, name="gpuscout-fflush", daemon=True)
+    worker.start()
+    worker.join(0.5)
+
+
+_guard: _StdoutGuard | None = None
+
+
+def output() -> TextIO:
+    """The stream for gpuscout's own output (JSON, tables, ``env`` lines): the real stdout.
+
+    While a command runs, ``sys.stdout`` and descriptor 1 lead to stderr, so that what a plugin
+    or a vendor library prints cannot corrupt that output; everything gpuscout means to put on
+    stdout (a result, a line for a parent process) is written here.
+    """
+    return _guard.stream if _guard is not None else sys.stdout
+
+
+def release_stdout() -> None:
+    """Give the real stdout back to ``sys.stdout`` and descriptor 1 early, for a child that must
+    inherit it (``exec``); a no-op when it is not held."""
+    global _guard
+    guard, _guard = _guard, None
+    if guard is not None:
+        guard.release()
+
+
+@contextmanager
+def _stdout_for_gpuscout() -> Iterator[None]:
+    global _guard
+    _guard = _StdoutGuard()
+    try:
+        yield
+    finally:
+        release_stdout()
 
 
 def _quiet_stdout() -> None:
@@ -230,7 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gpuscout`` command; returns the exit code.
 
     Ctrl-C ends it with 130, a reader that goes away (``| head``) quietly; a usage or input
-    error is one line on stderr and 2.
+    error is one line on stderr and 2. While a command runs, stdout is gpuscout's alone (see
+    ``output()``): what anything else prints there goes to stderr.
     """
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:  # started with the descriptor closed (``>&-``)
@@ -253,6 +355,13 @@ def _run(argv: Sequence[str] | None) -> int:
         parser.print_help(sys.stderr)
         return USAGE_ERROR
     configure_logging(args.verbose, args.log_format)
+    with _stdout_for_gpuscout():
+        code = _dispatch(args)
+        output().flush()  # a closed pipe shows here, while the guard still holds the stream
+    return code
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     from gpuscout.errors import GpuscoutError
 
     try:

@@ -117,12 +117,13 @@ def _prepare(
 
 def cmd_env(args: argparse.Namespace) -> int:
     """``gpuscout env``: print the selection's environment (after verifying it, if asked)."""
+    from gpuscout import cli
     from gpuscout.visibility import render
 
     env, _, code = _prepare(args, args.selectors)
     if code:
         return code
-    sys.stdout.write(render(env, args.format))
+    cli.output().write(render(env, args.format))
     return 0
 
 
@@ -136,8 +137,10 @@ def cmd_exec(args: argparse.Namespace) -> int:
     _, child_env, code = _prepare(args, args.device)
     if code:
         return code
+    from gpuscout import cli
     from gpuscout.execute import CommandError, run
 
+    cli.release_stdout()  # the child inherits the real stdout, not the guard's stderr
     try:
         return run(command, child_env)
     except CommandError as exc:

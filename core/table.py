@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import io
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuscout.cli import printable
+from gpuscout.cli import output, printable
 
 GIB = 1024**3
 UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
@@ -58,15 +57,16 @@ class _Console(Console):
 
 
 def stdout_console() -> Console:
-    """A console on stdout that cannot fail on a character the terminal's encoding lacks.
+    """A console on gpuscout's stdout (``cli.output()``) that cannot fail on a character the
+    terminal's encoding lacks.
 
     An ASCII-only terminal (``LANG=C``) or a name with undecodable bytes shows ``?`` instead.
     """
-    stdout = sys.stdout
+    stdout = output()
     # Python's own choice for a C locale, surrogateescape, still fails on any non-ASCII name.
     if isinstance(stdout, io.TextIOWrapper) and stdout.errors in ("strict", "surrogateescape"):
         stdout.reconfigure(errors="replace")
-    return _Console()
+    return _Console(file=stdout)
 
 
 def _cell(value: object) -> Text:
