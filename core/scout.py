@@ -327,6 +327,12 @@ class Scout:
                         library=device.library, id=device.id,
                     )
                 env[key] = value
+        for key, value in env.items():
+            # What no child environment can hold: refuse it here rather than in the host's exec.
+            if not key or "=" in key or "\x00" in key or "\x00" in value:
+                raise GpuscoutError(
+                    f"visible_env: variable {key!r:.80} = {value!r:.80} cannot be put into an "
+                    "environment (an empty name, '=' in the name, or a NUL character)")
         return env
 
     def isolate_env(

@@ -328,3 +328,16 @@ def test_a_slow_rule_hook_costs_at_most_one_total_over_many_devices() -> None:
     assert len(s.discover().devices) == 40
     assert time.monotonic() - start < 3.0
     assert status(s, "slow")[0] == "timeout" and "40 calls" in status(s, "slow")[1]
+
+
+@pytest.mark.parametrize("device", [
+    CUDA_CARD.evolve(id="GPU-\x00"),
+    CUDA_CARD.evolve(runner_env_overrides={"A=B": "1"}),
+    CUDA_CARD.evolve(runner_env_overrides={"": "1"}),
+    CUDA_CARD.evolve(runner_env_overrides={"OK": "nul\x00"}),
+])
+def test_visible_env_refuses_what_no_environment_can_hold(device: DeviceInfo) -> None:
+    """A NUL, an empty name or '=' in a name is a GpuscoutError naming the variable."""
+    s = Scout(plugins=["cuda"], entry_points=False, env={})
+    with pytest.raises(GpuscoutError, match="visible_env: variable"):
+        s.visible_env([device])
