@@ -99,12 +99,18 @@ class Context:
         data = self._read_bytes(path)
         return None if data is None else data.decode("utf-8", errors="replace")
 
-    def _read_bytes(self, path: str) -> bytes | None:
+    def _may_use(self, path: str, done: str) -> bool:
+        """Whether ``path`` is inside the root and the deadline has not passed; notes why not."""
         if self._inside(path) is None:
-            self.note(f"{path}: leads outside the root {self.root!r}; not read")
-            return None
+            self.note(f"{path}: leads outside the root {self.root!r}; not {done}")
+            return False
         if self.time_left() == 0:
-            self.note(f"{path}: deadline passed; not read")
+            self.note(f"{path}: deadline passed; not {done}")
+            return False
+        return True
+
+    def _read_bytes(self, path: str) -> bytes | None:
+        if not self._may_use(path, "read"):
             return None
         where = self.path(path)  # the one mapping of names to files, so a subclass can redirect
         try:
@@ -144,11 +150,7 @@ class Context:
         ``MAX_DIR_ENTRIES`` names and once the deadline has passed; None without one for a
         missing or unreadable directory (or something that is not one).
         """
-        if self._inside(path) is None:
-            self.note(f"{path}: leads outside the root {self.root!r}; not listed")
-            return None
-        if self.time_left() == 0:
-            self.note(f"{path}: deadline passed; not listed")
+        if not self._may_use(path, "listed"):
             return None
         names: list[str] = []
         try:

@@ -12,6 +12,7 @@ import re
 import attrs
 
 from gpuscout.context import Context
+from gpuscout.system import U64_LIMIT, parse_u64
 
 TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
 DRM = "/sys/class/drm"
@@ -20,25 +21,11 @@ DRIVER_VERSION = "/sys/module/amdgpu/version"
 #: KFD heap types of device-local memory banks (frame buffer public and private).
 _LOCAL_HEAPS = (1, 2)
 #: The largest value of a kernel counter (KFD properties and amdgpu counters are 64-bit).
-U64_MAX = (1 << 64) - 1
-#: ASCII digits only: str.isdigit() and int() also take "²" and "١٢", which the kernel never writes.
-_DIGITS = re.compile(r"[0-9]+")
+U64_MAX = U64_LIMIT - 1
 #: A PCI slot as the kernel names it (PCI_SLOT_NAME), in lower case.
 _SLOT = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 #: Longer than any marketing name; a longer product_name is cut here.
 _NAME_MAX = 256
-
-
-def parse_u64(text: str) -> int | None:
-    """``text`` as an unsigned decimal up to 2**64 - 1 (ASCII digits only), else None."""
-    if _DIGITS.fullmatch(text) is None:
-        return None
-    # Length first: int() of thousands of digits is slow and refused past 4300.
-    digits = text.lstrip("0") or "0"
-    if len(digits) > len(str(U64_MAX)):
-        return None
-    value = int(digits)
-    return value if value <= U64_MAX else None
 
 
 def parse_properties(text: str) -> dict[str, int]:
