@@ -9,21 +9,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-import attrs
-
 from gpuscout.records import DeviceComparison, DeviceID, DeviceInfo
-
-DUPLICATE_REASON = "duplicate"
-SOFTWARE_REASON = "software device"
-
-
-@attrs.frozen
-class Dropped:
-    """A device left out of the ranked list, and why."""
-
-    device: DeviceInfo
-    reason: str
-    duplicate_of: DeviceID | None = None
+from gpuscout.results import DUPLICATE_REASON, Dropped
 
 
 def compare(
@@ -132,7 +119,6 @@ def merge(
             else:
                 replace = is_better(old, new)
             if replace:
-                index.remove(i)
                 kept[i] = (source, new, new_keys)
                 index.add(i)
                 dropped.append(Dropped(old, DUPLICATE_REASON, new.device_id))
@@ -188,8 +174,10 @@ class _Index:
         self.kept = kept
         self.heuristics = heuristics
         self.groups: dict[str, dict[tuple[str, str], list[int]]] = {}
-        self.by_card_id: dict[tuple[str, str, str, str], int] = {}
-        self.by_id: dict[DeviceID, int] = {}
+        # Heaps of positions, checked lazily: after a replacement, an earlier position may hold
+        # the same identity as a later one, and the earliest still holding it decides.
+        self.by_card_id: dict[tuple[str, str, str, str], list[int]] = {}
+        self.by_id: dict[DeviceID, list[int]] = {}
         # (key, library) -> sorted positions; the key None stands for "no keys" (compared with
         # every other library) and _ANY for every survivor of that library.
         self.lists: dict[tuple[Any, str], list[int]] = {}
@@ -200,13 +188,13 @@ class _Index:
         return d.pci_id.lower(), (d.library, source)
 
     def add(self, i: int) -> None:
-        source, d, keys = self.kept[i]
+        _, d, keys = self.kept[i]
         if d.pci_id:
             pci, group = self._group(i)
             heapq.heappush(self.groups.setdefault(pci, {}).setdefault(group, []), i)
-            self.by_card_id.setdefault((pci, d.library, source, d.id), i)
+            heapq.heappush(self.by_card_id.setdefault(self._card_id(i), []), i)
         else:
-            self.by_id.setdefault(d.device_id, i)
+            heapq.heappush(self.by_id.setdefault(d.device_id, []), i)
         if self.heuristics:
             for key in (_ANY, *(keys if keys is not None else (None,))):
                 at = self.lists.setdefault((key, d.library), [])
@@ -216,14 +204,15 @@ class _Index:
                     bisect.insort(at, i)
                 self.libraries.setdefault(key, set()).add(d.library)
 
-    def remove(self, i: int) -> None:
+    def _card_id(self, i: int) -> tuple[str, str, str, str]:
         source, d, _ = self.kept[i]
-        if d.pci_id:
-            pci, _ = self._group(i)
-            if self.by_card_id.get((pci, d.library, source, d.id)) == i:
-                del self.by_card_id[(pci, d.library, source, d.id)]
-        elif self.by_id.get(d.device_id) == i:
-            del self.by_id[d.device_id]
+        return d.pci_id.lower(), d.library, source, d.id
+
+    def _earliest(self, heap: list[int], holds: Callable[[int], bool]) -> int | None:
+        """The first position of ``heap`` that still ``holds``; stale ones are dropped."""
+        while heap and not holds(heap[0]):
+            heapq.heappop(heap)
+        return heap[0] if heap else None
 
     def _first(self, pci: str, group: tuple[str, str]) -> int | None:
         heap = self.groups[pci][group]
@@ -243,11 +232,18 @@ class _Index:
                 first = self._first(pci, group) if group != own else None
                 if first is not None:
                     decisive.append(first)
-            same = self.by_card_id.get((pci, d.library, source, d.id))
+            card = (pci, d.library, source, d.id)
+            same = self._earliest(
+                self.by_card_id.get(card, []),
+                lambda i: bool(self.kept[i][1].pci_id) and self._card_id(i) == card)
             if same is not None:
                 decisive.append(same)
-        elif d.device_id in self.by_id:
-            decisive.append(self.by_id[d.device_id])
+        else:
+            same = self._earliest(
+                self.by_id.get(d.device_id, []),
+                lambda i: not self.kept[i][1].pci_id and self.kept[i][1].device_id == d.device_id)
+            if same is not None:
+                decisive.append(same)
         decisive.sort()
         if not self.heuristics:
             return decisive, iter(())
