@@ -19,11 +19,9 @@ if __name__ != "gpuscout":
 
 from gpuscout.context import Context, EnvEntry
 from gpuscout.errors import GpuscoutError
-from gpuscout.host import PluginReport
 from gpuscout.layers import GPULayers, GPULayersList
 from gpuscout.markers import VERSION, hookimpl
 from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
-from gpuscout.merge import Dropped
 from gpuscout.rank import by_library, by_performance, library_paths, rank
 from gpuscout.records import (
     DeviceComparison,
@@ -32,7 +30,8 @@ from gpuscout.records import (
     FlashAttention,
     SystemInfo,
 )
-from gpuscout.scout import Discovery, Scout
+from gpuscout.results import Discovery, Dropped, PluginReport, PluginStatus
+from gpuscout.scout import Scout
 
 if TYPE_CHECKING:
     from gpuscout.wire import from_json, to_json
@@ -68,6 +67,7 @@ __all__ = [
     "GpuscoutError",
     "InsufficientMemoryError",
     "PluginReport",
+    "PluginStatus",
     "Scout",
     "SystemInfo",
     "__version__",

@@ -215,7 +215,9 @@ def cmd_runner(args: argparse.Namespace) -> int:
     """
     from gpuscout.runner import serve
 
-    return serve(open_scout(args), port=args.port, include_software=args.include_software)
+    scout = open_scout(args)
+    return serve(lambda: scout.discover(include_software=args.include_software).devices,
+                 port=args.port)
 
 
 class _StdoutGuard:

@@ -22,17 +22,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from gpuscout.errors import GpuscoutError
 from gpuscout.log import get_logger
-from gpuscout.merge import Dropped
 from gpuscout.records import DeviceInfo
-
-if TYPE_CHECKING:
-    from gpuscout.scout import Scout
+from gpuscout.results import Dropped
 
 HOST = "127.0.0.1"
 POLL_INTERVAL = 0.010
@@ -328,20 +325,20 @@ def discover_in_child(
 
 
 def validate_devices(
-    scout: Scout, devices: Sequence[DeviceInfo], timeout: float = 30.0
+    checks: Sequence[tuple[DeviceInfo, Mapping[str, str] | None]], timeout: float = 30.0
 ) -> tuple[list[DeviceInfo], list[Dropped]]:
-    """Initialise each device that needs it in a child with only that device visible.
+    """Initialise each device in a child process that sees only it.
 
-    A crash, a timeout or an answer without the device drops it, with the reason.
+    ``checks`` pairs each device with the whole environment of its child, or None for a device
+    that needs no check (kept as it is). A crash, a timeout or an answer without the device
+    drops it, with the reason.
     """
     kept: list[DeviceInfo] = []
     dropped: list[Dropped] = []
-    for device in devices:
-        init_env = scout.init_env(device)
-        if init_env is None:
+    for device, env in checks:
+        if env is None:
             kept.append(device)
             continue
-        env = {**scout.env, **scout.visible_env([device]), **init_env}
         try:
             seen = discover_in_child(env, timeout=timeout)
         except RunnerError as exc:
@@ -364,9 +361,10 @@ def _same_device(a: DeviceInfo, b: DeviceInfo) -> bool:
     return a.id == b.id
 
 
-def serve(scout: Scout, port: int, include_software: bool = False,
+def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int,
           idle_exit: float = IDLE_EXIT) -> int:
-    """Serve ``GET /info`` (the wire DeviceInfo array) on 127.0.0.1:``port`` until idle.
+    """Serve ``GET /info`` on 127.0.0.1:``port`` until idle: the wire array of what
+    ``devices()`` (one discovery) returns at each request.
 
     Raises GpuscoutError for a port outside 0-65535 or one that cannot be bound."""
     from gpuscout.wire import to_json
@@ -380,8 +378,7 @@ def serve(scout: Scout, port: int, include_software: bool = False,
                 self._reply(404, b'{"error":"not found"}')
                 return
             try:
-                found = scout.discover(include_software=include_software)
-                body = to_json(found.devices).encode()
+                body = to_json(list(devices())).encode()
             except Exception as exc:  # the host must hear about it, not a dropped connection
                 self._reply(500, json.dumps({"error": str(exc)}).encode())
                 return

@@ -22,12 +22,10 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from gpuscout.errors import GpuscoutError
-from gpuscout.host import PluginReport
 from gpuscout.layers import GPULayers, GPULayersList
 from gpuscout.memory import BackendMemory, DeviceMemory
-from gpuscout.merge import Dropped
 from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
-from gpuscout.scout import Discovery
+from gpuscout.results import Discovery, Dropped, PluginReport
 
 T = TypeVar("T")
 

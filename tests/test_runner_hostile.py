@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscout import Scout
 from gpuscout import runner as runner_module
 from gpuscout.cli import main
 from gpuscout.errors import GpuscoutError
@@ -320,7 +319,7 @@ def test_discovery_installs_no_signal_handler(env: dict[str, str]) -> None:
 def test_serve_refuses_a_port_out_of_range() -> None:
     """The child side names an impossible port."""
     with pytest.raises(GpuscoutError, match="port 99999 is out of range 0-65535"):
-        serve(Scout(plugins=[], entry_points=False), port=99999)
+        serve(list, port=99999)
 
 
 def test_serve_names_a_port_in_use() -> None:
@@ -330,7 +329,7 @@ def test_serve_names_a_port_in_use() -> None:
         taken.listen(1)
         port = taken.getsockname()[1]
         with pytest.raises(GpuscoutError, match=f"127.0.0.1:{port}: Address already in use"):
-            serve(Scout(plugins=[], entry_points=False), port=port)
+            serve(list, port=port)
 
 
 def test_the_runner_command_reports_a_bad_port_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:

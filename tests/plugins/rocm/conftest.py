@@ -13,8 +13,7 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
-from gpuscout import DeviceInfo, Scout
-from gpuscout.scout import Discovery
+from gpuscout import DeviceInfo, Discovery, Scout
 
 TREES = pathlib.Path(__file__).parent / "trees"
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuscout import DeviceInfo, Scout
-from gpuscout.scout import Discovery
+from gpuscout import DeviceInfo, Discovery, Scout
 
 GIB = 1024**3
 MIB = 1024**2

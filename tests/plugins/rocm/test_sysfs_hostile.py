@@ -14,8 +14,7 @@ from typing import TypeVar
 
 import pytest
 
-from gpuscout import DeviceInfo, Scout
-from gpuscout.scout import Discovery
+from gpuscout import DeviceInfo, Discovery, Scout
 
 TREES = Path(__file__).parent / "trees"
 NODE1 = "sys/class/kfd/kfd/topology/nodes/1"

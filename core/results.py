@@ -1,0 +1,75 @@
+"""What a discovery produces: the ranked devices, what was dropped and why, one report per
+plugin. A module of plain records that the host, the merge, the Scout and the wire format all
+use, so that none of them imports another for its result types."""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
+
+#: Why a device left the ranked list.
+DUPLICATE_REASON = "duplicate"
+SOFTWARE_REASON = "software device"
+
+
+class PluginStatus(enum.StrEnum):
+    """What became of a plugin; the values are the strings reports and JSON carry."""
+
+    OK = "ok"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    DISABLED = "disabled"
+
+
+@attrs.define
+class PluginReport:
+    """What one plugin did: whether it loaded, which hooks it answers, what it found and how fast.
+
+    ``error`` says why a plugin failed or timed out; ``note`` why an ``ok`` plugin found what it
+    found (no driver, no device). ``elapsed`` is its enumerate's wall time in seconds.
+    """
+
+    name: str
+    version: str = ""
+    distribution: str = ""
+    hooks: list[str] = attrs.field(factory=list)
+    status: PluginStatus = PluginStatus.OK
+    error: str = ""
+    devices: int = 0
+    elapsed: float = 0.0
+    note: str = ""
+
+    def fail(self, status: PluginStatus, error: str) -> None:
+        """Mark the plugin failed or timed out; a timeout is never downgraded, reasons add up."""
+        if self.status is not PluginStatus.TIMEOUT:
+            self.status = status
+        if error not in self.error:
+            self.error = f"{self.error}; {error}" if self.error else error
+
+
+@attrs.frozen
+class Dropped:
+    """A device left out of the ranked list, and why (``duplicate_of``: the survivor)."""
+
+    device: DeviceInfo
+    reason: str
+    duplicate_of: DeviceID | None = None
+
+
+@attrs.frozen
+class Discovery:
+    """The result of one discovery: ranked devices, what was dropped and why, system memory,
+    one report per plugin, and the wall time it took in seconds."""
+
+    devices: list[DeviceInfo]
+    dropped: list[Dropped]
+    system: SystemInfo
+    plugins: list[PluginReport]
+    elapsed: float = 0.0
+
+
+__all__ = ["DUPLICATE_REASON", "SOFTWARE_REASON", "Discovery", "Dropped", "PluginReport",
+           "PluginStatus"]
