@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 import types
@@ -35,6 +36,24 @@ _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTT
 # What Context.path gives for a path that climbs out of the root: longer than any system's
 # PATH_MAX, so opening, listing or stat-ing it fails with OSError, like a missing file.
 _OUTSIDE_ROOT = "outside-the-root" * 640
+
+
+#: Kernel counters are 64-bit: anything from 2**64 on is not one.
+U64_LIMIT = 1 << 64
+#: ASCII digits only: str.isdigit() and int() also take "²" and "١٢", which the kernel never writes.
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def parse_u64(text: str) -> int | None:
+    """``text`` as an unsigned decimal below 2**64 (ASCII digits only), else None."""
+    if _DIGITS.fullmatch(text) is None:
+        return None
+    # Length first: int() of thousands of digits is slow and refused past 4300.
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(U64_LIMIT)):
+        return None
+    value = int(digits)
+    return value if value < U64_LIMIT else None
 
 
 def _read_only(env: Mapping[str, str]) -> Mapping[str, str]:
@@ -143,6 +162,19 @@ class Context:
             return None
         return b"".join(chunks)
 
+    def read_u64(self, path: str, allow: tuple[str, ...] = ()) -> int | None:
+        """The unsigned decimal (below 2**64) that file ``path`` holds, surrounding space
+        ignored, or None. None with a note when the file holds something else (except the words
+        in ``allow``, such as cgroup's ``max``); None without one when it cannot be read."""
+        text = self.read_text(path)
+        if text is None:
+            return None
+        text = text.strip()
+        value = parse_u64(text)
+        if value is None and text and text not in allow:
+            self.note(f"{path}: {text[:40]!r} is not a number below 2**64; ignored")
+        return value
+
     def list_dir(self, path: str) -> list[str] | None:
         """The sorted names in directory ``path`` under the root, or None; never raises.
 
@@ -180,9 +212,3 @@ class Context:
         if self.deadline is None:
             return None
         return max(0.0, self.deadline - time.monotonic())
-
-    def for_plugin(self, name: str, deadline: float | None = None) -> Context:
-        """A fresh context for one plugin's call, with its own notes and bound logger."""
-        return Context(
-            env=self.env, platform=self.platform, root=self.root, deadline=deadline, plugin=name
-        )

@@ -12,7 +12,6 @@ its own.
 
 from __future__ import annotations
 
-import enum
 import functools
 import importlib
 import queue
@@ -24,12 +23,14 @@ from typing import Any
 import attrs
 import pluggy
 
-from gpuscout import hookspecs
+import gpuscout.hookspecs as hookspecs
 from gpuscout.context import Context
 from gpuscout.errors import GpuscoutError, UnknownPluginError
 from gpuscout.log import get_logger
 from gpuscout.markers import PROJECT
+from gpuscout.plugin import check_api_version
 from gpuscout.records import DeviceInfo, RecordError, check_device
+from gpuscout.results import PluginReport, PluginStatus
 
 #: Built-in backends: short name and module. Registered with the same ``hookimpl`` a third party
 #: uses, so they can be allowed or blocked by name like any other plugin.
@@ -53,41 +54,6 @@ PURE_HOOKS = frozenset({
 ENTRY_POINT_GROUP = PROJECT
 ALLOW_ENV = "GPUSCOUT_PLUGINS"
 DENY_ENV = "GPUSCOUT_DISABLE_PLUGINS"
-
-
-class PluginStatus(enum.StrEnum):
-    """What became of a plugin; the values are the strings reports and JSON carry."""
-
-    OK = "ok"
-    FAILED = "failed"
-    TIMEOUT = "timeout"
-    DISABLED = "disabled"
-
-
-@attrs.define
-class PluginReport:
-    """What one plugin did: whether it loaded, which hooks it answers, what it found and how fast.
-
-    ``error`` says why a plugin failed or timed out; ``note`` why an ``ok`` plugin found what it
-    found (no driver, no device).
-    """
-
-    name: str
-    version: str = ""
-    distribution: str = ""
-    hooks: list[str] = attrs.field(factory=list)
-    status: PluginStatus = PluginStatus.OK
-    error: str = ""
-    devices: int = 0
-    elapsed: float = 0.0
-    note: str = ""
-
-    def fail(self, status: PluginStatus, error: str) -> None:
-        """Mark the plugin failed or timed out; a timeout is never downgraded, reasons add up."""
-        if self.status is not PluginStatus.TIMEOUT:
-            self.status = status
-        if error not in self.error:
-            self.error = f"{self.error}; {error}" if self.error else error
 
 
 def normal_name(name: str) -> str:
@@ -337,11 +303,15 @@ class PluginHost:
 
     def _register(self, report: PluginReport, obj: Any) -> None:
         name = report.name
+        refused = check_api_version(obj)
+        if refused:
+            self._load_failed(report, f"plugin {name!r} refused: {refused}")
+            return
         try:
             unknown = [
                 attr for attr in dir(obj)
-                if attr.startswith(f"{PROJECT}_") and _is_hookimpl(getattr(obj, attr, None))
-                and not hasattr(hookspecs, attr)
+                if attr.startswith(f"{PROJECT}_") and not hasattr(hookspecs, attr)
+                and self.pm.parse_hookimpl_opts(obj, attr) is not None
             ]
         except Exception as exc:
             self._load_failed(report, f"plugin {name!r} cannot be inspected: {_describe(exc)}")
@@ -561,10 +531,6 @@ def _own_version() -> str:
 
 def _identity(obj: Any) -> Any:
     return obj
-
-
-def _is_hookimpl(obj: Any) -> bool:
-    return callable(obj) and hasattr(obj, f"{PROJECT}_impl")
 
 
 def _name_of(obj: Any) -> str:

@@ -11,32 +11,19 @@ import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import attrs
-
 from gpuscout.context import Context, EnvEntry
 from gpuscout.errors import GpuscoutError
-from gpuscout.host import PluginHost, PluginReport, PluginStatus, checked_devices
+from gpuscout.host import PluginHost, checked_devices
 from gpuscout.log import get_logger
-from gpuscout.merge import SOFTWARE_REASON, Dropped, compare, merge
+from gpuscout.merge import compare, merge
 from gpuscout.rank import rank
-from gpuscout.records import CPU_LIBRARY, DeviceComparison, DeviceInfo, SystemInfo
+from gpuscout.records import CPU_LIBRARY, DeviceComparison, DeviceInfo
+from gpuscout.results import SOFTWARE_REASON, Discovery, Dropped, PluginReport, PluginStatus
 from gpuscout.system import read_system
 
 MIB = 1024 * 1024
 #: The seed's MinimumMemory for every library that does not answer otherwise.
 DEFAULT_MINIMUM_MEMORY = 457 * MIB
-
-
-@attrs.frozen
-class Discovery:
-    """The result of one discovery: ranked devices, what was dropped and why, system memory,
-    one report per plugin, and the wall time it took in seconds."""
-
-    devices: list[DeviceInfo]
-    dropped: list[Dropped]
-    system: SystemInfo
-    plugins: list[PluginReport]
-    elapsed: float = 0.0
 
 
 def _is_bool(value: Any) -> bool:
@@ -190,7 +177,7 @@ class Scout:
         if validate:
             from gpuscout.runner import validate_devices
 
-            kept, failed = validate_devices(self, kept)
+            kept, failed = validate_devices([(d, self.init_check_env(d)) for d in kept])
             dropped.extend(failed)
         # System memory is read under the enumerate deadline too (at least 1 s of it left).
         memory_ctx = self.context(deadline=max(deadline, time.monotonic() + 1.0))
@@ -294,6 +281,14 @@ class Scout:
         ):
             env = {**(env or {}), **answer}
         return env
+
+    def init_check_env(self, device: DeviceInfo) -> dict[str, str] | None:
+        """The whole environment of the child that checks ``device`` (this Scout's env, only
+        ``device`` visible, its plugin's init variables), or None when it needs no check."""
+        init_env = self.init_env(device)
+        if init_env is None:
+            return None
+        return {**self.env, **self.visible_env([device]), **init_env}
 
     def needs_init_validation(self, device: DeviceInfo) -> bool:
         """The seed's NeedsInitValidation: whether ``device`` must be initialised in a child first."""

@@ -7,33 +7,16 @@ v2, the tightest one on the path to the root) caps both total and free.
 from __future__ import annotations
 
 import os
-import re
 
-from gpuscout.context import Context
+from gpuscout.context import U64_LIMIT, Context, parse_u64
 from gpuscout.records import SystemInfo
 
 #: cgroup v1 writes this for "no limit" (LONG_MAX rounded down to a page).
 _V1_UNLIMITED = 9223372036854771712
-#: Every figure read here is a 64-bit counter in the kernel; anything from 2**64 on is not one.
-U64_LIMIT = 1 << 64
-#: ASCII digits only: str.isdigit() and int() also take "²" and "١٢", which the kernel never writes.
-_DIGITS = re.compile(r"[0-9]+")
 #: The meminfo keys read_system uses, the ones worth a note when unreadable.
 _MEMINFO_KEYS = ("MemTotal", "MemAvailable", "MemFree", "SwapFree")
 #: Linux's PATH_MAX: no cgroup path is longer, and a longer one would mean thousands of ancestors.
 _PATH_MAX = 4096
-
-
-def parse_u64(text: str) -> int | None:
-    """``text`` as an unsigned decimal below 2**64 (ASCII digits only), else None."""
-    if _DIGITS.fullmatch(text) is None:
-        return None
-    # Length first: int() of thousands of digits is slow and refused past 4300.
-    digits = text.lstrip("0") or "0"
-    if len(digits) > len(str(U64_LIMIT)):
-        return None
-    value = int(digits)
-    return value if value < U64_LIMIT else None
 
 
 def _parse_meminfo(text: str) -> tuple[dict[str, int], set[str]]:
@@ -66,19 +49,10 @@ def parse_meminfo(text: str) -> dict[str, int]:
     return _parse_meminfo(text)[0]
 
 
-def _read_int(ctx: Context, path: str) -> int | None:
-    text = ctx.read_text(path)
-    if text is None:
-        return None
-    text = text.strip()
-    if text == "max":
-        return None
-    value = parse_u64(text)
-    if value is None:
-        if text:
-            ctx.note(f"{path}: {text[:40]!r} is not a number below 2**64; ignored")
-        return None
-    return None if value >= _V1_UNLIMITED else value
+def _read_limit(ctx: Context, path: str) -> int | None:
+    """A cgroup memory figure; None for "max" (v2) and v1's "unlimited" value as well."""
+    value = ctx.read_u64(path, allow=("max",))
+    return None if value is None or value >= _V1_UNLIMITED else value
 
 
 def _ancestors(path: str) -> list[str]:
@@ -137,14 +111,14 @@ def cgroup_memory(ctx: Context) -> tuple[int | None, int | None, int | None]:
             # One note, not one per remaining ancestor; the tightest limit so far stands.
             ctx.note("cgroup memory limits: deadline passed; the rest not read")
             break
-        found = _read_int(ctx, f"{base}/{limit_file}")
+        found = _read_limit(ctx, f"{base}/{limit_file}")
         if found is None or (limit is not None and found >= limit):
             continue
         limit = found
-        usage = _read_int(ctx, f"{base}/{usage_file}")
+        usage = _read_limit(ctx, f"{base}/{usage_file}")
         if swap_file is not None:
-            swap_max = _read_int(ctx, f"{base}/{swap_file}")
-            swap_used = _read_int(ctx, f"{base}/memory.swap.current") or 0
+            swap_max = _read_limit(ctx, f"{base}/{swap_file}")
+            swap_used = _read_limit(ctx, f"{base}/memory.swap.current") or 0
             swap = None if swap_max is None else max(0, swap_max - swap_used)
     return limit, usage, swap
 

@@ -1,0 +1,153 @@
+"""Everything a backend plugin needs, in one module: the plugin author's surface.
+
+A plugin (built-in or third-party) imports from ``gpuscout``, ``gpuscout.plugin`` and its own
+package only; what is here keeps its meaning within one ``API_VERSION``::
+
+    from gpuscout.plugin import Context, DeviceInfo, EnvEntry, for_library, hookimpl
+
+    LIBRARY = "Acme"
+    GPUSCOUT_API_VERSION = 1  # the hook API this plugin was written for
+
+    @hookimpl
+    def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
+        ...
+
+    @for_library(LIBRARY)  # called only with devices of library "Acme"
+    def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
+        return True
+
+The hooks and what each may answer: ``gpuscout.hookspecs``; the guide: docs/plugins.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from gpuscout.context import U64_LIMIT, Context, EnvEntry, parse_u64
+from gpuscout.errors import GpuscoutError
+from gpuscout.log import get_logger
+from gpuscout.markers import hookimpl
+from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
+
+#: The version of the hook API (hook names, arguments, answers, the names in this module).
+#: It grows by one when something here changes in a way an existing plugin would notice. A
+#: plugin may declare the version it was written for as a module (or object) attribute
+#: ``GPUSCOUT_API_VERSION``; one written for a later version than this gpuscout's is refused
+#: with a report that says so, instead of being called with arguments it does not expect.
+API_VERSION = 1
+
+#: The attribute a plugin declares its API version with.
+API_VERSION_ATTRIBUTE = "GPUSCOUT_API_VERSION"
+
+#: Hooks whose first argument is one device: ``for_library`` answers None for any other library.
+DEVICE_HOOKS = frozenset({
+    "gpuscout_validate_init", "gpuscout_preferred_library", "gpuscout_flash_attention",
+    "gpuscout_minimum_memory",
+})
+#: Hooks over a list of devices: ``for_library`` answers None when none is of the library.
+DEVICES_HOOKS = frozenset({"gpuscout_refresh"})
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def for_library(library: str, **options: Any) -> Callable[[F], F]:
+    """``hookimpl`` (with ``options`` such as ``tryfirst=True``) for a per-device hook that only
+    answers for devices of ``library``: the "not my device" guard, written once.
+
+    For ``gpuscout_validate_init``, ``gpuscout_preferred_library``, ``gpuscout_flash_attention``
+    and ``gpuscout_minimum_memory`` the function is called only when ``device.library`` is
+    ``library`` (other devices get None, "not mine"); for ``gpuscout_refresh`` only when at
+    least one of ``devices`` is. Any other hook raises TypeError when decorated: those see a
+    whole selection and decide for themselves (use ``devices_of``).
+    """
+    if not isinstance(library, str) or not library:
+        raise TypeError(f"for_library needs a library name, got {library!r}")
+
+    def decorate(function: F) -> F:
+        name = getattr(function, "__name__", "")
+        if name in DEVICE_HOOKS:
+            first = next(iter(inspect.signature(function).parameters), None)
+            if first != "device":
+                raise TypeError(f"{name}: the first parameter must be 'device', got {first!r}")
+
+            @functools.wraps(function)
+            def guarded(*args: Any, **kwargs: Any) -> Any:
+                device = args[0] if args else kwargs["device"]
+                return function(*args, **kwargs) if device.library == library else None
+        elif name in DEVICES_HOOKS:
+            @functools.wraps(function)
+            def guarded(*args: Any, **kwargs: Any) -> Any:
+                devices = args[0] if args else kwargs["devices"]
+                mine = any(d.library == library for d in devices)
+                return function(*args, **kwargs) if mine else None
+        else:
+            raise TypeError(
+                f"for_library cannot guard {name or function!r}: it suits "
+                f"{', '.join(sorted(DEVICE_HOOKS | DEVICES_HOOKS))}")
+        result: F = hookimpl(**options)(guarded)
+        return result
+
+    return decorate
+
+
+def devices_of(selection: Iterable[DeviceInfo], library: str) -> list[tuple[int, DeviceInfo]]:
+    """``(position, device)`` for each device of ``library`` in ``selection``, in order: the
+    positions ``EnvEntry`` needs."""
+    return [(i, d) for i, d in enumerate(selection) if d.library == library]
+
+
+def system_memory(context: Context) -> SystemInfo:
+    """System memory as this process may use it (cgroup limits applied), read through
+    ``context`` (its root, deadline and notes): what a unified-memory device shares."""
+    from gpuscout.system import read_system
+
+    return read_system(context)
+
+
+def declared_api_version(plugin: Any) -> int | None:
+    """The API version ``plugin`` declares (None: it declares none); GpuscoutError when the
+    declaration is not a whole number of at least 1."""
+    value = getattr(plugin, API_VERSION_ATTRIBUTE, None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise GpuscoutError(
+            f"{API_VERSION_ATTRIBUTE} must be a whole number of at least 1, got {value!r:.40}")
+    return value
+
+
+def check_api_version(plugin: Any) -> str:
+    """Why ``plugin`` cannot be used with this gpuscout's hook API, or "" when it can."""
+    try:
+        wanted = declared_api_version(plugin)
+    except GpuscoutError as exc:
+        return str(exc)
+    if wanted is not None and wanted > API_VERSION:
+        return (f"written for gpuscout hook API {wanted}, but this gpuscout speaks API "
+                f"{API_VERSION}; upgrade gpuscout or use a release of the plugin for API "
+                f"{API_VERSION}")
+    return ""
+
+
+__all__ = [
+    "API_VERSION",
+    "API_VERSION_ATTRIBUTE",
+    "U64_LIMIT",
+    "Context",
+    "DeviceID",
+    "DeviceInfo",
+    "EnvEntry",
+    "GpuscoutError",
+    "SystemInfo",
+    "check_api_version",
+    "declared_api_version",
+    "devices_of",
+    "for_library",
+    "get_logger",
+    "hookimpl",
+    "parse_u64",
+    "system_memory",
+]
