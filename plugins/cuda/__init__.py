@@ -7,14 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gpuscout import hookimpl
-from gpuscout.context import Context, EnvEntry
-from gpuscout.records import DeviceInfo
+from gpuscout.plugin import Context, DeviceInfo, EnvEntry, devices_of, for_library, hookimpl
+from gpuscout.plugins.cuda.names import INIT_ENV, LIBRARY, ORDER_ENV, VISIBLE_ENV
 
-LIBRARY = "CUDA"
-VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
-ORDER_ENV = "CUDA_DEVICE_ORDER"
-INIT_ENV = {"GGML_CUDA_INIT": "1"}
+GPUSCOUT_API_VERSION = 1
 
 
 @hookimpl
@@ -25,11 +21,9 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     return enumerate_devices(context)
 
 
-@hookimpl
+@for_library(LIBRARY)
 def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
     """Compute capability 7.0 or newer except 7.2, and a driver of major 7 or newer."""
-    if device.library != LIBRARY:
-        return None
     from gpuscout.plugins.cuda.rules import flash_attention_supported
 
     return flash_attention_supported(device)
@@ -42,7 +36,7 @@ def gpuscout_isolate_env(
     """Hide every CUDA device when none is selected ("" means none to CUDA). When selected
     devices are named by integer index, pin CUDA_DEVICE_ORDER=PCI_BUS_ID: indices follow CUDA's
     order, which is only the bus order (what nvidia-smi shows) with that setting."""
-    mine = [d for d in selection if d.library == LIBRARY]
+    mine = [d for _, d in devices_of(selection, LIBRARY)]
     if not mine:
         return {VISIBLE_ENV: ""}
     if VISIBLE_ENV in env and any((d.filter_id or d.id).strip().isdigit() for d in mine):
@@ -50,16 +44,16 @@ def gpuscout_isolate_env(
     return None
 
 
-@hookimpl
+@for_library(LIBRARY)
 def gpuscout_preferred_library(device: DeviceInfo, other: DeviceInfo) -> bool | None:
     """CUDA wins over any other library for the same card (the seed ignores ``other``)."""
-    return True if device.library == LIBRARY else None
+    return True
 
 
-@hookimpl
+@for_library(LIBRARY)
 def gpuscout_validate_init(device: DeviceInfo, context: Context) -> Mapping[str, str] | None:
     """CUDA devices are initialised in a child first: the library may not support their CC."""
-    return dict(INIT_ENV) if device.library == LIBRARY else None
+    return dict(INIT_ENV)
 
 
 @hookimpl
@@ -71,19 +65,14 @@ def gpuscout_visible_env(
     must_filter = len(selection) == 1 or all(d.library == LIBRARY for d in selection)
     if not must_filter:
         return None
-    return [
-        EnvEntry(i, VISIBLE_ENV, d.filter_id or d.id)
-        for i, d in enumerate(selection) if d.library == LIBRARY
-    ]
+    return [EnvEntry(i, VISIBLE_ENV, d.filter_id or d.id) for i, d in devices_of(selection, LIBRARY)]
 
 
-@hookimpl
+@for_library(LIBRARY)
 def gpuscout_refresh(
     devices: Sequence[DeviceInfo], context: Context
 ) -> list[DeviceInfo] | None:
     """CUDA devices with free memory read again from NVML (system memory for unified parts)."""
-    if not any(d.library == LIBRARY for d in devices):
-        return None
     from gpuscout.plugins.cuda.nvml import refresh_devices
 
     return refresh_devices(devices, context)

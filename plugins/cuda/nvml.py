@@ -10,10 +10,10 @@ import ctypes
 from collections.abc import Sequence
 from typing import Any
 
-from gpuscout.context import Context
+from gpuscout.plugin import Context, DeviceInfo, SystemInfo, system_memory
+from gpuscout.plugins.cuda.names import LIBRARY, VISIBLE_ENV
 from gpuscout.plugins.cuda.order import cuda_order
 from gpuscout.plugins.cuda.readings import (
-    LIBRARY,
     DriverReading,
     GpuReading,
     MemoryReading,
@@ -22,9 +22,7 @@ from gpuscout.plugins.cuda.readings import (
     records,
     text,
 )
-from gpuscout.plugins.cuda.visibility import VISIBLE_ENV, GpuSlot, MigSlot, visible_uuids
-from gpuscout.records import DeviceInfo, SystemInfo
-from gpuscout.system import read_system
+from gpuscout.plugins.cuda.visibility import GpuSlot, MigSlot, visible_uuids
 
 # NVML return codes (nvml.h; stable ABI values, also ``NVMLError.value`` in pynvml).
 NOT_SUPPORTED = 3
@@ -205,7 +203,7 @@ def build_devices(
     ordered = cuda_order(gpus, context)
     visible = visible_uuids(context.env.get(VISIBLE_ENV), [_slot(g) for g in ordered])
     if system is None and _needs_system(gpus):
-        system = read_system(context)
+        system = system_memory(context)
     by_uuid: dict[str, DeviceInfo] = {}
     for gpu in ordered:
         by_uuid.update(records(gpu, driver, system))
@@ -262,7 +260,7 @@ def refresh_devices(devices: Sequence[DeviceInfo], context: Context) -> list[Dev
     try:
         for device in mine:
             if device.integrated:
-                system = system or read_system(context)
+                system = system or system_memory(context)
                 updated.append(device.evolve(free_memory=min(system.free_memory,
                                                              device.total_memory)))
                 continue

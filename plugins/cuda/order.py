@@ -12,7 +12,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
-from gpuscout.context import Context
+from gpuscout.plugin import Context
 from gpuscout.plugins.cuda.readings import GpuReading
 
 ORDER_ENV = "CUDA_DEVICE_ORDER"

@@ -10,9 +10,8 @@ import re
 
 import attrs
 
-from gpuscout.records import DeviceInfo, SystemInfo
-
-LIBRARY = "CUDA"
+from gpuscout.plugin import DeviceInfo, SystemInfo
+from gpuscout.plugins.cuda.names import LIBRARY
 
 
 @attrs.frozen(order=True)

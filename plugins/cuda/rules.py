@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from gpuscout.log import get_logger
-from gpuscout.records import DeviceInfo
+from gpuscout.plugin import DeviceInfo, get_logger
+
+_log = get_logger(__name__)
 
 
 def flash_attention_supported(device: DeviceInfo) -> bool:
@@ -15,7 +16,7 @@ def flash_attention_supported(device: DeviceInfo) -> bool:
     if device.compute_major < 7 or (device.compute_major == 7 and device.compute_minor == 2):
         return False
     if device.driver_major == 0:
-        get_logger().warning(
+        _log.warning(
             "rules.cuda_driver_unknown", device=device.description, compute=device.compute,
             detail="CUDA driver version unavailable; allowing flash attention by compute capability",
         )

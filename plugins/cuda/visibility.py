@@ -25,8 +25,6 @@ from collections.abc import Sequence
 
 import attrs
 
-VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
-
 
 @attrs.frozen
 class MigSlot:

@@ -5,11 +5,10 @@ Nothing Apple is imported off macOS, nor before enumerate runs.
 
 from __future__ import annotations
 
-from gpuscout import hookimpl
-from gpuscout.context import Context
-from gpuscout.records import DeviceInfo
+from gpuscout.plugin import Context, DeviceInfo, for_library, hookimpl
+from gpuscout.plugins.metal.names import LIBRARY
 
-LIBRARY = "Metal"
+GPUSCOUT_API_VERSION = 1
 MIB = 1024 * 1024
 #: The seed's MinimumMemory for Metal.
 MINIMUM_MEMORY = 512 * MIB
@@ -23,16 +22,17 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     return enumerate_devices(context)
 
 
-@hookimpl
+@for_library(LIBRARY)
 def gpuscout_minimum_memory(device: DeviceInfo) -> int | None:
     """Metal holds back 512 MiB (the seed); other libraries are not ours to answer."""
-    return MINIMUM_MEMORY if device.library == LIBRARY else None
+    return MINIMUM_MEMORY
 
 
 @hookimpl(tryfirst=True)
 def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
     """Metal devices pass, by library or by the name "Metal" (the seed checks both).
 
-    tryfirst: the seed lets a device named "Metal" pass whatever its library says.
+    tryfirst: the seed lets a device named "Metal" pass whatever its library says. This is the
+    one hook not guarded by ``for_library``: the name match is the seed's quirk, kept explicit.
     """
     return True if device.library == LIBRARY or device.name == LIBRARY else None

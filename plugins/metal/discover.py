@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from gpuscout.context import Context
-from gpuscout.records import DeviceInfo
-
-LIBRARY = "Metal"
+from gpuscout.plugin import Context, DeviceInfo
+from gpuscout.plugins.metal.names import LIBRARY
 
 
 class MetalDevice(Protocol):

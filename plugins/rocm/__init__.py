@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gpuscout import hookimpl
-from gpuscout.context import Context, EnvEntry
-from gpuscout.records import DeviceInfo
+from gpuscout.plugin import Context, DeviceInfo, EnvEntry, devices_of, for_library, hookimpl
+from gpuscout.plugins.rocm.names import HIP, INIT_ENV, LIBRARY, ROCR
 
-LIBRARY = "ROCm"
-INIT_ENV = {"GGML_CUDA_INIT": "1"}
+GPUSCOUT_API_VERSION = 1
 
 
 @hookimpl
@@ -23,16 +21,16 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     return enumerate_devices(context)
 
 
-@hookimpl
+@for_library(LIBRARY)
 def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
     """ROCm devices pass (the seed)."""
-    return True if device.library == LIBRARY else None
+    return True
 
 
 #: ROCr reads set-but-empty as "no devices". HIP does not: an empty HIP_VISIBLE_DEVICES (with
 #: CUDA_VISIBLE_DEVICES also empty) filters nothing, so "-1", an invalid entry that ends HIP's
 #: list before any device, hides them there (and on Windows, where there is no ROCr).
-HIDE_ALL = {"ROCR_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "-1"}
+HIDE_ALL = {ROCR: "", HIP: "-1"}
 
 
 @hookimpl
@@ -40,19 +38,19 @@ def gpuscout_isolate_env(
     selection: Sequence[DeviceInfo], env: Mapping[str, str], context: Context
 ) -> dict[str, str] | None:
     """Hide every AMD device when no ROCm device is selected."""
-    return None if any(d.library == LIBRARY for d in selection) else dict(HIDE_ALL)
+    return None if devices_of(selection, LIBRARY) else dict(HIDE_ALL)
 
 
-@hookimpl
+@for_library(LIBRARY)
 def gpuscout_preferred_library(device: DeviceInfo, other: DeviceInfo) -> bool | None:
     """ROCm wins over any other library for the same card (the seed ignores ``other``)."""
-    return True if device.library == LIBRARY else None
+    return True
 
 
-@hookimpl
+@for_library(LIBRARY)
 def gpuscout_validate_init(device: DeviceInfo, context: Context) -> Mapping[str, str] | None:
     """ROCm devices are initialised in a child first: rocBLAS crashes on unsupported targets."""
-    return dict(INIT_ENV) if device.library == LIBRARY else None
+    return dict(INIT_ENV)
 
 
 @hookimpl
@@ -65,12 +63,11 @@ def gpuscout_visible_env(
     return visible_entries(selection, context.env, context.platform)
 
 
-@hookimpl
+@for_library(LIBRARY)
 def gpuscout_refresh(
     devices: Sequence[DeviceInfo], context: Context
 ) -> list[DeviceInfo] | None:
     """ROCm devices with free memory re-read (sysfs counters or amdsmi: cheap)."""
     from gpuscout.plugins.rocm.discover import refresh_devices
 
-    mine = [d for d in devices if d.library == LIBRARY]
-    return refresh_devices(mine, context) if mine else None
+    return refresh_devices([d for _, d in devices_of(devices, LIBRARY)], context)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import attrs
 
+from gpuscout.plugin import DeviceInfo
 from gpuscout.plugins.rocm import gfx
+from gpuscout.plugins.rocm.names import LIBRARY
 from gpuscout.plugins.rocm.sysfs import U64_MAX
-from gpuscout.records import DeviceInfo
+from gpuscout.plugins.rocm.visibility import rocr_uuid
 
-LIBRARY = "ROCm"
 GIB = 1024**3
 AMD_VENDOR_ID = 0x1002
 
@@ -77,11 +78,6 @@ def memory(facts: GpuFacts, integrated: bool, system_free: int) -> tuple[int, in
     return vram_total, vram_free, facts.vram_used is None
 
 
-def uuid_of(facts: GpuFacts) -> str:
-    """ROCr's UUID of the GPU (``GPU-`` + 16 hex digits), '' when unique_id is 0."""
-    return f"GPU-{facts.unique_id:016x}" if facts.unique_id else ""
-
-
 def description(facts: GpuFacts, target: str) -> str:
     """The marketing name when known, else ``AMD GPU gfxNNNN [1002:dddd]``."""
     if facts.market_name:
@@ -104,7 +100,7 @@ def build(
     kernels): ROCr cannot select by it, so id and filter_id fall back to the KFD ordinal.
     ``override`` is HSA_OVERRIDE_GFX_VERSION as a KFD version number, applied to gfx and compute.
     """
-    uuid = uuid_of(facts)
+    uuid = rocr_uuid(facts.unique_id)
     ident = uuid if uuid and unique else str(facts.ordinal)
     version = override if override is not None else facts.gfx_version
     target = gfx.target_name(version)

@@ -12,12 +12,9 @@ from collections.abc import Sequence
 
 import attrs
 
-from gpuscout.context import Context
+from gpuscout.plugin import Context, DeviceInfo, system_memory
 from gpuscout.plugins.rocm import devices, gfx, smi, sysfs, visibility
-from gpuscout.records import DeviceInfo
-from gpuscout.system import read_system
-
-OVERRIDE = "HSA_OVERRIDE_GFX_VERSION"
+from gpuscout.plugins.rocm.names import LIBRARY, OVERRIDE
 
 
 def _is_live(context: Context) -> bool:
@@ -113,7 +110,7 @@ def _override(context: Context) -> int | None:
 
 def build_visible(context: Context, facts: Sequence[devices.GpuFacts]) -> list[DeviceInfo]:
     """The DeviceInfo of each GPU the environment leaves visible, in HIP's device order."""
-    uuids = [devices.uuid_of(f) for f in facts]
+    uuids = [visibility.rocr_uuid(f.unique_id) for f in facts]
     order = visibility.visible_order(context.env, uuids)
     hidden = len(facts) - len(order)
     if hidden:
@@ -123,7 +120,7 @@ def build_visible(context: Context, facts: Sequence[devices.GpuFacts]) -> list[D
     override = _override(context)
     system_free = 0
     if any(devices.is_integrated(facts[i]) for i in order):
-        system_free = read_system(context).free_memory
+        system_free = system_memory(context).free_memory
     return [
         devices.build(facts[i], position, unique=repeated[uuids[i]] <= 1, override=override,
                       system_free=system_free)
@@ -163,5 +160,5 @@ def refresh_devices(devices_in: Sequence[DeviceInfo], context: Context) -> list[
         d.evolve(free_memory=fresh[d.id].free_memory,
                  free_memory_unknown=fresh[d.id].free_memory_unknown)
         for d in devices_in
-        if d.library == devices.LIBRARY and d.id in fresh
+        if d.library == LIBRARY and d.id in fresh
     ]

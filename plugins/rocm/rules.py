@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gpuscout.context import EnvEntry
-from gpuscout.records import DeviceInfo
+from gpuscout.plugin import DeviceInfo, EnvEntry
+from gpuscout.plugins.rocm.names import CUDA, HIP, LIBRARY, OPENCL_ORDINAL, ROCR
 
-LIBRARY = "ROCm"
-ROCR = "ROCR_VISIBLE_DEVICES"
 #: Variables that may carry a numeric device list, in the order the seed consults them.
-NUMERIC_CANDIDATES = ("HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "CUDA_VISIBLE_DEVICES")
+NUMERIC_CANDIDATES = (HIP, OPENCL_ORDINAL, CUDA)
 
 
 def numeric_device_list(value: str) -> bool:
@@ -50,7 +48,7 @@ def linux_ordinal_variable(env: Mapping[str, str]) -> str:
 
 def non_linux_variable(env: Mapping[str, str]) -> str:
     """Off Linux there is no ROCr filter: the first numeric candidate, else HIP_VISIBLE_DEVICES."""
-    return _first_numeric(env) or "HIP_VISIBLE_DEVICES"
+    return _first_numeric(env) or HIP
 
 
 def visible_entries(

@@ -11,8 +11,7 @@ import re
 
 import attrs
 
-from gpuscout.context import Context
-from gpuscout.system import U64_LIMIT, parse_u64
+from gpuscout.plugin import U64_LIMIT, Context, parse_u64
 
 TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
 DRM = "/sys/class/drm"
@@ -131,22 +130,18 @@ class DrmDevice:
     source: str = ""
 
 
-def _read_int(ctx: Context, path: str) -> int | None:
-    return parse_u64((ctx.read_text(path) or "").strip())
-
-
 def _read_device_dir(ctx: Context, directory: str) -> DrmDevice | None:
     """The amdgpu attributes of ``directory``; None when it holds no ``mem_info_vram_total``."""
-    vram_total = _read_int(ctx, f"{directory}/mem_info_vram_total")
+    vram_total = ctx.read_u64(f"{directory}/mem_info_vram_total")
     if vram_total is None:
         return None
     uevent = parse_uevent(ctx.read_text(f"{directory}/uevent") or "")
     return DrmDevice(
         slot=parse_slot(uevent.get("PCI_SLOT_NAME", "")),
         vram_total=vram_total,
-        vram_used=_read_int(ctx, f"{directory}/mem_info_vram_used"),
-        gtt_total=_read_int(ctx, f"{directory}/mem_info_gtt_total"),
-        gtt_used=_read_int(ctx, f"{directory}/mem_info_gtt_used"),
+        vram_used=ctx.read_u64(f"{directory}/mem_info_vram_used"),
+        gtt_total=ctx.read_u64(f"{directory}/mem_info_gtt_total"),
+        gtt_used=ctx.read_u64(f"{directory}/mem_info_gtt_used"),
         board_files=any(
             os.path.exists(ctx.path(f"{directory}/{f}"))
             for f in ("mem_info_vram_vendor", "board_info")

@@ -19,10 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-ROCR = "ROCR_VISIBLE_DEVICES"
-HIP = "HIP_VISIBLE_DEVICES"
-CUDA = "CUDA_VISIBLE_DEVICES"
-OPENCL_ORDINAL = "GPU_DEVICE_ORDINAL"
+from gpuscout.plugins.rocm.names import CUDA, HIP, OPENCL_ORDINAL, ROCR
+
 #: What ROCr reports as the UUID of a GPU without one (unique_id 0).
 NO_UUID = "GPU-XX"
 
@@ -127,3 +125,7 @@ def visible_order(env: Mapping[str, str], uuids: Sequence[str]) -> list[int]:
     if kept is None:
         return survivors
     return [survivors[i] for i in kept]
+
+
+__all__ = ["CUDA", "HIP", "NO_UUID", "OPENCL_ORDINAL", "ROCR", "hip_value", "hip_visible",
+           "rocr_uuid", "rocr_visible", "visible_order"]

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gpuscout import hookimpl
-from gpuscout.context import Context, EnvEntry
-from gpuscout.records import DeviceInfo
+from gpuscout.plugin import Context, DeviceInfo, EnvEntry, devices_of, for_library, hookimpl
+from gpuscout.plugins.vulkan.names import LIBRARY, VISIBLE_ENV
 
-LIBRARY = "Vulkan"
-VISIBLE_ENV = "GGML_VK_VISIBLE_DEVICES"
+GPUSCOUT_API_VERSION = 1
 
 
 @hookimpl
@@ -50,13 +48,13 @@ def gpuscout_isolate_env(
     selection: Sequence[DeviceInfo], env: Mapping[str, str], context: Context
 ) -> dict[str, str] | None:
     """Hide every Vulkan device when none is selected (ggml-vulkan reads "" as none)."""
-    return None if any(d.library == LIBRARY for d in selection) else {VISIBLE_ENV: ""}
+    return None if devices_of(selection, LIBRARY) else {VISIBLE_ENV: ""}
 
 
-@hookimpl
+@for_library(LIBRARY)
 def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
     """Vulkan devices pass (the seed)."""
-    return True if device.library == LIBRARY else None
+    return True
 
 
 @hookimpl

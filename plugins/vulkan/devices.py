@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
+from gpuscout.plugin import DeviceInfo
 from gpuscout.plugins.vulkan.loader import RawDevice
-from gpuscout.records import DeviceInfo
+from gpuscout.plugins.vulkan.names import LIBRARY
 
-LIBRARY = "Vulkan"
 #: VkPhysicalDeviceType values.
 TYPE_OTHER, TYPE_INTEGRATED_GPU, TYPE_DISCRETE_GPU, TYPE_VIRTUAL_GPU, TYPE_CPU = range(5)
 #: VK_MEMORY_HEAP_DEVICE_LOCAL_BIT.

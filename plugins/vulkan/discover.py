@@ -19,12 +19,12 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
-from gpuscout.context import Context
+from gpuscout.plugin import Context, DeviceInfo
 from gpuscout.plugins.vulkan import loader
 from gpuscout.plugins.vulkan.devices import to_device_info
 from gpuscout.plugins.vulkan.loader import ProbeResult
-from gpuscout.plugins.vulkan.visible import VISIBLE_ENV, select_indices
-from gpuscout.records import DeviceInfo
+from gpuscout.plugins.vulkan.names import VISIBLE_ENV
+from gpuscout.plugins.vulkan.visible import select_indices
 
 #: Variables gpuscout itself reads; a difference in them does not need a child.
 _OWN_VARIABLES = (VISIBLE_ENV,)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 import math
 
-from gpuscout.records import DeviceInfo
+from gpuscout.plugin import DeviceInfo
+from gpuscout.plugins.vulkan.names import LIBRARY
 
-LIBRARY = "Vulkan"
 #: Libraries a Vulkan device can be the twin of (the seed's list).
 TWIN_LIBRARIES = ("CUDA", "ROCm")
 MIB = 1024 * 1024
