@@ -385,7 +385,13 @@ class PluginHost:
         plugin); answers that raise or fail ``check`` become None. None for all when it overran."""
         name = impl.plugin_name
         function, argnames = impl.function, impl.argnames
-        context = self.context(name, None) if "context" in argnames else None
+        limit = self.hook_timeout if limit is None else limit
+        # A batch (one call per device) also has a total: a plugin that takes nearly the
+        # limit on every call would otherwise cost it once per device.
+        total = max(limit, self.enumerate_timeout)
+        # The context's deadline is the batch's, so a plugin can see how long it has.
+        context = (self.context(name, time.monotonic() + total) if "context" in argnames
+                   else None)
 
         def one(kwargs: Mapping[str, Any]) -> Any:
             full = {**kwargs, "context": context} if context is not None else kwargs
@@ -394,10 +400,6 @@ class PluginHost:
         if name in self.builtin and hook in PURE_HOOKS:
             results = _inline(one, items)
         else:
-            limit = self.hook_timeout if limit is None else limit
-            # A batch (one call per device) also has a total: a plugin that takes nearly the
-            # limit on every call would otherwise cost it once per device.
-            total = max(limit, self.enumerate_timeout)
             batch = _Batch(one, items, f"gpuscout-{hook}-{name}")
             if not batch.wait(limit, total):
                 self._timed_out(name, hook, f"{hook} did not answer within {limit:g} s per call "

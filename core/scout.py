@@ -219,7 +219,7 @@ class Scout:
         devices = _device_list(devices, "refresh")
         updated = {d.device_id: d for d in devices}
         for plugin, answer in self._host.each(
-            "gpuscout_refresh", _is_device_list, "a list of DeviceInfo", devices=list(devices),
+            "gpuscout_refresh", _is_device_list, "a list of DeviceInfo", devices=tuple(devices),
         ):
             try:
                 fresh = checked_devices(answer)
