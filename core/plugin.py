@@ -85,7 +85,7 @@ def for_library(library: str, **options: Any) -> Callable[[F], F]:
                 return function(*args, **kwargs) if mine else None
         else:
             raise TypeError(
-                f"for_library cannot guard {name or function!r}: it suits "
+                f"for_library cannot guard {name or repr(function)}: it suits "
                 f"{', '.join(sorted(DEVICE_HOOKS | DEVICES_HOOKS))}")
         result: F = hookimpl(**options)(guarded)
         return result
