@@ -110,16 +110,22 @@ class Context:
     def read_text(self, path: str) -> str | None:
         """The text of ``path`` under the root (UTF-8, bad bytes replaced), or None.
 
-        None with a note for a path that leads outside the root, for anything but a regular file
-        (a FIFO would block, a device never ends), for a file over ``MAX_READ_BYTES`` and once the
-        deadline has passed; None without one for a missing or unreadable file. File sizes are
-        never trusted (sysfs and procfs report 0 or 4096), only what a bounded read returns.
+        None with a note for a relative path or one that leads outside the root, for anything
+        but a regular file (a FIFO would block, a device never ends), for a file over
+        ``MAX_READ_BYTES`` and once the deadline has passed; None without one for a missing or
+        unreadable file. File sizes are never trusted (sysfs and procfs report 0 or 4096), only
+        what a bounded read returns.
         """
         data = self._read_bytes(path)
         return None if data is None else data.decode("utf-8", errors="replace")
 
     def _may_use(self, path: str, done: str) -> bool:
-        """Whether ``path`` is inside the root and the deadline has not passed; notes why not."""
+        """Whether ``path`` is absolute and inside the root and the deadline has not passed;
+        notes why not (a relative path would silently mean one under the root)."""
+        if not path.startswith("/"):
+            self.note(f"{path}: not an absolute path (paths are read under the root "
+                      f"{self.root!r}); not {done}")
+            return False
         if self._inside(path) is None:
             self.note(f"{path}: leads outside the root {self.root!r}; not {done}")
             return False

@@ -129,3 +129,16 @@ def test_built_in_plugins_declare_the_api_they_were_written_for(name: str) -> No
     module = importlib.import_module(f"gpuscout.plugins.{name}")
     assert module.GPUSCOUT_API_VERSION == API_VERSION
     assert surface.check_api_version(module) == ""
+
+
+def test_a_relative_path_is_refused_with_a_note_not_read_under_the_root(tmp_path: Any) -> None:
+    """``inv.json`` would otherwise silently mean ``<root>/inv.json``."""
+    (tmp_path / "inv.json").write_text("{}")
+    context = surface.Context(env={}, platform="linux", root=str(tmp_path))
+    assert context.read_text("/inv.json") == "{}"
+    assert context.read_text("inv.json") is None
+    assert context.list_dir("sys") is None
+    assert context.notes == [
+        f"inv.json: not an absolute path (paths are read under the root {str(tmp_path)!r}); not read",
+        f"sys: not an absolute path (paths are read under the root {str(tmp_path)!r}); not listed",
+    ]
