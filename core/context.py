@@ -56,6 +56,10 @@ def parse_u64(text: str) -> int | None:
     return value if value < U64_LIMIT else None
 
 
+#: Where plugins' events go (each bound with the plugin's name).
+_PLUGIN_LOG = get_logger("gpuscout.plugins")
+
+
 def _read_only(env: Mapping[str, str]) -> Mapping[str, str]:
     return types.MappingProxyType(dict(env))
 
@@ -80,7 +84,7 @@ class Context:
 
     def __attrs_post_init__(self) -> None:
         if self.log is None:
-            self.log = get_logger().bind(plugin=self.plugin) if self.plugin else get_logger()
+            self.log = _PLUGIN_LOG.bind(plugin=self.plugin) if self.plugin else _PLUGIN_LOG
 
     def path(self, path: str) -> str:
         """``path`` (absolute, e.g. ``/sys/class/drm``) under this context's root.

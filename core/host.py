@@ -52,6 +52,7 @@ PURE_HOOKS = frozenset({
 })
 
 ENTRY_POINT_GROUP = PROJECT
+_log = get_logger(__name__)
 ALLOW_ENV = "GPUSCOUT_PLUGINS"
 DENY_ENV = "GPUSCOUT_DISABLE_PLUGINS"
 
@@ -239,8 +240,8 @@ class PluginHost:
 
     @property
     def log(self) -> Any:
-        """The logger, looked up per use so a host's later structlog configuration applies."""
-        return get_logger()
+        """This module's logger (it follows a host's later structlog configuration itself)."""
+        return _log
 
     # -- which plugins load ---------------------------------------------------------------------
 

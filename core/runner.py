@@ -31,6 +31,8 @@ from gpuscout.log import get_logger
 from gpuscout.records import DeviceInfo
 from gpuscout.results import Dropped
 
+_log = get_logger(__name__)
+
 HOST = "127.0.0.1"
 POLL_INTERVAL = 0.010
 #: A runner nobody asks anything for this long exits by itself (no orphans).
@@ -224,7 +226,7 @@ def poll_runner(port: int, child: subprocess.Popen[bytes], deadline: float,
     ``timeout`` is the limit the timeout message names. Raises RunnerError."""
     from gpuscout.wire import from_json
 
-    log = get_logger()
+    log = _log
     last_problem = ""
     while True:
         if time.monotonic() >= deadline:
@@ -290,7 +292,7 @@ def _kill_group(child: subprocess.Popen[bytes]) -> None:
     try:
         child.wait(timeout=REAP_GRACE)
     except subprocess.TimeoutExpired:  # stuck in the kernel (a driver): nothing more to do
-        get_logger().warning("runner.not_reaped", pid=child.pid)
+        _log.warning("runner.not_reaped", pid=child.pid)
 
 
 def discover_in_child(
@@ -392,7 +394,7 @@ def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int,
             self.wfile.write(body)
 
         def log_message(self, format: str, *args: Any) -> None:
-            get_logger().debug("runner.request", line=format % args)
+            _log.debug("runner.request", line=format % args)
 
     if not 0 <= port <= 65535:
         raise GpuscoutError(f"port {port} is out of range 0-65535")

@@ -24,6 +24,7 @@ from gpuscout.system import read_system
 MIB = 1024 * 1024
 #: The seed's MinimumMemory for every library that does not answer otherwise.
 DEFAULT_MINIMUM_MEMORY = 457 * MIB
+_log = get_logger(__name__)
 
 
 def _is_bool(value: Any) -> bool:
@@ -127,8 +128,8 @@ class Scout:
 
     @property
     def log(self) -> Any:
-        """The logger, looked up per use so a host's later structlog configuration applies."""
-        return get_logger()
+        """This module's logger (it follows a host's later structlog configuration itself)."""
+        return _log
 
     def context(self, plugin: str = "", deadline: float | None = None) -> Context:
         """A fresh context for ``plugin`` carrying this Scout's env (read-only), platform, root."""

@@ -118,7 +118,9 @@ def scout_for(env: dict[str, str]) -> Scout:
 def test_a_device_that_initialises_in_the_child_is_kept(child_site: Path) -> None:
     """Init validation keeps a CUDA device the child sees with only it visible."""
     scout = scout_for(child_env(child_site))
-    kept, dropped = validate_devices(scout, scout.discover().devices, timeout=30)
+    checks = [(d, scout.init_check_env(d)) for d in scout.discover().devices]
+    assert checks[0][1] is not None and checks[0][1]["GGML_CUDA_INIT"] == "1"
+    kept, dropped = validate_devices(checks, timeout=30)
     assert [d.id for d in kept] == ["GPU-child"] and dropped == []
 
 
@@ -135,4 +137,5 @@ def test_devices_that_need_no_validation_are_not_started(child_site: Path) -> No
     """A device without an init env is kept without a child."""
     scout = Scout(plugins=["cuda"], entry_points=False)
     vk = DeviceInfo(id="0", library="Vulkan")
-    assert validate_devices(scout, [vk], timeout=0.01) == ([vk], [])
+    assert scout.init_check_env(vk) is None
+    assert validate_devices([(vk, scout.init_check_env(vk))], timeout=0.01) == ([vk], [])
