@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from collections.abc import Callable, Iterable
 from typing import Any, SupportsIndex
@@ -76,6 +75,8 @@ class GPULayersList(list[GPULayers]):
         signed 64-bit integer. The digest read big-endian is the value. (The seed uses a per-process
         maphash and native byte order, so its values are not comparable across processes.)
         """
+        import hashlib  # only when a hash is asked for: it loads OpenSSL
+
         h = hashlib.blake2b(digest_size=8)
         for g in self:
             if g.layers:

@@ -22,7 +22,6 @@ The hooks and what each may answer: ``gpuscout.hookspecs``; the guide: docs/plug
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -69,7 +68,8 @@ def for_library(library: str, **options: Any) -> Callable[[F], F]:
     def decorate(function: F) -> F:
         name = getattr(function, "__name__", "")
         if name in DEVICE_HOOKS:
-            first = next(iter(inspect.signature(function).parameters), None)
+            code = getattr(function, "__code__", None)  # not inspect: it costs start-up time
+            first = code.co_varnames[0] if code is not None and code.co_argcount else None
             if first != "device":
                 raise TypeError(f"{name}: the first parameter must be 'device', got {first!r}")
 

@@ -8,14 +8,13 @@ host, so the host stays free to fork CUDA workers); without an answer, PCI order
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
 from gpuscout.plugin import Context
+from gpuscout.plugins.cuda.names import ORDER_ENV, VISIBLE_ENV
 from gpuscout.plugins.cuda.readings import GpuReading
 
-ORDER_ENV = "CUDA_DEVICE_ORDER"
 PCI_BUS_ID = "PCI_BUS_ID"
 FASTEST_FIRST = "FASTEST_FIRST"
 #: Longest the order probe may take when the context has no deadline (cuInit can take seconds).
@@ -101,13 +100,15 @@ def driver_library(platform: str) -> str:
 
 def probe_env(env: Mapping[str, str]) -> dict[str, str]:
     """The child's environment: the host's, seeing every GPU in the default order."""
-    child = {k: v for k, v in env.items() if k not in ("CUDA_VISIBLE_DEVICES", ORDER_ENV)}
+    child = {k: v for k, v in env.items() if k not in (VISIBLE_ENV, ORDER_ENV)}
     child[ORDER_ENV] = FASTEST_FIRST
     return child
 
 
 def run_probe(context: Context, timeout: float) -> tuple[int, str]:
     """Run the probe child; (exit status, output). The seam tests replace."""
+    import subprocess
+
     done = subprocess.run(
         [sys.executable, "-c", PROBE_SCRIPT, driver_library(context.platform)],
         env=probe_env(context.env), capture_output=True, text=True, timeout=timeout,
@@ -138,6 +139,8 @@ def cuda_order(gpus: Sequence[GpuReading], context: Context) -> list[GpuReading]
     timeout = probe_timeout(context)
     if timeout <= 0:
         return _fallback(gpus, context, "no time left to ask the CUDA driver")
+    import subprocess  # only when the driver must be asked: it costs start-up time
+
     try:
         status, output = run_probe(context, timeout)
     except subprocess.TimeoutExpired:

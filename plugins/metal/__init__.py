@@ -16,7 +16,10 @@ MINIMUM_MEMORY = 512 * MIB
 
 @hookimpl
 def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
-    """Every Metal device on macOS; none elsewhere."""
+    """Every Metal device on macOS; none elsewhere (without importing the Metal code at all)."""
+    if context.platform != "darwin":
+        context.note(f"Metal: only on macOS (platform {context.platform!r})")
+        return []
     from gpuscout.plugins.metal.discover import enumerate_devices
 
     return enumerate_devices(context)
