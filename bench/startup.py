@@ -24,7 +24,6 @@ import subprocess
 import sys
 import time
 
-
 _ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 

@@ -6,7 +6,6 @@ import re
 
 from gpuscout.plugins.vulkan.names import VISIBLE_ENV
 
-
 _SIZE_T_LIMIT = 2**64
 # ASCII only, like an istream in the classic locale: "\d" would take "²", "\s" a no-break space.
 _NUMBER = re.compile(r"\s*([+-]?)([0-9]+)", re.ASCII)
