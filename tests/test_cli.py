@@ -10,7 +10,7 @@ import subprocess
 import sys
 from typing import Any
 
-from gpuscout import cli
+from gpuscout.cli import main
 
 BUILTINS = ["cuda", "rocm", "metal", "vulkan"]
 REPORT_KEYS = ["name", "version", "distribution", "hooks", "status", "error", "note", "devices",
@@ -81,6 +81,32 @@ def test_json_logs_go_to_stderr_and_stdout_stays_clean() -> None:
     assert lines and all("event" in json.loads(line) for line in lines)
 
 
+def test_global_options_before_the_command_are_kept() -> None:
+    """`-vv --log-format json` before `list` log JSON lines, as they do after it."""
+    out = gpuscout("-vv", "--log-format", "json", "list", "--json")
+    json.loads(out.stdout)
+    lines = [line for line in out.stderr.splitlines() if line.startswith("{")]
+    assert lines and all("event" in json.loads(line) for line in lines)
+
+
+def test_an_unknown_command_is_one_line_naming_the_commands() -> None:
+    """`gpuscout frobnicate` exits 2 with one line that lists the commands."""
+    out = gpuscout("frobnicate")
+    assert out.returncode == 2 and out.stdout == ""
+    assert len(out.stderr.splitlines()) == 1, out.stderr
+    assert "'frobnicate'" in out.stderr and "'list'" in out.stderr and "'runner'" in out.stderr
+
+
+def test_a_command_help_page_has_a_description() -> None:
+    """`list`, `plugins` and `runner` explain themselves beyond their one-line help."""
+    for command, words in (("list", "best first"), ("plugins", "each plugin"),
+                           ("runner", "GET /info")):
+        out = gpuscout(command, "--help", env={"COLUMNS": "300"})
+        assert out.returncode == 0, out.stderr
+        description = out.stdout.split("\n\n")[1]
+        assert words in description and not description.startswith("options:"), out.stdout
+
+
 def test_an_unconfigured_host_gets_nothing_on_stdout() -> None:
     """A host that never configured structlog sees no gpuscout log lines on its stdout."""
     code = ("from gpuscout import Scout, DeviceInfo;"
@@ -98,11 +124,11 @@ def test_the_table_marks_software_devices_and_unknown_compute(
     from gpuscout import DeviceInfo
 
     monkeypatch.setenv("COLUMNS", "200")
-    machine([DeviceInfo(id="0", library="Vulkan", description="llvmpipe", software=True,
-                        compute_major=-1, compute_minor=-1, total_memory=2**31,
-                        free_memory=2**31)])
+    factory = machine([DeviceInfo(id="0", library="Vulkan", description="llvmpipe", software=True,
+                                  compute_major=-1, compute_minor=-1, total_memory=2**31,
+                                  free_memory=2**31)])
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert cli.main(["list", "--include-software"]) == 0
+        assert main(["list", "--include-software"], scout_factory=factory) == 0
     row = next(line for line in out.getvalue().splitlines() if "llvmpipe" in line)
     assert "software" in row and "-1.-1" not in row and " - " in row

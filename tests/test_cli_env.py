@@ -12,7 +12,11 @@ from typing import Any
 
 import pytest
 
-from gpuscout import DeviceInfo, cli
+from gpuscout import DeviceInfo, Scout
+from gpuscout.cli import main
+
+#: The ``machine`` fixture: devices (and an environment) in, a Scout factory for ``main`` out.
+Machine = Callable[..., Callable[[Any], Scout]]
 
 GIB = 1024**3
 CUDA_A = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
@@ -34,8 +38,9 @@ VK_B = DeviceInfo(id="1", library="Vulkan", description="Other", filter_id="0",
 MIXED = [CUDA_A, CUDA_B, ROCM_A, ROCM_B, VK_A, VK_B]
 
 
-def env_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, str]:
-    assert cli.main(["env", "--format", "json", *args]) == 0
+def env_json(capsys: pytest.CaptureFixture[str], factory: Callable[[Any], Scout],
+             *args: str) -> dict[str, str]:
+    assert main(["env", "--format", "json", *args], scout_factory=factory) == 0
     data: dict[str, str] = json.loads(capsys.readouterr().out)
     return data
 
@@ -70,12 +75,12 @@ TABLE: list[tuple[str, list[DeviceInfo], dict[str, str], list[str], dict[str, st
 @pytest.mark.parametrize(("devices", "user_env", "selectors", "expected"),
                          [c[1:] for c in TABLE], ids=[c[0] for c in TABLE])
 def test_env_prints_the_selection_environment(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str],
+        machine: Machine, capsys: pytest.CaptureFixture[str],
         devices: list[DeviceInfo], user_env: dict[str, str], selectors: list[str],
         expected: dict[str, str]) -> None:
     """`env --format json` prints exactly the variables the vendor rules give the selection."""
-    machine(devices, user_env)
-    assert env_json(capsys, *selectors) == expected
+    factory = machine(devices, user_env)
+    assert env_json(capsys, factory, *selectors) == expected
 
 
 ISOLATED: list[tuple[str, list[DeviceInfo], dict[str, str], list[str], dict[str, str]]] = [
@@ -104,28 +109,28 @@ ISOLATED: list[tuple[str, list[DeviceInfo], dict[str, str], list[str], dict[str,
 @pytest.mark.parametrize(("devices", "user_env", "selectors", "expected"),
                          [c[1:] for c in ISOLATED], ids=[c[0] for c in ISOLATED])
 def test_isolate_hides_every_other_vendor(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str],
+        machine: Machine, capsys: pytest.CaptureFixture[str],
         devices: list[DeviceInfo], user_env: dict[str, str], selectors: list[str],
         expected: dict[str, str]) -> None:
     """`env --isolate` adds each unselected vendor's real hide-all values."""
-    machine(devices, user_env)
-    assert env_json(capsys, "--isolate", *selectors) == expected
+    factory = machine(devices, user_env)
+    assert env_json(capsys, factory, "--isolate", *selectors) == expected
 
 
 def test_isolate_warns_when_a_vendor_cannot_be_hidden(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str]) -> None:
+        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
     """When the selection's own rule uses a hide variable, a warning says so on stderr."""
-    machine(MIXED, {"CUDA_VISIBLE_DEVICES": "0"})
-    assert cli.main(["env", "--isolate", "rocm:0"]) == 0
+    factory = machine(MIXED, {"CUDA_VISIBLE_DEVICES": "0"})
+    assert main(["env", "--isolate", "rocm:0"], scout_factory=factory) == 0
     err = capsys.readouterr().err
     assert "warning: cannot hide cuda devices: CUDA_VISIBLE_DEVICES already carries '0'" in err
 
 
 def test_sh_format_prints_single_quoted_export_lines(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str]) -> None:
+        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
     """The default format is `export K='V'` lines."""
-    machine(MIXED)
-    assert cli.main(["env", "--isolate", "cuda:0"]) == 0
+    factory = machine(MIXED)
+    assert main(["env", "--isolate", "cuda:0"], scout_factory=factory) == 0
     assert capsys.readouterr().out == (
         "export CUDA_VISIBLE_DEVICES='GPU-aaaa1111'\n"
         "export ROCR_VISIBLE_DEVICES=''\n"
@@ -134,11 +139,11 @@ def test_sh_format_prints_single_quoted_export_lines(
 
 
 def test_sh_format_survives_eval_for_awkward_values(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str]) -> None:
+        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
     """`eval` in a real shell gives back values with quotes, spaces, `$` and newlines intact."""
     awkward = "it's $HOME `x` \"q\"\nline2"
-    machine([CUDA_A.evolve(runner_env_overrides={"AWKWARD": awkward})])
-    assert cli.main(["env", "best"]) == 0
+    factory = machine([CUDA_A.evolve(runner_env_overrides={"AWKWARD": awkward})])
+    assert main(["env", "best"], scout_factory=factory) == 0
     script = capsys.readouterr().out
     shown = subprocess.run(["sh", "-c", 'eval "$1"; printf %s "$AWKWARD"', "sh", script],
                            capture_output=True, text=True, check=True).stdout
@@ -146,10 +151,10 @@ def test_sh_format_survives_eval_for_awkward_values(
 
 
 def test_dotenv_format_prints_plain_and_quoted_values(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str]) -> None:
+        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
     """dotenv writes simple values bare (empty included) and single-quotes the rest."""
-    machine([CUDA_A.evolve(runner_env_overrides={"NOTE": 'a "b"'})])
-    assert cli.main(["env", "--format", "dotenv", "--isolate", "best"]) == 0
+    factory = machine([CUDA_A.evolve(runner_env_overrides={"NOTE": 'a "b"'})])
+    assert main(["env", "--format", "dotenv", "--isolate", "best"], scout_factory=factory) == 0
     assert capsys.readouterr().out == (
         "CUDA_VISIBLE_DEVICES=GPU-aaaa1111\n"
         "NOTE='a \"b\"'\n"
@@ -159,17 +164,17 @@ def test_dotenv_format_prints_plain_and_quoted_values(
 
 
 def test_env_without_selectors_selects_all(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str]) -> None:
+        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
     """No selector means `all`."""
-    machine([CUDA_A, CUDA_B])
-    assert env_json(capsys) == {"CUDA_VISIBLE_DEVICES": "GPU-aaaa1111,GPU-bbbb2222"}
+    factory = machine([CUDA_A, CUDA_B])
+    assert env_json(capsys, factory) == {"CUDA_VISIBLE_DEVICES": "GPU-aaaa1111,GPU-bbbb2222"}
 
 
 def test_empty_selection_prints_nothing_and_exits_0(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str]) -> None:
+        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
     """`all` on a machine without devices is an empty sh environment, exit 0."""
-    machine([])
-    assert cli.main(["env", "all"]) == 0
+    factory = machine([])
+    assert main(["env", "all"], scout_factory=factory) == 0
     assert capsys.readouterr().out == ""
 
 
@@ -180,11 +185,11 @@ def test_empty_selection_prints_nothing_and_exits_0(
     ("metal:0", "no device of library 'metal'"),
 ])
 def test_bad_selector_exits_2_with_one_line(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str],
+        machine: Machine, capsys: pytest.CaptureFixture[str],
         selector: str, message: str) -> None:
     """A bad selector is exit 2, one `gpuscout: error:` line on stderr, nothing on stdout."""
-    machine(MIXED)
-    assert cli.main(["env", selector]) == 2
+    factory = machine(MIXED)
+    assert main(["env", selector], scout_factory=factory) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("gpuscout: error: ")
@@ -194,17 +199,29 @@ def test_bad_selector_exits_2_with_one_line(
 # -- --verify -----------------------------------------------------------------------------------
 
 
+def test_the_verify_child_gets_the_scout_options_given(tmp_path: Any) -> None:
+    """The child's command line repeats the scout options that differ from their defaults."""
+    from gpuscout.cli import build_parser
+    from gpuscout.cli.common import scout_argv
+
+    parser, _ = build_parser("env")
+    given = ["--plugins", "cuda,vulkan", "--disable", "rocm", "--root", str(tmp_path),
+             "--timeout", "2.5"]
+    assert scout_argv(parser.parse_args(["env", *given])) == given
+    assert scout_argv(parser.parse_args(["env", "--root", "/", "--timeout", "5"])) == []
+
+
 def test_verify_mismatch_exits_3_with_a_report_and_no_environment(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str],
+        machine: Machine, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A real child that sees another device makes `env --verify` exit 3, printing no env."""
     from gpuscout import verify, wire
 
-    machine(MIXED)
+    factory = machine(MIXED)
     seen = json.dumps({"devices": wire.unstructure([CUDA_B])})
     monkeypatch.setattr(verify, "child_command", lambda *a: [
         sys.executable, "-c", f"print({seen!r})"])
-    assert cli.main(["env", "--verify", "cuda:0"]) == 3
+    assert main(["env", "--verify", "cuda:0"], scout_factory=factory) == 3
     out, err = capsys.readouterr()
     assert out == ""
     assert "MISMATCH" in err
@@ -213,25 +230,25 @@ def test_verify_mismatch_exits_3_with_a_report_and_no_environment(
 
 
 def test_verify_child_failure_exits_3(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str],
+        machine: Machine, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A verification child that crashes is a failed verification (exit 3) with its reason."""
     from gpuscout import verify
 
-    machine(MIXED)
+    factory = machine(MIXED)
     monkeypatch.setattr(verify, "child_command", lambda *a: [
         sys.executable, "-c", "import sys; sys.exit('driver exploded')"])
-    assert cli.main(["env", "--verify", "cuda:0"]) == 3
+    assert main(["env", "--verify", "cuda:0"], scout_factory=factory) == 3
     assert "exited with status 1: driver exploded" in capsys.readouterr().err
 
 
 def test_verify_child_gets_the_selection_environment(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str],
+        machine: Machine, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The verification child runs with the computed variables added to the environment."""
     from gpuscout import verify, wire
 
-    machine(MIXED, {"KEEP_ME": "yes"})
+    factory = machine(MIXED, {"KEEP_ME": "yes"})
     # The child answers with the device named by its own CUDA_VISIBLE_DEVICES, if KEEP_ME came too.
     doc = {"devices": wire.unstructure([CUDA_A, CUDA_B])}
     code = ("import json, os\n"
@@ -240,7 +257,7 @@ def test_verify_child_gets_the_selection_environment(
             "os.environ.get('CUDA_VISIBLE_DEVICES') and os.environ.get('KEEP_ME') == 'yes']\n"
             "print(json.dumps(doc))\n")
     monkeypatch.setattr(verify, "child_command", lambda *a: [sys.executable, "-c", code])
-    assert cli.main(["env", "--verify", "cuda:1"]) == 0
+    assert main(["env", "--verify", "cuda:1"], scout_factory=factory) == 0
     out, err = capsys.readouterr()
     assert out == "export CUDA_VISIBLE_DEVICES='GPU-bbbb2222'\n"
     assert "verified: the child sees exactly the 1 selected device(s)" in err

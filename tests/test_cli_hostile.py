@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuscout import DeviceInfo, cli
+from gpuscout import DeviceInfo, Scout
+from gpuscout.cli import main
+from gpuscout.cli.common import plugin_names
 
 BUILTINS = "cuda, metal, rocm, vulkan"
 # In-process plugins shipped as a real installed distribution, for subprocess tests.
@@ -65,7 +67,7 @@ def gpuscout(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 def refusal(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     """Run ``gpuscout ARGS`` in-process; assert exit 2, nothing on stdout and one line on stderr."""
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(list(args))
+        main(list(args))
     out, err = capsys.readouterr()
     assert exit_info.value.code == 2 and out == ""
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
@@ -98,10 +100,9 @@ def test_a_root_that_is_a_file_is_refused(capsys: pytest.CaptureFixture[str],
 
 
 def test_an_existing_root_is_accepted(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                      machine: Callable[..., None]) -> None:
+                                      machine: Callable[..., Callable[..., Scout]]) -> None:
     """An existing folder passes the `--root` check."""
-    machine([])
-    assert cli.main(["list", "--json", "--root", str(tmp_path)]) == 0
+    assert main(["list", "--json", "--root", str(tmp_path)], scout_factory=machine([])) == 0
 
 
 @pytest.mark.parametrize("value", ["", ",", " , "])
@@ -122,7 +123,7 @@ def test_a_newline_in_a_bad_flag_stays_on_one_line(capsys: pytest.CaptureFixture
 
 def test_plugin_names_are_split_on_commas_stripped_and_lower_cased() -> None:
     """The names the CLI hands the Scout are what a user meant by `' CUDA, Vulkan,'`."""
-    assert cli.plugin_names(" CUDA, Vulkan,,") == ["cuda", "vulkan"]
+    assert plugin_names(" CUDA, Vulkan,,") == ["cuda", "vulkan"]
 
 
 def test_an_allow_list_with_spaces_and_capitals_selects_those_plugins() -> None:
@@ -180,14 +181,13 @@ def test_ctrl_c_during_a_hanging_plugin_exits_130_without_a_traceback(
     assert proc.returncode == 130 and "Traceback" not in err, err
 
 
-def test_ctrl_c_in_process_returns_130(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ctrl_c_in_process_returns_130() -> None:
     """A KeyboardInterrupt anywhere in a command makes main() return 130."""
-    def interrupted(args: object) -> object:
+    def interrupted(args: object) -> Scout:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "make_scout", interrupted)
     try:
-        code = cli.main(["list"])
+        code = main(["list"], scout_factory=interrupted)
     except KeyboardInterrupt:  # caught here, or it would end the whole test session
         pytest.fail("main() let KeyboardInterrupt through")
     assert code == 130
@@ -242,16 +242,16 @@ def test_an_ascii_terminal_gets_escaped_json(site: Path) -> None:
 
 
 def test_a_device_name_the_terminal_cannot_encode_is_one_line_in_env(
-        machine: Callable[..., None], monkeypatch: pytest.MonkeyPatch,
+        machine: Callable[..., Callable[..., Scout]], monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """Output the terminal cannot encode is an error line (exit 2), not a traceback."""
-    machine([DeviceInfo(id="\u2713", library="Vulkan", filter_id="\u2713")])
+    factory = machine([DeviceInfo(id="\u2713", library="Vulkan", filter_id="\u2713")])
 
     def ascii_only(text: str) -> int:
         text.encode("ascii")
         return len(text)
 
     monkeypatch.setattr(sys.stdout, "write", ascii_only)
-    assert cli.main(["env"]) == 2
+    assert main(["env"], scout_factory=factory) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "PYTHONIOENCODING" in err

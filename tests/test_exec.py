@@ -13,10 +13,15 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from gpuscout import DeviceInfo, Scout, cli, execute
+from gpuscout import DeviceInfo, Scout, execute
+from gpuscout.cli import main
+
+#: The ``machine`` fixture: devices (and an environment) in, a Scout factory for ``main`` out.
+Machine = Callable[..., Callable[[Any], Scout]]
 
 CUDA_A = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
                     uuid="GPU-aaaa1111", pci_id="0000:01:00.0", free_memory=40 << 30)
@@ -33,8 +38,10 @@ PRINT_ENV = ("import json, os; print(json.dumps({k: os.environ.get(k) for k in "
 NO_PLUGINS = ["--disable", "cuda,rocm,metal,vulkan"]
 
 
-def child_env(capfd: pytest.CaptureFixture[str], *args: str) -> dict[str, str | None]:
-    assert cli.main(["exec", *args, "--", sys.executable, "-c", PRINT_ENV]) == 0
+def child_env(capfd: pytest.CaptureFixture[str], factory: Callable[[Any], Scout],
+              *args: str) -> dict[str, str | None]:
+    command = ["exec", *args, "--", sys.executable, "-c", PRINT_ENV]
+    assert main(command, scout_factory=factory) == 0
     shown: dict[str, str | None] = json.loads(capfd.readouterr().out)
     return shown
 
@@ -45,66 +52,64 @@ def gpuscout_exec(*args: str, **kw: object) -> subprocess.Popen[str]:
 
 
 def test_exec_adds_the_selection_environment(
-        machine: Callable[..., None], capfd: pytest.CaptureFixture[str]) -> None:
+        machine: Machine, capfd: pytest.CaptureFixture[str]) -> None:
     """The child sees CUDA_VISIBLE_DEVICES naming the selected device, and nothing else set."""
-    machine([CUDA_A, CUDA_B])
-    assert child_env(capfd, "--device", "cuda:1") == {
+    factory = machine([CUDA_A, CUDA_B])
+    assert child_env(capfd, factory, "--device", "cuda:1") == {
         "CUDA_VISIBLE_DEVICES": "GPU-bbbb2222", "ROCR_VISIBLE_DEVICES": None,
         "HIP_VISIBLE_DEVICES": None, "GGML_VK_VISIBLE_DEVICES": None, "KEEP_ME": None}
 
 
 def test_exec_keeps_the_rest_of_the_environment(
-        machine: Callable[..., None], capfd: pytest.CaptureFixture[str]) -> None:
+        machine: Machine, capfd: pytest.CaptureFixture[str]) -> None:
     """Variables gpuscout was started with reach the child; selection variables replace theirs."""
-    machine([CUDA_A, CUDA_B], {"KEEP_ME": "yes", "CUDA_VISIBLE_DEVICES": "0,1"})
-    shown = child_env(capfd, "--device", "GPU-aaaa")
+    factory = machine([CUDA_A, CUDA_B], {"KEEP_ME": "yes", "CUDA_VISIBLE_DEVICES": "0,1"})
+    shown = child_env(capfd, factory, "--device", "GPU-aaaa")
     assert shown["KEEP_ME"] == "yes"
     assert shown["CUDA_VISIBLE_DEVICES"] == "GPU-aaaa1111"
 
 
 def test_exec_without_device_selects_all(
-        machine: Callable[..., None], capfd: pytest.CaptureFixture[str]) -> None:
+        machine: Machine, capfd: pytest.CaptureFixture[str]) -> None:
     """Without --device every device is selected."""
-    machine([CUDA_A, CUDA_B])
-    assert child_env(capfd)["CUDA_VISIBLE_DEVICES"] == "GPU-aaaa1111,GPU-bbbb2222"
+    factory = machine([CUDA_A, CUDA_B])
+    assert child_env(capfd, factory)["CUDA_VISIBLE_DEVICES"] == "GPU-aaaa1111,GPU-bbbb2222"
 
 
 def test_exec_devices_union(
-        machine: Callable[..., None], capfd: pytest.CaptureFixture[str]) -> None:
+        machine: Machine, capfd: pytest.CaptureFixture[str]) -> None:
     """Several --device options union, in rank order."""
-    machine([CUDA_A, CUDA_B, ROCM_A])
-    shown = child_env(capfd, "--device", "library=rocm", "--device", "cuda:1")
+    factory = machine([CUDA_A, CUDA_B, ROCM_A])
+    shown = child_env(capfd, factory, "--device", "library=rocm", "--device", "cuda:1")
     assert shown["ROCR_VISIBLE_DEVICES"] == "GPU-5f3c0a1b"
     assert shown["CUDA_VISIBLE_DEVICES"] is None  # mixed selection: the seed leaves CUDA alone
 
 
 def test_exec_isolate_hides_the_other_vendors(
-        machine: Callable[..., None], capfd: pytest.CaptureFixture[str]) -> None:
+        machine: Machine, capfd: pytest.CaptureFixture[str]) -> None:
     """With --isolate the child gets the hide-all values of every unselected vendor."""
-    machine([CUDA_A, ROCM_A])
-    assert child_env(capfd, "--isolate", "--device", "library=rocm") == {
+    factory = machine([CUDA_A, ROCM_A])
+    assert child_env(capfd, factory, "--isolate", "--device", "library=rocm") == {
         "CUDA_VISIBLE_DEVICES": "", "ROCR_VISIBLE_DEVICES": "GPU-5f3c0a1b",
         "HIP_VISIBLE_DEVICES": None, "GGML_VK_VISIBLE_DEVICES": "", "KEEP_ME": None}
 
 
 def test_exec_runs_without_a_shell(
-        machine: Callable[..., None], capfd: pytest.CaptureFixture[str]) -> None:
+        machine: Machine, capfd: pytest.CaptureFixture[str]) -> None:
     """Arguments reach the child verbatim: no expansion, no word splitting."""
-    machine([])
+    factory = machine([])
     args = ["$HOME", "a b", "*", "x;y"]
     code = "import json, sys; print(json.dumps(sys.argv[1:]))"
-    assert cli.main(["exec", "--", sys.executable, "-c", code, *args]) == 0
+    assert main(["exec", "--", sys.executable, "-c", code, *args], scout_factory=factory) == 0
     assert json.loads(capfd.readouterr().out) == args
 
 
-def test_empty_command_exits_2_before_discovery(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_empty_command_exits_2_before_discovery(capsys: pytest.CaptureFixture[str]) -> None:
     """`exec --` with no command is one error line and exit 2; nothing is discovered or run."""
     def no_discovery(args: object) -> Scout:
         raise AssertionError("discovery must not start")
 
-    monkeypatch.setattr(cli, "make_scout", no_discovery)
-    assert cli.main(["exec", "--device", "best", "--"]) == 2
+    assert main(["exec", "--device", "best", "--"], scout_factory=no_discovery) == 2
     err = capsys.readouterr().err
     assert err == ("gpuscout: error: exec needs a command after '--', "
                    "e.g. gpuscout exec -- python app.py\n")
@@ -112,22 +117,23 @@ def test_empty_command_exits_2_before_discovery(
 
 @pytest.mark.parametrize("device", ["nope", "fits:12", "cuda:5"])
 def test_bad_selector_exits_2_and_starts_nothing(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        machine: Machine, capsys: pytest.CaptureFixture[str], tmp_path: Path,
         device: str) -> None:
     """A bad --device is exit 2 with one line, and the command never runs."""
-    machine([CUDA_A])
+    factory = machine([CUDA_A])
     marker = tmp_path / "ran"
     code = f"open({str(marker)!r}, 'w').close()"
-    assert cli.main(["exec", "--device", device, "--", sys.executable, "-c", code]) == 2
+    command = ["exec", "--device", device, "--", sys.executable, "-c", code]
+    assert main(command, scout_factory=factory) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert not marker.exists()
 
 
 def test_a_missing_command_exits_127(capsys: pytest.CaptureFixture[str],
-                                     machine: Callable[..., None]) -> None:
+                                     machine: Machine) -> None:
     """A command that is not on PATH is exit 127 with one line, as a shell reports it."""
-    machine([])
-    assert cli.main(["exec", "--", "gpuscout-no-such-command"]) == 127
+    factory = machine([])
+    assert main(["exec", "--", "gpuscout-no-such-command"], scout_factory=factory) == 127
     assert "command not found: 'gpuscout-no-such-command'" in capsys.readouterr().err
 
 
@@ -249,17 +255,17 @@ def test_exit_code_follows_the_shell_convention(returncode: int, status: int) ->
 
 
 def test_exec_verify_mismatch_exits_3_and_runs_nothing(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        machine: Machine, capsys: pytest.CaptureFixture[str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """When the verification child sees no device, the command is not started and exit is 3."""
     from gpuscout import verify
 
-    machine([CUDA_A])
+    factory = machine([CUDA_A])
     monkeypatch.setattr(verify, "child_command", lambda *a: [
         sys.executable, "-c", "print('{\"devices\": []}')"])
     marker = tmp_path / "ran"
     code = f"open({str(marker)!r}, 'w').close()"
-    assert cli.main(["exec", "--verify", "--", sys.executable, "-c", code]) == 3
+    assert main(["exec", "--verify", "--", sys.executable, "-c", code], scout_factory=factory) == 3
     assert "selected but not seen: 0=CUDA (GPU-aaaa1111" in capsys.readouterr().err
     assert not marker.exists()
 

@@ -10,8 +10,13 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from gpuscout import DeviceInfo, PluginReport, cli
-from gpuscout.table import human_bytes, memory_bar, print_discovery, print_plugins
+from gpuscout import DeviceInfo, PluginReport, Scout
+from gpuscout.cli import main
+from gpuscout.cli.sizes import human_bytes
+from gpuscout.cli.table import memory_bar, print_discovery, print_plugins
+
+#: The ``machine`` fixture: devices (and an environment) in, a Scout factory for ``main`` out.
+Machine = Callable[..., Callable[[Any], Scout]]
 
 GIB = 1024**3
 MARKUP = ["[/beta]", "[link=https://x]y[/link]", "[bold red]loud[/]", ":thumbs_up:"]
@@ -25,18 +30,18 @@ def render(print_fn: Callable[..., None], what: Any) -> str:
     return buf.getvalue()
 
 
-def listing(machine: Callable[..., None], capsys: pytest.CaptureFixture[str],
+def listing(machine: Machine, capsys: pytest.CaptureFixture[str],
             monkeypatch: pytest.MonkeyPatch, *devices: DeviceInfo) -> str:
     """The output of ``gpuscout list`` over ``devices``."""
     monkeypatch.setenv("COLUMNS", "300")
-    machine(list(devices))
-    assert cli.main(["list"]) == 0
+    factory = machine(list(devices))
+    assert main(["list"], scout_factory=factory) == 0
     return capsys.readouterr().out
 
 
 @pytest.mark.parametrize("text", MARKUP)
 def test_markup_in_a_device_description_prints_literally(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str],
+        machine: Machine, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch, text: str) -> None:
     """A description holding rich markup is shown as written."""
     out = listing(machine, capsys, monkeypatch,
@@ -46,7 +51,7 @@ def test_markup_in_a_device_description_prints_literally(
 
 @pytest.mark.parametrize("field", ["id", "library", "name"])
 def test_a_closing_tag_in_any_device_field_does_not_break_the_table(
-        machine: Callable[..., None], capsys: pytest.CaptureFixture[str],
+        machine: Machine, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch, field: str) -> None:
     """`[/beta]` in an id, library or name is printed, not a MarkupError."""
     fields: dict[str, Any] = {"id": "0", "library": "Vulkan", field: "x[/beta]"}
@@ -61,7 +66,7 @@ def test_a_link_in_a_description_is_not_a_hyperlink() -> None:
     assert "\x1b]8;" not in out and "[link=https://x]y[/link]" in out
 
 
-def test_the_memory_bar_is_shown(machine: Callable[..., None],
+def test_the_memory_bar_is_shown(machine: Machine,
                                  capsys: pytest.CaptureFixture[str],
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The bar's brackets survive: a half-used card shows `[#####-----]`."""

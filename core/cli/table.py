@@ -9,35 +9,18 @@ from __future__ import annotations
 import errno
 import io
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuscout.cli import output, printable
+from gpuscout.cli.common import printable
+from gpuscout.cli.output import output
+from gpuscout.cli.sizes import human_bytes
 
-GIB = 1024**3
-UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
-
-
-def human_bytes(n: int) -> str:
-    """Bytes as ``12.3 GiB`` (binary units up to YiB; beyond that the YiB figure grows).
-
-    Integer arithmetic throughout, so no size is too large to print.
-    """
-    n = int(n)
-    if n < 0:
-        return "-" + human_bytes(-n)
-    if n < 1024:
-        return f"{n} B"
-    for power, unit in enumerate(UNITS[1:], start=1):
-        scale = 1024**power
-        tenths = (n * 10 + scale // 2) // scale
-        # 1023.96 KiB rounds to 1024.0: say 1.0 MiB instead.
-        if tenths < 1024 * 10 or unit == UNITS[-1]:
-            return f"{tenths // 10}.{tenths % 10} {unit}"
-    raise AssertionError("unreachable")  # pragma: no cover
+if TYPE_CHECKING:
+    from gpuscout.results import Discovery, PluginReport
 
 
 def memory_bar(free: int, total: int, width: int = 10) -> str:
@@ -57,7 +40,7 @@ class _Console(Console):
 
 
 def stdout_console() -> Console:
-    """A console on gpuscout's stdout (``cli.output()``) that cannot fail on a character the
+    """A console on gpuscout's stdout (``output()``) that cannot fail on a character the
     terminal's encoding lacks.
 
     An ASCII-only terminal (``LANG=C``) or a name with undecodable bytes shows ``?`` instead.
@@ -73,7 +56,7 @@ def _cell(value: object) -> Text:
     return Text(printable(value))
 
 
-def print_discovery(found: Any, console: Console | None = None) -> None:
+def print_discovery(found: Discovery, console: Console | None = None) -> None:
     """The ``gpuscout list`` table, then dropped devices and system memory."""
     console = console or stdout_console()
     table = Table(title="Devices, best first", title_justify="left")
@@ -101,7 +84,7 @@ def print_discovery(found: Any, console: Console | None = None) -> None:
                        f"{human_bytes(s.total_memory)}, swap free {human_bytes(s.free_swap)}"))
 
 
-def print_plugins(reports: Sequence[Any], console: Console | None = None) -> None:
+def print_plugins(reports: Sequence[PluginReport], console: Console | None = None) -> None:
     """The ``gpuscout plugins`` table."""
     console = console or stdout_console()
     table = Table(title="Plugins", title_justify="left")
@@ -109,6 +92,5 @@ def print_plugins(reports: Sequence[Any], console: Console | None = None) -> Non
         table.add_column(col)
     for r in reports:
         table.add_row(*(_cell(v) for v in (r.name, r.status, r.devices, f"{r.elapsed * 1000:.1f}",
-                                           r.version, r.distribution,
-                                           r.error or getattr(r, "note", ""))))
+                                           r.version, r.distribution, r.error or r.note)))
     console.print(table)

@@ -1,0 +1,159 @@
+"""The ``gpuscout`` command.
+
+One module per command (``gpuscout.cli.list``, ``.plugins``, ``.env``, ``.exec``, ``.runner``),
+each with ``add_parser(sub, help)`` and ``run(args, scout_factory)``; what they share is in
+``gpuscout.cli.common``, the stdout guard in ``gpuscout.cli.output``. Only the command named on
+the command line is imported and given a parser, so start-up costs argparse and that module.
+
+Note: importing a submodule binds its name in this module's globals, so ``list`` and ``exec``
+here may be the command modules, not the builtins; this module uses neither builtin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, NoReturn
+
+from gpuscout.cli import common, output
+from gpuscout.markers import VERSION
+
+if TYPE_CHECKING:
+    from gpuscout.cli.common import ScoutFactory
+
+#: Every command with its one-line help (``gpuscout --help``); its code is gpuscout.cli.<name>.
+COMMANDS = {
+    "list": "list devices, best first",
+    "plugins": "show each plugin and what it found",
+    "env": "print the environment that shows only the selected devices",
+    "exec": "run a command that sees only the selected devices",
+    "runner": "serve GET /info on 127.0.0.1 (isolated discovery child)",
+}
+
+
+class _NotFound(Exception):
+    """The command line cannot be read far enough to find a command name."""
+
+
+class _Locator(argparse.ArgumentParser):
+    """Reads only as far as the command name; a problem is left to the full parser to report."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _NotFound(message)
+
+
+def command_name(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names, found the way the full parser finds it (global options and
+    their values may come first), or None when it names none or cannot be read."""
+    locator = _Locator(add_help=False, parents=[common.global_options()])
+    locator.add_argument("command", nargs="?")
+    try:
+        found, _ = locator.parse_known_args(argv)
+    except _NotFound:
+        return None
+    name = found.command
+    return name if name in COMMANDS else None
+
+
+def build_parser(command: str | None) -> tuple[argparse.ArgumentParser, ModuleType | None]:
+    """The ``gpuscout`` parser with the full parser of ``command`` and its module, or (None)
+    with an empty entry for every command, enough for ``--help`` and for naming a bad one."""
+    parser = common.Parser(prog="gpuscout", description="Find every accelerator on this machine.",
+                           parents=[common.global_options()])
+    parser.add_argument("--version", action="version", version=f"gpuscout {VERSION}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=common.Parser)
+    if command is None:
+        for name, line in COMMANDS.items():
+            sub.add_parser(name, help=line, add_help=False)
+        return parser, None
+    module = command_module(command)
+    module.add_parser(sub, COMMANDS[command])
+    return parser, module
+
+
+def command_module(command: str) -> ModuleType:
+    """The module of ``command``, imported now. The imports are spelled out (not importlib) so
+    that import tools (``-X importtime``, import graphs) see them."""
+    if command == "list":
+        import gpuscout.cli.list as list_command
+
+        return list_command
+    if command == "plugins":
+        import gpuscout.cli.plugins as plugins_command
+
+        return plugins_command
+    if command == "env":
+        import gpuscout.cli.env as env_command
+
+        return env_command
+    if command == "exec":
+        import gpuscout.cli.exec as exec_command
+
+        return exec_command
+    if command == "runner":
+        import gpuscout.cli.runner as runner_command
+
+        return runner_command
+    raise KeyError(f"no command {command!r}")
+
+
+def main(argv: Sequence[str] | None = None, scout_factory: ScoutFactory | None = None) -> int:
+    """Entry point of the ``gpuscout`` command; returns the exit code.
+
+    ``scout_factory`` builds the Scout from the parsed arguments (default: the one the scout
+    options describe); hosts and tests pass their own. Ctrl-C ends it with 130, a reader that
+    goes away (``| head``) quietly; a usage or input error is one line on stderr and 2. While a
+    command runs, stdout is gpuscout's alone (see ``gpuscout.cli.output``): what anything else
+    prints there goes to stderr.
+    """
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:  # started with the descriptor closed (``>&-``)
+            setattr(sys, name, open(os.devnull, "w"))
+    try:
+        code = _run(sys.argv[1:] if argv is None else [*argv],
+                    scout_factory or common.default_scout)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+    except KeyboardInterrupt:
+        return common.INTERRUPTED
+    except BrokenPipeError:
+        output.quiet_stdout()
+        return common.SUCCESS
+    return code
+
+
+def _run(argv: Sequence[str], scout_factory: ScoutFactory) -> int:
+    parser, module = build_parser(command_name(argv))
+    args = parser.parse_args(argv)
+    if module is None and args.command is not None:
+        # Named in a way only the full parser reads: parse again with that command's parser.
+        parser, module = build_parser(args.command)
+        args = parser.parse_args(argv)
+    if module is None:
+        parser.print_help(sys.stderr)
+        return common.USAGE_ERROR
+    common.configure_logging(args)
+    with output.stdout_for_gpuscout():
+        code = _dispatch(module, args, scout_factory)
+        output.output().flush()  # a closed pipe shows here, while the guard still holds the stream
+    return code
+
+
+def _dispatch(module: ModuleType, args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
+    from gpuscout.errors import GpuscoutError
+
+    try:
+        code: int = module.run(args, scout_factory)
+    except GpuscoutError as exc:
+        sys.stderr.write(f"gpuscout: error: {common.printable(exc)}\n")
+        return common.USAGE_ERROR
+    except UnicodeEncodeError as exc:
+        sys.stderr.write(f"gpuscout: error: this terminal cannot show {exc.object[exc.start:exc.end]!a}"
+                         f" ({exc.encoding}); set PYTHONIOENCODING=utf-8\n")
+        return common.USAGE_ERROR
+    return code
+
+
+__all__ = ["COMMANDS", "build_parser", "command_module", "command_name", "main"]

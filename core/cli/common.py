@@ -1,0 +1,195 @@
+"""What the ``gpuscout`` commands share, each defined once: exit codes, the parser class, the
+global and scout options (with their defaults), how a Scout is opened, and how text from plugins
+is printed.
+
+It imports no command module and nothing heavier than argparse at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
+
+from gpuscout.cli.output import output
+from gpuscout.errors import GpuscoutError
+
+if TYPE_CHECKING:
+    from gpuscout.results import PluginReport
+    from gpuscout.scout import Scout
+
+    #: Builds the Scout a command uses from its parsed arguments (tests pass their own).
+    ScoutFactory: TypeAlias = Callable[[argparse.Namespace], Scout]
+    Subcommands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+
+# Exit codes shared by every command (``--verify`` mismatches: gpuscout.verify.VERIFY_FAILED).
+SUCCESS = 0
+USAGE_ERROR = 2
+INTERRUPTED = 130
+
+# Option defaults, also read when a command line is rebuilt for a child (``scout_argv``).
+DEFAULT_ROOT = "/"
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_LOG_FORMAT = "console"
+LOG_FORMATS = ("console", "json")
+
+# C0 and C1 control characters, DEL and the Unicode line breaks: shown escaped, never obeyed.
+_CONTROLS = {c: ascii(chr(c))[1:-1] for c in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}
+
+
+def printable(text: object) -> str:
+    """``text`` as one printable line: control characters and line breaks shown as escapes
+    (``\\n``, ``\\x1b``), so text from plugins can neither break a line nor drive the terminal."""
+    return str(text).translate(_CONTROLS)
+
+
+class UsageError(GpuscoutError):
+    """A command line that names nothing to run or is otherwise unusable."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one clear line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        """Write one line naming the problem on stderr and exit with ``USAGE_ERROR``."""
+        sys.stderr.write(f"{self.prog}: error: {printable(message)} (see '{self.prog} --help')\n")
+        raise SystemExit(USAGE_ERROR)
+
+
+# -- options --------------------------------------------------------------------------------------
+
+
+def global_options(after_command: bool = False) -> argparse.ArgumentParser:
+    """A parent parser with the options every command takes before or after its name.
+
+    The copy for a command's own parser (``after_command``) has no defaults, so that it keeps
+    what was given before the command instead of resetting it.
+    """
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if after_command else value
+
+    p = Parser(add_help=False)
+    p.add_argument("-v", "--verbose", action="count", default=default(0),
+                   help="log more on stderr (-v info, -vv debug)")
+    p.add_argument("--log-format", choices=LOG_FORMATS, default=default(DEFAULT_LOG_FORMAT),
+                   help="log line format on stderr")
+    return p
+
+
+def command_parser(sub: Subcommands, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    """The parser of command ``name``, with the global options, under ``gpuscout``'s parser."""
+    return sub.add_parser(name, parents=[global_options(after_command=True)], help=help,
+                          description=description)
+
+
+def plugin_names(text: str) -> list[str]:
+    """A comma list of plugin names as the Scout compares them: stripped, lower case, no empties."""
+    return [name for name in (part.strip().lower() for part in text.split(",")) if name]
+
+
+def _allow_list(text: str) -> list[str]:
+    names = plugin_names(text)
+    if not names:
+        # An empty allow list would block every plugin without a word.
+        raise argparse.ArgumentTypeError(f"expected one or more plugin names, got {text!r}")
+    return names
+
+
+def _timeout(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(
+            f"expected a finite number of seconds greater than 0, got {text!r}")
+    return seconds
+
+
+def _root(text: str) -> str:
+    # Only the command line refuses: Scout(root=...) reads a missing tree as an empty machine.
+    if not os.path.isdir(text):
+        what = "not a directory" if os.path.exists(text) else "no such directory"
+        raise argparse.ArgumentTypeError(f"{what}: {text!r}")
+    return text
+
+
+def add_scout_options(p: argparse.ArgumentParser) -> None:
+    """The options that say how to build the Scout: plugins allowed and blocked, root, timeout."""
+    p.add_argument("--plugins", metavar="NAMES", type=_allow_list,
+                   help="comma list of plugins to use, overriding GPUSCOUT_PLUGINS (default: all)")
+    p.add_argument("--disable", metavar="NAMES", type=plugin_names, default=[],
+                   help="comma list of plugins to block (env GPUSCOUT_DISABLE_PLUGINS)")
+    p.add_argument("--root", type=_root, default=DEFAULT_ROOT,
+                   help="read /sys and /proc under this existing folder")
+    p.add_argument("--timeout", type=_timeout, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"each plugin's enumerate deadline, > 0 (default {DEFAULT_TIMEOUT:g})")
+
+
+def scout_argv(args: argparse.Namespace) -> list[str]:
+    """The scout options of ``args`` as command-line arguments (defaults left out), so that a
+    child ``gpuscout`` builds the same Scout."""
+    out: list[str] = []
+    if getattr(args, "plugins", None):
+        out += ["--plugins", ",".join(args.plugins)]
+    if getattr(args, "disable", None):
+        out += ["--disable", ",".join(args.disable)]
+    if getattr(args, "root", DEFAULT_ROOT) != DEFAULT_ROOT:
+        out += ["--root", args.root]
+    if getattr(args, "timeout", DEFAULT_TIMEOUT) != DEFAULT_TIMEOUT:
+        out += ["--timeout", repr(args.timeout)]
+    return out
+
+
+def configure_logging(args: argparse.Namespace) -> None:
+    """Log to stderr (stdout stays clean for JSON); warnings by default, -v info, -vv debug.
+
+    structlog itself is set up on the first event that passes, so a quiet run never imports it.
+    """
+    from gpuscout.log import configure_cli
+
+    verbosity = getattr(args, "verbose", 0)
+    configure_cli(30 - 10 * min(verbosity, 2), getattr(args, "log_format", DEFAULT_LOG_FORMAT))
+
+
+# -- the Scout ------------------------------------------------------------------------------------
+
+
+def default_scout(args: argparse.Namespace) -> Scout:
+    """The Scout the scout options ask for (raises GpuscoutError for an unknown allowed plugin)."""
+    from gpuscout.scout import Scout
+
+    return Scout(plugins=args.plugins, disable=args.disable, root=args.root,
+                 enumerate_timeout=args.timeout)
+
+
+def open_scout(args: argparse.Namespace, scout_factory: ScoutFactory) -> Scout:
+    """``scout_factory(args)``, then each of the Scout's warnings as one line on stderr."""
+    scout = scout_factory(args)
+    for warning in scout.warnings:
+        warn(warning)
+    return scout
+
+
+# -- printing -------------------------------------------------------------------------------------
+
+
+def warn(text: object) -> None:
+    """One ``gpuscout: warning:`` line on stderr."""
+    sys.stderr.write(f"gpuscout: warning: {printable(text)}\n")
+
+
+def warn_failed_plugins(reports: Sequence[PluginReport]) -> None:
+    """One line on stderr for each plugin that failed or timed out, with its reason."""
+    for r in reports:
+        if r.status in ("failed", "timeout"):
+            sys.stderr.write(printable(f"gpuscout: plugin {r.name} {r.status}: {r.error}") + "\n")
+
+
+def print_json(data: Any) -> None:
+    """``data`` as indented JSON on gpuscout's stdout."""
+    output().write(json.dumps(data, indent=2) + "\n")

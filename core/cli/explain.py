@@ -1,0 +1,143 @@
+"""``gpuscout list --explain``: why each device ranks where it does, why each dropped one was
+dropped, and what each plugin did.
+
+``explain`` gives plain data (the ``"explain"`` key of ``list --json``); ``explain_lines`` the same
+as text lines, every string from a plugin passed through ``printable``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from gpuscout.cli.common import printable
+from gpuscout.cli.sizes import human_bytes
+
+if TYPE_CHECKING:
+    from gpuscout.records import DeviceID, DeviceInfo
+    from gpuscout.results import Discovery
+
+
+class Criterion(NamedTuple):
+    """One step of the ranking: of two devices, the one with the smaller ``key`` goes first."""
+
+    name: str
+    key: Callable[[DeviceInfo], Any]
+
+
+#: The ranking of ``gpuscout.rank.rank``, one criterion at a time, in the order they count
+#: (a test holds the two to the same order).
+CRITERIA = (
+    Criterion("software", lambda d: d.software),
+    Criterion("integrated", lambda d: d.integrated),
+    Criterion("free_memory", lambda d: -d.free_memory),
+    Criterion("library", lambda d: d.library),
+    Criterion("id", lambda d: d.id),
+)
+
+
+def deciding_criterion(device: DeviceInfo, following: DeviceInfo) -> Criterion | None:
+    """The first criterion that tells ``device`` from ``following`` (None: they tie)."""
+    for criterion in CRITERIA:
+        if criterion.key(device) != criterion.key(following):
+            return criterion
+    return None
+
+
+def _ref(device: DeviceID | DeviceInfo) -> dict[str, str]:
+    # The wire keys of a DeviceID, as in the "dropped" entries' "duplicate_of".
+    return {"id": device.id, "backend": device.library}
+
+
+def explain(found: Discovery) -> dict[str, Any]:
+    """Why ``found`` is what it is, as JSON-ready data.
+
+    ``ranking``: per ranked device its rank, id, library (``backend``), the values the ranking
+    reads, the next device and the criterion that put this one before it (``decided_by``: a
+    name from ``criteria``, or None for the last device or a full tie). ``dropped``: each
+    dropped device with its reason and ``duplicate_of``. ``plugins``: status, device count,
+    elapsed milliseconds, error and note of each plugin.
+    """
+    devices = found.devices
+    ranking = []
+    for rank, device in enumerate(devices):
+        following = devices[rank + 1] if rank + 1 < len(devices) else None
+        decided = None if following is None else deciding_criterion(device, following)
+        ranking.append({
+            "rank": rank, **_ref(device),
+            "software": device.software, "integrated": device.integrated,
+            "free_memory": device.free_memory,
+            "free_memory_unknown": device.free_memory_unknown,
+            "next": None if following is None else _ref(following),
+            "decided_by": None if decided is None else decided.name,
+        })
+    return {
+        "criteria": [c.name for c in CRITERIA],
+        "ranking": ranking,
+        "dropped": [{**_ref(drop.device), "reason": drop.reason,
+                     "duplicate_of": None if drop.duplicate_of is None else _ref(drop.duplicate_of)}
+                    for drop in found.dropped],
+        "plugins": [{"name": r.name, "status": str(r.status), "devices": r.devices,
+                     "elapsed_ms": round(r.elapsed * 1000, 3), "error": r.error, "note": r.note}
+                    for r in found.plugins],
+    }
+
+
+def _name(ref: dict[str, Any]) -> str:
+    return f"{ref['backend']} {ref['id']}"
+
+
+def _free(entry: dict[str, Any]) -> str:
+    return human_bytes(entry["free_memory"]) + ("?" if entry["free_memory_unknown"] else "")
+
+
+def _kind(entry: dict[str, Any]) -> str:
+    return "software" if entry["software"] else "integrated" if entry["integrated"] else "discrete"
+
+
+def _reason(entry: dict[str, Any], following: dict[str, Any]) -> str:
+    """Why ``entry`` ranks before ``following``, in words."""
+    decided = entry["decided_by"]
+    if decided == "software":
+        return "a hardware device before a software one"
+    if decided == "integrated":
+        return "discrete before integrated"
+    if decided == "free_memory":
+        return f"more free memory ({_free(entry)} > {_free(following)})"
+    if decided == "library":
+        return (f"same kind and free memory, and library {entry['backend']!r} sorts before "
+                f"{following['backend']!r}")
+    if decided == "id":
+        return (f"same kind, free memory and library, and id {entry['id']!r} sorts before "
+                f"{following['id']!r}")
+    return "equal on every criterion, so discovery order is kept"
+
+
+def explain_lines(data: dict[str, Any]) -> list[str]:
+    """``explain``'s data as text lines for the terminal."""
+    lines = ["Ranking: discrete before integrated, then free memory descending, then library "
+             "and id (software devices last):"]
+    ranking = data["ranking"]
+    if not ranking:
+        lines.append("  no device was ranked")
+    for entry, following in zip(ranking, [*ranking[1:], None], strict=False):
+        head = f"  #{entry['rank']} {_name(entry)} ({_kind(entry)}, {_free(entry)} free)"
+        if following is None:
+            lines.append(printable(f"{head}: last"))
+        else:
+            lines.append(printable(f"{head} before #{following['rank']} {_name(following)}: "
+                                   f"{_reason(entry, following)}"))
+    if data["dropped"]:
+        lines.append("Dropped:")
+    for drop in data["dropped"]:
+        of = f" of {_name(drop['duplicate_of'])}" if drop["duplicate_of"] else ""
+        lines.append(printable(f"  {_name(drop)}: {drop['reason']}{of}"))
+    lines.append("Plugins:")
+    for r in data["plugins"]:
+        text = f"  {r['name']}: {r['status']}, {r['devices']} device(s), {r['elapsed_ms']:.1f} ms"
+        if r["error"]:
+            text += f"; error: {r['error']}"
+        if r["note"]:
+            text += f"; note: {r['note']}"
+        lines.append(printable(text))
+    return lines

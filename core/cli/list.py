@@ -1,0 +1,74 @@
+"""``gpuscout list``: the devices, best first; with ``--explain``, why that order."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from gpuscout.cli import common
+from gpuscout.cli.output import output
+
+if TYPE_CHECKING:
+    from gpuscout.cli.common import ScoutFactory, Subcommands
+
+DESCRIPTION = ("Discover the accelerators of this machine and list them best first: discrete "
+               "before integrated, then free memory descending, then library and id. Devices "
+               "dropped as duplicates or software renderers are listed with the reason, and "
+               "plugins that failed are named on stderr. Exit 0 also when nothing is found.")
+
+
+def add_parser(sub: Subcommands, help: str) -> None:
+    """Add ``list`` and its options to ``gpuscout``'s parser."""
+    p = common.command_parser(sub, "list", help, DESCRIPTION)
+    common.add_scout_options(p)
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--include-software", action="store_true",
+                   help="rank software devices (llvmpipe) instead of dropping them")
+    p.add_argument("--validate", action="store_true",
+                   help="initialise devices that need it in a child process first")
+    p.add_argument("--explain", action="store_true",
+                   help="then say why each device ranks where it does, why each dropped one was "
+                        "dropped and what each plugin did (with --json: an \"explain\" key)")
+
+
+def _prefetch_wire() -> None:
+    """Build the wire converter in the background while plugins enumerate.
+
+    Enumeration waits mostly on vendor libraries (which release the GIL), so the ~15 ms of
+    importing cattrs and generating the converter costs no wall time this way.
+    """
+    import threading
+
+    def build() -> None:
+        from gpuscout.wire import converter
+
+        converter()
+
+    threading.Thread(target=build, name="gpuscout-wire-prefetch", daemon=True).start()
+
+
+def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
+    """Discover, then print the table (or the JSON document) and, if asked, the explanation."""
+    if args.json:
+        _prefetch_wire()
+    found = common.open_scout(args, scout_factory).discover(
+        include_software=args.include_software, validate=args.validate)
+    common.warn_failed_plugins(found.plugins)
+    if args.json:
+        from gpuscout.wire import unstructure
+
+        document = unstructure(found)
+        if args.explain:
+            from gpuscout.cli.explain import explain
+
+            document["explain"] = explain(found)
+        common.print_json(document)
+        return common.SUCCESS
+    from gpuscout.cli.table import print_discovery
+
+    print_discovery(found)
+    if args.explain:
+        from gpuscout.cli.explain import explain, explain_lines
+
+        output().write("".join(f"{line}\n" for line in explain_lines(explain(found))))
+    return common.SUCCESS

@@ -1,0 +1,36 @@
+"""``gpuscout plugins``: each plugin, what it found and how long it took."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from gpuscout.cli import common
+
+if TYPE_CHECKING:
+    from gpuscout.cli.common import ScoutFactory, Subcommands
+
+DESCRIPTION = ("Run one discovery and show each plugin: status (ok, failed, timeout, disabled), "
+               "devices found, enumerate time, version and distribution, and the error of one "
+               "that failed or the note of one that found nothing.")
+
+
+def add_parser(sub: Subcommands, help: str) -> None:
+    """Add ``plugins`` and its options to ``gpuscout``'s parser."""
+    p = common.command_parser(sub, "plugins", help, DESCRIPTION)
+    common.add_scout_options(p)
+    p.add_argument("--json", action="store_true", help="a JSON list on stdout")
+
+
+def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
+    """Discover, then print one report per plugin."""
+    found = common.open_scout(args, scout_factory).discover()
+    if args.json:
+        from gpuscout.wire import unstructure
+
+        common.print_json(unstructure(found.plugins))
+    else:
+        from gpuscout.cli.table import print_plugins
+
+        print_plugins(found.plugins)
+    return common.SUCCESS
