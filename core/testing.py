@@ -1,51 +1,481 @@
-"""A kit for testing a gpuscout plugin in isolation (for plugin authors and this project alike).
+"""The plugin author's test kit: pytest fixtures, helpers and ``check_plugin``.
 
-    from gpuscout.testing import isolated_scout, check_plugin
+Installed with gpuscout as a pytest plugin (entry point ``pytest11``), so a plugin's own test
+suite needs no import to use the fixtures::
 
-    def test_my_backend_reports_its_card():
-        scout = isolated_scout(my_plugin_module, env={"MY_SDK_FAKE": "1"})
-        assert [d.library for d in scout.discover().devices] == ["MyLib"]
+    import my_backend
+    from gpuscout.testing import check_plugin
+
+    def test_my_backend_reports_the_recorded_card(gpuscout_scout, gpuscout_root):
+        root = gpuscout_root({"/sys/class/acme/card0/memory": "8589934592\\n"})
+        scout = gpuscout_scout(my_backend, root=root, env={"ACME_SDK": "fake"})
+        assert [d.library for d in scout.discover().devices] == ["Acme"]
 
     def test_my_backend_is_well_behaved():
-        assert check_plugin(my_plugin_module) == []
+        assert check_plugin(my_backend, env={"ACME_SDK": "fake"}) == []
+
+Fixtures are named ``gpuscout_*`` (pytest loads this plugin in every project that has gpuscout
+installed), and this module imports only the standard library, pytest and what ``import
+gpuscout`` loads anyway; anything dearer is imported when used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import os
+import threading
+import types
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
-from gpuscout.records import DeviceInfo
-from gpuscout.scout import Scout
+import pytest
+
+from gpuscout.context import U64_LIMIT
+from gpuscout.markers import hookimpl
+
+if TYPE_CHECKING:
+    from gpuscout.context import Context
+    from gpuscout.records import DeviceInfo
+    from gpuscout.scout import Scout
+
+T = TypeVar("T")
+
+#: What the kit's Scouts see by default: an otherwise empty environment that points the real
+#: Vulkan loader at a driver manifest that does not exist, so no real driver answers in a test.
+DEFAULT_ENV: Mapping[str, str] = types.MappingProxyType(
+    {"VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json"})
+
+
+# -- recorded trees --------------------------------------------------------------------------------
+
+
+class _Fifo:
+    def __repr__(self) -> str:
+        return "gpuscout.testing.FIFO"
+
+
+FIFO = _Fifo()  #: A ``write_tree`` value that makes a FIFO (opening it for reading blocks).
+
+
+class Symlink(NamedTuple):
+    """A ``write_tree`` value that makes a symbolic link to ``target`` (kept as written)."""
+
+    target: str
+
+
+Content = str | bytes | Symlink | _Fifo
+
+
+def write_tree(root: str | os.PathLike[str], files: Mapping[str, Content]) -> Path:
+    """Write ``files`` under ``root`` and return ``root`` as a Path.
+
+    Keys are absolute-looking paths (``"/sys/class/drm/card0/device/vendor"``) taken below
+    ``root``; folders on the way are made. A str value is written as UTF-8 (lone surrogates
+    kept, so any Hypothesis text fits), bytes as they are, ``FIFO`` makes a FIFO and
+    ``Symlink(target)`` a symbolic link. Whatever stands at a path (a file, a FIFO, a link) is
+    replaced, so a recorded tree can be spoiled one file at a time.
+    """
+    base = Path(root)
+    for path, content in files.items():
+        target = base / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink() or (target.exists() and not target.is_dir()):
+            target.unlink()
+        if isinstance(content, Symlink):
+            target.symlink_to(content.target)
+        elif isinstance(content, _Fifo):
+            os.mkfifo(target)
+        elif isinstance(content, bytes):
+            target.write_bytes(content)
+        elif isinstance(content, str):
+            target.write_text(content, encoding="utf-8", errors="surrogatepass")
+        else:
+            raise TypeError(f"write_tree: {path}: expected str, bytes, FIFO or Symlink, "
+                            f"got {type(content).__name__}")
+    return base
+
+
+def promptly(call: Callable[[], T], seconds: float = 10.0) -> T:
+    """``call()`` run on a daemon thread: its answer (or its exception), or an AssertionError
+    when it has not returned after ``seconds``, so a hang fails the test instead of the run."""
+    box: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            box.append((True, call()))
+        except BaseException as exc:
+            box.append((False, exc))
+
+    thread = threading.Thread(target=run, name="gpuscout-promptly", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive() or not box:
+        raise AssertionError(f"still running after {seconds} s")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    result: T = value
+    return result
+
+
+def in_u64(value: int | None) -> bool:
+    """Whether ``value`` is None or a kernel counter could hold it (0..2**64-1): what a parser
+    of sysfs or procfs text may answer, whatever the text."""
+    return value is None or 0 <= value < U64_LIMIT
+
+
+# -- in-process plugins ----------------------------------------------------------------------------
+
+
+class InjectedDevices:
+    """An in-process plugin that reports the devices it is handed (and answers no rule hook)."""
+
+    def __init__(self, devices: Iterable[DeviceInfo] = ()) -> None:
+        self.devices = list(devices)
+
+    @hookimpl
+    def gpuscout_enumerate(self, context: Context) -> list[DeviceInfo]:
+        """The devices given, every time."""
+        return list(self.devices)
+
+
+def injected(devices: Iterable[DeviceInfo] = (), name: str = "injected") -> tuple[str, InjectedDevices]:
+    """``(name, InjectedDevices(devices))``: a plugin for ``gpuscout_scout`` or ``Scout(extra=...)``."""
+    return name, InjectedDevices(devices)
+
+
+# -- Scouts ----------------------------------------------------------------------------------------
+
+
+class ScoutFactory(Protocol):
+    """What the ``gpuscout_scout`` fixture returns."""
+
+    def __call__(self, *plugins: Any, env: Mapping[str, str] | None = None,
+                 platform: str | None = None, root: str | os.PathLike[str] | None = None,
+                 include_builtins: bool = False, **scout_options: Any) -> Scout: ...
+
+
+class RootFactory(Protocol):
+    """What the ``gpuscout_root`` fixture returns."""
+
+    def __call__(self, files: Mapping[str, Content] | None = None, *,
+                 copy: str | os.PathLike[str] | None = None) -> Path: ...
+
+
+#: Scout arguments the kit decides itself: the Scout holds exactly the plugins given.
+_FIXED = frozenset({"plugins", "extra", "entry_points"})
+
+
+def scout_of(*plugins: Any, env: Mapping[str, str] | None = None, platform: str = "linux",
+             root: str | os.PathLike[str] = "/", include_builtins: bool = False,
+             **scout_options: Any) -> Scout:
+    """A Scout that holds exactly ``plugins`` (the fixture-free ``gpuscout_scout``).
+
+    Each plugin is a built-in's name (``"cuda"``), a plugin object or module (registered under
+    its ``__name__``, or its class's name), or a ``(name, plugin)`` pair, in any mix and order;
+    ``include_builtins`` adds every built-in. No entry point loads. ``env`` defaults to
+    ``DEFAULT_ENV``; ``scout_options`` go to Scout (``enumerate_timeout``, ``hook_timeout``,
+    ``disable``).
+    """
+    from gpuscout.host import BUILTINS, normal_name
+    from gpuscout.scout import Scout
+
+    fixed = sorted(_FIXED & scout_options.keys())
+    if fixed:
+        raise TypeError(f"{', '.join(fixed)}: the kit's Scout holds exactly the plugins passed")
+    names: list[str] = [name for name, _ in BUILTINS] if include_builtins else []
+    extra: list[tuple[str, Any]] = []
+    for plugin in plugins:
+        if isinstance(plugin, str):
+            if normal_name(plugin) not in map(normal_name, names):
+                names.append(plugin)
+            continue
+        if isinstance(plugin, tuple):
+            if len(plugin) != 2 or not isinstance(plugin[0], str):
+                raise TypeError(f"a plugin pair must be (name, plugin), got {plugin!r:.80}")
+            name, obj = plugin
+        else:
+            name, obj = _plugin_name(plugin), plugin
+        if normal_name(name) in map(normal_name, names):
+            raise ValueError(f"two plugins named {name!r}: pass (name, plugin) pairs")
+        names.append(name)
+        extra.append((name, obj))
+    return Scout(plugins=names, extra=extra, entry_points=False,
+                 env=dict(DEFAULT_ENV if env is None else env), platform=platform, root=root,
+                 **scout_options)
 
 
 def isolated_scout(
     plugin: Any, name: str = "under_test", *, env: Mapping[str, str] | None = None,
-    platform: str = "linux", root: str = "/", enumerate_timeout: float = 5.0,
+    platform: str = "linux", root: str | os.PathLike[str] = "/", enumerate_timeout: float = 5.0,
 ) -> Scout:
-    """A Scout holding ``plugin`` alone: no built-in, no entry point, only the given environment."""
-    return Scout(plugins=[name], extra=[(name, plugin)], entry_points=False, env=dict(env or {}),
-                 platform=platform, root=root, enumerate_timeout=enumerate_timeout)
+    """A Scout holding ``plugin`` alone under ``name``: no built-in, no entry point, and only
+    ``env`` (default empty) for environment."""
+    return scout_of((name, plugin), env=dict(env or {}), platform=platform, root=root,
+                    enumerate_timeout=enumerate_timeout)
 
 
-def check_plugin(plugin: Any, **scout_options: Any) -> list[str]:
-    """Problems found with ``plugin`` (an empty list when there are none).
+def _plugin_name(plugin: Any) -> str:
+    name = getattr(plugin, "__name__", None)
+    return name if isinstance(name, str) else type(plugin).__name__
 
-    Checks that it registers, that enumerate finishes in time with a list of DeviceInfo whose
-    library is set, and that every record serializes to the wire format and reads back equal.
+
+# -- fixtures --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gpuscout_env() -> dict[str, str]:
+    """gpuscout: the environment ``gpuscout_scout``'s Scouts see unless given ``env=``.
+
+    ``DEFAULT_ENV``: nothing from this process, and the real Vulkan loader pointed at a driver
+    manifest that does not exist. Override the fixture to change every test's default.
     """
-    from gpuscout.wire import from_json, to_json
+    return dict(DEFAULT_ENV)
 
-    name = scout_options.pop("name", "under_test")
-    scout = isolated_scout(plugin, name, **scout_options)
+
+@pytest.fixture
+def gpuscout_platform() -> str:
+    """gpuscout: the ``sys.platform`` value ``gpuscout_scout``'s Scouts use ("linux")."""
+    return "linux"
+
+
+@pytest.fixture
+def gpuscout_root(tmp_path: Path) -> RootFactory:
+    """gpuscout: ``make(files=None, *, copy=None) -> Path``, a fresh folder under tmp_path to
+    pass as ``root=``. ``copy`` (a recorded tree) is copied in first, then ``files``
+    (``{"/proc/meminfo": "MemTotal: 8 kB\\n"}``, values as ``gpuscout.testing.write_tree``
+    takes them: str, bytes, FIFO, Symlink) are written over it."""
+
+    def make(files: Mapping[str, Content] | None = None, *,
+             copy: str | os.PathLike[str] | None = None) -> Path:
+        import shutil
+        import tempfile
+
+        root = Path(tempfile.mkdtemp(prefix="gpuscout-root-", dir=tmp_path))
+        if copy is not None:
+            shutil.copytree(copy, root, symlinks=True, dirs_exist_ok=True)
+        return write_tree(root, files or {})
+
+    return make
+
+
+@pytest.fixture
+def gpuscout_scout(gpuscout_env: dict[str, str], gpuscout_platform: str) -> ScoutFactory:
+    """gpuscout: ``make(*plugins, env=None, platform=None, root=None, include_builtins=False,
+    **scout_options) -> Scout`` holding exactly ``plugins``: built-in names ("cuda", "rocm",
+    "metal", "vulkan"), plugin objects or modules, ``(name, plugin)`` pairs. No entry point
+    loads; env defaults to ``gpuscout_env``, platform to ``gpuscout_platform``, root to "/"
+    (pass a ``gpuscout_root`` folder); options: enumerate_timeout, hook_timeout, disable."""
+
+    def make(*plugins: Any, env: Mapping[str, str] | None = None, platform: str | None = None,
+             root: str | os.PathLike[str] | None = None, include_builtins: bool = False,
+             **scout_options: Any) -> Scout:
+        return scout_of(*plugins, env=gpuscout_env if env is None else env,
+                        platform=gpuscout_platform if platform is None else platform,
+                        root="/" if root is None else root, include_builtins=include_builtins,
+                        **scout_options)
+
+    return make
+
+
+# -- check_plugin ----------------------------------------------------------------------------------
+
+#: Devices the rule hooks are asked about (the first ones a plugin reports).
+_SAMPLE = 8
+#: A library no plugin owns: what "not my device" guards must answer None for.
+_FOREIGN = "gpuscout-check-foreign"
+
+
+def check_plugin(
+    plugin: Any, *, name: str = "under_test", env: Mapping[str, str] | None = None,
+    platform: str = "linux", root: str | os.PathLike[str] = "/", enumerate_timeout: float = 5.0,
+) -> list[str]:
+    """Problems found with ``plugin`` (an empty list when there are none), each naming its hook
+    or device.
+
+    Without running it: every ``gpuscout_*`` attribute must be a hook of ``gpuscout.hookspecs``
+    (a misspelling gets a "did you mean"), every hook function must carry ``hookimpl``, there
+    must be at least one hook, and a declared ``GPUSCOUT_API_VERSION`` must be one this gpuscout
+    speaks. Then, alone in a Scout (``env``, default empty; ``platform``; ``root``): enumerate
+    must finish in time with a list of DeviceInfo, each with a library, no DeviceID twice, each
+    surviving the wire format; a plugin that reports devices must answer
+    ``gpuscout_visible_env``; and every rule hook it implements is asked about its own devices
+    (the first eight) and must answer the hook's type, and None for a device of a library that
+    is not its own.
+    """
+    problems, loadable = _static_problems(plugin)
+    if not loadable:
+        return problems
+    from gpuscout.errors import GpuscoutError
+
+    try:
+        scout = isolated_scout(plugin, name, env=env, platform=platform, root=root,
+                               enumerate_timeout=enumerate_timeout)
+    except GpuscoutError as exc:
+        return [*problems, f"cannot be loaded: {exc}"]
     found = scout.discover(include_software=True)
     report = next(r for r in found.plugins if r.name == name)
-    problems = [] if report.status == "ok" else [f"{report.status}: {report.error}"]
+    if report.status != "ok":
+        problems.append(f"{report.status}: {report.error}")
     devices = [*found.devices, *(d.device for d in found.dropped)]
+    problems += _record_problems(devices, report.hooks)
+    return problems + _rule_problems(scout, name, report.hooks, devices)
+
+
+def _static_problems(plugin: Any) -> tuple[list[str], bool]:
+    """What reading ``plugin`` tells, and whether gpuscout would load it at all."""
+    import difflib
+
+    import pluggy
+
+    from gpuscout import hookspecs
+    from gpuscout.markers import PROJECT
+    from gpuscout.plugin import API_VERSION_ATTRIBUTE, check_api_version
+
+    problems: list[str] = []
+    loadable = True
+    refused = check_api_version(plugin)
+    if refused:
+        named = refused.startswith(API_VERSION_ATTRIBUTE)
+        problems.append(refused if named else f"{API_VERSION_ATTRIBUTE}: {refused}")
+        loadable = False
+    hooks = sorted(n for n, v in vars(hookspecs).items() if n.startswith("gpuscout_") and callable(v))
+    manager = pluggy.PluginManager(PROJECT)
+    implemented = 0
+    try:
+        attributes = sorted(a for a in dir(plugin) if a.startswith("gpuscout_"))
+    except Exception as exc:
+        return [*problems, f"cannot be inspected: {type(exc).__name__}: {exc}"], False
+    for attr in attributes:
+        try:
+            marked = manager.parse_hookimpl_opts(plugin, attr) is not None
+        except Exception as exc:
+            problems.append(f"{attr}: cannot be inspected: {type(exc).__name__}: {exc}")
+            continue
+        if attr not in hooks:
+            close = difflib.get_close_matches(attr, hooks, n=1)
+            hint = f": did you mean {close[0]}?" if close else f" (the hooks: {', '.join(hooks)})"
+            problems.append(f"{attr} is not a gpuscout hook{hint}")
+            loadable = loadable and not marked  # gpuscout refuses a plugin with unknown hooks
+        elif not marked:
+            problems.append(f"{attr} is not decorated with gpuscout.hookimpl: pluggy never calls it")
+        else:
+            implemented += 1
+    if not implemented:
+        problems.append("implements no gpuscout hook (functions named after a hook of "
+                        "gpuscout.hookspecs, decorated with gpuscout.hookimpl)")
+        loadable = False
+    return problems, loadable
+
+
+def _record_problems(devices: Sequence[DeviceInfo], hooks: Sequence[str]) -> list[str]:
+    from collections import Counter
+
+    from gpuscout.records import DeviceInfo
+    from gpuscout.wire import from_json, to_json
+
+    problems: list[str] = []
     for d in devices:
         if not d.library:
             problems.append(f"device {d.id!r} has no library")
         wire = d.evolve(runner_env_overrides={}, nvidia_driver_major=0)
-        if from_json(to_json(wire), DeviceInfo) != wire:
+        try:
+            same: bool = from_json(to_json(wire), DeviceInfo) == wire
+        except Exception as exc:
+            problems.append(f"device {d.id!r} does not survive the wire format: {exc!s:.200}")
+            continue
+        if not same:
             problems.append(f"device {d.id!r} does not survive the wire format")
+    for key, count in Counter(d.device_id for d in devices).items():
+        if count > 1:
+            problems.append(f"device {key.id!r} of library {key.library!r} is reported {count} "
+                            "times: a DeviceID (id, library) must name one device")
+    if devices and "gpuscout_visible_env" not in hooks:
+        problems.append("reports devices but does not implement gpuscout_visible_env: "
+                        "`gpuscout env` and `gpuscout exec` cannot select its devices")
     return problems
+
+
+def _rule_problems(scout: Scout, name: str, hooks: Sequence[str],
+                   devices: Sequence[DeviceInfo]) -> list[str]:
+    """Ask each rule hook ``plugin`` implements about its own devices; what the Scout refused
+    (and wrote into the plugin's report) comes back as problems."""
+    from gpuscout.errors import GpuscoutError
+    from gpuscout.records import DeviceInfo
+
+    report = next(r for r in scout.reports if r.name == name)
+    problems: list[str] = []
+
+    def ask(hook: str, about: str, call: Callable[[], object]) -> object:
+        if hook not in hooks:
+            return None
+        before = report.error
+        try:
+            answer = call()
+        except GpuscoutError as exc:
+            problems.append(f"{hook} ({about}): {exc}")
+            return None
+        if report.error != before:
+            added = report.error.removeprefix(before).removeprefix("; ")
+            problems.append(f"{added} ({about})")
+        return answer
+
+    sample = list(devices[:_SAMPLE])
+    for d in sample:
+        about = f"device {d.id!r}"
+        ask("gpuscout_flash_attention", about, partial(scout.flash_attention, d))
+        ask("gpuscout_minimum_memory", about, partial(scout.minimum_memory, d))
+        ask("gpuscout_validate_init", about, partial(scout.init_env, d))
+        ask("gpuscout_duplicate_key", about, partial(scout.duplicate_keys, [d]))
+        for other in sample:
+            pair = f"devices {d.id!r} and {other.id!r}"
+            ask("gpuscout_preferred_library", pair, partial(scout.preferred, d, other))
+            ask("gpuscout_is_duplicate", pair, partial(scout.is_duplicate, d, other))
+    if sample:
+        about = f"devices {', '.join(repr(d.id) for d in sample)}"
+        visible = ask("gpuscout_visible_env", about, partial(scout.visible_env, sample))
+        chosen = visible if isinstance(visible, dict) else {}
+        ask("gpuscout_isolate_env", about, partial(scout.isolate_env, sample, chosen))
+        ask("gpuscout_refresh", about, partial(scout.refresh, sample))
+    ask("gpuscout_isolate_env", "an empty selection", partial(scout.isolate_env, [], {}))
+    if report.status == "timeout":
+        return problems  # it overran once: asking again would only wait again
+    # Per-device answers must leave other libraries' devices alone: a firstresult answer about
+    # a device that is not the plugin's overrules the plugin that owns it.
+    foreign = DeviceInfo(id="0", library=_FOREIGN)
+    arguments: dict[str, dict[str, Any]] = {
+        "gpuscout_flash_attention": {"device": foreign},
+        "gpuscout_minimum_memory": {"device": foreign},
+        "gpuscout_preferred_library": {"device": foreign, "other": sample[0] if sample else foreign},
+        "gpuscout_validate_init": {"device": foreign, "context": scout.context(name)},
+    }
+    for hook, kwargs in arguments.items():
+        if hook in hooks:
+            problems += _foreign_problems(scout, hook, kwargs)
+    return problems
+
+
+def _foreign_problems(scout: Scout, hook: str, kwargs: Mapping[str, Any]) -> list[str]:
+    """The plugin's own answer (it is the Scout's only plugin) about a foreign device."""
+    caller = getattr(scout.plugin_manager.hook, hook)
+    try:
+        answer = promptly(lambda: caller(**kwargs), seconds=scout.hook_timeout)
+    except AssertionError:
+        return [f"{hook} did not answer within {scout.hook_timeout:g} s about a device of "
+                f"library {_FOREIGN!r}"]
+    except Exception as exc:
+        return [f"{hook} raised {type(exc).__name__}: {exc!s:.200} about a device of library "
+                f"{_FOREIGN!r}, which is not its own"]
+    if answer is None or answer == []:
+        return []
+    return [f"{hook} answers {answer!r:.80} about a device of library {_FOREIGN!r}, which is "
+            "not its own: answer None for other libraries' devices "
+            "(gpuscout.plugin.for_library does that)"]
+
+
+__all__ = [
+    "DEFAULT_ENV", "FIFO", "Content", "InjectedDevices", "RootFactory", "ScoutFactory", "Symlink",
+    "check_plugin", "gpuscout_env", "gpuscout_platform", "gpuscout_root", "gpuscout_scout",
+    "in_u64", "injected", "isolated_scout", "promptly", "scout_of", "write_tree",
+]

@@ -1,4 +1,5 @@
-"""Shared fixtures: in-process plugins that report injected devices."""
+"""Shared fixtures: Scouts over injected devices (through the gpuscout.testing kit), installed
+distributions with entry points, lavapipe."""
 
 from __future__ import annotations
 
@@ -14,48 +15,35 @@ from typing import Any
 import pytest
 import structlog
 
-from gpuscout import DeviceInfo, Scout, hookimpl
+from gpuscout import DeviceInfo, Scout
 from gpuscout import log as gpuscout_log
+from gpuscout.testing import DEFAULT_ENV, ScoutFactory, injected
 
 GIB = 1024**3
 MIB = 1024**2
 
 # Keeps the real Vulkan loader from finding lavapipe where a test injects its own devices.
-NO_VULKAN_ENV = {"VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json"}
-
-
-class InjectedDevices:
-    """An in-process backend that reports the devices a test hands it."""
-
-    def __init__(self, devices: Sequence[DeviceInfo]) -> None:
-        self.devices = list(devices)
-
-    @hookimpl
-    def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
-        return list(self.devices)
+NO_VULKAN_ENV = dict(DEFAULT_ENV)
 
 
 @pytest.fixture(autouse=True)
 def _fresh_structlog() -> Any:
-    """Each test starts and ends with structlog unconfigured (the CLI configures it in-process)."""
+    """Each test starts and ends with structlog unconfigured and no CLI logging wish."""
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
-    gpuscout_log._cli, gpuscout_log._cli_configured = None, False
+    gpuscout_log.reset_for_tests()
 
 
 @pytest.fixture
-def scout_with() -> Callable[..., Scout]:
+def scout_with(gpuscout_scout: ScoutFactory) -> Callable[..., Scout]:
     """Build a Scout holding the built-in rule plugins plus injected devices."""
 
     def make(devices: Sequence[DeviceInfo] = (), *, builtins: Sequence[str] = (
             "cuda", "rocm", "metal", "vulkan"), env: dict[str, str] | None = None,
             platform: str = "linux", **kwargs: Any) -> Scout:
-        return Scout(
-            plugins=[*builtins, "injected"], extra=[("injected", InjectedDevices(devices))],
-            entry_points=False, env={**NO_VULKAN_ENV, **(env or {})}, platform=platform,
-            **kwargs,
-        )
+        return gpuscout_scout(*builtins, injected(devices), env={**NO_VULKAN_ENV, **(env or {})},
+                              platform=platform, **kwargs)
 
     return make
 
@@ -86,16 +74,15 @@ def site_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path
 
 
 @pytest.fixture
-def machine(monkeypatch: pytest.MonkeyPatch,
-            scout_with: Callable[..., Scout]) -> Callable[..., None]:
-    """Make the CLI's Scout report the given devices under the given environment."""
-    from gpuscout import cli
+def machine(scout_with: Callable[..., Scout]) -> Callable[..., Callable[[Any], Scout]]:
+    """``machine(devices, env)``: a Scout factory for ``gpuscout.cli.main(argv, scout_factory=...)``
+    whose Scout reports ``devices`` under ``env`` (the command line's scout options are ignored)."""
 
-    def use(devices: Sequence[DeviceInfo], env: dict[str, str] | None = None) -> None:
-        scout = scout_with(devices, env=env)
-        monkeypatch.setattr(cli, "make_scout", lambda args: scout)
+    def factory(devices: Sequence[DeviceInfo],
+                env: dict[str, str] | None = None) -> Callable[[Any], Scout]:
+        return lambda args: scout_with(devices, env=env)
 
-    return use
+    return factory
 
 
 #: Where Debian installs Vulkan driver manifests (lavapipe: mesa-vulkan-drivers).

@@ -14,6 +14,7 @@ from gpuscout import (
     library_paths,
     rank,
 )
+from gpuscout.testing import ScoutFactory, injected
 
 GIB = 1024**3
 
@@ -152,18 +153,6 @@ def test_device_ids_compare_by_value() -> None:
     assert DeviceID("0", "CUDA") == DeviceID("0", "CUDA") != DeviceID("0", "ROCm")
 
 
-NO_VULKAN_ENV = {"VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json"}
-
-
-class InjectedDevices:
-    def __init__(self, devices: list[DeviceInfo]) -> None:
-        self.devices = devices
-
-    @hookimpl
-    def gpuscout_enumerate(self, context: object) -> list[DeviceInfo]:
-        return self.devices
-
-
 class Partitions:
     """A backend that reports two MIG instances of one card, at the card's PCI address."""
 
@@ -175,12 +164,10 @@ class Partitions:
 
 
 def test_partitions_of_one_card_are_all_kept_and_its_twin_dropped(
-        scout_with: Callable[..., Scout]) -> None:
+        gpuscout_scout: ScoutFactory) -> None:
     """Same-library records of one PCI id from one plugin are partitions, not repeats."""
     twin = VK_H100.evolve(description="NVIDIA A100-SXM4-40GB")
-    scout = Scout(plugins=["cuda", "vulkan", "injected", "mig"], entry_points=False,
-                  extra=[("injected", InjectedDevices([twin])), ("mig", Partitions())],
-                  env=NO_VULKAN_ENV)
+    scout = gpuscout_scout("cuda", "vulkan", injected([twin]), ("mig", Partitions()))
     found = scout.discover()
     assert [d.id for d in found.devices] == ["MIG-1", "MIG-2"]
     assert [(d.device.id, d.duplicate_of) for d in found.dropped] == [
@@ -188,9 +175,8 @@ def test_partitions_of_one_card_are_all_kept_and_its_twin_dropped(
 
 
 def test_the_same_card_from_two_plugins_of_one_library_is_merged(
-        scout_with: Callable[..., Scout]) -> None:
+        gpuscout_scout: ScoutFactory) -> None:
     """Two sources reporting one CUDA card at one PCI id still give one device (the seed)."""
-    scout = Scout(plugins=["cuda", "a", "b"], entry_points=False, env=NO_VULKAN_ENV,
-                  extra=[("a", InjectedDevices([H100])),
-                         ("b", InjectedDevices([H100.evolve(id="GPU-other")]))])
+    scout = gpuscout_scout("cuda", injected([H100], "a"),
+                           injected([H100.evolve(id="GPU-other")], "b"))
     assert scout.discover().devices == [H100]

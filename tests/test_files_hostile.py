@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
 from gpuscout import SystemInfo
 from gpuscout.context import MAX_READ_BYTES, Context
 from gpuscout.system import read_system
+from gpuscout.testing import FIFO, Content, promptly, write_tree
 
 KIB = 1024
 GIB = 1024**3
-T = TypeVar("T")
 #: What str.isdigit() accepts and the kernel never writes: a superscript, Arabic-Indic twelve.
 SUPERSCRIPT_TWO, ARABIC_TWELVE = "\u00b2", "\u0661\u0662"
 
@@ -25,37 +22,14 @@ needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on t
 needs_dev_zero = pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
 
 
-def put(root: Path, path: str, content: str | bytes) -> Path:
-    """Write ``content`` at ``path`` under ``root``, making the folders on the way."""
-    target = root / path.lstrip("/")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(content, bytes):
-        target.write_bytes(content)
-    else:
-        target.write_text(content, encoding="utf-8")
-    return target
-
-
-def fifo(root: Path, path: str) -> Path:
-    """A FIFO with no writer at ``path`` under ``root`` (opening it for reading would block)."""
-    target = root / path.lstrip("/")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    os.mkfifo(target)
-    return target
+def put(root: Path, path: str, content: Content) -> Path:
+    """Write ``content`` at ``path`` under ``root`` (``write_tree``) and return that file."""
+    write_tree(root, {path: content})
+    return root / path.lstrip("/")
 
 
 def context(root: Path, deadline: float | None = None) -> Context:
     return Context(env={}, platform="linux", root=str(root), deadline=deadline)
-
-
-def promptly(call: Callable[[], T], seconds: float = 5.0) -> T:
-    """``call()`` run in a thread; fails the test instead of hanging when it does not return."""
-    box: dict[str, T] = {}
-    thread = threading.Thread(target=lambda: box.setdefault("result", call()), daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"still running after {seconds} s"
-    return box["result"]
 
 
 # -- Context.read_text ----------------------------------------------------------------------------
@@ -64,14 +38,14 @@ def promptly(call: Callable[[], T], seconds: float = 5.0) -> T:
 @needs_fifo
 def test_fifo_at_proc_meminfo_does_not_hang_read_system(tmp_path: Path) -> None:
     """read_system over a writer-less FIFO at /proc/meminfo returns zeros at once."""
-    fifo(tmp_path, "/proc/meminfo")
+    put(tmp_path, "/proc/meminfo", FIFO)
     assert promptly(lambda: read_system(context(tmp_path))) == SystemInfo()
 
 
 @needs_fifo
 def test_fifo_is_refused_with_a_note_naming_it(tmp_path: Path) -> None:
     """read_text answers None for a FIFO and notes that it is not a regular file."""
-    fifo(tmp_path, "/proc/meminfo")
+    put(tmp_path, "/proc/meminfo", FIFO)
     ctx = context(tmp_path)
     assert promptly(lambda: ctx.read_text("/proc/meminfo")) is None
     assert ctx.notes == ["/proc/meminfo: not a regular file; not read"]
@@ -203,7 +177,7 @@ def test_list_dir_above_the_root_is_refused(tmp_path: Path) -> None:
 @needs_fifo
 def test_list_dir_of_a_fifo_is_none_without_blocking(tmp_path: Path) -> None:
     """A FIFO where a directory is expected lists as None."""
-    fifo(tmp_path, "/d")
+    put(tmp_path, "/d", FIFO)
     assert promptly(lambda: context(tmp_path).list_dir("/d")) is None
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from gpuscout import DeviceInfo, Scout, hookimpl
 from gpuscout.errors import GpuscoutError
+from gpuscout.testing import ScoutFactory
 
 GIB = 1 << 30
 CUDA_CARD = DeviceInfo(id="GPU-1", library="CUDA", description="Acme", pci_id="0000:01:00.0",
@@ -29,10 +30,6 @@ class Reports:
     @hookimpl
     def gpuscout_enumerate(self, context: Any) -> Any:
         return self.devices
-
-
-def make(*extra: tuple[str, Any], **kw: Any) -> Scout:
-    return Scout(plugins=[n for n, _ in extra], extra=extra, entry_points=False, env={}, **kw)
 
 
 def status(s: Scout, name: str) -> tuple[str, str]:
@@ -59,13 +56,13 @@ def hanging(hook: str, seconds: float = 30.0) -> Any:
 
 
 @pytest.mark.parametrize("hook", RULE_HOOKS)
-def test_a_rule_hook_that_hangs_costs_its_deadline_once(hook: str) -> None:
+def test_a_rule_hook_that_hangs_costs_its_deadline_once(gpuscout_scout: ScoutFactory,
+                                                        hook: str) -> None:
     """A hanging rule hook times out once, is reported, and is never called again."""
     plugin = hanging(hook)
     twin = DeviceInfo(id="0", library="Vulkan", description="Acme", total_memory=8 * GIB)
-    s = Scout(plugins=["cuda", "vulkan", "hang", "dev"], entry_points=False,
-              env={"VK_DRIVER_FILES": "/nonexistent.json"}, hook_timeout=0.3,
-              extra=[("hang", plugin), ("dev", Reports(CUDA_CARD, twin))])
+    s = gpuscout_scout("cuda", "vulkan", ("hang", plugin), ("dev", Reports(CUDA_CARD, twin)),
+                       env={"VK_DRIVER_FILES": "/nonexistent.json"}, hook_timeout=0.3)
     start = time.monotonic()
     for _ in range(3):
         s.discover()
@@ -78,27 +75,26 @@ def test_a_rule_hook_that_hangs_costs_its_deadline_once(hook: str) -> None:
     assert len(plugin.calls) == 1
 
 
-def test_a_timed_out_firstresult_hook_falls_through_to_the_next_answer() -> None:
+def test_a_timed_out_firstresult_hook_falls_through_to_the_next_answer(gpuscout_scout: ScoutFactory) -> None:
     """After a timeout the next plugin answers, then the core default."""
-    s = make(("hang", hanging("gpuscout_minimum_memory")), hook_timeout=0.2)
+    s = gpuscout_scout(("hang", hanging("gpuscout_minimum_memory")), hook_timeout=0.2)
     assert s.minimum_memory(CUDA_CARD) == 457 * 1024 * 1024
     assert s.flash_attention(DeviceInfo(library="cpu")) is True
 
 
-def test_a_hanging_visible_env_hook_is_not_waited_for() -> None:
+def test_a_hanging_visible_env_hook_is_not_waited_for(gpuscout_scout: ScoutFactory) -> None:
     """visible_env still answers from the built-ins when a third party hangs."""
     class Hangs:
         @hookimpl
         def gpuscout_visible_env(self, selection: Any, context: Any) -> Any:
             time.sleep(30)
 
-    s = Scout(plugins=["cuda", "hang"], extra=[("hang", Hangs())], entry_points=False, env={},
-              hook_timeout=0.2)
+    s = gpuscout_scout("cuda", ("hang", Hangs()), env={}, hook_timeout=0.2)
     assert s.visible_env([CUDA_CARD]) == {"CUDA_VISIBLE_DEVICES": "GPU-1"}
     assert status(s, "hang")[0] == "timeout"
 
 
-def test_a_plugin_whose_enumerate_hangs_is_skipped_next_time() -> None:
+def test_a_plugin_whose_enumerate_hangs_is_skipped_next_time(gpuscout_scout: ScoutFactory) -> None:
     """An enumerate that overran is not started again by the same Scout."""
     calls: list[int] = []
 
@@ -108,7 +104,7 @@ def test_a_plugin_whose_enumerate_hangs_is_skipped_next_time() -> None:
             calls.append(1)
             time.sleep(30)
 
-    s = make(("hang", Hangs()), ("good", Reports(CUDA_CARD)), enumerate_timeout=0.3)
+    s = gpuscout_scout(("hang", Hangs()), ("good", Reports(CUDA_CARD)), enumerate_timeout=0.3)
     for _ in range(3):
         assert [d.id for d in s.discover().devices] == ["GPU-1"]
     assert len(calls) == 1 and status(s, "hang")[0] == "timeout"
@@ -118,7 +114,8 @@ def test_a_plugin_whose_enumerate_hangs_is_skipped_next_time() -> None:
     RuntimeError("boom"), SystemExit(3), KeyboardInterrupt(), GeneratorExit(), MemoryError(),
     RecursionError(), BaseException("base"), StopIteration(),
 ])
-def test_any_exception_from_a_plugin_is_its_own_failure(exc: BaseException) -> None:
+def test_any_exception_from_a_plugin_is_its_own_failure(
+        gpuscout_scout: ScoutFactory, exc: BaseException) -> None:
     """Every kind of exception, BaseException included, fails only the plugin that raised it."""
     class Raises:
         @hookimpl
@@ -129,7 +126,7 @@ def test_any_exception_from_a_plugin_is_its_own_failure(exc: BaseException) -> N
         def gpuscout_minimum_memory(self, device: Any) -> Any:
             raise exc
 
-    s = make(("bad", Raises()), ("good", Reports(CUDA_CARD)))
+    s = gpuscout_scout(("bad", Raises()), ("good", Reports(CUDA_CARD)))
     assert [d.id for d in s.discover().devices] == ["GPU-1"]
     assert s.minimum_memory(CUDA_CARD) == 457 * 1024 * 1024
     assert (status(s, "bad")[0] == "failed" and type(exc).__name__ in status(s, "bad")[1]) \
@@ -159,9 +156,10 @@ def lying(**fields: Any) -> DeviceInfo:
     ({"description": "x" * 100_000}, "[0].description: text of 100000 characters"),
     ({"library": None}, "[0].library: expected str, got None"),
 ])
-def test_a_bad_record_fails_its_plugin_naming_the_field(fields: dict[str, Any], message: str) -> None:
+def test_a_bad_record_fails_its_plugin_naming_the_field(
+        gpuscout_scout: ScoutFactory, fields: dict[str, Any], message: str) -> None:
     """A record with a wrong field type or range fails its plugin; other plugins' devices stay."""
-    s = make(("liar", Reports(lying(**fields))), ("good", Reports(CUDA_CARD)))
+    s = gpuscout_scout(("liar", Reports(lying(**fields))), ("good", Reports(CUDA_CARD)))
     found = s.discover()
     assert [d.id for d in found.devices] == ["GPU-1"]
     state, error = status(s, "liar")
@@ -169,27 +167,29 @@ def test_a_bad_record_fails_its_plugin_naming_the_field(fields: dict[str, Any], 
 
 
 @pytest.mark.parametrize("answer", [None, "devices", {"a": 1}, [CUDA_CARD, "x"], 7])
-def test_an_enumerate_answer_that_is_not_a_list_of_records_fails_the_plugin(answer: Any) -> None:
+def test_an_enumerate_answer_that_is_not_a_list_of_records_fails_the_plugin(
+        gpuscout_scout: ScoutFactory, answer: Any) -> None:
     """Anything but a list of DeviceInfo is a failure (None included)."""
-    s = make(("bad", Reports()), ("good", Reports(CUDA_CARD)))
+    s = gpuscout_scout(("bad", Reports()), ("good", Reports(CUDA_CARD)))
     s.plugin_manager.get_plugin("bad").devices = answer
     assert [d.id for d in s.discover().devices] == ["GPU-1"]
     assert status(s, "bad")[0] == "failed"
 
 
-def test_a_record_subclass_is_copied_into_a_plain_record() -> None:
+def test_a_record_subclass_is_copied_into_a_plain_record(gpuscout_scout: ScoutFactory) -> None:
     """A DeviceInfo subclass that lies through a property reaches the host as plain values."""
     class Shifty(DeviceInfo):
         @property
         def compute(self) -> str:
             raise RuntimeError("gotcha")
 
-    s = make(("shifty", Reports(Shifty(id="s", library="Odd"))))
+    s = gpuscout_scout(("shifty", Reports(Shifty(id="s", library="Odd"))))
     [device] = s.discover().devices
     assert type(device) is DeviceInfo and device.compute == "0.0"
 
 
-def test_a_plugin_cannot_change_the_environment_of_the_host_or_others() -> None:
+def test_a_plugin_cannot_change_the_environment_of_the_host_or_others(
+        gpuscout_scout: ScoutFactory) -> None:
     """Writes to context.env fail; Scout.env, other plugins and visible_env see the original."""
     seen: list[dict[str, str]] = []
 
@@ -206,8 +206,7 @@ def test_a_plugin_cannot_change_the_environment_of_the_host_or_others() -> None:
             return [CUDA_CARD]
 
     env = {"KEEP": "1"}
-    s = Scout(plugins=["writer", "reader", "cuda"], extra=[("writer", Writer()), ("reader", Reader())],
-              entry_points=False, env=env)
+    s = gpuscout_scout(("writer", Writer()), ("reader", Reader()), "cuda", env=env)
     found = s.discover()
     assert status(s, "writer")[0] == "failed"
     assert seen == [{"KEEP": "1"}] and dict(s.env) == {"KEEP": "1"} and env == {"KEEP": "1"}
@@ -216,7 +215,8 @@ def test_a_plugin_cannot_change_the_environment_of_the_host_or_others() -> None:
         s.env["X"] = "1"  # type: ignore[index]
 
 
-def test_a_plugin_cannot_change_a_record_or_a_selection_it_is_handed() -> None:
+def test_a_plugin_cannot_change_a_record_or_a_selection_it_is_handed(
+        gpuscout_scout: ScoutFactory) -> None:
     """runner_env_overrides and the selection a hook receives are read-only."""
     class Meddler:
         @hookimpl
@@ -228,8 +228,7 @@ def test_a_plugin_cannot_change_a_record_or_a_selection_it_is_handed() -> None:
             env["EVIL"] = "1"
 
     card = CUDA_CARD.evolve(runner_env_overrides={"GOOD": "1"})
-    s = Scout(plugins=["cuda", "meddler"], extra=[("meddler", Meddler())], entry_points=False,
-              env={})
+    s = gpuscout_scout("cuda", ("meddler", Meddler()), env={})
     assert s.visible_env([card]) == {"CUDA_VISIBLE_DEVICES": "GPU-1", "GOOD": "1"}
     assert dict(card.runner_env_overrides) == {"GOOD": "1"}
     assert s.isolate_env([card], {"A": "1"}) == []
@@ -268,10 +267,10 @@ def test_an_unknown_name_in_a_deny_list_is_a_warning() -> None:
                                         for w in s.warnings)
 
 
-def test_a_missing_root_is_a_machine_with_nothing_under_it(tmp_path: Any) -> None:
+def test_a_missing_root_is_a_machine_with_nothing_under_it(gpuscout_scout: ScoutFactory,
+                                                           tmp_path: Any) -> None:
     """Scout(root=...) accepts a folder that does not exist; plugins find nothing there."""
-    found = Scout(entry_points=False, env={}, root=os.fspath(tmp_path / "nowhere"),
-                  plugins=["rocm"]).discover()
+    found = gpuscout_scout("rocm", env={}, root=os.fspath(tmp_path / "nowhere")).discover()
     assert found.devices == [] and found.system.total_memory == 0
 
 
@@ -283,34 +282,35 @@ def test_a_missing_root_is_a_machine_with_nothing_under_it(tmp_path: Any) -> Non
     lambda s: s.compare(CUDA_CARD, "x"),
     lambda s: s.refresh(5),
 ])
-def test_bad_arguments_to_rule_methods_raise_a_gpuscout_error(call: Callable[[Scout], Any]) -> None:
+def test_bad_arguments_to_rule_methods_raise_a_gpuscout_error(
+        gpuscout_scout: ScoutFactory, call: Callable[[Scout], Any]) -> None:
     """The rule methods refuse what is not a DeviceInfo with a GpuscoutError."""
     with pytest.raises(GpuscoutError):
-        call(make())
+        call(gpuscout_scout())
 
 
-def test_a_hook_wrapper_is_refused_rather_than_dropped() -> None:
+def test_a_hook_wrapper_is_refused_rather_than_dropped(gpuscout_scout: ScoutFactory) -> None:
     """gpuscout calls implementations one by one, so a wrapper fails its plugin, visibly."""
     class Wraps:
         @hookimpl(wrapper=True)
         def gpuscout_minimum_memory(self, device: Any) -> Any:
             return (yield)
 
-    s = make(("wraps", Wraps()))
+    s = gpuscout_scout(("wraps", Wraps()))
     assert status(s, "wraps")[0] == "failed" and "wrapper" in status(s, "wraps")[1]
 
 
-def test_a_plugin_that_answers_many_devices_is_merged() -> None:
+def test_a_plugin_that_answers_many_devices_is_merged(gpuscout_scout: ScoutFactory) -> None:
     """Thousands of records from one plugin are all checked, merged and ranked."""
     devices = [DeviceInfo(id=f"d{i}", library="Many", description="Acme GPU",
                           total_memory=7 * GIB, free_memory=GIB * (1 + i % 7)) for i in range(3000)]
-    s = Scout(plugins=["vulkan", "many"], extra=[("many", Reports(*devices))], entry_points=False,
-              env={"VK_DRIVER_FILES": "/nonexistent.json"})
+    s = gpuscout_scout("vulkan", ("many", Reports(*devices)),
+                       env={"VK_DRIVER_FILES": "/nonexistent.json"})
     found = s.discover()
     assert len(found.devices) == 3000 and found.devices[0].free_memory == 7 * GIB
 
 
-def test_a_slow_rule_hook_costs_at_most_one_total_over_many_devices() -> None:
+def test_a_slow_rule_hook_costs_at_most_one_total_over_many_devices(gpuscout_scout: ScoutFactory) -> None:
     """A hook that stays just under the per-call limit is cut off by the batch total."""
     class Slow:
         @hookimpl
@@ -322,8 +322,8 @@ def test_a_slow_rule_hook_costs_at_most_one_total_over_many_devices() -> None:
             return None
 
     devices = [DeviceInfo(id=f"d{i}", library="Many") for i in range(40)]
-    s = make(("slow", Slow()), ("many", Reports(*devices)), hook_timeout=0.3,
-             enumerate_timeout=1.0)
+    s = gpuscout_scout(("slow", Slow()), ("many", Reports(*devices)), hook_timeout=0.3,
+                       enumerate_timeout=1.0)
     start = time.monotonic()
     assert len(s.discover().devices) == 40
     assert time.monotonic() - start < 3.0
@@ -336,8 +336,9 @@ def test_a_slow_rule_hook_costs_at_most_one_total_over_many_devices() -> None:
     CUDA_CARD.evolve(runner_env_overrides={"": "1"}),
     CUDA_CARD.evolve(runner_env_overrides={"OK": "nul\x00"}),
 ])
-def test_visible_env_refuses_what_no_environment_can_hold(device: DeviceInfo) -> None:
+def test_visible_env_refuses_what_no_environment_can_hold(gpuscout_scout: ScoutFactory,
+                                                         device: DeviceInfo) -> None:
     """A NUL, an empty name or '=' in a name is a GpuscoutError naming the variable."""
-    s = Scout(plugins=["cuda"], entry_points=False, env={})
+    s = gpuscout_scout("cuda", env={})
     with pytest.raises(GpuscoutError, match="visible_env: variable"):
         s.visible_env([device])

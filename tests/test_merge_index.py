@@ -8,8 +8,9 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscout import DeviceComparison, DeviceInfo, Scout
+from gpuscout import DeviceComparison, DeviceInfo
 from gpuscout.merge import DUPLICATE_REASON, is_better, merge
+from gpuscout.testing import scout_of
 
 GIB = 1 << 30
 UUID = "11111111-2222-3333-4444-555555555555"
@@ -62,7 +63,8 @@ def devices(draw: st.DrawFn) -> tuple[str, DeviceInfo]:
     )
 
 
-SCOUT = Scout(plugins=["cuda", "rocm", "vulkan"], entry_points=False, env={})
+# Module level, not a fixture: Hypothesis runs each test many times over one Scout.
+SCOUT = scout_of("cuda", "rocm", "vulkan", env={})
 
 
 @settings(max_examples=600, deadline=None)
@@ -86,7 +88,7 @@ def test_the_merge_without_heuristics_equals_the_fold_without_them(
     assert (kept, [(d.device, d.reason, d.duplicate_of) for d in dropped]) == (ref_kept, ref_dropped)
 
 
-SCOUT_NO_VULKAN = Scout(plugins=["cuda", "rocm"], entry_points=False, env={})
+SCOUT_NO_VULKAN = scout_of("cuda", "rocm", env={})
 
 
 @settings(max_examples=500, deadline=None)

@@ -14,6 +14,7 @@ import pytest
 
 from gpuscout import DeviceInfo, Scout, hookimpl
 from gpuscout.errors import UnknownPluginError
+from gpuscout.testing import ScoutFactory
 
 BUILTINS = ["cuda", "rocm", "metal", "vulkan"]
 
@@ -57,33 +58,30 @@ class BadSignature:
         return []
 
 
-def scout(*extra: tuple[str, Any], **kw: Any) -> Scout:
-    return Scout(plugins=[name for name, _ in extra], extra=extra, entry_points=False, **kw)
-
-
 def report(s: Scout, name: str) -> Any:
     return next(r for r in s.reports if r.name == name)
 
 
-def test_a_raising_plugin_is_reported_and_others_still_answer() -> None:
+def test_a_raising_plugin_is_reported_and_others_still_answer(gpuscout_scout: ScoutFactory) -> None:
     """An enumerate that raises costs only its own plugin."""
-    s = scout(("bad", Raises()), ("good", Good()))
+    s = gpuscout_scout(("bad", Raises()), ("good", Good()))
     found = s.discover()
     assert [d.id for d in found.devices] == ["g0"]
     bad = report(s, "bad")
     assert bad.status == "failed" and "driver exploded" in bad.error and "RuntimeError" in bad.error
 
 
-def test_a_wrong_type_is_reported_and_ignored() -> None:
+def test_a_wrong_type_is_reported_and_ignored(gpuscout_scout: ScoutFactory) -> None:
     """An enumerate answer that is not a list of DeviceInfo is a failure of that plugin."""
-    s = scout(("wrong", WrongType()), ("good", Good()))
+    s = gpuscout_scout(("wrong", WrongType()), ("good", Good()))
     assert [d.id for d in s.discover().devices] == ["g0"]
     assert "expected a list of DeviceInfo" in report(s, "wrong").error
 
 
-def test_a_hanging_plugin_times_out_and_its_late_answer_is_ignored() -> None:
+def test_a_hanging_plugin_times_out_and_its_late_answer_is_ignored(
+        gpuscout_scout: ScoutFactory) -> None:
     """An enumerate past its deadline is reported as timeout; discovery returns on time."""
-    s = scout(("slow", Hangs()), ("good", Good()), enumerate_timeout=0.2)
+    s = gpuscout_scout(("slow", Hangs()), ("good", Good()), enumerate_timeout=0.2)
     start = time.monotonic()
     found = s.discover()
     assert time.monotonic() - start < 2
@@ -92,30 +90,30 @@ def test_a_hanging_plugin_times_out_and_its_late_answer_is_ignored() -> None:
     assert slow.status == "timeout" and "0.2 s" in slow.error and slow.devices == 0
 
 
-def test_a_raising_rule_hook_falls_back_and_is_reported() -> None:
+def test_a_raising_rule_hook_falls_back_and_is_reported(gpuscout_scout: ScoutFactory) -> None:
     """A rule hook that raises is skipped (core default applies) and the plugin reported."""
-    s = scout(("bad", Raises()))
+    s = gpuscout_scout(("bad", Raises()))
     assert s.minimum_memory(DeviceInfo(library="X")) == 457 * 1024**2
     assert "gpuscout_minimum_memory" in report(s, "bad").error
 
 
-def test_a_wrong_type_from_a_rule_hook_is_ignored() -> None:
+def test_a_wrong_type_from_a_rule_hook_is_ignored(gpuscout_scout: ScoutFactory) -> None:
     """A non-bool preference is not taken as an answer."""
-    s = scout(("wrong", WrongType()))
+    s = gpuscout_scout(("wrong", WrongType()))
     assert s.preferred(DeviceInfo(library="A"), DeviceInfo(library="B")) is False
     assert "expected bool or None" in report(s, "wrong").error
 
 
-def test_a_plugin_with_a_bad_hook_signature_fails_to_load() -> None:
+def test_a_plugin_with_a_bad_hook_signature_fails_to_load(gpuscout_scout: ScoutFactory) -> None:
     """A hookimpl whose arguments the spec does not know is refused at registration."""
-    s = scout(("odd", BadSignature()), ("good", Good()))
+    s = gpuscout_scout(("odd", BadSignature()), ("good", Good()))
     assert report(s, "odd").status == "failed" and "ctx_misnamed" in report(s, "odd").error
     assert [d.id for d in s.discover().devices] == ["g0"]
 
 
-def test_reports_count_devices_and_time() -> None:
+def test_reports_count_devices_and_time(gpuscout_scout: ScoutFactory) -> None:
     """Each report says how many devices its plugin found and how long it took."""
-    s = scout(("good", Good()))
+    s = gpuscout_scout(("good", Good()))
     s.discover()
     good = report(s, "good")
     assert (good.status, good.devices, good.error) == ("ok", 1, "")
@@ -241,9 +239,9 @@ class FailsOnce:
         return [DeviceInfo(id="x", library="Flaky")]
 
 
-def test_each_discovery_reports_its_own_run() -> None:
+def test_each_discovery_reports_its_own_run(gpuscout_scout: ScoutFactory) -> None:
     """A plugin that failed once is ok in the next run; an earlier Discovery keeps its report."""
-    s = scout(("flaky", FailsOnce()))
+    s = gpuscout_scout(("flaky", FailsOnce()))
     first = s.discover()
     second = s.discover()
     assert (first.plugins[-1].status, first.plugins[-1].devices) == ("failed", 0)
@@ -252,18 +250,19 @@ def test_each_discovery_reports_its_own_run() -> None:
     assert [d.id for d in second.devices] == ["x"]
 
 
-def test_a_load_failure_stays_reported_across_runs() -> None:
+def test_a_load_failure_stays_reported_across_runs(gpuscout_scout: ScoutFactory) -> None:
     """A plugin that could not register is reported failed in every discovery."""
-    s = scout(("odd", BadSignature()))
+    s = gpuscout_scout(("odd", BadSignature()))
     s.discover()
     assert s.discover().plugins[-1].status == "failed"
 
 
-def test_concurrent_discoveries_on_one_scout_do_not_mix_reports() -> None:
+def test_concurrent_discoveries_on_one_scout_do_not_mix_reports(
+        gpuscout_scout: ScoutFactory) -> None:
     """Discoveries from several threads each return complete, consistent reports."""
     import threading
 
-    s = scout(("good", Good()))
+    s = gpuscout_scout(("good", Good()))
     results: list[Any] = []
     threads = [threading.Thread(target=lambda: results.append(s.discover())) for _ in range(4)]
     for t in threads:
@@ -283,9 +282,9 @@ class Exits:
         raise SystemExit(4)
 
 
-def test_a_plugin_calling_sys_exit_does_not_end_the_host() -> None:
+def test_a_plugin_calling_sys_exit_does_not_end_the_host(gpuscout_scout: ScoutFactory) -> None:
     """SystemExit from a hook is a plugin failure like any other."""
-    s = scout(("exits", Exits()), ("good", Good()))
+    s = gpuscout_scout(("exits", Exits()), ("good", Good()))
     assert [d.id for d in s.discover().devices] == ["g0"]
     assert s.flash_attention_supported([DeviceInfo(library="cpu")]) is True
     assert "sys.exit(3)" in report(s, "exits").error

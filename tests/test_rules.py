@@ -8,6 +8,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from gpuscout import DeviceComparison, DeviceInfo, Scout
+from gpuscout.testing import ScoutFactory
 
 GIB = 1024**3
 MIB = 1024**2
@@ -169,8 +170,8 @@ def test_unknown_cuda_driver_passes_with_a_warning(scout: Scout) -> None:
         "rules.cuda_driver_unknown"]
 
 
-def test_without_plugins_only_cpu_passes_flash_attention() -> None:
+def test_without_plugins_only_cpu_passes_flash_attention(gpuscout_scout: ScoutFactory) -> None:
     """With no plugin answering, cpu passes and any other library fails."""
-    bare = Scout(plugins=[], entry_points=False)
+    bare = gpuscout_scout()
     assert bare.flash_attention_supported([DeviceInfo(library="cpu")])
     assert not bare.flash_attention_supported([DeviceInfo(library="Metal")])

@@ -13,6 +13,7 @@ import pytest
 
 from gpuscout import DeviceInfo, Scout, hookimpl
 from gpuscout.runner import RunnerError, discover_in_child, validate_devices
+from gpuscout.testing import ScoutFactory
 
 CHILD_PLUGIN = """
     import os
@@ -110,12 +111,14 @@ class ParentCard:
                            total_memory=1024, free_memory=512)]
 
 
-def scout_for(env: dict[str, str]) -> Scout:
-    return Scout(plugins=["cuda", "parent"], extra=[("parent", ParentCard())],
-                 entry_points=False, env=env)
+@pytest.fixture
+def scout_for(gpuscout_scout: ScoutFactory) -> Callable[[dict[str, str]], Scout]:
+    """``scout_for(env)``: a Scout of the cuda plugin and ParentCard under ``env``."""
+    return lambda env: gpuscout_scout("cuda", ("parent", ParentCard()), env=env)
 
 
-def test_a_device_that_initialises_in_the_child_is_kept(child_site: Path) -> None:
+def test_a_device_that_initialises_in_the_child_is_kept(
+        child_site: Path, scout_for: Callable[[dict[str, str]], Scout]) -> None:
     """Init validation keeps a CUDA device the child sees with only it visible."""
     scout = scout_for(child_env(child_site))
     checks = [(d, scout.init_check_env(d)) for d in scout.discover().devices]
@@ -124,7 +127,8 @@ def test_a_device_that_initialises_in_the_child_is_kept(child_site: Path) -> Non
     assert [d.id for d in kept] == ["GPU-child"] and dropped == []
 
 
-def test_a_device_whose_init_crashes_the_child_is_dropped(child_site: Path) -> None:
+def test_a_device_whose_init_crashes_the_child_is_dropped(
+        child_site: Path, scout_for: Callable[[dict[str, str]], Scout]) -> None:
     """A crash under GGML_CUDA_INIT=1 drops the device with the reason."""
     scout = scout_for(child_env(child_site, CHILD_CRASH_ON_INIT="1"))
     found = scout.discover(validate=True)
@@ -133,9 +137,10 @@ def test_a_device_whose_init_crashes_the_child_is_dropped(child_site: Path) -> N
                                                  "(exit code 134)"]
 
 
-def test_devices_that_need_no_validation_are_not_started(child_site: Path) -> None:
+def test_devices_that_need_no_validation_are_not_started(
+        child_site: Path, gpuscout_scout: ScoutFactory) -> None:
     """A device without an init env is kept without a child."""
-    scout = Scout(plugins=["cuda"], entry_points=False)
+    scout = gpuscout_scout("cuda")
     vk = DeviceInfo(id="0", library="Vulkan")
     assert scout.init_check_env(vk) is None
     assert validate_devices([(vk, scout.init_check_env(vk))], timeout=0.01) == ([vk], [])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuscout import Scout, SystemInfo
+from gpuscout import SystemInfo
 from gpuscout.context import Context
 from gpuscout.system import read_system
+from gpuscout.testing import RootFactory, ScoutFactory, write_tree
 
 KIB = 1024
 GIB = 1024**3
@@ -24,11 +25,7 @@ HugePages_Total:       0
 
 
 def tree(root: Path, files: dict[str, str]) -> str:
-    for path, text in files.items():
-        target = root / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    return str(root)
+    return str(write_tree(root, files))
 
 
 def system(root: str) -> SystemInfo:
@@ -94,10 +91,11 @@ def test_missing_files_give_zeros_not_errors(tmp_path: Path) -> None:
     assert system(str(tmp_path)) == SystemInfo()
 
 
-def test_scout_root_applies_to_system_memory(tmp_path: Path) -> None:
+def test_scout_root_applies_to_system_memory(gpuscout_root: RootFactory,
+                                             gpuscout_scout: ScoutFactory) -> None:
     """Scout(root=...) reads system memory from the recorded tree."""
-    root = tree(tmp_path, {"/proc/meminfo": MEMINFO})
-    found = Scout(plugins=[], entry_points=False, root=root, platform="linux").discover()
+    root = gpuscout_root({"/proc/meminfo": MEMINFO})
+    found = gpuscout_scout(root=root, platform="linux").discover()
     assert found.system.total_memory == 65536000 * KIB
 
 

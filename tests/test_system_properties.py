@@ -4,13 +4,13 @@ outside 0..2**64-1, and well-formed input read back exactly."""
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscout.context import Context
 from gpuscout.system import _cgroup_paths, cgroup_memory, parse_meminfo, parse_u64, read_system
+from gpuscout.testing import in_u64, write_tree
 
 U64 = 1 << 64
 KIB = 1024
@@ -48,17 +48,6 @@ cgroup_text = st.one_of(st.lists(cgroup_line, max_size=4).map("\n".join), st.tex
 limit_text = st.one_of(numberish, st.just("max"), st.text(max_size=20))
 
 
-def write_tree(root: Path, files: dict[str, str]) -> None:
-    for path, text in files.items():
-        target = root / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8", errors="surrogatepass")
-
-
-def in_u64(value: int | None) -> bool:
-    return value is None or 0 <= value < U64
-
-
 @settings(max_examples=500)
 @given(st.text())
 def test_parse_u64_never_raises_and_answers_only_u64(text: str) -> None:
@@ -94,7 +83,7 @@ def test_parse_meminfo_reads_back_well_formed_files(figures: dict[str, int]) -> 
 def test_read_system_never_raises_over_any_meminfo(text: str) -> None:
     """read_system over any /proc/meminfo answers a SystemInfo with figures below 2**64."""
     with tempfile.TemporaryDirectory() as root:
-        write_tree(Path(root), {"/proc/meminfo": text})
+        write_tree(root, {"/proc/meminfo": text})
         info = read_system(Context(env={}, platform="linux", root=root))
     assert all(0 <= v < U64 for v in (info.total_memory, info.free_memory, info.free_swap))
 
@@ -104,7 +93,7 @@ def test_read_system_never_raises_over_any_meminfo(text: str) -> None:
 def test_cgroup_paths_never_lead_above_the_hierarchy(text: str) -> None:
     """Each path _cgroup_paths accepts is absolute and has no ``..`` segment."""
     with tempfile.TemporaryDirectory() as root:
-        write_tree(Path(root), {"/proc/self/cgroup": text})
+        write_tree(root, {"/proc/self/cgroup": text})
         found = _cgroup_paths(Context(env={}, platform="linux", root=root))
     for path in found:
         assert path is None or (path.startswith("/") and ".." not in path.split("/"))
@@ -122,7 +111,7 @@ def test_cgroup_memory_never_raises_and_stays_in_u64(
                       f"{base}/memory.swap.max": swap, f"{base}/memory.limit_in_bytes": limit,
                       f"{base}/memory.usage_in_bytes": usage})
     with tempfile.TemporaryDirectory() as root:
-        write_tree(Path(root), files)
+        write_tree(root, files)
         found = cgroup_memory(Context(env={}, platform="linux", root=root))
     assert all(in_u64(v) for v in found)
 
@@ -140,7 +129,7 @@ def test_well_formed_v2_limit_caps_total_and_free(total_kib: int, limit: int, us
         "/sys/fs/cgroup/pod/memory.current": f"{used}\n",
     }
     with tempfile.TemporaryDirectory() as root:
-        write_tree(Path(root), files)
+        write_tree(root, files)
         info = read_system(Context(env={}, platform="linux", root=root))
     total = min(total_kib * KIB, limit)
     free = min(total_kib * KIB, max(0, limit - used))

@@ -16,6 +16,7 @@ import pytest
 
 from gpuscout import Scout
 from gpuscout.plugins.cuda import nvml, order
+from gpuscout.testing import ScoutFactory
 
 RECORDED = pathlib.Path(__file__).parent / "recorded"
 
@@ -181,11 +182,10 @@ def no_probe(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def cuda_scout() -> Callable[..., Scout]:
+def cuda_scout(gpuscout_scout: ScoutFactory) -> Callable[..., Scout]:
     """A Scout holding only the cuda plugin, on Linux, with the given env and root."""
 
     def make(env: Mapping[str, str] | None = None, root: str = "/", **kwargs: Any) -> Scout:
-        return Scout(plugins=["cuda"], entry_points=False, env=dict(env or {}),
-                     platform="linux", root=root, **kwargs)
+        return gpuscout_scout("cuda", env=dict(env or {}), root=root, **kwargs)
 
     return make

@@ -5,8 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from gpuscout import Scout
-
 # The whole contract of this file assumes no NVIDIA driver; fail loudly if one appears.
 NO_DRIVER_NOTE = "NVML library libnvidia-ml.so.1 cannot be loaded"
 
@@ -15,9 +13,9 @@ def _cuda_report(found):
     return next(r for r in found.plugins if r.name == "cuda")
 
 
-def test_missing_driver_gives_no_devices_and_an_ok_report():
+def test_missing_driver_gives_no_devices_and_an_ok_report(gpuscout_scout):
     """Without libnvidia-ml the plugin finds nothing, is ok, and names NVML in its error."""
-    found = Scout(plugins=["cuda"], entry_points=False, platform="linux").discover()
+    found = gpuscout_scout("cuda").discover()
     report = _cuda_report(found)
     assert (found.devices, report.status, report.devices) == ([], "ok", 0)
     assert report.note.startswith(NO_DRIVER_NOTE)
@@ -55,14 +53,14 @@ def test_pynvml_itself_reports_library_not_found_here():
         raise AssertionError("nvmlInit succeeded: this machine has an NVIDIA driver")
 
 
-def test_macos_reports_that_nvml_does_not_exist():
+def test_macos_reports_that_nvml_does_not_exist(gpuscout_scout):
     """On darwin the plugin does not look for NVML and says why."""
-    found = Scout(plugins=["cuda"], entry_points=False, platform="darwin").discover()
+    found = gpuscout_scout("cuda", platform="darwin").discover()
     assert _cuda_report(found).note == "NVML does not exist on macOS (no NVIDIA driver)"
 
 
-def test_enumeration_without_a_driver_is_fast():
+def test_enumeration_without_a_driver_is_fast(gpuscout_scout):
     """The missing-driver path costs well under a tenth of a second."""
-    scout = Scout(plugins=["cuda"], entry_points=False, platform="linux")
+    scout = gpuscout_scout("cuda")
     found = scout.discover()
     assert _cuda_report(found).elapsed < 0.1

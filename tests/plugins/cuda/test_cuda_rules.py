@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from gpuscout import DeviceInfo, Scout
+from gpuscout.testing import ScoutFactory
 
 
 @pytest.fixture
-def scout() -> Scout:
-    return Scout(plugins=["cuda"], entry_points=False, env={}, platform="linux")
+def scout(gpuscout_scout: ScoutFactory) -> Scout:
+    """The cuda plugin alone, with an empty environment."""
+    return gpuscout_scout("cuda", env={})
 
 
 def card(id: str = "GPU-a", **kw: object) -> DeviceInfo:

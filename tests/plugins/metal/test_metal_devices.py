@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import sys
 import types
+from collections.abc import Callable
 
 import pytest
 
 from gpuscout import Scout
 from gpuscout.plugins.metal.discover import all_devices, device_info
+from gpuscout.testing import ScoutFactory
 
 GIB = 1024**3
 MIB = 1024**2
@@ -76,9 +78,19 @@ class FakeMetalFramework(types.ModuleType):
         return self._default
 
 
-def macos_scout(monkeypatch: pytest.MonkeyPatch, framework: types.ModuleType | None) -> Scout:
-    monkeypatch.setitem(sys.modules, "Metal", framework)
-    return Scout(plugins=["metal"], entry_points=False, env={}, platform="darwin")
+MacosScout = Callable[[types.ModuleType | None], Scout]
+
+
+@pytest.fixture
+def macos_scout(monkeypatch: pytest.MonkeyPatch, gpuscout_scout: ScoutFactory) -> MacosScout:
+    """``macos_scout(framework)``: the metal plugin alone on darwin, ``import Metal`` giving
+    ``framework`` (None: the import fails)."""
+
+    def make(framework: types.ModuleType | None) -> Scout:
+        monkeypatch.setitem(sys.modules, "Metal", framework)
+        return gpuscout_scout("metal", env={}, platform="darwin")
+
+    return make
 
 
 @pytest.mark.parametrize(("fake", "total"), [
@@ -126,45 +138,45 @@ def test_all_devices_falls_back_to_the_default_device() -> None:
     assert all_devices(FakeMetalFramework([], default=m1)) == [m1]
 
 
-def test_discover_on_macos_lists_every_device(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_discover_on_macos_lists_every_device(macos_scout: MacosScout) -> None:
     """Through Scout on darwin, each MTLCopyAllDevices device is a ranked Metal device."""
     fakes = [fake_metal_device_recorded_m2_max_64gb()]
-    found = macos_scout(monkeypatch, FakeMetalFramework(fakes)).discover()
+    found = macos_scout(FakeMetalFramework(fakes)).discover()
     assert [(d.library, d.name, d.total_memory) for d in found.devices] == [
         ("Metal", "Apple M2 Max", 51539607552)]
 
 
-def test_no_device_at_all_is_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_device_at_all_is_a_note(macos_scout: MacosScout) -> None:
     """Neither function finds a device: zero devices and a note naming both."""
-    s = macos_scout(monkeypatch, FakeMetalFramework(None, default=None))
+    s = macos_scout(FakeMetalFramework(None, default=None))
     assert s.discover().devices == []
     assert "MTLCopyAllDevices" in next(r.note for r in s.reports if r.name == "metal")
 
 
-def test_missing_pyobjc_is_a_note_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_pyobjc_is_a_note_not_an_error(macos_scout: MacosScout) -> None:
     """On macOS without pyobjc-framework-Metal: zero devices, status ok, a note."""
-    s = macos_scout(monkeypatch, None)  # a None entry makes `import Metal` raise ImportError
+    s = macos_scout(None)  # a None entry makes `import Metal` raise ImportError
     assert s.discover().devices == []
     report = next(r for r in s.reports if r.name == "metal")
     assert report.status == "ok" and "pyobjc-framework-Metal" in report.note
 
 
-def test_metal_device_holds_back_512_mib(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_metal_device_holds_back_512_mib(macos_scout: MacosScout) -> None:
     """Scout's minimum memory for a discovered Metal device is the seed's 512 MiB."""
-    s = macos_scout(monkeypatch, FakeMetalFramework([fake_metal_device_recorded_m1_16gb()]))
+    s = macos_scout(FakeMetalFramework([fake_metal_device_recorded_m1_16gb()]))
     device = s.discover().devices[0]
     assert s.minimum_memory(device) == 512 * MIB
 
 
-def test_metal_device_supports_flash_attention(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_metal_device_supports_flash_attention(macos_scout: MacosScout) -> None:
     """Scout says flash attention is safe on a discovered Metal device."""
-    s = macos_scout(monkeypatch, FakeMetalFramework([fake_metal_device_derived_m2_ultra_192gb()]))
+    s = macos_scout(FakeMetalFramework([fake_metal_device_derived_m2_ultra_192gb()]))
     assert s.flash_attention_supported(s.discover().devices)
 
 
-def test_rules_answer_for_metal_devices_on_any_platform() -> None:
+def test_rules_answer_for_metal_devices_on_any_platform(gpuscout_scout: ScoutFactory) -> None:
     """On linux the rule hooks still answer for a Metal record (512 MiB, flash attention)."""
-    s = Scout(plugins=["metal"], entry_points=False, env={}, platform="linux")
+    s = gpuscout_scout("metal", env={}, platform="linux")
     d = device_info(fake_metal_device_recorded_m2_max_32gb(), 0)
     assert s.minimum_memory(d) == 512 * MIB
     assert s.flash_attention_supported([d])

@@ -14,28 +14,28 @@ from collections.abc import Callable, Mapping
 import pytest
 
 from gpuscout import DeviceInfo, Discovery, Scout
+from gpuscout.testing import ScoutFactory
 
 TREES = pathlib.Path(__file__).parent / "trees"
 
 
-def _scout(tree: str, env: Mapping[str, str] | None = None) -> Scout:
-    return Scout(plugins=["rocm"], entry_points=False, env=dict(env or {}), platform="linux",
-                 root=str(TREES / tree))
-
-
 @pytest.fixture
-def rocm_scout() -> Callable[..., Scout]:
+def rocm_scout(gpuscout_scout: ScoutFactory) -> Callable[..., Scout]:
     """``rocm_scout(tree, env)``: a Scout that loads only the ROCm plugin, rooted at ``tree``."""
-    return _scout
+
+    def make(tree: str, env: Mapping[str, str] | None = None) -> Scout:
+        return gpuscout_scout("rocm", env=dict(env or {}), root=TREES / tree)
+
+    return make
 
 
 @pytest.fixture
-def discover() -> Callable[..., Discovery]:
+def discover(rocm_scout: Callable[..., Scout]) -> Callable[..., Discovery]:
     """``discover(tree, env)``: one discovery by the ROCm plugin alone over ``tree``."""
-    return lambda tree, env=None: _scout(tree, env).discover()
+    return lambda tree, env=None: rocm_scout(tree, env).discover()
 
 
 @pytest.fixture
-def devices() -> Callable[..., list[DeviceInfo]]:
+def devices(rocm_scout: Callable[..., Scout]) -> Callable[..., list[DeviceInfo]]:
     """``devices(tree, env)``: the ROCm plugin's raw answer over ``tree``, in its own order."""
-    return lambda tree, env=None: [d for _, d in _scout(tree, env).enumerate()]
+    return lambda tree, env=None: [d for _, d in rocm_scout(tree, env).enumerate()]

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from gpuscout import DeviceInfo, Scout
+from gpuscout import DeviceInfo
 from gpuscout.context import Context
 from gpuscout.plugins.rocm import discover, smi, sysfs
+from gpuscout.testing import ScoutFactory
 
 AMDSMI_MISSING = importlib.util.find_spec("amdsmi") is None
 GIB = 1024**3
@@ -71,11 +72,12 @@ def test_amdsmi_import_failure_is_a_reason_not_an_exception() -> None:
     assert (module, why.startswith("amdsmi unavailable (")) == (None, True)
 
 
-def test_live_root_without_amdsmi_falls_back_to_sysfs_and_names_amdsmi() -> None:
+def test_live_root_without_amdsmi_falls_back_to_sysfs_and_names_amdsmi(
+        gpuscout_scout: ScoutFactory) -> None:
     """On "/" with no amdsmi and no AMD GPU, the plugin finds nothing and its note names amdsmi."""
     if not AMDSMI_MISSING or os.path.isdir("/sys/class/kfd/kfd/topology/nodes"):
         pytest.skip("this machine has amdsmi or a KFD topology")
-    result = Scout(plugins=["rocm"], entry_points=False, env={}, platform="linux").discover()
+    result = gpuscout_scout("rocm", env={}).discover()
     report = next(r for r in result.plugins if r.name == "rocm")
     assert (result.devices, report.status, "amdsmi unavailable" in report.note) == (
         [], "ok", True)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 import tempfile
-from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscout.context import Context
 from gpuscout.plugins.rocm import devices, sysfs
+from gpuscout.testing import in_u64, write_tree
 
 U64 = 1 << 64
 #: Digits of other scripts, which str.isdigit() and int() accept and the kernel never writes.
@@ -32,17 +32,6 @@ properties_text = st.one_of(
     st.text(max_size=300),
 )
 counter_text = st.one_of(numberish, u64.map(lambda v: f"{v}\n"), st.text(max_size=30))
-
-
-def write_tree(root: Path, files: dict[str, str]) -> None:
-    for path, text in files.items():
-        target = root / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8", errors="surrogatepass")
-
-
-def in_u64(value: int | None) -> bool:
-    return value is None or 0 <= value < U64
 
 
 # -- pure parsers -----------------------------------------------------------------------------------
@@ -112,7 +101,7 @@ def test_kfd_nodes_over_any_properties_stay_in_u64(node: str, bank: str) -> None
     files = {f"{NODE}/properties": node, f"{NODE}/mem_banks/0/properties": bank,
              f"{NODE}/mem_banks/1/properties": bank}
     with tempfile.TemporaryDirectory() as root:
-        write_tree(Path(root), files)
+        write_tree(root, files)
         nodes = sysfs.read_kfd_gpu_nodes(Context(env={}, platform="linux", root=root)) or []
     for found in nodes:
         assert 0 <= found.bank_size < U64 and all(0 <= v < U64 for v in found.props.values())
@@ -129,7 +118,7 @@ def test_drm_device_over_any_counters_stays_in_u64(
              f"{DEVICE}/uevent": uevent}
     node = sysfs.KfdNode(1, {"drm_render_minor": 128, "location_id": 0x0C00})
     with tempfile.TemporaryDirectory() as root:
-        write_tree(Path(root), files)
+        write_tree(root, files)
         drm = sysfs.read_drm_device(Context(env={}, platform="linux", root=root), node)
     assert all(in_u64(v) for v in (drm.vram_total, drm.vram_used, drm.gtt_total, drm.gtt_used))
     assert SLOT.fullmatch(drm.slot)
@@ -147,7 +136,7 @@ def test_drm_device_reads_back_well_formed_counters(
              f"{DEVICE}/mem_info_gtt_used": f"{gtt_used}\n"}
     node = sysfs.KfdNode(1, {"drm_render_minor": 128})
     with tempfile.TemporaryDirectory() as root:
-        write_tree(Path(root), files)
+        write_tree(root, files)
         drm = sysfs.read_drm_device(Context(env={}, platform="linux", root=root), node)
     assert (drm.vram_total, drm.vram_used, drm.gtt_total, drm.gtt_used) == (
         vram, vram_used, gtt, gtt_used)
@@ -159,7 +148,7 @@ def test_drm_device_reads_back_well_formed_counters(
 def test_driver_version_of_any_file_stays_in_u64(text: str) -> None:
     """read_driver_version over any version file gives two numbers in 0..2**64-1."""
     with tempfile.TemporaryDirectory() as root:
-        write_tree(Path(root), {sysfs.DRIVER_VERSION: text})
+        write_tree(root, {sysfs.DRIVER_VERSION: text})
         major, minor = sysfs.read_driver_version(Context(env={}, platform="linux", root=root))
     assert 0 <= major < U64 and 0 <= minor < U64
 
@@ -169,7 +158,7 @@ def test_driver_version_of_any_file_stays_in_u64(text: str) -> None:
 def test_driver_version_reads_back_a_dkms_version(major: int, minor: int, patch: int) -> None:
     """``major.minor.patch`` reads back as (major, minor)."""
     with tempfile.TemporaryDirectory() as root:
-        write_tree(Path(root), {sysfs.DRIVER_VERSION: f"{major}.{minor}.{patch}\n"})
+        write_tree(root, {sysfs.DRIVER_VERSION: f"{major}.{minor}.{patch}\n"})
         found = sysfs.read_driver_version(Context(env={}, platform="linux", root=root))
     assert found == (major, minor)
 

@@ -16,14 +16,11 @@ from gpuscout.context import Context
 from gpuscout.plugins.vulkan import discover as vk_discover
 from gpuscout.plugins.vulkan.loader import RawDevice
 from gpuscout.plugins.vulkan.vkstructs import EXT_MEMORY_BUDGET
+from gpuscout.testing import ScoutFactory
 
 GIB = 1024**3
 MESA_VENDOR_ID = 0x10005
 LAVAPIPE = re.compile(r"^llvmpipe")
-
-
-def scout(env: dict[str, str]) -> Scout:
-    return Scout(plugins=["vulkan"], entry_points=False, env=env, platform="linux")
 
 
 def raw_lavapipe(env: dict[str, str]) -> RawDevice:
@@ -37,9 +34,10 @@ def vulkan_note(found: Scout) -> str:
     return next(r.note for r in found.reports if r.name == "vulkan")
 
 
-def test_lavapipe_is_found_as_a_software_device(lavapipe_env: dict[str, str]) -> None:
+def test_lavapipe_is_found_as_a_software_device(
+        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
     """The loader lists llvmpipe and the record marks it software, not integrated."""
-    devices = scout(lavapipe_env).discover(include_software=True).devices
+    devices = gpuscout_scout("vulkan", env=lavapipe_env).discover(include_software=True).devices
     assert len(devices) == 1
     d = devices[0]
     assert LAVAPIPE.match(d.name) and d.description == d.name
@@ -56,51 +54,55 @@ def test_lavapipe_reports_mesa_vendor_and_llvmpipe_driver(lavapipe_env: dict[str
     assert raw.driver_info.startswith("Mesa ")
 
 
-def test_lavapipe_driver_version_is_the_mesa_version(lavapipe_env: dict[str, str]) -> None:
+def test_lavapipe_driver_version_is_the_mesa_version(
+        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
     """driver_major.minor is the Mesa release that driverInfo names."""
     raw = raw_lavapipe(lavapipe_env)
-    d = scout(lavapipe_env).discover(include_software=True).devices[0]
+    d = gpuscout_scout("vulkan", env=lavapipe_env).discover(include_software=True).devices[0]
     assert raw.driver_info.startswith(f"Mesa {d.driver_major}.{d.driver_minor}.")
 
 
-def test_lavapipe_memory_is_its_device_local_heap(lavapipe_env: dict[str, str]) -> None:
+def test_lavapipe_memory_is_its_device_local_heap(
+        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
     """Total memory is lavapipe's device-local heap (2 GiB on Mesa 22.3), at most host RAM."""
     raw = raw_lavapipe(lavapipe_env)
-    d = scout(lavapipe_env).discover(include_software=True).devices[0]
+    d = gpuscout_scout("vulkan", env=lavapipe_env).discover(include_software=True).devices[0]
     assert d.total_memory == max(size for size, flags in raw.heaps if flags & 1)
     assert GIB // 4 <= d.total_memory <= 64 * GIB
 
 
 def test_lavapipe_free_memory_is_unknown_without_memory_budget(
-        lavapipe_env: dict[str, str]) -> None:
+        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
     """Without VK_EXT_memory_budget free is unknown and reads as the total; with it, known."""
     raw = raw_lavapipe(lavapipe_env)
-    d = scout(lavapipe_env).discover(include_software=True).devices[0]
+    d = gpuscout_scout("vulkan", env=lavapipe_env).discover(include_software=True).devices[0]
     if EXT_MEMORY_BUDGET in raw.extensions:
         assert not d.free_memory_unknown and d.free_memory <= d.total_memory
     else:
         assert d.free_memory_unknown and d.free_memory == d.total_memory
 
 
-def test_lavapipe_uuid_is_formatted_8_4_4_4_12(lavapipe_env: dict[str, str]) -> None:
+def test_lavapipe_uuid_is_formatted_8_4_4_4_12(
+        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
     """deviceUUID is kept as lower-case 8-4-4-4-12 hex."""
     raw = raw_lavapipe(lavapipe_env)
-    d = scout(lavapipe_env).discover(include_software=True).devices[0]
+    d = gpuscout_scout("vulkan", env=lavapipe_env).discover(include_software=True).devices[0]
     assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", d.uuid)
     assert d.uuid.replace("-", "") == raw.uuid
 
 
 def test_lavapipe_has_no_pci_address_unless_the_driver_gives_one(
-        lavapipe_env: dict[str, str]) -> None:
+        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
     """pci_id is empty unless the device lists VK_EXT_pci_bus_info."""
     raw = raw_lavapipe(lavapipe_env)
-    d = scout(lavapipe_env).discover(include_software=True).devices[0]
+    d = gpuscout_scout("vulkan", env=lavapipe_env).discover(include_software=True).devices[0]
     assert (d.pci_id != "") == ("VK_EXT_pci_bus_info" in raw.extensions)
 
 
-def test_core_drops_lavapipe_as_a_software_device(lavapipe_env: dict[str, str]) -> None:
+def test_core_drops_lavapipe_as_a_software_device(
+        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
     """discover() leaves llvmpipe out of the ranked list with reason "software device"."""
-    found = scout(lavapipe_env).discover()
+    found = gpuscout_scout("vulkan", env=lavapipe_env).discover()
     assert found.devices == []
     assert [(LAVAPIPE.match(x.device.name) is not None, x.reason) for x in found.dropped] == [
         (True, "software device")]
@@ -134,54 +136,59 @@ def test_cli_include_software_keeps_lavapipe_ranked(lavapipe_env: dict[str, str]
     assert document["dropped"] == []
 
 
-def test_include_software_keeps_lavapipe_ranked(lavapipe_env: dict[str, str]) -> None:
+def test_include_software_keeps_lavapipe_ranked(
+        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
     """discover(include_software=True) ranks llvmpipe and drops nothing."""
-    found = scout(lavapipe_env).discover(include_software=True)
+    found = gpuscout_scout("vulkan", env=lavapipe_env).discover(include_software=True)
     assert [LAVAPIPE.match(d.name) is not None for d in found.devices] == [True]
     assert found.dropped == []
 
 
 def test_loader_runs_in_process_when_env_is_the_process_env(
-        lavapipe_icd: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        gpuscout_scout: ScoutFactory, lavapipe_icd: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """With env equal to os.environ the loader is asked in this process (the fast path)."""
     monkeypatch.setenv("VK_DRIVER_FILES", lavapipe_icd)
     monkeypatch.delenv("GGML_VK_VISIBLE_DEVICES", raising=False)
     with capture_logs() as logs:
-        devices = Scout(plugins=["vulkan"], entry_points=False, platform="linux").discover(
+        devices = gpuscout_scout("vulkan", env=os.environ).discover(
             include_software=True).devices
     assert [e["mode"] for e in logs if e["event"] == "vulkan.probe"] == ["in_process"]
     assert len(devices) == 1 and LAVAPIPE.match(devices[0].name)
 
 
-def test_loader_runs_in_a_child_when_env_differs(lavapipe_env: dict[str, str]) -> None:
+def test_loader_runs_in_a_child_when_env_differs(
+        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
     """With an env that differs from os.environ the probe runs in a child with that env."""
     assert os.environ.get("VK_DRIVER_FILES") != lavapipe_env["VK_DRIVER_FILES"]
     with capture_logs() as logs:
-        devices = scout(lavapipe_env).discover(include_software=True).devices
+        devices = gpuscout_scout("vulkan", env=lavapipe_env).discover(
+            include_software=True).devices
     assert [e["mode"] for e in logs if e["event"] == "vulkan.probe"] == ["child"]
     assert len(devices) == 1
 
 
 @pytest.mark.parametrize("value", ["0", " 0 ", "0,"])
-def test_visible_devices_zero_keeps_lavapipe(lavapipe_env: dict[str, str], value: str) -> None:
+def test_visible_devices_zero_keeps_lavapipe(
+        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str], value: str) -> None:
     """GGML_VK_VISIBLE_DEVICES=0 reports raw device 0 as Vulkan id 0."""
-    found = scout({**lavapipe_env, "GGML_VK_VISIBLE_DEVICES": value}).discover(
-        include_software=True)
+    env = {**lavapipe_env, "GGML_VK_VISIBLE_DEVICES": value}
+    found = gpuscout_scout("vulkan", env=env).discover(include_software=True)
     assert [(d.id, d.filter_id) for d in found.devices] == [("0", "0")]
 
 
-def test_visible_devices_empty_hides_every_device(lavapipe_env: dict[str, str]) -> None:
+def test_visible_devices_empty_hides_every_device(
+        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
     """GGML_VK_VISIBLE_DEVICES set but empty reports no device, with a note."""
-    s = scout({**lavapipe_env, "GGML_VK_VISIBLE_DEVICES": ""})
+    s = gpuscout_scout("vulkan", env={**lavapipe_env, "GGML_VK_VISIBLE_DEVICES": ""})
     assert s.discover(include_software=True).devices == []
     assert "set but empty" in vulkan_note(s)
 
 
 @pytest.mark.parametrize("value", ["5", "-1", "0,5"])
 def test_visible_devices_out_of_range_hides_every_device(
-        lavapipe_env: dict[str, str], value: str) -> None:
+        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str], value: str) -> None:
     """An index past the device count (or -1) reports no Vulkan device at all, with a note."""
-    s = scout({**lavapipe_env, "GGML_VK_VISIBLE_DEVICES": value})
+    s = gpuscout_scout("vulkan", env={**lavapipe_env, "GGML_VK_VISIBLE_DEVICES": value})
     assert s.discover(include_software=True).devices == []
     bad = value.split(",")[-1]
     assert f"names device {bad}," in vulkan_note(s)

@@ -11,12 +11,9 @@ import pytest
 
 from gpuscout import Scout
 from gpuscout.plugins.vulkan.loader import probe
+from gpuscout.testing import ScoutFactory
 
 INTEL_ICD = "/usr/share/vulkan/icd.d/intel_icd.x86_64.json"
-
-
-def vulkan_only(env: dict[str, str], plat: str = "linux") -> Scout:
-    return Scout(plugins=["vulkan"], entry_points=False, env=env, platform=plat)
 
 
 def report(s: Scout) -> tuple[str, int, str]:
@@ -29,9 +26,10 @@ def base_env() -> dict[str, str]:
 
 
 def test_nonexistent_driver_file_gives_no_device_and_names_the_error(
-        lavapipe_icd: str) -> None:
+        gpuscout_scout: ScoutFactory, lavapipe_icd: str) -> None:
     """VK_DRIVER_FILES naming no file: zero devices and a note naming INCOMPATIBLE_DRIVER."""
-    s = vulkan_only({**base_env(), "VK_DRIVER_FILES": "/nonexistent/gpuscout-no-icd.json"})
+    s = gpuscout_scout("vulkan",
+                       env={**base_env(), "VK_DRIVER_FILES": "/nonexistent/gpuscout-no-icd.json"})
     assert s.discover(include_software=True).devices == []
     status, devices, note = report(s)
     assert (status, devices) == ("ok", 0)
@@ -39,22 +37,23 @@ def test_nonexistent_driver_file_gives_no_device_and_names_the_error(
 
 
 def test_empty_driver_file_gives_no_device_and_names_the_error(
-        lavapipe_icd: str, tmp_path: Path) -> None:
+        gpuscout_scout: ScoutFactory, lavapipe_icd: str, tmp_path: Path) -> None:
     """VK_DRIVER_FILES naming an empty manifest: zero devices and INCOMPATIBLE_DRIVER."""
     empty = tmp_path / "empty_icd.json"
     empty.write_text("")
-    s = vulkan_only({**base_env(), "VK_DRIVER_FILES": str(empty)})
+    s = gpuscout_scout("vulkan", env={**base_env(), "VK_DRIVER_FILES": str(empty)})
     assert s.discover(include_software=True).devices == []
     assert "VK_ERROR_INCOMPATIBLE_DRIVER" in report(s)[2]
 
 
-def test_driver_without_its_hardware_gives_no_device(lavapipe_icd: str) -> None:
+def test_driver_without_its_hardware_gives_no_device(gpuscout_scout: ScoutFactory,
+                                                     lavapipe_icd: str) -> None:
     """Only Intel's ICD on a machine without an Intel GPU: INITIALIZATION_FAILED, no device."""
     if platform.machine() != "x86_64" or not os.path.exists(INTEL_ICD):
         pytest.skip("Mesa's Intel ICD ships for x86_64 only")
     if os.path.exists("/dev/dri"):
         pytest.skip("a DRM device exists here; the Intel ICD might find hardware")
-    s = vulkan_only({**base_env(), "VK_DRIVER_FILES": INTEL_ICD})
+    s = gpuscout_scout("vulkan", env={**base_env(), "VK_DRIVER_FILES": INTEL_ICD})
     assert s.discover(include_software=True).devices == []
     assert "VK_ERROR_INITIALIZATION_FAILED" in report(s)[2]
 
@@ -66,9 +65,10 @@ def test_missing_loader_library_is_a_result_not_an_exception() -> None:
     assert result.error.startswith("Vulkan loader not found")
 
 
-def test_other_platform_is_not_asked(lavapipe_icd: str) -> None:
+def test_other_platform_is_not_asked(gpuscout_scout: ScoutFactory, lavapipe_icd: str) -> None:
     """A simulated platform other than the running one finds no Vulkan device, with a note."""
     other = "darwin" if sys.platform != "darwin" else "linux"
-    s = vulkan_only({**base_env(), "VK_DRIVER_FILES": lavapipe_icd}, plat=other)
+    s = gpuscout_scout("vulkan", env={**base_env(), "VK_DRIVER_FILES": lavapipe_icd},
+                       platform=other)
     assert s.discover(include_software=True).devices == []
     assert "not the running one" in report(s)[2]

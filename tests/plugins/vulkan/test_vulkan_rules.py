@@ -6,14 +6,15 @@ import pytest
 
 from gpuscout import DeviceComparison, DeviceInfo, Scout
 from gpuscout.plugins.vulkan.rules import normalize_description, similar_memory
+from gpuscout.testing import ScoutFactory
 
 GIB, MIB = 1024**3, 1024**2
 
 
 @pytest.fixture
-def scout() -> Scout:
-    return Scout(plugins=["vulkan"], entry_points=False,
-                 env={"VK_DRIVER_FILES": "/nonexistent.json"}, platform="linux")
+def scout(gpuscout_scout: ScoutFactory) -> Scout:
+    """The vulkan plugin alone; the default environment keeps the real loader away."""
+    return gpuscout_scout("vulkan")
 
 
 @pytest.mark.parametrize(("text", "normalized"), [
