@@ -10,46 +10,72 @@ The public API (binding for host applications, see the project's DESIGN contract
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+# Not typing.TYPE_CHECKING: importing typing is most of what ``import gpuscout`` would cost.
+TYPE_CHECKING = False
 
 if __name__ != "gpuscout":
     # The folder "core" is only ever the package "gpuscout" (from the repository root, Python
     # would otherwise find it as a top-level package of its own).
     raise ImportError(f"'{__name__}' is not importable: this folder is the package 'gpuscout'")
 
-from gpuscout.context import Context, EnvEntry
-from gpuscout.errors import GpuscoutError
-from gpuscout.layers import GPULayers, GPULayersList
-from gpuscout.markers import VERSION, hookimpl
-from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
-from gpuscout.rank import by_library, by_performance, library_paths, rank
-from gpuscout.records import (
-    DeviceComparison,
-    DeviceID,
-    DeviceInfo,
-    FlashAttention,
-    SystemInfo,
-)
-from gpuscout.results import Discovery, Dropped, PluginReport, PluginStatus
-from gpuscout.scout import Scout
-
 if TYPE_CHECKING:
+    from gpuscout.context import Context, EnvEntry
+    from gpuscout.errors import GpuscoutError
+    from gpuscout.layers import GPULayers, GPULayersList
+    from gpuscout.markers import hookimpl
+    from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
+    from gpuscout.ranking import by_library, by_performance, library_paths, rank
+    from gpuscout.records import (
+        DeviceComparison,
+        DeviceID,
+        DeviceInfo,
+        FlashAttention,
+        SystemInfo,
+    )
+    from gpuscout.results import Discovery, Dropped, PluginReport, PluginStatus
+    from gpuscout.scout import Scout
     from gpuscout.wire import from_json, to_json
+
+from gpuscout.version import VERSION  # noqa: E402 (after the folder-name guard)
 
 __version__ = VERSION
 
-# The wire format needs cattrs, which costs start-up time; load it on first use.
-_LAZY = {"to_json": "gpuscout.wire", "from_json": "gpuscout.wire"}
+# Every name is imported on first use: ``import gpuscout`` (which the pytest kit, the CLI and
+# every submodule import pay for) loads nothing, and ``from gpuscout import Scout`` only what
+# the Scout needs (the wire format's cattrs, for one, waits for to_json/from_json).
+_LAZY = {
+    "Context": "gpuscout.context", "EnvEntry": "gpuscout.context",
+    "GpuscoutError": "gpuscout.errors",
+    "GPULayers": "gpuscout.layers", "GPULayersList": "gpuscout.layers",
+    "hookimpl": "gpuscout.markers",
+    "BackendMemory": "gpuscout.memory", "DeviceMemory": "gpuscout.memory",
+    "InsufficientMemoryError": "gpuscout.memory",
+    "by_library": "gpuscout.ranking", "by_performance": "gpuscout.ranking",
+    "library_paths": "gpuscout.ranking", "rank": "gpuscout.ranking",
+    "DeviceComparison": "gpuscout.records", "DeviceID": "gpuscout.records",
+    "DeviceInfo": "gpuscout.records", "FlashAttention": "gpuscout.records",
+    "SystemInfo": "gpuscout.records",
+    "Discovery": "gpuscout.results", "Dropped": "gpuscout.results",
+    "PluginReport": "gpuscout.results", "PluginStatus": "gpuscout.results",
+    "Scout": "gpuscout.scout",
+    "to_json": "gpuscout.wire", "from_json": "gpuscout.wire",
+}
 
 
 def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpuscout' has no attribute {name!r}")
+    import importlib
 
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'gpuscout' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "BackendMemory",

@@ -527,7 +527,7 @@ def _safe_repr(value: Any) -> str:
 
 
 def _own_version() -> str:
-    from gpuscout.markers import VERSION
+    from gpuscout.version import VERSION
 
     return VERSION
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pluggy
 
+from gpuscout.version import VERSION
+
 PROJECT = "gpuscout"
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
-#: The distribution's version (here, not in the package ``__init__``, so that modules the
-#: package imports can read it without an import cycle).
-VERSION = "0.1.0"
+__all__ = ["PROJECT", "VERSION", "hookimpl", "hookspec"]

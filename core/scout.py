@@ -16,7 +16,7 @@ from gpuscout.errors import GpuscoutError
 from gpuscout.host import PluginHost, checked_devices
 from gpuscout.log import get_logger
 from gpuscout.merge import compare, merge
-from gpuscout.rank import rank
+from gpuscout.ranking import rank
 from gpuscout.records import CPU_LIBRARY, DeviceComparison, DeviceInfo
 from gpuscout.results import SOFTWARE_REASON, Discovery, Dropped, PluginReport, PluginStatus
 from gpuscout.system import read_system

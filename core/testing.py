@@ -329,7 +329,7 @@ def _static_problems(plugin: Any) -> tuple[list[str], bool]:
 
     import pluggy
 
-    from gpuscout import hookspecs
+    import gpuscout.hookspecs as hookspecs
     from gpuscout.markers import PROJECT
     from gpuscout.plugin import API_VERSION_ATTRIBUTE, check_api_version
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo, Scout, hookimpl, rank
 from gpuscout.cli import main
-from gpuscout.cli.explain import CRITERIA, deciding_criterion
+from gpuscout.ranking import CRITERIA, deciding_criterion
 
 GIB = 1024**3
 # Keeps the real Vulkan loader from finding lavapipe.

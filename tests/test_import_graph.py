@@ -149,3 +149,23 @@ def test_built_in_plugins_reach_only_the_public_surface(module: str) -> None:
 
 def test_no_import_cycles_inside_a_built_in_plugin() -> None:
     assert _cycles({m for m in MODULES if m.startswith("gpuscout.plugins")}) == []
+
+
+def test_importing_the_package_loads_nothing_until_a_name_is_used() -> None:
+    """``import gpuscout`` (paid by the pytest kit in every project, and by every submodule)
+    loads neither pluggy nor attrs; each exported name still resolves to what it was."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gpuscout; print(sorted(m for m in ('pluggy', 'attr', 'cattrs', "
+            "'structlog', 'gpuscout.scout') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    import gpuscout.ranking  # a submodule loaded first must not shadow a lazy name
+
+    for name in gpuscout.__all__:
+        assert getattr(gpuscout, name) is not None, name
+    assert callable(gpuscout.rank) and gpuscout.rank([]) == []
+    assert set(gpuscout.__all__) <= set(dir(gpuscout))
+    assert not any(m.rsplit(".", 1)[-1] in gpuscout.__all__ for m in MODULES), \
+        "a submodule named like an exported name would shadow it once imported"

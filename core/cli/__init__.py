@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn
 
 from gpuscout.cli import common, output
-from gpuscout.markers import VERSION
+from gpuscout.version import VERSION
 
 if TYPE_CHECKING:
     from gpuscout.cli.common import ScoutFactory

@@ -7,41 +7,15 @@ as text lines, every string from a plugin passed through ``printable``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from gpuscout.cli.common import printable
 from gpuscout.cli.sizes import human_bytes
+from gpuscout.ranking import CRITERIA, deciding_criterion
 
 if TYPE_CHECKING:
     from gpuscout.records import DeviceID, DeviceInfo
     from gpuscout.results import Discovery
-
-
-class Criterion(NamedTuple):
-    """One step of the ranking: of two devices, the one with the smaller ``key`` goes first."""
-
-    name: str
-    key: Callable[[DeviceInfo], Any]
-
-
-#: The ranking of ``gpuscout.rank.rank``, one criterion at a time, in the order they count
-#: (a test holds the two to the same order).
-CRITERIA = (
-    Criterion("software", lambda d: d.software),
-    Criterion("integrated", lambda d: d.integrated),
-    Criterion("free_memory", lambda d: -d.free_memory),
-    Criterion("library", lambda d: d.library),
-    Criterion("id", lambda d: d.id),
-)
-
-
-def deciding_criterion(device: DeviceInfo, following: DeviceInfo) -> Criterion | None:
-    """The first criterion that tells ``device`` from ``following`` (None: they tie)."""
-    for criterion in CRITERIA:
-        if criterion.key(device) != criterion.key(following):
-            return criterion
-    return None
 
 
 def _ref(device: DeviceID | DeviceInfo) -> dict[str, str]:

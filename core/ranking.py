@@ -3,16 +3,43 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from gpuscout.records import DeviceInfo
 
 T = TypeVar("T")
 
 
+class Criterion(NamedTuple):
+    """One step of the ranking: of two devices, the one with the smaller ``key`` goes first."""
+
+    name: str
+    key: Callable[[DeviceInfo], Any]
+
+
+#: The ranking, one criterion at a time, in the order they count. Software renderers go last
+#: (nobody wants llvmpipe picked over a real GPU), then integrated after discrete, then free
+#: memory descending, then library and id so that the order never depends on the input's.
+CRITERIA = (
+    Criterion("software", lambda d: d.software),
+    Criterion("integrated", lambda d: d.integrated),
+    Criterion("free_memory", lambda d: -d.free_memory),
+    Criterion("library", lambda d: d.library),
+    Criterion("id", lambda d: d.id),
+)
+
+
 def _rank_key(d: DeviceInfo) -> tuple[bool, bool, int, str, str]:
-    # Software renderers go last: nobody wants llvmpipe picked over a real GPU.
+    # CRITERIA as one tuple (a test holds the two to the same order).
     return (d.software, d.integrated, -d.free_memory, d.library, d.id)
+
+
+def deciding_criterion(device: DeviceInfo, following: DeviceInfo) -> Criterion | None:
+    """The first criterion that tells ``device`` from ``following`` (None: they tie)."""
+    for criterion in CRITERIA:
+        if criterion.key(device) != criterion.key(following):
+            return criterion
+    return None
 
 
 def rank(devices: Iterable[DeviceInfo]) -> list[DeviceInfo]:
@@ -21,14 +48,6 @@ def rank(devices: Iterable[DeviceInfo]) -> list[DeviceInfo]:
     Deterministic for any input order (software devices, when present, come after the rest).
     """
     return sorted(devices, key=_rank_key)
-
-
-def by_free_memory(devices: Iterable[DeviceInfo]) -> list[DeviceInfo]:
-    """The seed's ``sort.Sort(ByFreeMemory)``: integrated first, then ascending free memory.
-
-    Reverse it to get the largest discrete GPU first, as the seed's layout code does.
-    """
-    return sorted(devices, key=lambda d: (not d.integrated, d.free_memory))
 
 
 def _group(items: Iterable[T], key: Callable[[T], Hashable]) -> list[list[T]]:
