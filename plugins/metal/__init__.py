@@ -5,7 +5,9 @@ Nothing Apple is imported off macOS, nor before enumerate runs.
 
 from __future__ import annotations
 
-from gpuscout.plugin import Context, DeviceInfo, for_library, hookimpl
+from collections.abc import Sequence
+
+from gpuscout.plugin import Context, DeviceInfo, EnvEntry, for_library, hookimpl
 from gpuscout.plugins.metal.names import LIBRARY
 
 GPUSCOUT_API_VERSION = 1
@@ -39,3 +41,13 @@ def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
     one hook not guarded by ``for_library``: the name match is the seed's quirk, kept explicit.
     """
     return True if device.library == LIBRARY or device.name == LIBRARY else None
+
+
+@hookimpl
+def gpuscout_visible_env(
+    selection: Sequence[DeviceInfo], context: Context
+) -> list[EnvEntry] | None:
+    """Nothing to set: ggml-metal always uses the system default device
+    (``MTLCreateSystemDefaultDevice``) and reads no variable that could choose another, so a
+    child selects a Metal device by inheriting the parent's environment as it is."""
+    return []

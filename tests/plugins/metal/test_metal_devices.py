@@ -180,3 +180,19 @@ def test_rules_answer_for_metal_devices_on_any_platform(gpuscout_scout: ScoutFac
     d = device_info(fake_metal_device_recorded_m2_max_32gb(), 0)
     assert s.minimum_memory(d) == 512 * MIB
     assert s.flash_attention_supported([d])
+
+
+def test_a_metal_selection_needs_no_variable_and_the_kit_accepts_the_plugin(
+    macos_scout: MacosScout,
+) -> None:
+    """ggml-metal always takes the system default device: selecting it sets nothing, and the
+    plugin passes check_plugin with a device found (its devices can be selected)."""
+    import gpuscout.plugins.metal as metal
+    from gpuscout.testing import check_plugin
+
+    framework = FakeMetalFramework([fake_metal_device_recorded_m1_16gb()])
+    s = macos_scout(framework)
+    devices = s.discover().devices
+    assert len(devices) == 1
+    assert s.visible_env(devices) == {}
+    assert check_plugin(metal, name="metal", env={}, platform="darwin") == []
