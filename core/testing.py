@@ -308,6 +308,7 @@ def check_plugin(
     if not loadable:
         return problems
     from gpuscout.errors import GpuscoutError
+    from gpuscout.results import PluginStatus
 
     try:
         scout = isolated_scout(plugin, name, env=env, platform=platform, root=root,
@@ -316,7 +317,7 @@ def check_plugin(
         return [*problems, f"cannot be loaded: {exc}"]
     found = scout.discover(include_software=True)
     report = next(r for r in found.plugins if r.name == name)
-    if report.status != "ok":
+    if report.status is not PluginStatus.OK:
         problems.append(f"{report.status}: {report.error}")
     devices = [*found.devices, *(d.device for d in found.dropped)]
     problems += _record_problems(devices, report.hooks)
@@ -403,6 +404,7 @@ def _rule_problems(scout: Scout, name: str, hooks: Sequence[str],
     (and wrote into the plugin's report) comes back as problems."""
     from gpuscout.errors import GpuscoutError
     from gpuscout.records import DeviceInfo
+    from gpuscout.results import PluginStatus
 
     report = next(r for r in scout.reports if r.name == name)
     problems: list[str] = []
@@ -439,7 +441,7 @@ def _rule_problems(scout: Scout, name: str, hooks: Sequence[str],
         ask("gpuscout_isolate_env", about, partial(scout.isolate_env, sample, chosen))
         ask("gpuscout_refresh", about, partial(scout.refresh, sample))
     ask("gpuscout_isolate_env", "an empty selection", partial(scout.isolate_env, [], {}))
-    if report.status == "timeout":
+    if report.status is PluginStatus.TIMEOUT:
         return problems  # it overran once: asking again would only wait again
     # Per-device answers must leave other libraries' devices alone: a firstresult answer about
     # a device that is not the plugin's overrules the plugin that owns it.

@@ -148,7 +148,8 @@ def scout_argv(args: argparse.Namespace) -> list[str]:
 def configure_logging(args: argparse.Namespace) -> None:
     """Log to stderr (stdout stays clean for JSON); warnings by default, -v info, -vv debug.
 
-    structlog itself is set up on the first event that passes, so a quiet run never imports it.
+    gpuscout.log builds its structlog logger for the CLI on the first event that passes (it never
+    calls ``structlog.configure``, so a host's own setup wins), and a quiet run never imports it.
     """
     from gpuscout.log import configure_cli
 
@@ -185,8 +186,10 @@ def warn(text: object) -> None:
 
 def warn_failed_plugins(reports: Sequence[PluginReport]) -> None:
     """One line on stderr for each plugin that failed or timed out, with its reason."""
+    from gpuscout.results import PluginStatus
+
     for r in reports:
-        if r.status in ("failed", "timeout"):
+        if r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT):
             sys.stderr.write(printable(f"gpuscout: plugin {r.name} {r.status}: {r.error}") + "\n")
 
 
