@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     )
     from gpuscout.results import Discovery, Dropped, PluginReport, PluginStatus
     from gpuscout.scout import Scout
-    from gpuscout.wire import from_json, to_json
+    from gpuscout.wire import from_json
+    from gpuscout.wire_encode import to_json
 
 from gpuscout.version import VERSION  # noqa: E402 (after the folder-name guard)
 
@@ -58,7 +59,7 @@ _LAZY = {
     "Discovery": "gpuscout.results", "Dropped": "gpuscout.results",
     "PluginReport": "gpuscout.results", "PluginStatus": "gpuscout.results",
     "Scout": "gpuscout.scout",
-    "to_json": "gpuscout.wire", "from_json": "gpuscout.wire",
+    "to_json": "gpuscout.wire_encode", "from_json": "gpuscout.wire",
 }
 
 

@@ -369,7 +369,7 @@ def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int,
     ``devices()`` (one discovery) returns at each request.
 
     Raises GpuscoutError for a port outside 0-65535 or one that cannot be bound."""
-    from gpuscout.wire import to_json
+    from gpuscout.wire_encode import to_json
 
     last_request = [time.monotonic()]
 

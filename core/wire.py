@@ -1,9 +1,10 @@
 """JSON wire format: the same keys Ollama's runner uses in its ``/info`` reply.
 
-One cattrs converter, built by ``make_converter()`` with explicit per-field key renames and
-omit-when-empty rules. Reading is strict about types (``"5"`` is not an int) and lenient about
-absence (a missing key or ``null`` reads as the field's default, as Go's decoder does); unknown keys
-are ignored so newer runners stay readable.
+Writing (``to_json``, ``unstructure``) lives in ``gpuscout.wire_encode``, which needs no cattrs;
+reading is one cattrs converter, built by ``make_converter()`` from the same key tables. Reading
+is strict about types (``"5"`` is not an int) and lenient about absence (a missing key or
+``null`` reads as the field's default, as Go's decoder does); unknown keys are ignored so newer
+runners stay readable.
 """
 
 from __future__ import annotations
@@ -19,42 +20,16 @@ from typing import Any, TypeVar, get_args, get_origin
 
 import attrs
 import cattrs
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.gen import make_dict_structure_fn, override
 
 from gpuscout.errors import GpuscoutError
 from gpuscout.layers import GPULayers, GPULayersList
 from gpuscout.memory import BackendMemory, DeviceMemory
-from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
-from gpuscout.results import Discovery, Dropped, PluginReport
+from gpuscout.wire_encode import KEYS as _KEYS
+from gpuscout.wire_encode import NEVER as _NEVER
+from gpuscout.wire_encode import to_json, unstructure
 
 T = TypeVar("T")
-
-# Python field -> wire key; fields not named keep their name. "omit" fields are never written.
-_KEYS: dict[type, dict[str, str]] = {
-    DeviceID: {"library": "backend"},
-    DeviceInfo: {
-        "library": "backend", "integrated": "integration", "compute_major": "ComputeMajor",
-        "compute_minor": "ComputeMinor", "library_path": "LibraryPath",
-    },
-    SystemInfo: {},
-    DeviceMemory: {"library": "backend", "name": "Name", "weights": "Weights",
-                   "cache": "Cache", "graph": "Graph"},
-    BackendMemory: {"input_weights": "InputWeights", "cpu": "CPU", "gpus": "GPUs"},
-    GPULayers: {"library": "backend", "layers": "Layers"},
-}
-_OMIT_IF_EMPTY: dict[type, set[str]] = {
-    DeviceID: {"library"},
-    DeviceInfo: {"library", "filter_id", "integrated", "pci_id", "free_memory", "driver_major",
-                 "driver_minor", "gfx_target", "uuid", "free_memory_unknown", "software"},
-    SystemInfo: {"total_memory", "free_memory", "free_swap"},
-    DeviceMemory: {"library"},
-    BackendMemory: set(),
-    GPULayers: {"library"},
-}
-_NEVER: dict[type, set[str]] = {DeviceInfo: {"runner_env_overrides", "nvidia_driver_major"}}
-# Sequences Go writes as null when empty.
-_NULL_IF_EMPTY = {"library_path", "weights", "cache", "layers", "gpus"}
-
 
 def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
@@ -106,76 +81,15 @@ def make_converter() -> cattrs.Converter:
     ):
         conv.register_structure_hook_func(
             functools.partial(operator.eq, generic), _sequence_hook(conv, item, wrap))
-    conv.register_unstructure_hook(Discovery, functools.partial(_discovery, conv))
-    conv.register_unstructure_hook(Dropped, functools.partial(_dropped, conv))
-    conv.register_unstructure_hook(PluginReport, _report)
     # runner_env_overrides is never on the wire.
     conv.register_structure_hook_func(lambda t: t == dict[str, str], lambda v, t: {})
     for cls, keys in _KEYS.items():
-        fields = attrs.fields(cls)
-        un: dict[str, Any] = {}
         st: dict[str, Any] = {}
-        for f in fields:
-            if f.name in _NEVER.get(cls, set()):
-                un[f.name] = override(omit=True)
-                st[f.name] = override(omit=True)
-                continue
-            key = keys.get(f.name, f.name)
-            hook = functools.partial(_null_if_empty, conv) if f.name in _NULL_IF_EMPTY else None
-            un[f.name] = override(rename=key, omit_if_default=f.name in _OMIT_IF_EMPTY[cls],
-                                  unstruct_hook=hook)
-            st[f.name] = override(rename=key)
-        order = [keys.get(f.name, f.name) for f in fields]
-        conv.register_unstructure_hook(
-            cls, _ordered(make_dict_unstructure_fn(cls, conv, **un), order))
+        for f in attrs.fields(cls):
+            never = f.name in _NEVER.get(cls, frozenset())
+            st[f.name] = override(omit=True) if never else override(rename=keys.get(f.name, f.name))
         conv.register_structure_hook(cls, _object_hook(make_dict_structure_fn(cls, conv, **st)))
     return conv
-
-
-def _discovery(conv: cattrs.Converter, found: Discovery) -> dict[str, Any]:
-    """The ``gpuscout list --json`` document."""
-    return {
-        "devices": [conv.unstructure(d) for d in found.devices],
-        "dropped": [conv.unstructure(d) for d in found.dropped],
-        # All three keys always, so readers need no defaults (a bare SystemInfo on the wire
-        # omits zeros, as the seed does).
-        "system": {
-            "total_memory": found.system.total_memory,
-            "free_memory": found.system.free_memory,
-            "free_swap": found.system.free_swap,
-        },
-        "plugins": [_report(r) for r in found.plugins],
-    }
-
-
-def _dropped(conv: cattrs.Converter, drop: Dropped) -> dict[str, Any]:
-    return {
-        "device": conv.unstructure(drop.device),
-        "reason": drop.reason,
-        "duplicate_of": None if drop.duplicate_of is None else conv.unstructure(drop.duplicate_of),
-    }
-
-
-def _report(r: PluginReport) -> dict[str, Any]:
-    return {
-        "name": r.name, "version": r.version, "distribution": r.distribution,
-        "hooks": list(r.hooks), "status": str(r.status), "error": r.error, "note": r.note,
-        "devices": r.devices, "elapsed_ms": round(r.elapsed * 1000, 3),
-    }
-
-
-def _ordered(inner: Any, order: list[str]) -> Any:
-    # cattrs writes omit-if-default fields last; the wire order is the field order, always.
-    def unstructure(obj: Any) -> dict[str, Any]:
-        data = inner(obj)
-        return {k: data[k] for k in order if k in data}
-    return unstructure
-
-
-def _null_if_empty(conv: cattrs.Converter, value: Any) -> Any:
-    # Items go through the converter too, so records in a sequence (BackendMemory.GPUs) get
-    # their own wire keys.
-    return [conv.unstructure(v) for v in value] if value else None
 
 
 def _object_hook(inner: Any) -> Any:
@@ -189,25 +103,8 @@ def _object_hook(inner: Any) -> Any:
 
 @cache
 def converter() -> cattrs.Converter:
-    """The shared converter of this process (built on first use, to keep imports cheap)."""
+    """The shared reading converter of this process (built on first use)."""
     return make_converter()
-
-
-def unstructure(obj: Any) -> Any:
-    """``obj`` (a record, or a list of records) as plain JSON-ready values."""
-    conv = converter()
-    if isinstance(obj, (list, tuple)):
-        return [unstructure(o) for o in obj]
-    return conv.unstructure(obj)
-
-
-def to_json(obj: Any, indent: int | None = None) -> str:
-    """Serialize a record, or a list of records, to JSON with the wire keys, in a fixed order.
-
-    A Discovery becomes the ``gpuscout list --json`` document.
-    """
-    separators = (",", ":") if indent is None else (",", ": ")
-    return json.dumps(unstructure(obj), indent=indent, separators=separators)
 
 
 #: Largest document ``from_json`` reads (a runner's /info reply is a few KiB).
@@ -395,3 +292,7 @@ def _item_type(cls: type | None) -> type | None:
     # Items of the top-level list are structured one by one in structure(), so a list met here
     # is a field's sequence of plain values (or of DeviceMemory for BackendMemory.gpus).
     return DeviceMemory if cls is BackendMemory else None
+
+
+__all__ = ["MAX_JSON_DEPTH", "MAX_JSON_SIZE", "converter", "from_json", "make_converter",
+           "structure", "to_json", "unstructure"]

@@ -45,14 +45,16 @@ def imported(out: subprocess.CompletedProcess[str]) -> set[str]:
 
 
 def test_list_json_imports_only_the_list_command() -> None:
-    """`list --json --plugins cuda` loads gpuscout.cli.list, and neither env, exec nor rich."""
+    """`list --json --plugins cuda` loads gpuscout.cli.list, and neither env, exec, rich nor
+    cattrs (writing JSON needs no converter) nor structlog (nothing was logged)."""
     out = run_gpuscout("list", "--json", "--plugins", "cuda")
     assert out.returncode == 0, out.stderr
     assert "devices" in json.loads(out.stdout)
     modules = imported(out)
     assert "gpuscout.cli.list" in modules
     unwanted = {"gpuscout.cli.env", "gpuscout.cli.exec", "gpuscout.cli.selection",
-                "gpuscout.cli.plugins", "gpuscout.cli.runner", "gpuscout.cli.table", "rich"}
+                "gpuscout.cli.plugins", "gpuscout.cli.runner", "gpuscout.cli.table", "rich",
+                "cattrs", "gpuscout.wire", "structlog"}
     assert modules & unwanted == set()
 
 

@@ -31,31 +31,13 @@ def add_parser(sub: Subcommands, help: str) -> None:
                         "dropped and what each plugin did (with --json: an \"explain\" key)")
 
 
-def _prefetch_wire() -> None:
-    """Build the wire converter in the background while plugins enumerate.
-
-    Enumeration waits mostly on vendor libraries (which release the GIL), so the ~15 ms of
-    importing cattrs and generating the converter costs no wall time this way.
-    """
-    import threading
-
-    def build() -> None:
-        from gpuscout.wire import converter
-
-        converter()
-
-    threading.Thread(target=build, name="gpuscout-wire-prefetch", daemon=True).start()
-
-
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     """Discover, then print the table (or the JSON document) and, if asked, the explanation."""
-    if args.json:
-        _prefetch_wire()
     found = common.open_scout(args, scout_factory).discover(
         include_software=args.include_software, validate=args.validate)
     common.warn_failed_plugins(found.plugins)
     if args.json:
-        from gpuscout.wire import unstructure
+        from gpuscout.wire_encode import unstructure  # no cattrs: writing needs no converter
 
         document = unstructure(found)
         if args.explain:

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     """Discover, then print one report per plugin."""
     found = common.open_scout(args, scout_factory).discover()
     if args.json:
-        from gpuscout.wire import unstructure
+        from gpuscout.wire_encode import unstructure
 
         common.print_json(unstructure(found.plugins))
     else:
