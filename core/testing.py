@@ -41,10 +41,36 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: What the kit's Scouts see by default: an otherwise empty environment that points the real
-#: Vulkan loader at a driver manifest that does not exist, so no real driver answers in a test.
-DEFAULT_ENV: Mapping[str, str] = types.MappingProxyType(
-    {"VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json"})
+#: What the kit's Scouts see by default besides their plugins' ``GPUSCOUT_TEST_ENV``: nothing
+#: from this process.
+DEFAULT_ENV: Mapping[str, str] = types.MappingProxyType({})
+#: The attribute a plugin names the variables with under which it finds none of the real
+#: machine's devices (the Vulkan plugin: a driver manifest that does not exist).
+TEST_ENV_ATTRIBUTE = "GPUSCOUT_TEST_ENV"
+
+
+def plugin_test_env(*plugins: Any) -> dict[str, str]:
+    """The ``GPUSCOUT_TEST_ENV`` of each plugin (an object, a module or a built-in's name)
+    merged in order: what keeps a kit's Scout from finding the real machine's devices."""
+    from gpuscout.host import BUILTINS, normal_name
+
+    modules = {normal_name(name): module for name, module in BUILTINS}
+    env: dict[str, str] = {}
+    for plugin in plugins:
+        if isinstance(plugin, tuple) and len(plugin) == 2:
+            plugin = plugin[1]
+        if isinstance(plugin, str):
+            module = modules.get(normal_name(plugin))
+            if module is None:
+                continue
+            import importlib
+
+            plugin = importlib.import_module(module)
+        declared = getattr(plugin, TEST_ENV_ATTRIBUTE, None)
+        if isinstance(declared, Mapping):
+            env.update({k: v for k, v in declared.items()
+                        if isinstance(k, str) and isinstance(v, str)})
+    return env
 
 
 # -- recorded trees --------------------------------------------------------------------------------
@@ -169,14 +195,14 @@ _FIXED = frozenset({"plugins", "extra", "entry_points"})
 
 def scout_of(*plugins: Any, env: Mapping[str, str] | None = None, platform: str = "linux",
              root: str | os.PathLike[str] = "/", include_builtins: bool = False,
-             **scout_options: Any) -> Scout:
+             defaults: Mapping[str, str] = DEFAULT_ENV, **scout_options: Any) -> Scout:
     """A Scout that holds exactly ``plugins`` (the fixture-free ``gpuscout_scout``).
 
     Each plugin is a built-in's name (``"cuda"``), a plugin object or module (registered under
     its ``__name__``, or its class's name), or a ``(name, plugin)`` pair, in any mix and order;
-    ``include_builtins`` adds every built-in. No entry point loads. ``env`` defaults to
-    ``DEFAULT_ENV``; ``scout_options`` go to Scout (``enumerate_timeout``, ``hook_timeout``,
-    ``disable``).
+    ``include_builtins`` adds every built-in. No entry point loads. ``env`` defaults to the
+    plugins' ``plugin_test_env`` with ``defaults`` over it; ``scout_options`` go to Scout
+    (``enumerate_timeout``, ``hook_timeout``, ``disable``).
     """
     from gpuscout.host import BUILTINS, normal_name
     from gpuscout.scout import Scout
@@ -201,9 +227,10 @@ def scout_of(*plugins: Any, env: Mapping[str, str] | None = None, platform: str 
             raise ValueError(f"two plugins named {name!r}: pass (name, plugin) pairs")
         names.append(name)
         extra.append((name, obj))
-    return Scout(plugins=names, extra=extra, entry_points=False,
-                 env=dict(DEFAULT_ENV if env is None else env), platform=platform, root=root,
-                 **scout_options)
+    if env is None:
+        env = {**plugin_test_env(*names, *(obj for _, obj in extra)), **defaults}
+    return Scout(plugins=names, extra=extra, entry_points=False, env=dict(env),
+                 platform=platform, root=root, **scout_options)
 
 
 def isolated_scout(
@@ -228,8 +255,10 @@ def _plugin_name(plugin: Any) -> str:
 def gpuscout_env() -> dict[str, str]:
     """gpuscout: the environment ``gpuscout_scout``'s Scouts see unless given ``env=``.
 
-    ``DEFAULT_ENV``: nothing from this process, and the real Vulkan loader pointed at a driver
-    manifest that does not exist. Override the fixture to change every test's default.
+    Empty: nothing from this process. The Scout adds, below these, each of its plugins'
+    ``GPUSCOUT_TEST_ENV`` (the Vulkan plugin's points the real loader at a driver manifest that
+    does not exist), so no real device answers. Override the fixture to change every test's
+    default.
     """
     return dict(DEFAULT_ENV)
 
@@ -265,13 +294,14 @@ def gpuscout_scout(gpuscout_env: dict[str, str], gpuscout_platform: str) -> Scou
     """gpuscout: ``make(*plugins, env=None, platform=None, root=None, include_builtins=False,
     **scout_options) -> Scout`` holding exactly ``plugins``: built-in names ("cuda", "rocm",
     "metal", "vulkan"), plugin objects or modules, ``(name, plugin)`` pairs. No entry point
-    loads; env defaults to ``gpuscout_env``, platform to ``gpuscout_platform``, root to "/"
-    (pass a ``gpuscout_root`` folder); options: enumerate_timeout, hook_timeout, disable."""
+    loads; env defaults to the plugins' ``GPUSCOUT_TEST_ENV`` with ``gpuscout_env`` over it,
+    platform to ``gpuscout_platform``, root to "/" (pass a ``gpuscout_root`` folder); options:
+    enumerate_timeout, hook_timeout, disable."""
 
     def make(*plugins: Any, env: Mapping[str, str] | None = None, platform: str | None = None,
              root: str | os.PathLike[str] | None = None, include_builtins: bool = False,
              **scout_options: Any) -> Scout:
-        return scout_of(*plugins, env=gpuscout_env if env is None else env,
+        return scout_of(*plugins, env=env, defaults=gpuscout_env,
                         platform=gpuscout_platform if platform is None else platform,
                         root="/" if root is None else root, include_builtins=include_builtins,
                         **scout_options)
@@ -477,7 +507,24 @@ def _foreign_problems(scout: Scout, hook: str, kwargs: Mapping[str, Any]) -> lis
 
 
 __all__ = [
-    "DEFAULT_ENV", "FIFO", "Content", "InjectedDevices", "RootFactory", "ScoutFactory", "Symlink",
-    "check_plugin", "gpuscout_env", "gpuscout_platform", "gpuscout_root", "gpuscout_scout",
-    "in_u64", "injected", "isolated_scout", "promptly", "scout_of", "write_tree",
+    "DEFAULT_ENV",
+    "FIFO",
+    "TEST_ENV_ATTRIBUTE",
+    "Content",
+    "InjectedDevices",
+    "RootFactory",
+    "ScoutFactory",
+    "Symlink",
+    "check_plugin",
+    "gpuscout_env",
+    "gpuscout_platform",
+    "gpuscout_root",
+    "gpuscout_scout",
+    "in_u64",
+    "injected",
+    "isolated_scout",
+    "plugin_test_env",
+    "promptly",
+    "scout_of",
+    "write_tree",
 ]

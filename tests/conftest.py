@@ -17,13 +17,13 @@ import structlog
 
 from gpuscout import DeviceInfo, Scout
 from gpuscout import log as gpuscout_log
-from gpuscout.testing import DEFAULT_ENV, ScoutFactory, injected
+from gpuscout.testing import ScoutFactory, injected, plugin_test_env
 
 GIB = 1024**3
 MIB = 1024**2
 
 # Keeps the real Vulkan loader from finding lavapipe where a test injects its own devices.
-NO_VULKAN_ENV = dict(DEFAULT_ENV)
+NO_VULKAN_ENV = plugin_test_env("vulkan")
 
 
 @pytest.fixture(autouse=True)

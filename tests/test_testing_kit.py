@@ -29,6 +29,7 @@ from gpuscout.testing import (
     in_u64,
     injected,
     isolated_scout,
+    plugin_test_env,
     promptly,
     write_tree,
 )
@@ -119,9 +120,18 @@ def test_importing_the_kit_loads_no_wire_format_or_logging_library() -> None:
 # -- fixtures --------------------------------------------------------------------------------------
 
 
-def test_the_default_env_keeps_the_real_vulkan_loader_away(gpuscout_env: dict[str, str]) -> None:
-    """The default environment is DEFAULT_ENV alone, not this process's."""
-    assert gpuscout_env == dict(DEFAULT_ENV) == {"VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json"}
+def test_the_default_env_keeps_the_real_vulkan_loader_away(
+    gpuscout_env: dict[str, str], gpuscout_scout: ScoutFactory,
+) -> None:
+    """The default environment is nothing of this process's, plus what each plugin declares
+    keeps it from the real machine (Vulkan: a driver manifest that does not exist)."""
+    assert gpuscout_env == dict(DEFAULT_ENV) == {}
+    assert plugin_test_env("vulkan", "cuda") == {
+        "VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json"}
+    assert dict(gpuscout_scout("vulkan").env) == plugin_test_env("vulkan")
+    assert dict(gpuscout_scout("vulkan", env={"A": "1"}).env) == {"A": "1"}
+    found = gpuscout_scout("vulkan").discover(include_software=True)
+    assert found.devices == [] and found.dropped == []
 
 
 def test_the_scout_holds_exactly_the_plugins_given(gpuscout_scout: ScoutFactory) -> None:
@@ -129,7 +139,7 @@ def test_the_scout_holds_exactly_the_plugins_given(gpuscout_scout: ScoutFactory)
     scout = gpuscout_scout("rocm", Card(), gpuscout.plugins.metal, ("pair", NoLibrary()))
     loaded = [r.name for r in scout.reports if r.status != "disabled"]
     assert loaded == ["rocm", "Card", "gpuscout.plugins.metal", "pair"]
-    assert (dict(scout.env), scout.platform, scout.root) == (dict(DEFAULT_ENV), "linux", "/")
+    assert (dict(scout.env), scout.platform, scout.root) == ({}, "linux", "/")
 
 
 def test_the_scout_can_add_every_builtin(gpuscout_scout: ScoutFactory) -> None:
@@ -356,7 +366,7 @@ def test_a_misspelled_hook_on_a_module_gets_a_suggestion() -> None:
                          ids=lambda m: m.__name__)
 def test_check_plugin_accepts_the_builtins_finding_nothing(module: Any, tmp_path: Path) -> None:
     """Each built-in over an empty root, without drivers, has no problems."""
-    assert check_plugin(module, env=DEFAULT_ENV, root=tmp_path) == []
+    assert check_plugin(module, env=plugin_test_env(module), root=tmp_path) == []
 
 
 @pytest.mark.parametrize("tree", sorted(p.name for p in TREES.iterdir()))

@@ -12,6 +12,9 @@ from gpuscout.plugin import Context, DeviceInfo, EnvEntry, devices_of, for_libra
 from gpuscout.plugins.vulkan.names import LIBRARY, VISIBLE_ENV
 
 GPUSCOUT_API_VERSION = 1
+#: What keeps a test's Scout from the machine's real Vulkan drivers (the testing kit sets it
+#: unless a test passes its own environment): a driver manifest that does not exist.
+GPUSCOUT_TEST_ENV = {"VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json"}
 
 
 @hookimpl
