@@ -84,14 +84,16 @@ def gpuscout_refresh(
 
     Called by ``Scout.refresh`` with devices of every library, under ``hook_timeout``: answer
     only when it is cheap (a driver query, not a re-enumeration). Each returned record replaces
-    the passed device with the same ``(id, library)``; records of devices that were not passed
-    are ignored. Returned records are checked as ``gpuscout_enumerate``'s are.
+    the passed device with the same ``(id, library)`` and must keep its identity (``pci_id`` and
+    ``uuid`` too); records of devices that were not passed are ignored. Returned records are
+    checked as ``gpuscout_enumerate``'s are. A device left out of every answer keeps its values
+    and is marked ``free_memory_stale``: leave out what you could not read, never answer 0 free.
 
     :param devices: the devices to refresh, of any library; leave other libraries' out of the
         answer.
-    :param context: as for ``gpuscout_enumerate`` (without a deadline).
+    :param context: as for ``gpuscout_enumerate``; its deadline is the call's.
     :return: a list of ``DeviceInfo``, or None when none of ``devices`` is this backend's (or
-        it cannot refresh): those devices keep their values.
+        it cannot refresh): those devices keep their values, marked stale.
 
     Example::
 

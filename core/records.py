@@ -51,8 +51,8 @@ class DeviceID:
 class DeviceInfo:
     """One device as one library reports it (the seed's DeviceInfo, fields in snake_case).
 
-    Extra fields of gpuscout's own (``uuid``, ``free_memory_unknown``, ``software``) default to empty
-    and are left out of the wire format when empty.
+    Extra fields of gpuscout's own (``uuid``, ``free_memory_unknown``, ``software``,
+    ``free_memory_stale``) default to empty and are left out of the wire format when empty.
     """
 
     id: str = ""
@@ -81,6 +81,9 @@ class DeviceInfo:
     free_memory_unknown: bool = False
     #: True for software renderers (a CPU posing as a GPU, e.g. llvmpipe).
     software: bool = False
+    #: True when ``Scout.refresh`` could not bring free_memory up to date (no plugin refreshed
+    #: the device): free_memory is then the previous value, not a fresh reading.
+    free_memory_stale: bool = False
 
     @property
     def compute(self) -> str:
@@ -142,7 +145,7 @@ class RecordError(GpuscoutError):
 _INT_LIMIT = 2**63
 _PCI_ID = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", re.ASCII | re.IGNORECASE)
 _STR_FIELDS = ("id", "library", "name", "description", "filter_id", "pci_id", "gfx_target", "uuid")
-_BOOL_FIELDS = ("integrated", "free_memory_unknown", "software")
+_BOOL_FIELDS = ("integrated", "free_memory_unknown", "software", "free_memory_stale")
 _SIZE_FIELDS = ("total_memory", "free_memory")
 _INT_FIELDS = ("compute_major", "compute_minor", "driver_major", "driver_minor",
                "nvidia_driver_major")

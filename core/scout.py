@@ -149,29 +149,34 @@ class Scout:
 
     # -- discovery ------------------------------------------------------------------------------
 
-    def enumerate(self) -> list[tuple[str, DeviceInfo]]:
+    def enumerate(self, isolated: bool = False) -> list[tuple[str, DeviceInfo]]:
         """Every device every plugin reports, tagged with the plugin, in plugin order.
 
-        Each plugin runs on its own thread under its own deadline; a plugin that raises,
-        answers the wrong type, returns a bad record or overruns is reported and contributes
-        nothing.
+        Each plugin runs on its own thread under its own deadline (with ``isolated``, in a
+        child process of its own); a plugin that raises, answers the wrong type, returns a bad
+        record, crashes its child or overruns is reported and contributes nothing.
         """
-        return self._host.enumerate()
+        return self._host.enumerate(isolated=isolated)
 
-    def discover(self, include_software: bool = False, validate: bool = False) -> Discovery:
+    def discover(self, include_software: bool = False, validate: bool = False,
+                 isolated: bool = False) -> Discovery:
         """Enumerate, merge duplicates, drop software devices (unless asked), rank.
 
         With ``validate`` each device that needs it is initialised in a child process first and
-        dropped when that fails (see ``gpuscout.runner``). Never raises for a plugin's fault.
+        dropped when that fails (see ``gpuscout.runner``). With ``isolated`` every plugin's
+        enumerate runs in a child process of its own (``gpuscout.isolation``), with this Scout's
+        env, platform, root and plugins: a driver that crashes or hangs there costs only its
+        plugin, reported ``failed`` (with the signal and the child's last stderr line) or
+        ``timeout``; merge and rank stay here. Never raises for a plugin's fault.
         """
         with self._lock:
-            return self._discover(include_software, validate)
+            return self._discover(include_software, validate, isolated)
 
-    def _discover(self, include_software: bool, validate: bool) -> Discovery:
+    def _discover(self, include_software: bool, validate: bool, isolated: bool) -> Discovery:
         start = time.perf_counter()
         deadline = time.monotonic() + self.enumerate_timeout
         self._host.start_run()
-        kept, dropped = self.merge(self.enumerate())
+        kept, dropped = self.merge(self.enumerate(isolated))
         if not include_software:
             dropped.extend(Dropped(d, SOFTWARE_REASON) for d in kept if d.software)
             kept = [d for d in kept if not d.software]
@@ -216,9 +221,33 @@ class Scout:
             "a hashable key or None")
 
     def refresh(self, devices: Sequence[DeviceInfo]) -> list[DeviceInfo]:
-        """``devices`` with free memory updated by the plugins that can do so cheaply."""
+        """``devices``, in the same order, with free memory brought up to date by the plugins
+        that can do so cheaply (``gpuscout_refresh``).
+
+        Each answer is the record a plugin returned for the device (matched by ``(id,
+        library)``) with ``free_memory_stale=False``. A device that no plugin refreshed (none
+        answers for its library, its plugin raised, timed out, answered something invalid or
+        left it out) keeps every previous value and gets ``free_memory_stale=True``: a failure
+        never turns into 0 free. A returned record must keep the device's identity (``id``,
+        ``library``, ``pci_id`` and ``uuid``, case ignored); one that changes it fails that
+        plugin for that device, which stays as it was, stale.
+
+        Deadline: the plugins are asked one after another, each call bounded by
+        ``hook_timeout``, so the whole refresh ends within ``hook_timeout`` times the number
+        of plugins that implement the hook (plus the record checks). A plugin that overruns
+        is reported ``timeout`` and not called again by this Scout.
+        """
         devices = _device_list(devices, "refresh")
-        updated = {d.device_id: d for d in devices}
+        with self._lock:
+            return self._refresh(devices)
+
+    def _refresh(self, devices: list[DeviceInfo]) -> list[DeviceInfo]:
+        start = time.perf_counter()
+        passed: dict[Any, list[DeviceInfo]] = {}
+        for d in devices:
+            passed.setdefault(d.device_id, []).append(d)
+        # Per device identity, the plugins' valid answers in call order (the last one wins).
+        answers: dict[Any, list[DeviceInfo]] = {}
         for plugin, answer in self._host.each(
             "gpuscout_refresh", _is_device_list, "a list of DeviceInfo", devices=tuple(devices),
         ):
@@ -228,9 +257,24 @@ class Scout:
                 self._host.record_failure(plugin, "gpuscout_refresh", str(exc))
                 continue
             for d in fresh:
-                if d.device_id in updated:
-                    updated[d.device_id] = d
-        return [updated[d.device_id] for d in devices]
+                originals = passed.get(d.device_id)
+                if originals is None:
+                    continue  # not asked about (another library's, or an id it changed)
+                if not any(_same_identity(o, d) for o in originals):
+                    self._host.record_failure(
+                        plugin, "gpuscout_refresh",
+                        f"{_identity_change(originals[0], d)}; that device is kept, stale")
+                    continue
+                answers.setdefault(_identity(d), []).append(d)
+        out: list[DeviceInfo] = []
+        for d in devices:
+            got = answers.get(_identity(d))
+            out.append(d.evolve(free_memory_stale=True) if not got
+                       else got[-1].evolve(free_memory_stale=False))
+        stale = [f"{d.library}:{d.id}" for d in out if d.free_memory_stale]
+        self.log.debug("refresh.done", devices=len(out), stale=stale,
+                       elapsed_ms=round((time.perf_counter() - start) * 1000, 3))
+        return out
 
     # -- the seed's rules -----------------------------------------------------------------------
 
@@ -343,11 +387,13 @@ class Scout:
             )
         ]
 
-    def select(self, selectors: Sequence[str], include_software: bool = False) -> list[DeviceInfo]:
-        """Devices matching ``selectors`` (see ``gpuscout.select``), in rank order."""
+    def select(self, selectors: Sequence[str], include_software: bool = False,
+               isolated: bool = False) -> list[DeviceInfo]:
+        """Devices matching ``selectors`` (see ``gpuscout.select``), in rank order, from one
+        discovery (``isolated`` as in ``discover``)."""
         from gpuscout.select import select_devices
 
-        discovery = self.discover(include_software=include_software)
+        discovery = self.discover(include_software=include_software, isolated=isolated)
         return select_devices(self, discovery.devices, selectors)
 
     def __repr__(self) -> str:
@@ -369,6 +415,23 @@ def _device_list(value: Any, where: str) -> list[DeviceInfo]:
     if bad is not None:
         raise GpuscoutError(f"{where}: expected a list of DeviceInfo, found a {type(bad).__name__}")
     return items
+
+
+def _identity(device: DeviceInfo) -> tuple[str, str, str, str]:
+    """What a refreshed record must keep: id, library, PCI id and UUID (case ignored)."""
+    return device.id, device.library, device.pci_id.lower(), device.uuid.lower()
+
+
+def _same_identity(a: DeviceInfo, b: DeviceInfo) -> bool:
+    return _identity(a) == _identity(b)
+
+
+def _identity_change(old: DeviceInfo, new: DeviceInfo) -> str:
+    """``{library} device {id!r}: pci_id '...' -> '...'``: which identity field a refresh changed."""
+    changed = [f"{name} {getattr(old, name)!r:.80} -> {getattr(new, name)!r:.80}"
+               for name in ("pci_id", "uuid")
+               if getattr(old, name).lower() != getattr(new, name).lower()]
+    return f"{old.library} device {old.id!r:.80}: changed its {', '.join(changed)}"
 
 
 def _is_entry_list(value: Any) -> bool:

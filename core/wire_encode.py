@@ -37,7 +37,7 @@ OMIT_IF_EMPTY: dict[type, frozenset[str]] = {
     DeviceID: frozenset({"library"}),
     DeviceInfo: frozenset({"library", "filter_id", "integrated", "pci_id", "free_memory",
                            "driver_major", "driver_minor", "gfx_target", "uuid",
-                           "free_memory_unknown", "software"}),
+                           "free_memory_unknown", "software", "free_memory_stale"}),
     SystemInfo: frozenset({"total_memory", "free_memory", "free_swap"}),
     DeviceMemory: frozenset({"library"}),
     BackendMemory: frozenset(),

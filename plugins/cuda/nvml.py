@@ -244,7 +244,12 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
 
 
 def refresh_devices(devices: Sequence[DeviceInfo], context: Context) -> list[DeviceInfo] | None:
-    """``devices`` of this library with free memory read again from NVML (None if NVML fails)."""
+    """``devices`` of this library with free memory read again from NVML (None if NVML fails).
+
+    A device NVML cannot read now (gone, lost, memory info refused), one without a UUID to find
+    it by, and a unified-memory device while system memory is unknown are left out, so the
+    core keeps their previous value (stale) instead of a 0 that only means "no reading".
+    """
     mine = [d for d in devices if d.library == LIBRARY and d.uuid]
     if not mine:
         return None
@@ -261,15 +266,19 @@ def refresh_devices(devices: Sequence[DeviceInfo], context: Context) -> list[Dev
         for device in mine:
             if device.integrated:
                 system = system or system_memory(context)
-                updated.append(device.evolve(free_memory=min(system.free_memory,
-                                                             device.total_memory)))
+                # Zeros from system memory mean "unreadable", not "full".
+                if system.total_memory and device.total_memory:
+                    updated.append(device.evolve(
+                        free_memory=min(system.free_memory, device.total_memory),
+                        free_memory_unknown=False))
                 continue
             try:
                 memory = _memory(nv, nv.nvmlDeviceGetHandleByUUID(device.uuid))
             except nv.NVMLError:
                 continue
             if memory is not None:
-                updated.append(device.evolve(free_memory=min(memory.free, device.total_memory)))
+                updated.append(device.evolve(free_memory=min(memory.free, device.total_memory),
+                                             free_memory_unknown=False))
     finally:
         try:
             nv.nvmlShutdown()

@@ -154,11 +154,21 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
 
 
 def refresh_devices(devices_in: Sequence[DeviceInfo], context: Context) -> list[DeviceInfo]:
-    """This library's ``devices_in`` with free memory re-read (cheap: a few sysfs files)."""
+    """This library's ``devices_in`` with free memory re-read (cheap: a few sysfs files, or
+    amdsmi on a live root), matched by id and PCI id.
+
+    A device that is gone, now sits elsewhere, or whose counter can no longer be read (the
+    fresh figure is unknown where the old one was known) is left out, so the core keeps its
+    previous value, stale, instead of a guess or a 0 that only means "no reading".
+    """
     fresh = {d.id: d for d in enumerate_devices(context)}
-    return [
-        d.evolve(free_memory=fresh[d.id].free_memory,
-                 free_memory_unknown=fresh[d.id].free_memory_unknown)
-        for d in devices_in
-        if d.library == LIBRARY and d.id in fresh
-    ]
+    out = []
+    for d in devices_in:
+        now = fresh.get(d.id) if d.library == LIBRARY else None
+        if now is None or now.pci_id.lower() != d.pci_id.lower():
+            continue
+        if now.free_memory_unknown and not d.free_memory_unknown:
+            continue
+        out.append(d.evolve(free_memory=min(now.free_memory, d.total_memory),
+                            free_memory_unknown=now.free_memory_unknown))
+    return out

@@ -1,7 +1,7 @@
 """Vulkan backend: any GPU through the system's Vulkan loader, duplicate heuristics,
 GGML_VK_VISIBLE_DEVICES.
 
-The loader is loaded only inside enumerate; importing this module costs nothing.
+The loader is loaded only inside enumerate and refresh; importing this module costs nothing.
 """
 
 from __future__ import annotations
@@ -70,3 +70,15 @@ def gpuscout_visible_env(
         return None
     d = selection[0]
     return [EnvEntry(0, VISIBLE_ENV, d.filter_id or d.id)]
+
+
+@for_library(LIBRARY)
+def gpuscout_refresh(
+    devices: Sequence[DeviceInfo], context: Context
+) -> list[DeviceInfo] | None:
+    """Vulkan devices with free memory read again through VK_EXT_memory_budget (one loader
+    probe, in-process or in a child as for enumerate); a device without the extension, or that
+    the loader no longer lists, is left out with a note (the core marks it stale)."""
+    from gpuscout.plugins.vulkan.refresh import refresh_devices
+
+    return refresh_devices(devices, context)
