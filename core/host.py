@@ -87,7 +87,8 @@ def _comma_list(value: str | None) -> list[str] | None:
     return [n for n in (normal_name(p) for p in value.split(",")) if n]
 
 
-def _describe(exc: BaseException) -> str:
+def describe_exception(exc: BaseException) -> str:
+    """What a plugin's exception says, in one line (``called sys.exit(3)`` for SystemExit)."""
     if isinstance(exc, SystemExit):
         return f"called sys.exit({exc.code!r})"
     text = str(exc)
@@ -130,8 +131,13 @@ class _Pool:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.idle: list[_Worker] = []
+        #: Run every job on the caller's thread (see ``set_inline``).
+        self.inline = False
 
     def submit(self, job: _Batch, label: str) -> None:
+        if self.inline:
+            job.run()
+            return
         with self.lock:
             worker = self.idle.pop() if self.idle else None
         if worker is None:
@@ -141,6 +147,13 @@ class _Pool:
 
 
 _POOL = _Pool()
+
+
+def set_inline(inline: bool) -> None:
+    """Run every call on the calling thread, unbounded (the isolation child does so while it
+    imports the plugins, so that no other thread exists when it forks its workers; its host
+    bounds it from outside)."""
+    _POOL.inline = inline
 
 
 class _Batch:
@@ -214,6 +227,8 @@ class PluginHost:
         self.loaded: set[str] = set()
         #: Built-in plugins registered from BUILTINS (see PURE_HOOKS).
         self.builtin: set[str] = set()
+        #: Plugins a child process can load by name (built-ins and entry points, not ``extra``).
+        self.by_name: set[str] = set()
         #: Plugins that overran a deadline: never called again.
         self.banned: set[str] = set()
         #: Sentences for the user about the plugin lists (unknown names in a deny list).
@@ -270,7 +285,7 @@ class PluginHost:
         try:
             eps = entry_points(ENTRY_POINT_GROUP)
         except Exception as exc:  # a broken installed distribution must not stop discovery
-            self.log.warning("discovery.entry_points_failed", error=_describe(exc))
+            self.log.warning("discovery.entry_points_failed", error=describe_exception(exc))
             return []
         return [(ep.name, ep.load, ep.version, ep.distribution) for ep in eps]
 
@@ -298,7 +313,8 @@ class PluginHost:
                 continue
             ok, value = batch.results[0]
             if not ok:
-                self._load_failed(report, f"could not load plugin {report.name!r}: {_describe(value)}")
+                self._load_failed(
+                    report, f"could not load plugin {report.name!r}: {describe_exception(value)}")
                 continue
             self._register(report, value)
 
@@ -315,7 +331,7 @@ class PluginHost:
                 and self.pm.parse_hookimpl_opts(obj, attr) is not None
             ]
         except Exception as exc:
-            self._load_failed(report, f"plugin {name!r} cannot be inspected: {_describe(exc)}")
+            self._load_failed(report, f"plugin {name!r} cannot be inspected: {describe_exception(exc)}")
             return
         if unknown:
             self._load_failed(report, f"plugin {name!r} implements unknown hooks: {', '.join(unknown)}")
@@ -323,7 +339,7 @@ class PluginHost:
         try:
             self.pm.register(obj, name=name)
         except Exception as exc:
-            self._load_failed(report, f"could not load plugin {name!r}: {_describe(exc)}")
+            self._load_failed(report, f"could not load plugin {name!r}: {describe_exception(exc)}")
             return
         callers = self.pm.get_hookcallers(obj) or []
         wrappers = [c.name for c in callers
@@ -337,6 +353,8 @@ class PluginHost:
         self.loaded.add(name)
         if report.distribution == PROJECT and any(name == b for b, _ in BUILTINS):
             self.builtin.add(name)
+        if report.distribution:  # a built-in or an entry point: a child can load it by name
+            self.by_name.add(name)
 
     def _load_failed(self, report: PluginReport, message: str) -> None:
         report.fail(PluginStatus.FAILED, message)
@@ -411,7 +429,7 @@ class PluginHost:
         problem = ""
         for ok, value in results:
             if not ok:
-                problem = problem or f"raised {_describe(value)}"
+                problem = problem or f"raised {describe_exception(value)}"
                 answers.append(None)
             elif value is not None and not check(value):
                 problem = problem or f"returned {type(value).__name__} {_safe_repr(value)}, " \
@@ -457,20 +475,29 @@ class PluginHost:
                 out.append((impl.plugin_name, got[0]))
         return out
 
-    def enumerate(self) -> list[tuple[str, DeviceInfo]]:
+    def enumerate(self, isolated: bool = False) -> list[tuple[str, DeviceInfo]]:
         """Every device every plugin reports, tagged with the plugin, in registration order.
 
         All plugins run at once, each on its own thread under its own deadline; a plugin that
         raises, answers the wrong type, returns a bad record or overruns contributes nothing.
+        With ``isolated`` each plugin a child can load by name runs in a child process of its
+        own instead (``gpuscout.isolation``), where a crash costs only that plugin; plugins
+        passed in-process (``extra``) still run here, and their report's note says so.
         """
+        impls = self.impls("gpuscout_enumerate", registration_order=True)
+        isolated_names = [i.plugin_name for i in impls if i.plugin_name in self.by_name] \
+            if isolated else []
         runs: list[tuple[pluggy.HookImpl, Context, _Batch]] = []
-        for impl in self.impls("gpuscout_enumerate", registration_order=True):
+        for impl in impls:
             name = impl.plugin_name
+            if name in isolated_names:
+                continue
             ctx = self.context(name, time.monotonic() + self.enumerate_timeout)
             batch = _Batch(functools.partial(_call_with_context, impl), [ctx],
                            f"gpuscout-enumerate-{name}")
             runs.append((impl, ctx, batch))
-        found: list[tuple[str, DeviceInfo]] = []
+        # The children are waited for on this thread, so that an interrupt still kills them.
+        per_plugin = self._enumerate_in_children(isolated_names) if isolated_names else {}
         for impl, ctx, batch in runs:
             name = impl.plugin_name
             report = self.reports[name]
@@ -482,7 +509,7 @@ class PluginHost:
                 continue
             ok, value = batch.results[0]
             if not ok:
-                self.record_failure(name, "gpuscout_enumerate", f"raised {_describe(value)}")
+                self.record_failure(name, "gpuscout_enumerate", f"raised {describe_exception(value)}")
                 continue
             try:
                 devices = checked_devices(value)
@@ -490,10 +517,61 @@ class PluginHost:
                 self.record_failure(name, "gpuscout_enumerate", str(exc))
                 continue
             report.devices = len(devices)
-            if ctx.notes:
-                report.note = "; ".join(str(n) for n in ctx.notes)[:2000]
-            found.extend((name, d) for d in devices)
+            notes = [str(n) for n in ctx.notes] + ([_NOT_ISOLATED] if isolated else [])
+            if notes:
+                report.note = "; ".join(notes)[:2000]
+            per_plugin[name] = devices
+        # Registration order, whichever way each plugin ran.
+        return [(impl.plugin_name, d) for impl in impls
+                for d in per_plugin.get(impl.plugin_name, ())]
+
+    def _enumerate_in_children(self, names: list[str]) -> dict[str, list[DeviceInfo]]:
+        """Run ``names``' enumerate in child processes; write their reports; their devices."""
+        from gpuscout.isolation import IsolationError, decode_device, enumerate_isolated
+
+        probe = self.context("", None)
+        start = time.monotonic()
+        try:
+            outcomes = enumerate_isolated(names, env=probe.env, platform=probe.platform,
+                                          root=probe.root, timeout=self.enumerate_timeout)
+        except IsolationError as exc:
+            for name in names:
+                self.record_failure(name, "gpuscout_enumerate", str(exc))
+                self.reports[name].elapsed = time.monotonic() - start
+            return {}
+        found: dict[str, list[DeviceInfo]] = {}
+        for name in names:
+            report = self.reports[name]
+            outcome = outcomes.get(name)
+            if outcome is None:
+                self.record_failure(name, "gpuscout_enumerate",
+                                    "the isolation child said nothing about it")
+                continue
+            report.elapsed = float(outcome.elapsed)
+            notes = [str(n) for n in outcome.notes][:50]
+            if notes:
+                report.note = "; ".join(notes)[:2000]
+            if outcome.status == PluginStatus.TIMEOUT:
+                report.fail(PluginStatus.TIMEOUT, outcome.error)
+                self.log.warning("discovery.plugin_timeout", plugin=name,
+                                 hook="gpuscout_enumerate", error=outcome.error)
+                continue
+            if outcome.status != PluginStatus.OK:
+                self.record_failure(name, "gpuscout_enumerate", outcome.error or "failed")
+                continue
+            try:
+                devices = checked_devices(
+                    [decode_device(d, f"[{i}]") for i, d in enumerate(outcome.devices)])
+            except (RecordError, ValueError) as exc:
+                self.record_failure(name, "gpuscout_enumerate", str(exc))
+                continue
+            report.devices = len(devices)
+            found[name] = devices
         return found
+
+
+#: The note of an in-process plugin in an isolated discovery.
+_NOT_ISOLATED = "ran in this process: a plugin passed as an object cannot be loaded in a child"
 
 
 def _call_with_context(impl: pluggy.HookImpl, context: Context) -> Any:
@@ -541,4 +619,5 @@ def _name_of(obj: Any) -> str:
     return name if isinstance(name, str) else type(obj).__name__
 
 
-__all__ = ["BUILTINS", "PluginHost", "PluginReport", "PluginStatus", "checked_devices"]
+__all__ = ["BUILTINS", "PluginHost", "PluginReport", "PluginStatus", "checked_devices",
+           "describe_exception", "set_inline"]

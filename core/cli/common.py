@@ -128,6 +128,9 @@ def add_scout_options(p: argparse.ArgumentParser) -> None:
                    help="read /sys and /proc under this existing folder")
     p.add_argument("--timeout", type=_timeout, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"each plugin's enumerate deadline, > 0 (default {DEFAULT_TIMEOUT:g})")
+    p.add_argument("--isolated", action="store_true",
+                   help="run each plugin's enumeration in a child process of its own: a driver "
+                        "that crashes or hangs costs only its plugin")
 
 
 def scout_argv(args: argparse.Namespace) -> list[str]:
@@ -142,6 +145,8 @@ def scout_argv(args: argparse.Namespace) -> list[str]:
         out += ["--root", args.root]
     if getattr(args, "timeout", DEFAULT_TIMEOUT) != DEFAULT_TIMEOUT:
         out += ["--timeout", repr(args.timeout)]
+    if getattr(args, "isolated", False):
+        out.append("--isolated")
     return out
 
 

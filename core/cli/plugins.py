@@ -24,7 +24,7 @@ def add_parser(sub: Subcommands, help: str) -> None:
 
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     """Discover, then print one report per plugin."""
-    found = common.open_scout(args, scout_factory).discover()
+    found = common.open_scout(args, scout_factory).discover(isolated=args.isolated)
     if args.json:
         from gpuscout.wire_encode import unstructure
 

@@ -40,7 +40,8 @@ def prepare(args: argparse.Namespace, selectors: Sequence[str],
     from gpuscout.visibility import selection_env
 
     scout = common.open_scout(args, scout_factory)
-    devices = scout.select(list(selectors), include_software=args.include_software)
+    devices = scout.select(list(selectors), include_software=args.include_software,
+                           isolated=args.isolated)
     chosen = selection_env(scout, devices, isolate=args.isolate)
     for note in chosen.notes:
         common.warn(note)

@@ -1,0 +1,214 @@
+"""Isolated discovery, the child's side (see ``gpuscout.isolation``): load the plugins once,
+fork one worker per plugin, collect what each one found or how it died.
+
+Started as ``python -I -c ...`` with the Scout's environment; reads the request (plugins, env,
+platform, root, timeout) as JSON on stdin and writes one JSON object on the stdout it had at
+start. Everything else that writes to descriptor 1 (a plugin's print, a driver's printf) lands
+on stderr. Plugins are imported on this process's main thread, so that no other thread exists
+when the workers are forked; a worker calls only its plugin's enumerate and leaves with
+``os._exit``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+from typing import Any
+
+from gpuscout.context import Context
+from gpuscout.host import PluginHost, describe_exception, set_inline
+from gpuscout.isolation import MAX_ANSWER, STDERR_TAIL, encode_device, exit_text, last_line
+from gpuscout.records import DeviceInfo
+
+#: How long a worker's pipes are read after its deadline before it is killed.
+_POLL = 0.05
+
+
+def main() -> int:
+    """The zygote's entry point; returns its exit status."""
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)  # from here on, what anyone prints goes to stderr
+    request = json.loads(sys.stdin.buffer.read())
+    env: dict[str, str] = request["env"]
+    platform: str = request["platform"]
+    root: str = request["root"]
+    timeout = float(request["timeout"])
+    set_inline(True)  # imports on this thread: no other thread may exist at fork time
+    # The interpreter may have added to its environment at start (LC_CTYPE under the C
+    # locale); drivers read the process environment, which must be exactly the Scout's.
+    if dict(os.environ) != env:
+        os.environ.clear()
+        os.environ.update(env)
+
+    def context(name: str, deadline: float | None) -> Context:
+        return Context(env=env, platform=platform, root=root, deadline=deadline, plugin=name)
+
+    host = PluginHost(plugins=request["plugins"], disable=(), extra=(), entry_points=True,
+                      env=env, context=context, enumerate_timeout=timeout, hook_timeout=timeout)
+    outcomes: list[dict[str, Any]] = [
+        {"name": r.name, "status": "failed", "error": r.error}
+        for r in host.reports.values() if r.status not in ("ok", "disabled")
+    ]
+    impls = host.impls("gpuscout_enumerate", registration_order=True)
+    if request.get("fork", True):
+        outcomes += _fork_all(impls, context, timeout)
+    else:
+        outcomes += [_in_process(impl, context, timeout) for impl in impls]
+    data = json.dumps({"plugins": outcomes}).encode()
+    with os.fdopen(answer_fd, "wb") as answer:
+        answer.write(data)
+    return 0
+
+
+def _call(impl: Any, ctx: Context) -> dict[str, Any]:
+    """The worker's job: enumerate, and the answer as JSON values (never raises)."""
+    start = time.perf_counter()
+    try:
+        value = impl.function(*({"context": ctx}[a] for a in impl.argnames))
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"returned {type(value).__name__}, expected a list of DeviceInfo")
+        bad = next((i for i, d in enumerate(value) if not isinstance(d, DeviceInfo)), None)
+        if bad is not None:
+            raise TypeError(f"[{bad}]: expected DeviceInfo, got {type(value[bad]).__name__}")
+        devices = [encode_device(d) for d in value]
+        json.dumps(devices)  # what cannot cross the boundary fails here, not in the host
+        return {"status": "ok", "devices": devices, "notes": list(ctx.notes),
+                "elapsed": time.perf_counter() - start}
+    except BaseException as exc:  # a plugin must never end the worker without an answer
+        return {"status": "failed", "error": f"raised {describe_exception(exc)}",
+                "notes": list(ctx.notes), "elapsed": time.perf_counter() - start}
+
+
+def _in_process(impl: Any, context: Any, timeout: float) -> dict[str, Any]:
+    name = impl.plugin_name
+    return {"name": name, **_call(impl, context(name, time.monotonic() + timeout))}
+
+
+class _Worker:
+    """One forked worker: its pid, its answer and stderr pipes (non-blocking), what they said."""
+
+    def __init__(self, name: str, pid: int, answer: int, stderr: int, deadline: float) -> None:
+        self.name, self.pid, self.deadline = name, pid, deadline
+        self.answer_fd, self.stderr_fd = answer, stderr
+        self.open = {answer, stderr}
+        for fd in self.open:
+            os.set_blocking(fd, False)
+        self.answer = bytearray()
+        self.tail = bytearray()
+        self.started = time.monotonic()
+        self.status: int | None = None
+        #: Why it was killed: "" (it was not), "timeout" or "answer too large".
+        self.killed = ""
+
+    def read(self, fd: int) -> None:
+        """Take what ``fd`` holds now; close it at its end."""
+        while fd in self.open:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                os.close(fd)
+                self.open.discard(fd)
+                return
+            if fd == self.stderr_fd:
+                self.tail += chunk
+                if len(self.tail) > 2 * STDERR_TAIL:
+                    del self.tail[:-STDERR_TAIL]  # only the last words matter
+            else:
+                self.answer += chunk
+                if len(self.answer) > MAX_ANSWER:
+                    self.kill("answer too large")
+                    del self.answer[:]
+
+    def reap(self) -> bool:
+        """Whether the worker has ended (then its status is set and its pipes drained)."""
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            pid, status = self.pid, 0
+        if pid == 0:
+            return False
+        self.status = os.waitstatus_to_exitcode(status)
+        # What it wrote before it ended is in the pipes; a descendant that still holds them
+        # (a driver's helper process) must not keep the answer waiting.
+        for fd in list(self.open):
+            self.read(fd)
+            if fd in self.open:
+                os.close(fd)
+                self.open.discard(fd)
+        return True
+
+    def kill(self, why: str) -> None:
+        if not self.killed:
+            self.killed = why
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _fork_all(impls: list[Any], context: Any, timeout: float) -> list[dict[str, Any]]:
+    workers: list[_Worker] = []
+    for impl in impls:
+        name = impl.plugin_name
+        answer_r, answer_w = os.pipe()
+        err_r, err_w = os.pipe()
+        ctx = context(name, time.monotonic() + timeout)
+        pid = os.fork()
+        if pid == 0:  # the worker
+            try:
+                for fd in (answer_r, err_r, *(fd for w in workers for fd in w.open)):
+                    os.close(fd)
+                os.dup2(err_w, 2)
+                os.dup2(err_w, 1)
+                data = json.dumps(_call(impl, ctx)).encode()
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(answer_w, view):]
+            finally:
+                os._exit(0)
+        os.close(answer_w)
+        os.close(err_w)
+        workers.append(_Worker(name, pid, answer_r, err_r, time.monotonic() + timeout))
+    pending = list(workers)
+    while pending:
+        now = time.monotonic()
+        for w in pending:
+            if now >= w.deadline:
+                w.kill("timeout")
+        fds = [fd for w in pending for fd in w.open]
+        wait = min(_POLL, max(0.0, min(w.deadline for w in pending) - now))
+        ready = select.select(fds, [], [], wait)[0] if fds else []
+        if not fds:
+            time.sleep(wait or _POLL / 10)
+        for fd in ready:
+            owner = next((w for w in pending if fd in w.open), None)
+            if owner is not None:
+                owner.read(fd)
+        pending = [w for w in pending if not w.reap()]
+    return [_outcome(w, timeout) for w in workers]
+
+
+def _outcome(w: _Worker, timeout: float) -> dict[str, Any]:
+    base = {"name": w.name, "elapsed": time.monotonic() - w.started}
+    words = last_line(bytes(w.tail))
+    last = f"; last stderr: {words}" if words else ""
+    if w.killed == "timeout":
+        return {**base, "status": "timeout",
+                "error": f"enumerate did not finish within {timeout:g} s (its child was killed)"}
+    if w.killed:
+        return {**base, "status": "failed", "error": f"its child was killed: {w.killed}"}
+    if w.status != 0:
+        return {**base, "status": "failed", "error": f"{exit_text(w.status or 0)}{last}"}
+    try:
+        answer = json.loads(bytes(w.answer))
+    except ValueError:
+        return {**base, "status": "failed", "error": f"exited without an answer{last}"}
+    return {"name": w.name, **answer}

@@ -1,0 +1,214 @@
+"""Isolated discovery with real child processes: a plugin that segfaults, one that calls
+os._exit, one that hangs (with a grandchild), one that prints megabytes to stderr and one that
+prints to stdout, installed for real next to a good one. Each crash costs only its plugin, the
+reports say how it died, and no process is left behind (checked, not assumed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuscout import DeviceInfo, Scout
+from gpuscout.testing import injected
+
+GOOD = """
+    from gpuscout.plugin import DeviceInfo, hookimpl
+
+    @hookimpl
+    def gpuscout_enumerate(context):
+        return [DeviceInfo(id="good0", library="Good", name="Good card", description="Good card",
+                           pci_id="0000:0a:00.0", total_memory=8 << 30, free_memory=4 << 30,
+                           runner_env_overrides={"GOOD_MODE": "1"}, nvidia_driver_major=0)]
+"""
+SEGV = """
+    import ctypes, sys
+    from gpuscout.plugin import hookimpl
+
+    @hookimpl
+    def gpuscout_enumerate(context):
+        sys.stderr.write("segv: the driver is about to touch address 0\\n")
+        sys.stderr.flush()
+        ctypes.string_at(0)
+"""
+EXITER = """
+    import os, sys
+    from gpuscout.plugin import hookimpl
+
+    @hookimpl
+    def gpuscout_enumerate(context):
+        print("exiter: giving up", file=sys.stderr, flush=True)
+        os._exit(7)
+"""
+HANGER = """
+    import subprocess, time
+    from gpuscout.plugin import hookimpl
+
+    @hookimpl
+    def gpuscout_enumerate(context):
+        subprocess.Popen(["sleep", "300"])  # a driver helper that would outlive us
+        time.sleep(300)
+"""
+NOISY = """
+    import sys
+    from gpuscout.plugin import DeviceInfo, hookimpl
+
+    @hookimpl
+    def gpuscout_enumerate(context):
+        for _ in range(80):
+            sys.stderr.write("x" * 65535 + "\\n")
+        sys.stderr.write("noisy: done\\n")
+        print("noisy: this went to stdout")
+        context.note("noisy wrote 5 MiB to stderr")
+        return [DeviceInfo(id="n0", library="Noisy", total_memory=1 << 30)]
+"""
+PLUGINS = {"good": GOOD, "segv": SEGV, "exiter": EXITER, "hanger": HANGER, "noisy": NOISY}
+
+
+@pytest.fixture(scope="module")
+def site(site_factory: Callable[..., Path]) -> Path:
+    """An installed distribution with the five plugins as entry points."""
+    return site_factory("gpuscout-hostile-isolated", "1.0",
+                        {f"iso_{name}": source for name, source in PLUGINS.items()},
+                        {name: f"iso_{name}" for name in PLUGINS})
+
+
+@pytest.fixture
+def marker() -> str:
+    """A value put into the Scout's environment: every process of the discovery carries it."""
+    return uuid.uuid4().hex
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live (not zombie) processes whose environment holds ``marker``."""
+    found = []
+    needle = f"GPUSCOUT_TEST_MARK={marker}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+@pytest.fixture
+def nothing_left(marker: str) -> Iterator[None]:
+    """After the test, no process of its discovery is still running (a few seconds' grace)."""
+    if not os.path.isdir("/proc"):
+        pytest.skip("needs /proc to see processes")  # Linux only, like the CI machine
+    yield
+    deadline = time.monotonic() + 5.0
+    while (left := processes_with(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left == [], f"processes left behind: {left}"
+
+
+def scout(site: Path, marker: str, monkeypatch: pytest.MonkeyPatch, *names: str,
+          timeout: float = 2.0, extra: tuple[object, ...] = ()) -> Scout:
+    monkeypatch.syspath_prepend(str(site))
+    env = {"GPUSCOUT_TEST_MARK": marker, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    return Scout(plugins=[*names, *(n for n, _ in extra)], extra=list(extra), env=env,
+                 enumerate_timeout=timeout)
+
+
+def test_each_crash_costs_only_its_plugin(site: Path, marker: str, nothing_left: None,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    s = scout(site, marker, monkeypatch, *PLUGINS)
+    start = time.monotonic()
+    found = s.discover(isolated=True)
+    took = time.monotonic() - start
+    reports = {r.name: r for r in found.plugins}
+    assert [d.id for d in found.devices] == ["good0", "n0"]
+    assert (reports["good"].status, reports["good"].devices) == ("ok", 1)
+    assert reports["segv"].status == "failed"
+    assert reports["segv"].error == ("gpuscout_enumerate: crashed: SIGSEGV; last stderr: segv: "
+                                     "the driver is about to touch address 0")
+    assert reports["exiter"].status == "failed"
+    assert reports["exiter"].error == ("gpuscout_enumerate: exited with status 7; last stderr: "
+                                       "exiter: giving up")
+    assert reports["hanger"].status == "timeout"
+    assert "within 2 s" in reports["hanger"].error
+    assert (reports["noisy"].status, reports["noisy"].note) == ("ok", "noisy wrote 5 MiB to stderr")
+    # The hanging plugin's deadline, plus the child's start, not the sum of anything.
+    assert took < 2.0 + 4.0
+
+
+def test_records_cross_the_boundary_whole_and_equal_in_process(
+        site: Path, marker: str, nothing_left: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Discovery has the same shape: even fields the wire format leaves out survive."""
+    s = scout(site, marker, monkeypatch, "good", "noisy")
+    isolated, local = s.discover(isolated=True), s.discover()
+    assert isolated.devices == local.devices
+    assert isolated.devices[0].runner_env_overrides == {"GOOD_MODE": "1"}
+    assert [(r.name, r.status, r.devices) for r in isolated.plugins] == \
+        [(r.name, r.status, r.devices) for r in local.plugins]
+
+
+def test_an_in_process_plugin_runs_here_and_says_so(site: Path, marker: str, nothing_left: None,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    card = DeviceInfo(id="x0", library="Extra", total_memory=1 << 30)
+    s = scout(site, marker, monkeypatch, "good", extra=(injected([card]),))
+    found = s.discover(isolated=True)
+    assert sorted(d.id for d in found.devices) == ["good0", "x0"]
+    report = next(r for r in found.plugins if r.name == "injected")
+    assert report.status == "ok" and "cannot be loaded in a child" in report.note
+
+
+def test_the_child_sees_exactly_the_scouts_env_platform_and_root(
+        site_factory: Callable[..., Path], tmp_path: Path, marker: str, nothing_left: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    echo = """
+        import os
+        from gpuscout.plugin import DeviceInfo, hookimpl
+
+        @hookimpl
+        def gpuscout_enumerate(context):
+            text = context.read_text("/etc/acme") or ""
+            same = dict(os.environ) == dict(context.env)
+            return [DeviceInfo(id=f"{context.platform}|{text}|{same}|{context.env['ACME']}",
+                               library="Echo")]
+    """
+    site = site_factory("gpuscout-echo", "1.0", {"iso_echo": echo}, {"echo": "iso_echo"})
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "acme").write_text("recorded")
+    monkeypatch.syspath_prepend(str(site))
+    s = Scout(plugins=["echo"], env={"GPUSCOUT_TEST_MARK": marker, "ACME": "$(x)'\""},
+              platform="linux", root=str(tmp_path))
+    assert [d.id for d in s.discover(isolated=True).devices] == ["linux|recorded|True|$(x)'\""]
+
+
+def test_list_isolated_on_the_command_line(site: Path, marker: str, nothing_left: None) -> None:
+    env = {**os.environ, "PYTHONPATH": str(site), "GPUSCOUT_TEST_MARK": marker}
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "list", "--isolated", "--json", "--timeout", "2",
+         "--plugins", "good,segv,hanger"], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    document = json.loads(out.stdout)
+    assert [d["id"] for d in document["devices"]] == ["good0"]
+    status = {p["name"]: (p["status"], p["error"]) for p in document["plugins"]}
+    assert status["segv"][0] == "failed" and "crashed: SIGSEGV" in status["segv"][1]
+    assert status["hanger"][0] == "timeout"
+    assert "gpuscout: plugin segv failed: gpuscout_enumerate: crashed: SIGSEGV" in out.stderr
+
+
+def test_without_isolation_the_segfault_takes_the_host_down(site: Path) -> None:
+    """Why the option exists: the same plugin in-process kills the whole command."""
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    out = subprocess.run([sys.executable, "-m", "gpuscout", "list", "--json", "--plugins",
+                          "good,segv"], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode < 0 and out.stdout == ""
