@@ -3,237 +3,133 @@
 The seed's GetDevicesFromRunner: the host starts the child with the environment it wants the
 child to have, polls every 10 ms until a deadline, and tells a crash, a 404 (a runner without
 /info), another status and an unparsable reply apart. The child is always reaped. Init validation
-runs each device that needs it in such a child, with only that device visible.
+runs each device that needs it in such a child, with only that device visible, all at once.
 
-The child may be hostile or broken, so the host speaks HTTP over a plain socket: one deadline
-covers the whole exchange, replies are bounded (MAX_HEAD, MAX_BODY), every failure is a
-RunnerError, and the child's whole process group is killed when the call ends.
+The child may be hostile or broken, so the host speaks HTTP over a plain socket
+(``gpuscout.runner_reply``): one deadline covers the whole exchange, replies are bounded, every
+failure is a RunnerError, and the child's whole process group is killed when the call ends.
+
+gpuscout's own runner (``gpuscout runner --port 0``, see ``gpuscout.runner_server``) binds its
+port itself and announces it as ``{"port": N}`` on the first line of its stdout, which the host
+reads (at most MAX_PORT_LINE bytes) before polling; each child gets a fresh token in
+``GPUSCOUT_RUNNER_TOKEN`` and must send it back in an ``X-Gpuscout-Token`` header, so that a
+reply from another process on that port is refused.
 """
 
 from __future__ import annotations
 
-import json
+import hmac
 import math
 import os
-import re
+import queue
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from gpuscout.errors import GpuscoutError
 from gpuscout.log import get_logger
 from gpuscout.records import DeviceInfo
 from gpuscout.results import Dropped
+from gpuscout.runner_reply import (
+    CRASH_GRACE,
+    MAX_BODY,
+    MAX_HEAD,
+    MAX_PORT_LINE,
+    ReplyHead,
+    RunnerError,
+    describe_exit,
+    exit_code,
+    parse_reply,
+    read_port_line,
+    read_reply,
+    remaining,
+    timed_out,
+)
+from gpuscout.runner_server import HOST, IDLE_EXIT, TOKEN_ENV, TOKEN_HEADER, serve
 
 _log = get_logger(__name__)
 
-HOST = "127.0.0.1"
 POLL_INTERVAL = 0.010
-#: A runner nobody asks anything for this long exits by itself (no orphans).
-IDLE_EXIT = 60.0
-#: Most bytes of status line and headers the host reads from a runner.
-MAX_HEAD = 64 * 1024
-#: Most bytes of body the host reads from a runner (a device list is a few KiB).
-MAX_BODY = 16 * 1024 * 1024
 #: Longer timeouts are clamped to this, which sockets and waits still accept (about 11 days).
 MAX_TIMEOUT = 1e6
-#: After a broken reply, how long to wait for the child to exit so that a crash is named as such.
-CRASH_GRACE = 0.05
 #: How long to wait for the child to die after SIGKILL; one stuck in the kernel cannot be reaped.
 REAP_GRACE = 5.0
 
 # HTTP/1.0 so that a conforming server neither chunks the body nor keeps the connection open.
 _REQUEST = "GET /info HTTP/1.0\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n\r\n"
-_STATUS_LINE = re.compile(rb"HTTP/[0-9]\.[0-9] ([0-9]{3})(?: [^\r\n]*)?")
-_HEADER_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([^\r\n\x00]*?)[ \t]*")
-_HEAD_END = re.compile(rb"\r?\n\r?\n")
-_DIGITS = re.compile(r"[0-9]+")
-_RECV_SIZE = 64 * 1024
 # Python ignores SIGPIPE, but a host embedding it may not; a closed peer must be an OSError.
 _SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
+_TOKEN_KEY = TOKEN_HEADER.lower()
 
-
-class RunnerError(GpuscoutError):
-    """Isolated discovery failed: crash, 404, error status, or no answer before the deadline."""
-
-
-class ReplyHead(NamedTuple):
-    """The status line and headers of a runner's reply."""
-
-    status: int
-    #: Header names in lower case; a repeated header keeps its last value.
-    headers: dict[str, str]
-    #: The announced Content-Length, or None to read the body until the runner closes.
-    length: int | None
+#: ``progress(device, state, elapsed)``: state "started", then "ok" or "failed"; elapsed seconds
+#: since the validation began.
+Progress = Callable[[DeviceInfo, str, float], None]
+_progress: ContextVar[Progress | None] = ContextVar("gpuscout_validation_progress", default=None)
 
 
 def free_port() -> int:
-    """A port on 127.0.0.1 that was free a moment ago."""
+    """A port on 127.0.0.1 that was free a moment ago (another process may take it before the
+    child binds it: only custom ``{port}`` commands use this)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
         return int(s.getsockname()[1])
 
 
-def default_command(port: int) -> list[str]:
-    """This Python running ``gpuscout runner`` on ``port``."""
-    return [sys.executable, "-m", "gpuscout", "runner", "--port", str(port)]
+def default_command() -> list[str]:
+    """This Python running ``gpuscout runner --port 0`` (it binds a port and announces it)."""
+    return [sys.executable, "-m", "gpuscout", "runner", "--port", "0"]
 
 
-def describe_exit(code: int) -> str:
-    """``exit code 3`` for an exit, ``SIGSEGV`` for a death by signal (a negative Popen code)."""
-    if code >= 0:
-        return f"exit code {code}"
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-def _show(data: bytes) -> str:
-    return repr(bytes(data[:80])) + ("..." if len(data) > 80 else "")
-
-
-def _too_long(size: int | str) -> RunnerError:
-    return RunnerError(f"runner reply body of {size} bytes is over the limit of {MAX_BODY} bytes")
-
-
-def find_head_end(data: bytes | bytearray, start: int = 0) -> tuple[int, int] | None:
-    """(end of headers, start of body) in ``data``, None until the blank line, RunnerError past
-    MAX_HEAD. ``start``: how far an earlier call already looked."""
-    match = _HEAD_END.search(data, max(0, start - 3))
-    if match is None or match.start() > MAX_HEAD:
-        if match is not None or len(data) > MAX_HEAD:
-            raise RunnerError(f"runner reply headers are longer than {MAX_HEAD} bytes")
-        return None
-    return match.start(), match.end()
-
-
-def parse_head(head: bytes) -> ReplyHead:
-    """Status line and header lines (without the blank line) of a reply; RunnerError if malformed."""
-    lines = [line.removesuffix(b"\r") for line in head.split(b"\n")]
-    status = _STATUS_LINE.fullmatch(lines[0])
-    if status is None:
-        raise RunnerError(f"runner reply has a bad status line: {_show(lines[0])}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        header = _HEADER_LINE.fullmatch(line)
-        if header is None:
-            raise RunnerError(f"runner reply has a bad header line: {_show(line)}")
-        name, value = header[1].decode("ascii").lower(), header[2].decode("latin-1")
-        if name == "content-length" and headers.get(name, value) != value:
-            raise RunnerError(f"runner reply has two Content-Lengths: {headers[name]!r} and {value!r}")
-        headers[name] = value
-    if "transfer-encoding" in headers:
-        # A server may not use it in reply to HTTP/1.0, so the body would be misread.
-        raise RunnerError(f"runner reply uses Transfer-Encoding {headers['transfer-encoding']!r} "
-                          "in reply to an HTTP/1.0 request")
-    return ReplyHead(int(status[1]), headers, _content_length(headers.get("content-length")))
-
-
-def _content_length(value: str | None) -> int | None:
-    if value is None:
-        return None
-    if _DIGITS.fullmatch(value) is None:
-        raise RunnerError(f"runner reply has a bad Content-Length: {value[:40]!r}")
-    digits = value.lstrip("0") or "0"
-    # Checked before int(): Python refuses to convert over 4300 digits.
-    if len(digits) > 12 or int(digits) > MAX_BODY:
-        raise _too_long(digits if len(digits) <= 40 else digits[:40] + "...")
-    return int(digits)
-
-
-def parse_reply(data: bytes) -> tuple[int, bytes]:
-    """Status and body of a reply read until the runner closed or the body was whole; bytes past
-    the Content-Length are ignored. Raises RunnerError, and only that, for anything else."""
-    if not data:
-        raise RunnerError("runner closed the connection without a reply")
-    where = find_head_end(data)
-    if where is None:
-        raise RunnerError(f"runner closed the connection inside the reply headers ({len(data)} bytes)")
-    head = parse_head(data[:where[0]])
-    body = data[where[1]:]
-    if head.length is None:
-        if len(body) > MAX_BODY:
-            raise _too_long(len(body))
-        return head.status, body
-    if len(body) < head.length:
-        raise RunnerError(f"runner closed the connection after {len(body)} of {head.length} body bytes")
-    return head.status, body[:head.length]
-
-
-def _remaining(deadline: float) -> float:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError("deadline passed")
-    return left
-
-
-def _read_reply(sock: socket.socket, deadline: float) -> tuple[int, bytes]:
-    data = bytearray()
-    body_at: int | None = None
-    whole: int | None = None  # length of the complete reply, once a Content-Length said so
-    while True:
-        sock.settimeout(_remaining(deadline))
-        chunk = sock.recv(_RECV_SIZE)
-        if not chunk:
-            if not data:  # as http.client does: a transport failure, polled past
-                raise ConnectionAbortedError("runner closed the connection without a reply")
-            return parse_reply(bytes(data))
-        scanned = len(data)
-        data += chunk
-        if body_at is None:
-            where = find_head_end(data, scanned)
-            if where is None:
-                continue
-            body_at = where[1]
-            length = parse_head(bytes(data[:where[0]])).length
-            whole = None if length is None else body_at + length
-        if whole is not None and len(data) >= whole:
-            return parse_reply(bytes(data[:whole]))
-        if len(data) - body_at > MAX_BODY:
-            raise _too_long(f"more than {len(data) - body_at}")
-
-
-def _get_info(port: int, deadline: float) -> tuple[int, bytes]:
+def _get_info(port: int, deadline: float) -> tuple[ReplyHead, bytes]:
     """One ``GET /info``. OSError: not reachable (yet); TimeoutError: deadline; RunnerError: bad reply."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         # Every blocking call gets only what is left of the one deadline.
-        sock.settimeout(_remaining(deadline))
+        sock.settimeout(remaining(deadline))
         sock.connect((HOST, port))
-        sock.settimeout(_remaining(deadline))
+        sock.settimeout(remaining(deadline))
         sock.sendall(_REQUEST.format(host=HOST, port=port).encode("ascii"), _SEND_FLAGS)
-        return _read_reply(sock, deadline)
+        return read_reply(sock, deadline)
+
+
+def _check_token(head: ReplyHead, port: int, token: str | None, required: bool) -> None:
+    if token is None:
+        return
+    got = head.headers.get(_TOKEN_KEY)
+    if got is None and not required:
+        return
+    if got is None or not hmac.compare_digest(got.encode("latin-1"), token.encode("ascii")):
+        what = f"no {TOKEN_HEADER} header" if got is None else f"another {TOKEN_HEADER}"
+        raise RunnerError(f"the answer on port {port} did not carry this child's token ({what}): "
+                          "another process answered")
 
 
 def _broken_reply(exc: RunnerError, child: subprocess.Popen[bytes]) -> RunnerError:
     # A reply cut short is often a child dying mid-write: say so when it has exited.
-    try:
-        code = child.wait(timeout=CRASH_GRACE)
-    except subprocess.TimeoutExpired:
-        return exc
+    code = exit_code(child, CRASH_GRACE)
     return RunnerError(f"runner crashed ({describe_exit(code)}): {exc}") if code else exc
 
 
-def poll_runner(port: int, child: subprocess.Popen[bytes], deadline: float,
-                timeout: float) -> list[DeviceInfo]:
+def poll_runner(port: int, child: subprocess.Popen[bytes], deadline: float, timeout: float, *,
+                token: str | None = None, require_token: bool = False) -> list[DeviceInfo]:
     """Poll ``/info`` every 10 ms until an answer, a crash or ``deadline`` (a monotonic time);
-    ``timeout`` is the limit the timeout message names. Raises RunnerError."""
+    ``timeout`` is the limit the timeout message names. A reply whose ``X-Gpuscout-Token`` is
+    not ``token`` (or is missing, with ``require_token``) is refused; a 503 (busy) is polled
+    past. Raises RunnerError."""
     from gpuscout.wire import from_json
 
-    log = _log
     last_problem = ""
     while True:
         if time.monotonic() >= deadline:
-            last = f"; last attempt: {last_problem}" if last_problem else ""
-            raise RunnerError(f"failed to finish discovery before timeout ({timeout:g} s){last}")
+            raise timed_out(timeout, last_problem)
         try:
-            status, body = _get_info(port, deadline)
+            head, body = _get_info(port, deadline)
         except TimeoutError:  # the deadline passed mid-exchange
             # An earlier parse error says more than this; a refusal before it is stale.
             if not last_problem.startswith("unparsable"):
@@ -248,8 +144,14 @@ def poll_runner(port: int, child: subprocess.Popen[bytes], deadline: float,
             last_problem = exc.strerror or str(exc)
             time.sleep(max(0.0, min(POLL_INTERVAL, deadline - time.monotonic())))
             continue
+        _check_token(head, port, token, require_token)
+        status = head.status
         if status == 404:
             raise RunnerError("runner does not report devices (/info answered 404)")
+        if status == 503:  # more connections than it serves at once: ask again
+            last_problem = "runner busy (status 503)"
+            time.sleep(max(0.0, min(POLL_INTERVAL, deadline - time.monotonic())))
+            continue
         if status != 200:
             raise RunnerError(f"runner error (status {status}): {body[:200].decode(errors='replace')}")
         try:
@@ -257,7 +159,7 @@ def poll_runner(port: int, child: subprocess.Popen[bytes], deadline: float,
         except (GpuscoutError, RecursionError) as exc:  # json.loads recurses on deep nesting
             # The seed keeps polling on an unparsable reply; so do we, until the deadline.
             last_problem = f"unparsable reply: {str(exc)[:200]}"
-            log.warning("runner.unparsable_reply", error=str(exc)[:200])
+            _log.warning("runner.unparsable_reply", error=str(exc)[:200])
             time.sleep(max(0.0, min(POLL_INTERVAL, deadline - time.monotonic())))
             continue
         return devices
@@ -270,16 +172,14 @@ def _check_timeout(timeout: object) -> float:
     return float(min(timeout, MAX_TIMEOUT))
 
 
-def _argv(command: Sequence[str] | None, port: int) -> list[str]:
-    if command is None:
-        return default_command(port)
+def _check_command(command: object) -> list[str]:
     # A bare string is a Sequence[str] too, but never an argv.
     if (isinstance(command, str | bytes) or not isinstance(command, Sequence)
             or not all(isinstance(part, str) for part in command)):
         raise RunnerError(f"runner command must be a sequence of str, got {command!r:.200}")
     if not command:
         raise RunnerError("runner command is empty")
-    return [part.replace("{port}", str(port)) for part in command]
+    return list(command)
 
 
 def _kill_group(child: subprocess.Popen[bytes]) -> None:
@@ -293,6 +193,8 @@ def _kill_group(child: subprocess.Popen[bytes]) -> None:
         child.wait(timeout=REAP_GRACE)
     except subprocess.TimeoutExpired:  # stuck in the kernel (a driver): nothing more to do
         _log.warning("runner.not_reaped", pid=child.pid)
+    if child.stdout is not None:
+        child.stdout.close()
 
 
 def discover_in_child(
@@ -300,56 +202,164 @@ def discover_in_child(
 ) -> list[DeviceInfo]:
     """Devices as a child process with environment ``env`` sees them.
 
-    ``command`` is the child's argv; ``{port}`` in it is replaced by the chosen port (default:
-    ``python -m gpuscout runner --port {port}``). ``timeout`` (seconds, finite, > 0) bounds the
-    whole exchange. The child runs in its own process group, which is killed with SIGKILL when
-    the call ends, however it ends; the child is reaped. Installs no signal handler, so any
-    thread may call it. Raises RunnerError, and only that.
+    By default the child is ``python -m gpuscout runner --port 0``: it binds a port itself and
+    announces it as ``{"port": N}`` on its first stdout line, so no other process can take the
+    port first, and every reply must carry the token this call hands it in
+    ``GPUSCOUT_RUNNER_TOKEN`` (header ``X-Gpuscout-Token``), or it is refused as another
+    process's. ``command`` is another runner's argv: ``{port}`` in it is replaced by a port that
+    was free a moment before the child starts, which another process may take between that
+    check and the child's bind (a race only the default command avoids); its child gets the
+    token too, and a reply with another token is refused, but one without the header is
+    accepted (runners other than gpuscout's, such as Ollama's, do not send it).
+
+    ``timeout`` (seconds, finite, > 0) bounds the whole exchange. The child runs in its own
+    process group, which is killed with SIGKILL when the call ends, however it ends (an answer,
+    an error, the timeout, KeyboardInterrupt); the child is reaped. Installs no signal handler,
+    so any thread may call it. Raises RunnerError, and only that.
     """
     seconds = _check_timeout(timeout)
-    deadline = time.monotonic() + seconds
+    return _discover(env, time.monotonic() + seconds, seconds, command)
+
+
+def _discover(env: Mapping[str, str], deadline: float, seconds: float,
+              command: Sequence[str] | None,
+              started: Callable[[subprocess.Popen[bytes]], None] | None = None) -> list[DeviceInfo]:
+    """``discover_in_child`` under a given ``deadline``; ``started(child)`` is called once the
+    child runs (it may raise to abandon the call, which still kills the child)."""
+    argv = None if command is None else _check_command(command)
+    port: int | None = None
+    if argv is not None:
+        try:
+            port = free_port()
+        except OSError as exc:
+            raise RunnerError(f"cannot pick a port on {HOST}: {exc}") from None
+        argv = [part.replace("{port}", str(port)) for part in argv]
+    else:
+        argv = default_command()
+    token = secrets.token_hex(16)
     try:
-        port = free_port()
-    except OSError as exc:
-        raise RunnerError(f"cannot pick a port on {HOST}: {exc}") from None
-    argv = _argv(command, port)
-    try:
-        child = subprocess.Popen(argv, env=dict(env), stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
+        child = subprocess.Popen(argv, env={**env, TOKEN_ENV: token}, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE if port is None else subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
     except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise RunnerError(f"cannot start runner: {argv[0]!r}: {reason}") from None
     try:
-        return poll_runner(port, child, deadline, timeout=seconds)
+        if started is not None:
+            started(child)
+        if port is None:
+            port = read_port_line(child, deadline, seconds)
+        return poll_runner(port, child, deadline, seconds, token=token,
+                           require_token=command is None)
     finally:
         _kill_group(child)
 
 
+@contextmanager
+def validation_progress(progress: Progress | None) -> Iterator[None]:
+    """While the block runs, ``validate_devices`` calls without a ``progress`` of their own (as
+    ``Scout.discover(validate=True)`` makes) report to ``progress``. Scoped to the calling
+    context (thread or task), so it is no global state."""
+    mark = _progress.set(progress)
+    try:
+        yield
+    finally:
+        _progress.reset(mark)
+
+
+class _Cancelled(Exception):
+    pass
+
+
 def validate_devices(
-    checks: Sequence[tuple[DeviceInfo, Mapping[str, str] | None]], timeout: float = 30.0
+    checks: Sequence[tuple[DeviceInfo, Mapping[str, str] | None]], timeout: float = 30.0, *,
+    progress: Progress | None = None, command: Sequence[str] | None = None,
 ) -> tuple[list[DeviceInfo], list[Dropped]]:
-    """Initialise each device in a child process that sees only it.
+    """Initialise each device in a child process that sees only it, all devices at once.
 
     ``checks`` pairs each device with the whole environment of its child, or None for a device
-    that needs no check (kept as it is). A crash, a timeout or an answer without the device
-    drops it, with the reason.
+    that needs no check (kept as it is). Every child starts at once (one thread each) and
+    ``timeout`` covers the whole validation: a child still running then is killed. A crash, a
+    timeout or an answer without the device drops it, with the reason; the kept devices and the
+    dropped ones keep the order of ``checks``. ``progress(device, state, elapsed)`` (default:
+    the one ``validation_progress`` set) hears "started" for each checked device, then "ok" or
+    "failed"; it is called on the calling thread. ``command`` is the runner, as for
+    ``discover_in_child``. Every child's process group is killed, also on KeyboardInterrupt.
     """
+    seconds = _check_timeout(timeout)
+    start = time.monotonic()
+    deadline = start + seconds
+    report = progress if progress is not None else _progress.get()
+    pending = [(i, device, env) for i, (device, env) in enumerate(checks) if env is not None]
+    reasons: dict[int, str | None] = {}
+    done: queue.SimpleQueue[tuple[int, str | None]] = queue.SimpleQueue()
+    lock = threading.Lock()
+    children: list[subprocess.Popen[bytes]] = []
+    cancelled = False
+
+    def started(child: subprocess.Popen[bytes]) -> None:
+        with lock:
+            if cancelled:
+                raise _Cancelled
+            children.append(child)
+
+    def check(i: int, device: DeviceInfo, env: Mapping[str, str]) -> None:
+        reason: str | None = "init validation failed: cancelled"
+        try:
+            seen = _discover(env, deadline, seconds, command, started)
+        except RunnerError as exc:
+            reason = f"init validation failed: {exc}"
+        except BaseException as exc:  # the caller waits to hear from every thread
+            if not isinstance(exc, _Cancelled):
+                reason = f"init validation failed: {exc!r:.200}"
+        else:
+            seen_it = any(_same_device(device, other) for other in seen)
+            reason = None if seen_it else "init validation failed: device not seen by the child"
+        done.put((i, reason))
+
+    workers = [threading.Thread(target=check, args=item, name="gpuscout-validate", daemon=True)
+               for item in pending]
+    try:
+        for _, device, _ in pending:
+            if report is not None:
+                report(device, "started", 0.0)
+        for worker in workers:
+            worker.start()
+        # Every worker answers by the deadline plus the time to kill and reap its child.
+        give_up = deadline + REAP_GRACE + 1.0
+        while len(reasons) < len(pending):
+            try:
+                i, reason = done.get(timeout=max(0.01, min(0.1, give_up - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() < give_up:
+                    continue
+                for i, _, _ in pending:
+                    reasons.setdefault(i, f"failed to finish validation before timeout ({seconds:g} s)")
+                break
+            reasons[i] = reason
+            if report is not None:
+                report(checks[i][0], "ok" if reason is None else "failed", time.monotonic() - start)
+    except BaseException:
+        with lock:
+            cancelled = True
+            victims = list(children)
+        for child in victims:
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for worker in workers:
+            if worker.is_alive():
+                worker.join(REAP_GRACE)
+        raise
     kept: list[DeviceInfo] = []
     dropped: list[Dropped] = []
-    for device, env in checks:
-        if env is None:
+    for i, (device, env) in enumerate(checks):
+        reason = reasons.get(i)
+        if env is None or reason is None:
             kept.append(device)
-            continue
-        try:
-            seen = discover_in_child(env, timeout=timeout)
-        except RunnerError as exc:
-            dropped.append(Dropped(device, f"init validation failed: {exc}"))
-            continue
-        if not any(_same_device(device, other) for other in seen):
-            dropped.append(Dropped(device, "init validation failed: device not seen by the child"))
-            continue
-        kept.append(device)
+        else:
+            dropped.append(Dropped(device, reason))
     return kept, dropped
 
 
@@ -363,56 +373,7 @@ def _same_device(a: DeviceInfo, b: DeviceInfo) -> bool:
     return a.id == b.id
 
 
-def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int,
-          idle_exit: float = IDLE_EXIT) -> int:
-    """Serve ``GET /info`` on 127.0.0.1:``port`` until idle: the wire array of what
-    ``devices()`` (one discovery) returns at each request.
-
-    Raises GpuscoutError for a port outside 0-65535 or one that cannot be bound."""
-    from gpuscout.wire_encode import to_json
-
-    last_request = [time.monotonic()]
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            last_request[0] = time.monotonic()
-            if self.path != "/info":
-                self._reply(404, b'{"error":"not found"}')
-                return
-            try:
-                body = to_json(list(devices())).encode()
-            except Exception as exc:  # the host must hear about it, not a dropped connection
-                self._reply(500, json.dumps({"error": str(exc)}).encode())
-                return
-            self._reply(200, body)
-
-        def _reply(self, status: int, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            _log.debug("runner.request", line=format % args)
-
-    if not 0 <= port <= 65535:
-        raise GpuscoutError(f"port {port} is out of range 0-65535")
-    try:
-        server = ThreadingHTTPServer((HOST, port), Handler)
-    except OSError as exc:  # in use, or not allowed: one line for the CLI, not a traceback
-        raise GpuscoutError(f"cannot listen on {HOST}:{port}: {exc.strerror or exc}") from None
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        while time.monotonic() - last_request[0] < idle_exit:
-            time.sleep(0.1)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.shutdown()
-        server.server_close()
-    return 0
-
-
-__all__ = ["RunnerError", "discover_in_child", "parse_reply", "serve", "validate_devices"]
+__all__ = ["HOST", "IDLE_EXIT", "MAX_BODY", "MAX_HEAD", "MAX_PORT_LINE", "TOKEN_ENV",
+           "TOKEN_HEADER", "Progress", "RunnerError", "default_command", "discover_in_child",
+           "parse_reply", "poll_runner", "read_port_line", "serve", "validate_devices",
+           "validation_progress"]

@@ -23,6 +23,7 @@ from gpuscout.cli import main
 from gpuscout.errors import GpuscoutError
 from gpuscout.records import DeviceInfo
 from gpuscout.runner import MAX_BODY, RunnerError, discover_in_child, parse_reply, serve
+from gpuscout.runner_reply import read_reply
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc to find leftovers")
 
@@ -279,7 +280,7 @@ def test_an_interrupted_call_still_kills_the_group(
     """A KeyboardInterrupt while polling leaves no child or grandchild behind."""
     pidfile = tmp_path / "grandchild.pid"
 
-    def interrupted(port: int, deadline: float) -> tuple[int, bytes]:
+    def interrupted(port: int, deadline: float) -> object:
         read_pid(pidfile)
         raise KeyboardInterrupt
 
@@ -383,7 +384,8 @@ def test_the_streaming_reader_agrees_with_the_parser(data: bytes, cuts: list[int
         there.sendall(data[at:])
         there.close()
         try:
-            got: object = runner_module._read_reply(here, time.monotonic() + 5)
+            head, body = read_reply(here, time.monotonic() + 5)
+            got: object = (head.status, body)
         except RunnerError:
             got = RunnerError
     assert got == expected

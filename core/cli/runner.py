@@ -1,12 +1,17 @@
 """``gpuscout runner``: the isolated-discovery child, serving ``GET /info`` on 127.0.0.1.
 
-It writes nothing on stdout itself; a line meant for the parent (say, the port it bound) must be
-written to ``gpuscout.cli.output.output()``, since ``sys.stdout`` leads to stderr while it runs.
+Its one line on stdout, ``{"port": N}`` (the port it bound; with ``--port 0`` one the system
+picked), is written to ``gpuscout.cli.output.output()``, since ``sys.stdout`` leads to stderr
+while it runs. The protocol (token header, limits, lifetime) is described in
+``gpuscout.runner_server``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import os
 from typing import TYPE_CHECKING
 
 from gpuscout.cli import common
@@ -16,23 +21,60 @@ if TYPE_CHECKING:
 
 DESCRIPTION = ("Serve GET /info on 127.0.0.1:PORT: each request runs one discovery and answers "
                "with the ranked devices as a JSON array (the wire format of Ollama's runner). "
-               "A host starts it as a child so that a crashing driver cannot take the host down; "
-               "it exits when left idle.")
+               "A host starts it as a child so that a crashing driver cannot take the host down. "
+               "The first line on stdout is {\"port\": N}, the port it listens on (with --port 0, "
+               "one the system picked). Every reply carries the token found in "
+               "GPUSCOUT_RUNNER_TOKEN in an X-Gpuscout-Token header. It exits on SIGTERM, when "
+               "its parent dies and when left idle.")
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(
+            f"expected a finite number of seconds greater than 0, got {text!r}")
+    return seconds
 
 
 def add_parser(sub: Subcommands, help: str) -> None:
     """Add ``runner`` and its options to ``gpuscout``'s parser."""
+    from gpuscout.runner_server import IDLE_EXIT, READ_TIMEOUT
+
     p = common.command_parser(sub, "runner", help, DESCRIPTION)
     common.add_scout_options(p)
-    p.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
+    p.add_argument("--port", type=int, required=True,
+                   help="port on 127.0.0.1; 0 lets the system pick a free one")
     p.add_argument("--include-software", action="store_true",
                    help="serve software devices (llvmpipe) too")
+    p.add_argument("--idle-exit", type=_seconds, default=IDLE_EXIT, metavar="SECONDS",
+                   help=f"exit after this long without a connection (default {IDLE_EXIT:g})")
+    p.add_argument("--read-timeout", type=_seconds, default=READ_TIMEOUT, metavar="SECONDS",
+                   help="cut off a connection that has not sent its whole request this long "
+                        f"after connecting (default {READ_TIMEOUT:g})")
+
+
+def _announce(port: int) -> None:
+    from gpuscout.cli.output import output
+
+    stream = output()
+    stream.write(json.dumps({"port": port}) + "\n")
+    stream.flush()  # a pipe is block-buffered; the parent is waiting for this line
 
 
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
-    """Serve until idle; each request is one discovery by the same Scout."""
-    from gpuscout.runner import serve
+    """Serve until SIGTERM, the parent's death or idleness; each request is one discovery by
+    the same Scout."""
+    from gpuscout.runner_server import TOKEN_ENV, serve
 
+    parent = os.getppid()
+    # The token is for the reply header alone: the Scout (os.environ) and its plugins never see it.
+    token = os.environ.pop(TOKEN_ENV, None) or None
     scout = common.open_scout(args, scout_factory)
-    return serve(lambda: scout.discover(include_software=args.include_software).devices,
-                 port=args.port)
+    isolated = bool(getattr(args, "isolated", False))
+    return serve(lambda: scout.discover(include_software=args.include_software,
+                                        isolated=isolated).devices,
+                 port=args.port, idle_exit=args.idle_exit, token=token, parent=parent,
+                 announce=_announce, read_timeout=args.read_timeout)
