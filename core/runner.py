@@ -32,8 +32,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import IO
 
 from gpuscout.errors import GpuscoutError
+from gpuscout.isolation import STDERR_TAIL, last_line
 from gpuscout.log import get_logger
 from gpuscout.records import DeviceInfo
 from gpuscout.results import Dropped
@@ -240,10 +242,11 @@ def _discover(env: Mapping[str, str], deadline: float, seconds: float,
     try:
         child = subprocess.Popen(argv, env={**env, TOKEN_ENV: token}, stdin=subprocess.DEVNULL,
                                  stdout=subprocess.PIPE if port is None else subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, start_new_session=True)
+                                 stderr=subprocess.PIPE, start_new_session=True)
     except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise RunnerError(f"cannot start runner: {argv[0]!r}: {reason}") from None
+    tail = _StderrTail(child)
     try:
         if started is not None:
             started(child)
@@ -251,8 +254,46 @@ def _discover(env: Mapping[str, str], deadline: float, seconds: float,
             port = read_port_line(child, deadline, seconds)
         return poll_runner(port, child, deadline, seconds, token=token,
                            require_token=command is None)
+    except RunnerError as exc:
+        # A child that died says why on stderr: its last words go with the error.
+        words = tail.last_words() if child.poll() is not None else ""
+        if words:
+            raise RunnerError(f"{exc}; last stderr: {words}") from None
+        raise
     finally:
         _kill_group(child)
+
+
+class _StderrTail:
+    """Drains a child's stderr on a daemon thread, keeping the last bytes (a child printing
+    megabytes must neither block nor cost memory); the thread ends when the pipe closes."""
+
+    def __init__(self, child: subprocess.Popen[bytes]) -> None:
+        self.data = bytearray()
+        self.done = threading.Event()
+        stream = child.stderr
+        if stream is None:
+            self.done.set()
+            return
+        threading.Thread(target=self._drain, args=(stream,), name="gpuscout-runner-stderr",
+                         daemon=True).start()
+
+    def _drain(self, stream: IO[bytes]) -> None:
+        try:
+            fd = stream.fileno()
+            while chunk := os.read(fd, 1 << 16):
+                self.data += chunk
+                if len(self.data) > 2 * STDERR_TAIL:
+                    del self.data[:-STDERR_TAIL]
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.done.set()
+
+    def last_words(self) -> str:
+        """The last non-empty line the child wrote (waiting briefly for the pipe's end)."""
+        self.done.wait(CRASH_GRACE)
+        return last_line(bytes(self.data[-STDERR_TAIL:]))
 
 
 @contextmanager

@@ -384,3 +384,21 @@ def test_a_real_ollama_runner_reply_reads_as_device_records(env: dict[str, str])
     assert (cuda.driver_major, cuda.driver_minor, cuda.integrated) == (12, 8, False)
     assert (rocm.filter_id, rocm.gfx_target) == ("0", "gfx1100")
     assert vulkan.integrated and vulkan.library_path == ()
+
+
+def test_a_runner_that_dies_is_reported_with_its_last_stderr_line(tmp_path: Path) -> None:
+    """The crash names the child's last words, however much it printed before them."""
+    script = tmp_path / "dying_runner.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        for _ in range(200):
+            sys.stderr.write("noise " * 2000 + "\\n")
+        sys.stderr.write("driver: GPU fell off the bus\\n")
+        sys.exit(3)
+    """))
+    with pytest.raises(RunnerError) as caught:
+        discover_in_child({"PATH": os.environ.get("PATH", "")}, timeout=20,
+                          command=[sys.executable, str(script), "{port}"])
+    message = str(caught.value)
+    assert "exit code 3" in message
+    assert message.endswith("; last stderr: driver: GPU fell off the bus")
