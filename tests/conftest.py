@@ -8,7 +8,8 @@ import glob
 import os
 import platform
 import textwrap
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +119,19 @@ def lavapipe_env(lavapipe_icd: str) -> dict[str, str]:
            if k not in ("GGML_VK_VISIBLE_DEVICES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES")}
     env["VK_DRIVER_FILES"] = lavapipe_icd
     return env
+
+
+#: The variable whose fresh value marks every process a test starts (see ``env``).
+MARKER = "GPUSCOUT_TEST_CHILD"
+
+
+@pytest.fixture
+def env() -> Iterator[dict[str, str]]:
+    """This process's environment plus a fresh ``GPUSCOUT_TEST_CHILD`` value for children: the
+    test fails when any process carrying it is still running a few seconds after it ends."""
+    from gpuscout.testing import eventually, processes_with_env
+
+    marker = uuid.uuid4().hex
+    yield {**os.environ, MARKER: marker}
+    assert eventually(lambda: not processes_with_env(MARKER, marker)), \
+        f"processes left running: {processes_with_env(MARKER, marker)}"

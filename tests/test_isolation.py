@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpuscout import DeviceInfo, Scout
-from gpuscout.testing import injected
+from gpuscout.testing import eventually, injected, processes_with_env
 
 GOOD = """
     from gpuscout.plugin import DeviceInfo, hookimpl
@@ -86,24 +86,6 @@ def marker() -> str:
     return uuid.uuid4().hex
 
 
-def processes_with(marker: str) -> list[int]:
-    """Live (not zombie) processes whose environment holds ``marker``."""
-    found = []
-    needle = f"GPUSCOUT_TEST_MARK={marker}".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle not in f.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != b"Z":
-            found.append(int(entry))
-    return found
 
 
 @pytest.fixture
@@ -112,10 +94,8 @@ def nothing_left(marker: str) -> Iterator[None]:
     if not os.path.isdir("/proc"):
         pytest.skip("needs /proc to see processes")  # Linux only, like the CI machine
     yield
-    deadline = time.monotonic() + 5.0
-    while (left := processes_with(marker)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert left == [], f"processes left behind: {left}"
+    assert eventually(lambda: not processes_with_env("GPUSCOUT_TEST_MARK", marker)), \
+        f"processes left behind: {processes_with_env('GPUSCOUT_TEST_MARK', marker)}"
 
 
 def scout(site: Path, marker: str, monkeypatch: pytest.MonkeyPatch, *names: str,

@@ -18,7 +18,7 @@ import pytest
 from gpuscout import DeviceInfo, Scout, hookimpl
 from gpuscout.cli import main
 from gpuscout.runner import RunnerError, discover_in_child, validate_devices
-from gpuscout.testing import ScoutFactory
+from gpuscout.testing import ScoutFactory, eventually, running
 
 CHILD_PLUGIN = """
     import os
@@ -188,23 +188,8 @@ def barrier_site(site_factory: Callable[..., Path]) -> Path:
                         {"barriercard": "barriercard"})
 
 
-def running(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def soon(predicate: Callable[[], bool], within: float = 5.0) -> bool:
-    """Whether ``predicate`` holds at some point in the next ``within`` seconds."""
-    end = time.monotonic() + within
-    while not predicate():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 class Validation:
@@ -225,7 +210,7 @@ class Validation:
     def children_gone(self) -> bool:
         """Whether every child that reached the barrier has ended (after a wait)."""
         pids = [int(p.read_text()) for p in self.folder.iterdir() if p.suffix != ".tmp"]
-        return soon(lambda: not any(running(pid) for pid in pids))
+        return eventually(lambda: not any(running(pid) for pid in pids))
 
 
 def test_devices_are_validated_at_once_and_only_the_crashing_one_is_dropped(

@@ -10,8 +10,6 @@ import sys
 import textwrap
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ from gpuscout.errors import GpuscoutError
 from gpuscout.records import DeviceInfo
 from gpuscout.runner import MAX_BODY, RunnerError, discover_in_child, parse_reply, serve
 from gpuscout.runner_reply import read_reply
+from gpuscout.testing import eventually, running
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc to find leftovers")
 
@@ -52,51 +51,8 @@ def fake(script: str, *args: str) -> list[str]:
     return [sys.executable, "-c", PRELUDE + textwrap.dedent(script), "{port}", *args]
 
 
-def running(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie waiting for init."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def marked(marker: str) -> list[int]:
-    """Running processes whose environment carries ``marker``."""
-    needle = f"{MARKER}={marker}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and running(int(entry.name)):
-            found.append(int(entry.name))
-    return found
-
-
-def soon(predicate: Callable[[], bool], within: float = 3.0) -> bool:
-    """Whether ``predicate`` holds at some point in the next ``within`` seconds."""
-    end = time.monotonic() + within
-    while not predicate():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-@pytest.fixture
-def env() -> Iterator[dict[str, str]]:
-    """The children's environment, marked so that the test can fail on any process left running."""
-    marker = uuid.uuid4().hex
-    yield {**os.environ, MARKER: marker}
-    assert soon(lambda: not marked(marker)), f"processes left running: {marked(marker)}"
-
-
 def read_pid(path: Path, within: float = 5.0) -> int:
-    assert soon(path.exists, within), f"{path} never written"
+    assert eventually(path.exists, within), f"{path} never written"
     return int(path.read_text())
 
 
@@ -272,7 +228,7 @@ def test_a_grandchild_does_not_outlive_the_call(
     else:
         assert [d.id for d in discover_in_child(env, timeout=10, command=command)] == ["0"]
     pid = read_pid(pidfile)
-    assert soon(lambda: not running(pid)), f"grandchild {pid} still running"
+    assert eventually(lambda: not running(pid)), f"grandchild {pid} still running"
 
 
 def test_an_interrupted_call_still_kills_the_group(
@@ -289,7 +245,7 @@ def test_an_interrupted_call_still_kills_the_group(
         discover_in_child(env, timeout=10,
                           command=fake(textwrap.dedent(SLEEP_GRANDCHILD) + "time.sleep(300)", str(pidfile)))
     pid = read_pid(pidfile)
-    assert soon(lambda: not running(pid)), f"grandchild {pid} still running"
+    assert eventually(lambda: not running(pid)), f"grandchild {pid} still running"
 
 
 def test_discovery_works_from_a_worker_thread(env: dict[str, str]) -> None:

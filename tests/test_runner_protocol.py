@@ -13,7 +13,6 @@ import sys
 import textwrap
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from gpuscout import DeviceInfo
 from gpuscout import runner as runner_module
 from gpuscout.runner import MAX_PORT_LINE, TOKEN_ENV, RunnerError, discover_in_child, serve
 from gpuscout.runner_reply import ReplyHead, parse_whole_reply
-from gpuscout.testing import promptly
+from gpuscout.testing import eventually, promptly, running
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc to find leftovers")
 
@@ -33,49 +32,6 @@ TOKEN = "0123456789abcdef0123456789abcdef"
 RUNNER = [sys.executable, "-m", "gpuscout", "runner", "--port", "0", "--plugins", "cuda"]
 DEVICES = b'[{"id":"0","backend":"CUDA"}]'
 GOOD = b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(DEVICES), DEVICES)
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def marked(marker: str) -> list[int]:
-    """Running processes whose environment carries ``marker``."""
-    needle = f"{MARKER}={marker}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and running(int(entry.name)):
-            found.append(int(entry.name))
-    return found
-
-
-def soon(predicate: Callable[[], bool], within: float = 5.0) -> bool:
-    """Whether ``predicate`` holds at some point in the next ``within`` seconds."""
-    end = time.monotonic() + within
-    while not predicate():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-@pytest.fixture
-def env() -> Iterator[dict[str, str]]:
-    """The children's environment, marked so that the test fails on any process left running."""
-    marker = uuid.uuid4().hex
-    yield {**os.environ, MARKER: marker}
-    assert soon(lambda: not marked(marker)), f"processes left running: {marked(marker)}"
 
 
 class Runner:
@@ -186,7 +142,7 @@ def test_a_runner_whose_parent_is_killed_exits(env: dict[str, str]) -> None:
         assert running(runner_pid)
         parent.kill()
         parent.wait(5)
-    assert soon(lambda: not running(runner_pid)), f"runner {runner_pid} outlived its parent"
+    assert eventually(lambda: not running(runner_pid)), f"runner {runner_pid} outlived its parent"
 
 
 TOKEN_PLUGIN = """
@@ -235,7 +191,7 @@ def test_a_connection_over_the_limit_is_answered_503_at_once(runner: Callable[..
     finally:
         for sock in held:
             sock.close()
-    assert soon(lambda: started.get()[0].status == 200)
+    assert eventually(lambda: started.get()[0].status == 200)
 
 
 def test_a_failing_discovery_answers_500_with_the_error() -> None:
@@ -248,7 +204,7 @@ def test_a_failing_discovery_answers_500_with_the_error() -> None:
     server = threading.Thread(target=serve, args=(broken, 0, 1.0),
                               kwargs={"announce": ports.append}, daemon=True)
     server.start()
-    assert soon(lambda: bool(ports))
+    assert eventually(lambda: bool(ports))
     with socket.create_connection(("127.0.0.1", ports[0]), timeout=10) as sock:
         sock.sendall(b"GET /info HTTP/1.0\r\n\r\n")
         data = b""

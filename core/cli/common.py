@@ -99,7 +99,8 @@ def _allow_list(text: str) -> list[str]:
     return names
 
 
-def _timeout(text: str) -> float:
+def seconds(text: str) -> float:
+    """An option's number of seconds: finite and greater than 0, else a usage error."""
     try:
         seconds = float(text)
     except ValueError:
@@ -126,7 +127,7 @@ def add_scout_options(p: argparse.ArgumentParser) -> None:
                    help="comma list of plugins to block (env GPUSCOUT_DISABLE_PLUGINS)")
     p.add_argument("--root", type=_root, default=DEFAULT_ROOT,
                    help="read /sys and /proc under this existing folder")
-    p.add_argument("--timeout", type=_timeout, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    p.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"each plugin's enumerate deadline, > 0 (default {DEFAULT_TIMEOUT:g})")
     p.add_argument("--isolated", action="store_true",
                    help="run each plugin's enumeration in a child process of its own: a driver "

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 from typing import TYPE_CHECKING
 
@@ -28,16 +27,6 @@ DESCRIPTION = ("Serve GET /info on 127.0.0.1:PORT: each request runs one discove
                "its parent dies and when left idle.")
 
 
-def _seconds(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise argparse.ArgumentTypeError(
-            f"expected a finite number of seconds greater than 0, got {text!r}")
-    return seconds
-
 
 def add_parser(sub: Subcommands, help: str) -> None:
     """Add ``runner`` and its options to ``gpuscout``'s parser."""
@@ -49,9 +38,9 @@ def add_parser(sub: Subcommands, help: str) -> None:
                    help="port on 127.0.0.1; 0 lets the system pick a free one")
     p.add_argument("--include-software", action="store_true",
                    help="serve software devices (llvmpipe) too")
-    p.add_argument("--idle-exit", type=_seconds, default=IDLE_EXIT, metavar="SECONDS",
+    p.add_argument("--idle-exit", type=common.seconds, default=IDLE_EXIT, metavar="SECONDS",
                    help=f"exit after this long without a connection (default {IDLE_EXIT:g})")
-    p.add_argument("--read-timeout", type=_seconds, default=READ_TIMEOUT, metavar="SECONDS",
+    p.add_argument("--read-timeout", type=common.seconds, default=READ_TIMEOUT, metavar="SECONDS",
                    help="cut off a connection that has not sent its whole request this long "
                         f"after connecting (default {READ_TIMEOUT:g})")
 
