@@ -13,3 +13,8 @@ class GpuscoutError(Exception):
 
 class UnknownPluginError(GpuscoutError):
     """An allow list names a plugin that is not installed."""
+
+
+class SelectionRefused(GpuscoutError):
+    """No environment can make one child see the selection (a plugin raises it from
+    ``gpuscout_visible_env``; its message says what to do instead)."""

@@ -25,7 +25,7 @@ import pluggy
 
 import gpuscout.hookspecs as hookspecs
 from gpuscout.context import Context
-from gpuscout.errors import GpuscoutError, UnknownPluginError
+from gpuscout.errors import GpuscoutError, SelectionRefused, UnknownPluginError
 from gpuscout.log import get_logger
 from gpuscout.markers import PROJECT
 from gpuscout.plugin import check_api_version
@@ -50,6 +50,9 @@ PURE_HOOKS = frozenset({
     "gpuscout_flash_attention", "gpuscout_minimum_memory", "gpuscout_visible_env",
     "gpuscout_isolate_env", "gpuscout_validate_init",
 })
+
+#: Hooks through which a plugin may refuse a selection (SelectionRefused reaches the caller).
+_REFUSING_HOOKS = frozenset({"gpuscout_visible_env"})
 
 ENTRY_POINT_GROUP = PROJECT
 _log = get_logger(__name__)
@@ -428,6 +431,9 @@ class PluginHost:
         answers: list[Any] = []
         problem = ""
         for ok, value in results:
+            if not ok and isinstance(value, SelectionRefused) and hook in _REFUSING_HOOKS:
+                # Not a fault of the plugin: the selection cannot be shown to one child.
+                raise SelectionRefused(f"{name}: {str(value)[:1000]}") from None
             if not ok:
                 problem = problem or f"raised {describe_exception(value)}"
                 answers.append(None)

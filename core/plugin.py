@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from gpuscout.context import U64_LIMIT, Context, EnvEntry, parse_u64
-from gpuscout.errors import GpuscoutError
+from gpuscout.errors import GpuscoutError, SelectionRefused
 from gpuscout.log import get_logger
 from gpuscout.markers import hookimpl
 from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
@@ -141,6 +141,7 @@ __all__ = [
     "DeviceInfo",
     "EnvEntry",
     "GpuscoutError",
+    "SelectionRefused",
     "SystemInfo",
     "check_api_version",
     "declared_api_version",

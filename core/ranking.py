@@ -18,10 +18,12 @@ class Criterion(NamedTuple):
 
 
 #: The ranking, one criterion at a time, in the order they count. Software renderers go last
-#: (nobody wants llvmpipe picked over a real GPU), then integrated after discrete, then free
+#: (nobody wants llvmpipe picked over a real GPU), then devices the runtime would not use
+#: unless selected (``unused_reason``), then integrated after discrete, then free
 #: memory descending, then library and id so that the order never depends on the input's.
 CRITERIA = (
     Criterion("software", lambda d: d.software),
+    Criterion("unused", lambda d: bool(d.unused_reason)),
     Criterion("integrated", lambda d: d.integrated),
     Criterion("free_memory", lambda d: -d.free_memory),
     Criterion("library", lambda d: d.library),
@@ -29,9 +31,9 @@ CRITERIA = (
 )
 
 
-def _rank_key(d: DeviceInfo) -> tuple[bool, bool, int, str, str]:
+def _rank_key(d: DeviceInfo) -> tuple[bool, bool, bool, int, str, str]:
     # CRITERIA as one tuple (a test holds the two to the same order).
-    return (d.software, d.integrated, -d.free_memory, d.library, d.id)
+    return (d.software, bool(d.unused_reason), d.integrated, -d.free_memory, d.library, d.id)
 
 
 def deciding_criterion(device: DeviceInfo, following: DeviceInfo) -> Criterion | None:
@@ -45,7 +47,8 @@ def deciding_criterion(device: DeviceInfo, following: DeviceInfo) -> Criterion |
 def rank(devices: Iterable[DeviceInfo]) -> list[DeviceInfo]:
     """Best first: discrete before integrated, then free memory descending, then library and id.
 
-    Deterministic for any input order (software devices, when present, come after the rest).
+    Deterministic for any input order. Software devices, when present, come after the rest, and
+    before them devices the runtime would not use unless selected (``unused_reason``).
     """
     return sorted(devices, key=_rank_key)
 

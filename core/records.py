@@ -52,7 +52,7 @@ class DeviceInfo:
     """One device as one library reports it (the seed's DeviceInfo, fields in snake_case).
 
     Extra fields of gpuscout's own (``uuid``, ``free_memory_unknown``, ``software``,
-    ``free_memory_stale``) default to empty and are left out of the wire format when empty.
+    ``free_memory_stale``, ``unused_reason``) default to empty and are left out of the wire format when empty.
     """
 
     id: str = ""
@@ -84,6 +84,10 @@ class DeviceInfo:
     #: True when ``Scout.refresh`` could not bring free_memory up to date (no plugin refreshed
     #: the device): free_memory is then the previous value, not a fresh reading.
     free_memory_stale: bool = False
+    #: Why the runtime in a child would not use this device unless it is selected ("" = it
+    #: would): outside ggml-vulkan's default device set, not Metal's system default device.
+    #: Such devices rank after the others.
+    unused_reason: str = ""
 
     @property
     def compute(self) -> str:
@@ -144,7 +148,8 @@ class RecordError(GpuscoutError):
 #: Largest magnitude of a number field: the wire format is Go's int64/uint64.
 _INT_LIMIT = 2**63
 _PCI_ID = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", re.ASCII | re.IGNORECASE)
-_STR_FIELDS = ("id", "library", "name", "description", "filter_id", "pci_id", "gfx_target", "uuid")
+_STR_FIELDS = ("id", "library", "name", "description", "filter_id", "pci_id", "gfx_target", "uuid",
+               "unused_reason")
 _BOOL_FIELDS = ("integrated", "free_memory_unknown", "software", "free_memory_stale")
 _SIZE_FIELDS = ("total_memory", "free_memory")
 _INT_FIELDS = ("compute_major", "compute_minor", "driver_major", "driver_minor",

@@ -340,7 +340,11 @@ class Scout:
         return self.init_env(device) is not None
 
     def visible_env(self, devices: Sequence[DeviceInfo]) -> dict[str, str]:
-        """The seed's GetDevicesEnv: the environment a child needs to see exactly ``devices``."""
+        """The seed's GetDevicesEnv: the environment a child needs to see exactly ``devices``.
+
+        Raises ``SelectionRefused`` when a plugin says no environment can do that (CUDA: several
+        MIG instances, of which a process enumerates only one); its message says what to do.
+        """
         devices = _device_list(devices, "visible_env")
         if not devices:
             return {}

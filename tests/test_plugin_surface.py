@@ -142,3 +142,29 @@ def test_a_relative_path_is_refused_with_a_note_not_read_under_the_root(tmp_path
         f"inv.json: not an absolute path (paths are read under the root {str(tmp_path)!r}); not read",
         f"sys: not an absolute path (paths are read under the root {str(tmp_path)!r}); not listed",
     ]
+
+
+def test_a_plugin_refuses_a_selection_no_child_can_see() -> None:
+    """SelectionRefused from gpuscout_visible_env reaches the caller with the plugin's name;
+    the plugin is not failed for it, and the CLI prints it as one line, exit 2."""
+    from gpuscout.cli import main
+    from gpuscout.plugin import SelectionRefused
+
+    class Picky:
+        @hookimpl
+        def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
+            return [ACME, DeviceInfo(id="a1", library="Acme")]
+
+        @hookimpl
+        def gpuscout_visible_env(self, selection: Any, context: Any) -> list[EnvEntry]:
+            if len(selection) > 1:
+                raise SelectionRefused("one Acme card per child")
+            return [EnvEntry(0, "ACME_VISIBLE", selection[0].id)]
+
+    scout = scout_with(("picky", Picky()))
+    devices = scout.discover().devices
+    with pytest.raises(SelectionRefused, match=r"^picky: one Acme card per child$"):
+        scout.visible_env(devices)
+    assert scout.visible_env(devices[:1]) == {"ACME_VISIBLE": "a0"}
+    assert next(r for r in scout.reports if r.name == "picky").status == "ok"
+    assert main(["env", "all"], scout_factory=lambda args: scout) == 2

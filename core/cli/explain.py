@@ -42,6 +42,7 @@ def explain(found: Discovery) -> dict[str, Any]:
             "software": device.software, "integrated": device.integrated,
             "free_memory": device.free_memory,
             "free_memory_unknown": device.free_memory_unknown,
+            "unused_reason": device.unused_reason,
             "next": None if following is None else _ref(following),
             "decided_by": None if decided is None else decided.name,
         })
@@ -74,6 +75,8 @@ def _reason(entry: dict[str, Any], following: dict[str, Any]) -> str:
     decided = entry["decided_by"]
     if decided == "software":
         return "a hardware device before a software one"
+    if decided == "unused":
+        return "a device the runtime uses by default before one it would not use unless selected"
     if decided == "integrated":
         return "discrete before integrated"
     if decided == "free_memory":
@@ -90,12 +93,15 @@ def _reason(entry: dict[str, Any], following: dict[str, Any]) -> str:
 def explain_lines(data: dict[str, Any]) -> list[str]:
     """``explain``'s data as text lines for the terminal."""
     lines = ["Ranking: discrete before integrated, then free memory descending, then library "
-             "and id (software devices last):"]
+             "and id (devices the runtime would not use unless selected, then software devices, "
+             "last):"]
     ranking = data["ranking"]
     if not ranking:
         lines.append("  no device was ranked")
     for entry, following in zip(ranking, [*ranking[1:], None], strict=False):
         head = f"  #{entry['rank']} {_name(entry)} ({_kind(entry)}, {_free(entry)} free)"
+        if entry["unused_reason"]:
+            head += f" [not used by the runtime unless selected: {entry['unused_reason']}]"
         if following is None:
             lines.append(printable(f"{head}: last"))
         else:

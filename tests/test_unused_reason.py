@@ -1,0 +1,49 @@
+"""``unused_reason``: a device the runtime in a child would not use unless selected (outside
+ggml-vulkan's default set, not Metal's default device) ranks after the others, says why in
+``list --explain``, and is on the wire only when set."""
+
+from __future__ import annotations
+
+import json
+
+from gpuscout import DeviceInfo, from_json, rank, to_json
+from gpuscout.cli.explain import explain, explain_lines
+from gpuscout.records import RecordError, SystemInfo, check_device
+from gpuscout.results import Discovery
+
+GIB = 1 << 30
+USED = DeviceInfo(id="0", library="Vulkan", integrated=True, free_memory=4 * GIB)
+UNUSED = DeviceInfo(id="1", library="Vulkan", free_memory=24 * GIB,
+                    unused_reason="not in ggml-vulkan's default device set: no 16-bit storage")
+
+
+def test_an_unused_device_ranks_after_every_used_one_whatever_its_memory() -> None:
+    assert rank([UNUSED, USED]) == [USED, UNUSED]
+    software = DeviceInfo(id="2", library="Vulkan", software=True, free_memory=64 * GIB)
+    assert rank([software, UNUSED, USED]) == [USED, UNUSED, software]
+
+
+def test_the_reason_is_on_the_wire_only_when_set() -> None:
+    assert "unused_reason" not in json.loads(to_json(USED))
+    wire = json.loads(to_json(UNUSED))
+    assert wire["unused_reason"] == UNUSED.unused_reason
+    assert from_json(to_json([USED, UNUSED]), list[DeviceInfo]) == [USED, UNUSED]
+
+
+def test_a_plugin_must_give_text() -> None:
+    try:
+        check_device(DeviceInfo(id="x", library="L", unused_reason=3), "[0]")  # type: ignore[arg-type]
+    except RecordError as exc:
+        assert str(exc) == "[0].unused_reason: expected str, got 3"
+    else:
+        raise AssertionError("an int unused_reason was accepted")
+
+
+def test_explain_says_which_criterion_and_why() -> None:
+    found = Discovery(devices=rank([UNUSED, USED]), dropped=[], system=SystemInfo(), plugins=[])
+    data = explain(found)
+    assert data["ranking"][0]["decided_by"] == "unused"
+    assert data["ranking"][1]["unused_reason"] == UNUSED.unused_reason
+    text = "\n".join(explain_lines(data))
+    assert "before one it would not use unless selected" in text
+    assert "[not used by the runtime unless selected: not in ggml-vulkan's default" in text
