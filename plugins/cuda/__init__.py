@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gpuscout.plugin import Context, DeviceInfo, EnvEntry, devices_of, for_library, hookimpl
+from gpuscout.plugin import (
+    Context,
+    DeviceInfo,
+    EnvEntry,
+    SelectionRefused,
+    devices_of,
+    for_library,
+    hookimpl,
+)
 from gpuscout.plugins.cuda.names import INIT_ENV, LIBRARY, ORDER_ENV, VISIBLE_ENV
 
 GPUSCOUT_API_VERSION = 1
@@ -56,16 +64,35 @@ def gpuscout_validate_init(device: DeviceInfo, context: Context) -> Mapping[str,
     return dict(INIT_ENV)
 
 
+def _is_mig(device: DeviceInfo) -> bool:
+    return (device.uuid or device.filter_id or device.id).startswith("MIG-")
+
+
 @hookimpl
 def gpuscout_visible_env(
     selection: Sequence[DeviceInfo], context: Context
 ) -> list[EnvEntry] | None:
     """CUDA_VISIBLE_DEVICES, only when the selection is one device or all CUDA (the seed's rule:
-    filtering otherwise confuses ROCm, which reads the same variable on mixed boxes)."""
+    filtering otherwise confuses ROCm, which reads the same variable on mixed boxes).
+
+    A CUDA process enumerates one MIG instance and nothing beside it (NVIDIA MIG user guide,
+    "Device Enumeration", CUDA 11 and 12; see ``visibility.py``), so several CUDA devices of which
+    one is a MIG instance cannot be shown to one child: such a selection is refused
+    (``SelectionRefused``, which ``gpuscout env``/``exec`` print as one line, exit 2), rather than
+    one variable naming several MIG instances, of which CUDA would silently use the first.
+    """
+    mine = devices_of(selection, LIBRARY)
+    if len(mine) > 1 and any(_is_mig(d) for _, d in mine):
+        names = " ".join(f"--device {d.filter_id or d.id}" for _, d in mine)
+        raise SelectionRefused(
+            f"a CUDA process sees one MIG instance and no other device beside it, so "
+            f"{len(mine)} CUDA devices including a MIG instance cannot share one child; start "
+            f"one child per device (gpuscout exec {names.split(' --device ')[0]} -- ..., and so "
+            f"on for each)")
     must_filter = len(selection) == 1 or all(d.library == LIBRARY for d in selection)
     if not must_filter:
         return None
-    return [EnvEntry(i, VISIBLE_ENV, d.filter_id or d.id) for i, d in devices_of(selection, LIBRARY)]
+    return [EnvEntry(i, VISIBLE_ENV, d.filter_id or d.id) for i, d in mine]
 
 
 @for_library(LIBRARY)

@@ -10,9 +10,16 @@ import ctypes
 from collections.abc import Sequence
 from typing import Any
 
-from gpuscout.plugin import Context, DeviceInfo, SystemInfo, system_memory
+import attrs
+
+from gpuscout.plugin import Context, DeviceInfo, SystemInfo, parse_u64, system_memory
 from gpuscout.plugins.cuda.names import LIBRARY, VISIBLE_ENV
-from gpuscout.plugins.cuda.order import cuda_order
+from gpuscout.plugins.cuda.order import (
+    DriverProbe,
+    cuda_order,
+    integrated_by_address,
+    probe_driver,
+)
 from gpuscout.plugins.cuda.readings import (
     DriverReading,
     GpuReading,
@@ -22,7 +29,13 @@ from gpuscout.plugins.cuda.readings import (
     records,
     text,
 )
-from gpuscout.plugins.cuda.visibility import GpuSlot, MigSlot, visible_uuids
+from gpuscout.plugins.cuda.visibility import (
+    GpuSlot,
+    MigSlot,
+    mig_uuids,
+    one_process,
+    visible_uuids,
+)
 
 # NVML return codes (nvml.h; stable ABI values, also ``NVMLError.value`` in pynvml).
 NOT_SUPPORTED = 3
@@ -155,12 +168,24 @@ def read_gpu(nv: Any, index: int) -> GpuReading:
 def read_driver(nv: Any, context: Context) -> DriverReading:
     """The CUDA version the driver supports and the kernel driver version (0 / '' if unknown).
 
-    The v1 CUDA version call answers from NVML itself; ``_v2`` would load libcuda in the host.
+    The CUDA version is what the runtime gets from ``cuDriverGetVersion``: NVML's
+    ``nvmlSystemGetCudaDriverVersion_v2`` asks libcuda for exactly that (it loads the library
+    without ``cuInit``), so under cuda-compat it reports the compat libcuda a child would load,
+    where v1 reports the kernel driver's own CUDA version. Drivers or bindings without ``_v2``
+    fall back to v1.
     """
     cuda = 0
     kernel = ""
+    v2 = getattr(nv, "nvmlSystemGetCudaDriverVersion_v2", None)
     try:
-        cuda = int(nv.nvmlSystemGetCudaDriverVersion())
+        try:
+            if v2 is None:
+                raise AttributeError("nvmlSystemGetCudaDriverVersion_v2")
+            cuda = int(v2())
+        except (nv.NVMLError, AttributeError) as exc:
+            if _error_code(exc) not in (None, FUNCTION_NOT_FOUND, NOT_SUPPORTED):
+                raise
+            cuda = int(nv.nvmlSystemGetCudaDriverVersion())
     except nv.NVMLError as exc:
         context.note(f"NVML did not give the CUDA driver version: {_describe(exc)}")
     try:
@@ -190,20 +215,80 @@ def _slot(gpu: GpuReading) -> GpuSlot:
 
 def _needs_system(gpus: Sequence[GpuReading]) -> bool:
     return any(
-        (g.memory is None and not g.mig_enabled) or any(m.memory is None for m in g.mig)
-        for g in gpus
+        (g.memory is None and not g.mig_enabled) or g.integrated is True for g in gpus
     )
+
+
+def uma_free(context: Context, system: SystemInfo) -> int:
+    """Free memory of a unified-memory GPU by ggml's rule
+    (``ggml_backend_cuda_get_available_uma_memory``, ggml-org/llama.cpp#17368): with hugetlb
+    configured (``HugePages_Total`` above 0) the free huge pages (``HugePages_Free`` times
+    ``Hugepagesize``), which is all such an allocation can use; else ``MemAvailable`` (here
+    ``system.free_memory``, capped by the cgroup limit as all of gpuscout's system figures)."""
+    fields: dict[str, int] = {}
+    for line in (context.read_text("/proc/meminfo") or "").splitlines():
+        key, _, rest = line.partition(":")
+        words = rest.split()
+        if key in ("HugePages_Total", "HugePages_Free", "Hugepagesize") and words:
+            value = parse_u64(words[0])
+            if value is not None:
+                fields[key] = value * 1024 if key == "Hugepagesize" else value
+    if fields.get("HugePages_Total", 0) > 0 and "Hugepagesize" in fields:
+        return fields.get("HugePages_Free", 0) * fields["Hugepagesize"]
+    return system.free_memory
+
+
+def uma_system(context: Context) -> SystemInfo:
+    """System memory as a unified-memory GPU sees it: free by ``uma_free``, within the total."""
+    system = system_memory(context)
+    if not system.total_memory:
+        return system
+    return attrs.evolve(system, free_memory=min(uma_free(context, system), system.total_memory))
+
+
+def _ask_integrated(
+    gpus: Sequence[GpuReading], context: Context
+) -> tuple[list[GpuReading], DriverProbe | None]:
+    """``gpus`` with the driver's integrated attribute where NVML has no memory figures.
+
+    Only then is the driver asked (one probe child, shared with the order): NVML has no
+    "integrated" attribute, and every integrated NVIDIA part it knows (GB10, Jetson Thor)
+    refuses memory info, so a GPU with NVML memory figures is taken as discrete without asking.
+    """
+    if not any(g.memory is None and not g.mig_enabled for g in gpus):
+        return list(gpus), None
+    probe = probe_driver(context)
+    if probe.rows is None:
+        context.note("NVML has no memory figures for a GPU and the CUDA driver could not say "
+                     f"whether it is integrated ({probe.reason}); taken as integrated")
+        return list(gpus), probe
+    answers = integrated_by_address(probe.rows)
+    found = [
+        attrs.evolve(g, integrated=answers.get((g.pci.domain, g.pci.bus, g.pci.device)))
+        if g.memory is None and not g.mig_enabled else g
+        for g in gpus
+    ]
+    return found, probe
 
 
 def build_devices(
     gpus: Sequence[GpuReading], driver: DriverReading, context: Context,
     system: SystemInfo | None = None,
 ) -> list[DeviceInfo]:
-    """The records CUDA would expose under the context's visibility variables, in CUDA order."""
-    ordered = cuda_order(gpus, context)
-    visible = visible_uuids(context.env.get(VISIBLE_ENV), [_slot(g) for g in ordered])
+    """The records CUDA would expose under the context's visibility variables, in CUDA order.
+
+    CUDA_VISIBLE_DEVICES set: what one CUDA process started with it sees (``one_process``: at
+    most one MIG instance). Unset: every device, each MIG instance included, so that a host can
+    give each instance to a child of its own; a note says what one process would see.
+    """
+    gpus, probe = _ask_integrated(gpus, context)
+    ordered = cuda_order(gpus, context, probe)  # one probe child answers both questions
+    slots = [_slot(g) for g in ordered]
+    value = context.env.get(VISIBLE_ENV)
+    named = visible_uuids(value, slots)
+    visible = named if value is None else one_process(named, slots)
     if system is None and _needs_system(gpus):
-        system = system_memory(context)
+        system = uma_system(context)
     by_uuid: dict[str, DeviceInfo] = {}
     for gpu in ordered:
         by_uuid.update(records(gpu, driver, system))
@@ -211,11 +296,21 @@ def build_devices(
     for gpu in gpus:
         if gpu.mig_enabled and not gpu.mig:
             context.note(f"NVML GPU {gpu.index} is in MIG mode with no MIG instances")
-    hidden = len(by_uuid) - len(devices)
+    hidden = len(by_uuid) - len(named)
     if hidden:
         context.note(f"{hidden} NVIDIA device(s) hidden by {VISIBLE_ENV}")
+    migs = [u for u in named if u in mig_uuids(slots)]
+    if value is not None and len(visible) < len(named):
+        context.note(f"{len(named) - len(visible)} NVIDIA device(s) named by {VISIBLE_ENV} left"
+                     f" out: CUDA enumerates one MIG instance per process, here {visible[0]}")
+    elif value is None and migs and len(named) > 1:
+        context.note(f"a CUDA process started without {VISIBLE_ENV} sees only {migs[0]} (CUDA"
+                     " enumerates one MIG instance per process); every device is listed so that"
+                     f" each can be given to a child of its own by {VISIBLE_ENV}=<its UUID>")
     if any(d.integrated and d.free_memory_unknown for d in devices):
         context.note("unified-memory GPU: NVML has no memory figures and system memory is unknown")
+    if any(not d.integrated and d.free_memory_unknown for d in devices):
+        context.note("NVML has no memory figures for a discrete NVIDIA device: memory unknown")
     return devices
 
 
@@ -265,7 +360,7 @@ def refresh_devices(devices: Sequence[DeviceInfo], context: Context) -> list[Dev
     try:
         for device in mine:
             if device.integrated:
-                system = system or system_memory(context)
+                system = system or uma_system(context)
                 # Zeros from system memory mean "unreadable", not "full".
                 if system.total_memory and device.total_memory:
                     updated.append(device.evolve(

@@ -4,12 +4,18 @@
 heuristic; on a box whose GPUs are all one model it gives PCI order. When the models differ the
 order is learnt from the driver itself in a short child process (``cuInit`` there, never in the
 host, so the host stays free to fork CUDA workers); without an answer, PCI order with a note.
+
+The same child also answers each device's ``CU_DEVICE_ATTRIBUTE_INTEGRATED`` (18; the driver
+API's ``cudaDeviceProp.integrated``), which NVML does not expose: ``nvml.py`` asks it when NVML
+has no memory figures for a GPU, so that "integrated" comes from the device, not from a guess.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+
+import attrs
 
 from gpuscout.plugin import Context
 from gpuscout.plugins.cuda.names import ORDER_ENV, VISIBLE_ENV
@@ -22,8 +28,8 @@ PROBE_TIMEOUT = 10.0
 #: Seconds kept back from the enumerate deadline for the rest of the enumeration.
 PROBE_MARGIN = 0.25
 
-#: The child: ctypes on the driver library; prints "domain bus device" per CUDA ordinal.
-#: Attributes: 50 PCI_DOMAIN_ID, 33 PCI_BUS_ID, 34 PCI_DEVICE_ID.
+#: The child: ctypes on the driver library; prints "domain bus device integrated" per CUDA
+#: ordinal. Attributes: 50 PCI_DOMAIN_ID, 33 PCI_BUS_ID, 34 PCI_DEVICE_ID, 18 INTEGRATED.
 PROBE_SCRIPT = """
 import ctypes, sys
 try:
@@ -42,12 +48,12 @@ for ordinal in range(count.value):
     if lib.cuDeviceGet(ctypes.byref(dev), ordinal) != 0:
         print("error: cuDeviceGet(%d) failed" % ordinal); sys.exit(3)
     values = []
-    for attribute in (50, 33, 34):
+    for attribute in (50, 33, 34, 18):
         value = ctypes.c_int()
         if lib.cuDeviceGetAttribute(ctypes.byref(value), attribute, dev) != 0:
             print("error: cuDeviceGetAttribute(%d) failed" % attribute); sys.exit(3)
         values.append(value.value)
-    print("%d %d %d" % tuple(values))
+    print("%d %d %d %d" % tuple(values))
 """
 
 
@@ -63,17 +69,36 @@ def needs_probe(order: str | None, gpus: Sequence[GpuReading]) -> bool:
     return len({g.name for g in gpus}) > 1
 
 
-def parse_probe_output(output: str) -> list[tuple[int, int, int]] | None:
-    """(domain, bus, device) per CUDA ordinal from the child's output; None when it failed."""
-    found: list[tuple[int, int, int]] = []
+#: One line of the probe: (domain, bus, device, integrated), integrated -1 when not printed.
+ProbeRow = tuple[int, int, int, int]
+
+
+def parse_probe_rows(output: str) -> list[ProbeRow] | None:
+    """One row per CUDA ordinal from the child's output; None when it failed.
+
+    Lines of three numbers (a probe without the integrated column) read as integrated -1.
+    """
+    found: list[ProbeRow] = []
     for line in output.splitlines():
         fields = line.split()
         if not fields:
             continue
-        if len(fields) != 3 or not all(f.isdigit() for f in fields):
+        if len(fields) not in (3, 4) or not all(f.isdigit() for f in fields):
             return None
-        found.append((int(fields[0]), int(fields[1]), int(fields[2])))
+        numbers = [int(f) for f in fields] + [-1]
+        found.append((numbers[0], numbers[1], numbers[2], numbers[3]))
     return found
+
+
+def parse_probe_output(output: str) -> list[tuple[int, int, int]] | None:
+    """(domain, bus, device) per CUDA ordinal from the child's output; None when it failed."""
+    rows = parse_probe_rows(output)
+    return None if rows is None else [(d, b, dev) for d, b, dev, _ in rows]
+
+
+def integrated_by_address(rows: Sequence[ProbeRow]) -> dict[tuple[int, int, int], bool]:
+    """Whether the driver calls each PCI address integrated (rows without the answer left out)."""
+    return {(d, b, dev): flag == 1 for d, b, dev, flag in rows if flag in (0, 1)}
 
 
 def apply_probe_order(
@@ -125,6 +150,34 @@ def probe_timeout(context: Context) -> float:
     return min(PROBE_TIMEOUT, left - PROBE_MARGIN)
 
 
+@attrs.frozen
+class DriverProbe:
+    """The probe child's answer: its rows, or None and why there are none."""
+
+    rows: tuple[ProbeRow, ...] | None
+    reason: str = ""
+
+
+def probe_driver(context: Context) -> DriverProbe:
+    """Ask the CUDA driver in the probe child, within what the context's deadline leaves."""
+    timeout = probe_timeout(context)
+    if timeout <= 0:
+        return DriverProbe(None, "no time left to ask the CUDA driver")
+    import subprocess  # only when the driver must be asked: it costs start-up time
+
+    try:
+        status, output = run_probe(context, timeout)
+    except subprocess.TimeoutExpired:
+        return DriverProbe(None, f"the CUDA driver probe took over {timeout:.1f} s")
+    except OSError as exc:
+        return DriverProbe(None, f"could not start the CUDA driver probe: {exc}")
+    rows = parse_probe_rows(output) if status == 0 else None
+    if rows is None:
+        reason = output.strip().splitlines()[-1] if output.strip() else f"exit status {status}"
+        return DriverProbe(None, f"the CUDA driver probe failed: {reason}")
+    return DriverProbe(tuple(rows))
+
+
 def _fallback(gpus: Sequence[GpuReading], context: Context, reason: str) -> list[GpuReading]:
     context.note("CUDA device order unknown (FASTEST_FIRST with mixed GPU models);"
                  f" PCI order used: {reason}")
@@ -132,23 +185,16 @@ def _fallback(gpus: Sequence[GpuReading], context: Context, reason: str) -> list
     return pci_order(gpus)
 
 
-def cuda_order(gpus: Sequence[GpuReading], context: Context) -> list[GpuReading]:
-    """``gpus`` in the order CUDA numbers them under the context's CUDA_DEVICE_ORDER."""
+def cuda_order(gpus: Sequence[GpuReading], context: Context,
+               probe: DriverProbe | None = None) -> list[GpuReading]:
+    """``gpus`` in the order CUDA numbers them under the context's CUDA_DEVICE_ORDER.
+
+    ``probe`` is the driver's answer when the caller already asked it; else it is asked here,
+    and only when the order needs it.
+    """
     if not needs_probe(context.env.get(ORDER_ENV), gpus):
         return pci_order(gpus)
-    timeout = probe_timeout(context)
-    if timeout <= 0:
-        return _fallback(gpus, context, "no time left to ask the CUDA driver")
-    import subprocess  # only when the driver must be asked: it costs start-up time
-
-    try:
-        status, output = run_probe(context, timeout)
-    except subprocess.TimeoutExpired:
-        return _fallback(gpus, context, f"the CUDA driver probe took over {timeout:.1f} s")
-    except OSError as exc:
-        return _fallback(gpus, context, f"could not start the CUDA driver probe: {exc}")
-    probed = parse_probe_output(output) if status == 0 else None
-    if probed is None:
-        reason = output.strip().splitlines()[-1] if output.strip() else f"exit status {status}"
-        return _fallback(gpus, context, f"the CUDA driver probe failed: {reason}")
-    return apply_probe_order(gpus, probed)
+    probe = probe or probe_driver(context)
+    if probe.rows is None:
+        return _fallback(gpus, context, probe.reason)
+    return apply_probe_order(gpus, [(d, b, dev) for d, b, dev, _ in probe.rows])

@@ -37,6 +37,14 @@ class MemoryReading:
     free: int
     reserved: int | None = None
 
+    @property
+    def cuda_total(self) -> int:
+        """The total as the CUDA runtime sizes the device (``cuDeviceTotalMem``,
+        ``cudaMemGetInfo``): NVML's total less what the driver and firmware reserve (memory
+        info v2; ggml and ollama#18201: about 0.6 GiB less on 80-141 GB cards). v1 has no
+        ``reserved``, so its total stands."""
+        return max(0, self.total - (self.reserved or 0))
+
 
 @attrs.frozen
 class MigReading:
@@ -64,6 +72,9 @@ class GpuReading:
     compute_minor: int = -1
     mig_enabled: bool = False
     mig: tuple[MigReading, ...] = ()
+    #: The CUDA driver's CU_DEVICE_ATTRIBUTE_INTEGRATED (NVML has no such attribute); None
+    #: when the driver was not asked or did not answer.
+    integrated: bool | None = None
 
 
 @attrs.frozen
@@ -108,22 +119,40 @@ def kernel_driver_major(version: str) -> int:
 
 
 def _memory_fields(
-    memory: MemoryReading | None, system: SystemInfo | None
+    memory: MemoryReading | None, system: SystemInfo | None, integrated: bool | None
 ) -> tuple[int, int, bool, bool]:
-    """(total, free, integrated, free unknown) for a memory reading, system memory standing in
-    for unified-memory parts whose NVML memory info is not supported."""
+    """(total, free, integrated, free unknown) for a memory reading.
+
+    Totals are the CUDA runtime's (``MemoryReading.cuda_total``). An integrated device (the
+    driver says so, or, when it was not asked, NVML has no memory figures for it: GB10, Jetson
+    Thor) shares system memory: its free memory is ``system.free_memory``, which the caller
+    fills by ggml's rule (``nvml.uma_system``); its total is NVML's when NVML has one, else the
+    system's. A device the driver calls discrete without NVML figures has unknown memory.
+    """
+    if integrated is None:
+        integrated = memory is None
+    if not integrated:
+        if memory is None:
+            return 0, 0, False, True
+        total = memory.cuda_total
+        return total, min(memory.free, total), False, False
+    have_system = system is not None and system.total_memory > 0
     if memory is not None:
-        return memory.total, min(memory.free, memory.total), False, False
-    if system is None or system.total_memory == 0:
+        total = memory.cuda_total
+        free = system.free_memory if system is not None and have_system else memory.free
+        return total, min(free, total), True, False
+    if system is None or not have_system:
         return 0, 0, True, True
-    return system.total_memory, system.free_memory, True, False
+    return system.total_memory, min(system.free_memory, system.total_memory), True, False
 
 
 def _record(
     uuid: str, name: str, memory: MemoryReading | None, gpu: GpuReading, driver: DriverReading,
     system: SystemInfo | None,
 ) -> DeviceInfo:
-    total, free, integrated, unknown = _memory_fields(memory, system)
+    # A MIG instance is a slice of a discrete GPU: never integrated.
+    integrated_flag = False if gpu.mig_enabled else gpu.integrated
+    total, free, integrated, unknown = _memory_fields(memory, system, integrated_flag)
     cuda_major, cuda_minor = cuda_version(driver.cuda_version)
     return DeviceInfo(
         id=uuid,

@@ -16,6 +16,12 @@ Programming Guide, "CUDA Environment Variables"):
 Choices where the guide is silent: each entry is judged on its own (a list may mix indices and
 UUIDs); UUID prefixes are matched case-sensitively, as ``nvidia-smi -L`` prints them; an index or
 GPU UUID naming a GPU in MIG mode selects all of its MIG instances.
+
+``one_process`` then applies the runtime's MIG rule (NVIDIA MIG user guide, "Device
+Enumeration": with CUDA 11/R450 and CUDA 12/R525 a process "can only enumerate a single MIG
+instance", whatever CUDA_VISIBLE_DEVICES names; pytorch#92315 shows ``device_count() == 1`` for
+two MIG UUIDs). Assumption where the guide is silent: once a MIG instance is visible the process
+sees that instance alone, no other MIG instance and no whole GPU either.
 """
 
 from __future__ import annotations
@@ -135,3 +141,19 @@ def visible_uuids(value: str | None, gpus: Sequence[GpuSlot]) -> list[str]:
             return []
         chosen.extend(selected)
     return chosen
+
+
+def mig_uuids(gpus: Sequence[GpuSlot]) -> set[str]:
+    """The UUIDs of every MIG instance of ``gpus``."""
+    return {m.uuid for g in gpus if g.mig_enabled for m in g.mig}
+
+
+def one_process(uuids: Sequence[str], gpus: Sequence[GpuSlot]) -> list[str]:
+    """What one CUDA process can use of ``uuids`` (``visible_uuids``' answer, in CUDA order).
+
+    The runtime's MIG rule (module docstring): when any MIG instance is among them, only the
+    first one in enumeration order remains, alone; without MIG instances nothing changes.
+    """
+    migs = mig_uuids(gpus)
+    first = next((u for u in uuids if u in migs), None)
+    return list(uuids) if first is None else [first]

@@ -67,6 +67,10 @@ class FakeNvmlRecorded:
     def nvmlSystemGetCudaDriverVersion(self) -> int:
         return int(_answer(self.recording["driver"]["cuda"]))
 
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        driver = self.recording["driver"]
+        return int(_answer(driver.get("cuda_v2", driver["cuda"])))
+
     def nvmlSystemGetDriverVersion(self) -> str:
         return str(_answer(self.recording["driver"]["kernel"]))
 

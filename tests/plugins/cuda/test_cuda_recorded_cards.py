@@ -6,10 +6,12 @@ from gpuscout import DeviceInfo
 
 GIB = 1024**3
 MIB = 1024**2
+#: The CUDA driver probe on a DGX Spark: domain 15, bus 1, device 0, INTEGRATED 1 (llama.cpp#17537).
+GB10_PROBE = "15 1 0 1\n"
 
 
 def test_h100_sxm_pair_is_reported_field_by_field(fake_nvml, cuda_scout, no_probe):
-    """Two H100 SXM cards give two records with every field taken from NVML."""
+    """Two H100 SXM cards give two records from NVML, totals less v2's reserved (cudaMemGetInfo)."""
     fake_nvml("h100_sxm_x2")
     found = cuda_scout().discover()
     by_id = {d.id: d for d in found.devices}
@@ -22,7 +24,7 @@ def test_h100_sxm_pair_is_reported_field_by_field(fake_nvml, cuda_scout, no_prob
         uuid="GPU-5b2c8f41-7e0a-4c3d-9b1e-2f6a8d4c7e90",
         integrated=False,
         pci_id="0000:18:00.0",
-        total_memory=85520809984,
+        total_memory=85520809984 - 555745280,
         free_memory=84964016128,
         compute_major=9,
         compute_minor=0,
@@ -49,7 +51,7 @@ def test_nvml_is_shut_down_after_enumeration(fake_nvml, cuda_scout, no_probe):
 
 
 def test_h200_is_reported_field_by_field(fake_nvml, cuda_scout, no_probe):
-    """One H200 (141 GB class) gives its 143771 MiB total, CUDA 12.8 and driver branch 570."""
+    """One H200 gives 143771 MiB less v2's 585 MiB reserved (ggml, ollama#18201), CUDA 12.8."""
     fake_nvml("h200")
     (device,) = cuda_scout().discover().devices
     assert device == DeviceInfo(
@@ -60,7 +62,7 @@ def test_h200_is_reported_field_by_field(fake_nvml, cuda_scout, no_probe):
         filter_id="GPU-0e9f4a6b-3c21-4d7e-a5f8-9b2d6e1c4a37",
         uuid="GPU-0e9f4a6b-3c21-4d7e-a5f8-9b2d6e1c4a37",
         pci_id="0000:19:00.0",
-        total_memory=143771 * MIB,
+        total_memory=143771 * MIB - 613416960,
         free_memory=150140354560,
         compute_major=9,
         compute_minor=0,
@@ -83,7 +85,7 @@ def test_rtx_4090_is_reported_field_by_field(fake_nvml, cuda_scout):
         filter_id="GPU-7c3e1a9d-2b5f-4e80-b6a4-d1f9c2e8a305",
         uuid="GPU-7c3e1a9d-2b5f-4e80-b6a4-d1f9c2e8a305",
         pci_id="0000:01:00.0",
-        total_memory=24564 * MIB,
+        total_memory=24564 * MIB - 346292224,
         free_memory=25048121344,
         compute_major=8,
         compute_minor=9,
@@ -93,8 +95,9 @@ def test_rtx_4090_is_reported_field_by_field(fake_nvml, cuda_scout):
     )
 
 
-def test_gb10_takes_memory_from_the_system(fake_nvml, cuda_scout, tmp_path):
-    """NotSupported memory makes the GB10 integrated with MemTotal/MemAvailable as its memory."""
+def test_gb10_takes_memory_from_the_system(fake_nvml, cuda_scout, tmp_path, recorded_probe):
+    """The driver's INTEGRATED=1 GB10 gets MemTotal and MemAvailable (ggml's UMA rule)."""
+    recorded_probe(0, GB10_PROBE)
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "meminfo").write_text(
         "MemTotal:       124908280 kB\nMemFree:         90000000 kB\n"
@@ -122,8 +125,10 @@ def test_gb10_takes_memory_from_the_system(fake_nvml, cuda_scout, tmp_path):
     )
 
 
-def test_gb10_without_meminfo_marks_free_memory_unknown(fake_nvml, cuda_scout, tmp_path):
+def test_gb10_without_meminfo_marks_free_memory_unknown(fake_nvml, cuda_scout, tmp_path,
+                                                        recorded_probe):
     """With neither NVML nor /proc/meminfo figures the GB10 says its free memory is unknown."""
+    recorded_probe(0, GB10_PROBE)
     fake_nvml("gb10")
     found = cuda_scout(root=str(tmp_path)).discover()
     (device,) = found.devices

@@ -68,8 +68,10 @@ def test_nvml_failing_to_start_leaves_cuda_devices_stale(fake_nvml, cuda_scout, 
     assert scout.refresh([before]) == [before.evolve(free_memory_stale=True)]
 
 
-def test_unified_memory_gpu_refreshes_from_system_memory(fake_nvml, cuda_scout, gpuscout_root):
+def test_unified_memory_gpu_refreshes_from_system_memory(fake_nvml, cuda_scout, gpuscout_root,
+                                                         recorded_probe):
     """A GB10 (no NVML memory info) is refreshed from MemAvailable read again."""
+    recorded_probe(0, "15 1 0 1\n")
     fake_nvml("gb10")
     root = gpuscout_root({"/proc/meminfo": MEMINFO.format(available=119000000)})
     scout = cuda_scout(root=str(root))
@@ -80,8 +82,9 @@ def test_unified_memory_gpu_refreshes_from_system_memory(fake_nvml, cuda_scout, 
 
 
 def test_unified_memory_gpu_without_system_memory_is_stale_not_zero(
-        fake_nvml, cuda_scout, gpuscout_root):
+        fake_nvml, cuda_scout, gpuscout_root, recorded_probe):
     """When /proc/meminfo cannot be read any more, the GB10 keeps its value, stale."""
+    recorded_probe(0, "15 1 0 1\n")
     fake_nvml("gb10")
     root = gpuscout_root({"/proc/meminfo": MEMINFO.format(available=119000000)})
     scout = cuda_scout(root=str(root))
