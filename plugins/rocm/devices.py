@@ -91,20 +91,24 @@ def build(
     position: int,
     *,
     unique: bool = True,
-    override: int | None = None,
+    override: gfx.Version | None = None,
     system_free: int = 0,
 ) -> DeviceInfo:
     """The DeviceInfo of ``facts`` as the ``position``-th visible device.
 
     ``unique`` is False when another GPU node reports the same UUID (partitions on older
     kernels): ROCr cannot select by it, so id and filter_id fall back to the KFD ordinal.
-    ``override`` is HSA_OVERRIDE_GFX_VERSION as a KFD version number, applied to gfx and compute.
+    ``override`` is the (major, minor, stepping) libhsakmt reads from HSA_OVERRIDE_GFX_VERSION(_n)
+    for this GPU, applied to gfx and compute (a triple without a target name reads as unknown).
     """
     uuid = rocr_uuid(facts.unique_id)
     ident = uuid if uuid and unique else str(facts.ordinal)
-    version = override if override is not None else facts.gfx_version
-    target = gfx.target_name(version)
-    major, minor = gfx.compute_pair(version) if version else (-1, 0)
+    if override is not None:
+        target = gfx.version_name(override)
+        major, minor = gfx.version_compute(override)
+    else:
+        target = gfx.target_name(facts.gfx_version)
+        major, minor = gfx.compute_pair(facts.gfx_version)
     integrated = is_integrated(facts)
     total, free, unknown = memory(facts, integrated, system_free)
     return DeviceInfo(

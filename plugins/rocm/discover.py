@@ -1,8 +1,10 @@
 """ROCm enumeration: amdsmi on a live Linux root when it works, else the KFD topology in sysfs.
 
 KFD is always the authority for order, UUID and gfx target when it can be read (it is what ROCr
-enumerates); amdsmi adds the marketing name and its memory counters. Devices hidden by
-ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES are not reported.
+enumerates); amdsmi adds the marketing name and its memory counters. Only what the HSA runtime in
+a child would see is reported: nothing without /dev/kfd, no node whose render node cannot be
+opened, nothing at all under a malformed gfx override (``hsakmt``), and nothing hidden by
+ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from collections.abc import Sequence
 import attrs
 
 from gpuscout.plugin import Context, DeviceInfo, system_memory
-from gpuscout.plugins.rocm import devices, gfx, smi, sysfs, visibility
-from gpuscout.plugins.rocm.names import LIBRARY, OVERRIDE
+from gpuscout.plugins.rocm import devices, gfx, hsakmt, smi, sysfs, visibility
+from gpuscout.plugins.rocm.names import LIBRARY
 
 
 def _is_live(context: Context) -> bool:
@@ -98,18 +100,15 @@ def facts_from_smi(gpus: Sequence[smi.SmiGpu]) -> list[devices.GpuFacts]:
     ]
 
 
-def _override(context: Context) -> int | None:
-    value = context.env.get(OVERRIDE, "")
-    if not value or context.platform != "linux":
-        return None
-    parsed = gfx.parse_override(value)
-    if parsed is None:
-        context.note(f"{OVERRIDE}={value!r} is not major.minor.stepping; ignored")
-    return parsed
+def build_visible(
+    context: Context,
+    facts: Sequence[devices.GpuFacts],
+    overrides: Sequence[gfx.Version | None] = (),
+) -> list[DeviceInfo]:
+    """The DeviceInfo of each GPU the environment leaves visible, in HIP's device order.
 
-
-def build_visible(context: Context, facts: Sequence[devices.GpuFacts]) -> list[DeviceInfo]:
-    """The DeviceInfo of each GPU the environment leaves visible, in HIP's device order."""
+    ``overrides[i]`` is the gfx override libhsakmt applies to GPU i (none when left out).
+    """
     uuids = [visibility.rocr_uuid(f.unique_id) for f in facts]
     order = visibility.visible_order(context.env, uuids)
     hidden = len(facts) - len(order)
@@ -117,15 +116,40 @@ def build_visible(context: Context, facts: Sequence[devices.GpuFacts]) -> list[D
         context.note(f"{hidden} of {len(facts)} AMD GPUs hidden by "
                      f"{visibility.ROCR}/{visibility.HIP}/{visibility.CUDA}")
     repeated = Counter(u for u in uuids if u)
-    override = _override(context)
     system_free = 0
     if any(devices.is_integrated(facts[i]) for i in order):
         system_free = system_memory(context).free_memory
     return [
-        devices.build(facts[i], position, unique=repeated[uuids[i]] <= 1, override=override,
+        devices.build(facts[i], position, unique=repeated[uuids[i]] <= 1,
+                      override=overrides[i] if i < len(overrides) else None,
                       system_free=system_free)
         for position, i in enumerate(order)
     ]
+
+
+def _runtime_view(
+    context: Context, nodes: Sequence[sysfs.KfdNode] | None, gpus: Sequence[smi.SmiGpu] | None,
+) -> tuple[list[sysfs.KfdNode], list[int | None]] | None:
+    """The GPU nodes libhsakmt keeps and their HSA node ids (with amdsmi alone: amdsmi's KFD
+    node ids, in facts_from_smi's order), or None, with a note, when it keeps no GPU at all."""
+    why = hsakmt.kfd_failure(context)
+    if why:
+        context.note(f"no AMD GPU: {why}")
+        return None
+    if not nodes:
+        ordered = sorted(gpus or [], key=lambda g: (g.kfd_node is None, g.kfd_node or 0))
+        return [], [g.kfd_node for g in ordered]
+    survivors = hsakmt.supported_nodes(context, nodes)
+    if survivors.failure:
+        context.note(f"no AMD GPU: {survivors.failure}")
+        return None
+    for line in survivors.skipped:
+        context.note(line)
+    if not survivors.nodes:
+        context.note(f"no AMD GPU: none of {len(nodes)} KFD GPU nodes has a render node "
+                     "the HSA runtime can open")
+        return None
+    return survivors.nodes, list(survivors.hsa_ids)
 
 
 def enumerate_devices(context: Context) -> list[DeviceInfo]:
@@ -137,20 +161,28 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
         context.note(f"ROCm discovery reads Linux sysfs; none on {context.platform} ({smi_why})")
         return []
     nodes = sysfs.read_kfd_gpu_nodes(context)
-    if nodes:
-        facts = facts_from_sysfs(context, nodes)
-        if gpus:
-            facts = overlay_smi(facts, gpus, nodes)
-    elif gpus:
-        facts = facts_from_smi(gpus)
-    else:
+    if not nodes and not gpus:
         where = "no KFD topology (amdgpu not loaded?)" if nodes is None else "no KFD GPU nodes"
         context.note(f"no AMD GPU: {where} under {context.path(sysfs.TOPOLOGY)}"
                      + (f"; {smi_why}" if smi_why and _is_live(context) else ""))
         return []
+    view = _runtime_view(context, nodes, gpus)
+    if view is None:
+        return []
+    kept, hsa_ids = view
+    if kept:
+        facts = facts_from_sysfs(context, kept)
+        if gpus:
+            facts = overlay_smi(facts, gpus, kept)
+    else:
+        facts = facts_from_smi(gpus or [])
+    found, failure = hsakmt.overrides(context.env, hsa_ids)
+    if failure:
+        context.note(f"no AMD GPU: {failure}")
+        return []
     context.log.debug("rocm.enumerate", source="amdsmi" if gpus else "sysfs", gpus=len(facts),
                       amdsmi=smi_why or "ok")
-    return build_visible(context, facts)
+    return build_visible(context, facts, found)
 
 
 def refresh_devices(devices_in: Sequence[DeviceInfo], context: Context) -> list[DeviceInfo]:

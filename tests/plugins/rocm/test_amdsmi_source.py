@@ -13,7 +13,7 @@ import pytest
 
 from gpuscout import DeviceInfo
 from gpuscout.context import Context
-from gpuscout.plugins.rocm import discover, smi, sysfs
+from gpuscout.plugins.rocm import discover, hsakmt, smi, sysfs
 from gpuscout.testing import ScoutFactory
 
 AMDSMI_MISSING = importlib.util.find_spec("amdsmi") is None
@@ -119,6 +119,7 @@ def test_amdsmi_alone_builds_the_record_when_kfd_is_unreadable(
     """With amdsmi working on a live root but no KFD topology, amdsmi's answers make the record."""
     monkeypatch.setattr(smi, "import_amdsmi", lambda: (AmdsmiStandIn(), ""))
     monkeypatch.setattr(sysfs, "read_kfd_gpu_nodes", lambda ctx: None)
+    monkeypatch.setattr(hsakmt, "kfd_failure", lambda ctx: "")
     found = discover.enumerate_devices(Context(env={}, platform="linux", root="/"))
     assert found == [DeviceInfo(
         id="GPU-8d1e2c3a00001000", library="ROCm", name="ROCm0",
@@ -127,6 +128,19 @@ def test_amdsmi_alone_builds_the_record_when_kfd_is_unreadable(
         compute_major=0x9, compute_minor=0x42, gfx_target="gfx942",
         uuid="GPU-8d1e2c3a00001000",
     )]
+
+
+def test_amdsmi_gpus_without_dev_kfd_give_no_device_and_say_why(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+) -> None:
+    """amdsmi reads the driver directly, but the HSA runtime opens /dev/kfd first (libhsakmt
+    openclose.c ``hsaKmtOpenKFD``): without it there is no device, and the note names /dev/kfd."""
+    monkeypatch.setattr(smi, "import_amdsmi", lambda: (AmdsmiStandIn(), ""))
+    monkeypatch.setattr(sysfs, "read_kfd_gpu_nodes", lambda ctx: None)
+    ctx = Context(env={}, platform="linux", root="/")
+    monkeypatch.setattr(Context, "path", lambda self, p: os.path.join(tmp_path, p.lstrip("/")))
+    assert (discover.enumerate_devices(ctx), "/dev/kfd cannot be opened" in ctx.notes[-1]) == (
+        [], True)
 
 
 def test_amdsmi_failure_falls_back_to_sysfs(monkeypatch: pytest.MonkeyPatch) -> None:

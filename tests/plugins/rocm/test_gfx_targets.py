@@ -40,9 +40,29 @@ def test_target_name_parses_back(name: str, version: int) -> None:
 
 
 @pytest.mark.parametrize(("value", "version"), [
-    ("11.0.0", 110000), ("10.3.0", 100300), ("9.4.2", 90402), (" 11.5.1 ", 110501),
-    ("gfx1100", None), ("11.0", None), ("11.16.0", None), ("", None),
+    ("11.0.0", (11, 0, 0)), ("10.3.0", (10, 3, 0)), ("9.4.2", (9, 4, 2)),
+    (" 11.5.1", (11, 5, 1)), ("+11.0.0", (11, 0, 0)), ("11. 0.0", (11, 0, 0)),
+    ("11.16.0", (11, 16, 0)), ("63.255.255", (63, 255, 255)), ("0.0.0", (0, 0, 0)),
+    ("11.4294967296.0", (11, 0, 0)), ("11.-4294967295.0", (11, 1, 0)),
+    ("11.0.0 ", None), ("11.0.0\n", None), ("11 .0.0", None), ("11.0", None),
+    ("11.0.0.0", None), ("", None), ("gfx1100", None), ("0x11.0.0", None),
+    ("64.0.0", None), ("11.256.0", None), ("11.0.256", None), ("11.-1.0", None),
+    ("11.99999999999999999999.0", None), ("\u0661\u0661.0.0", None),
 ])
-def test_hsa_override_values(value: str, version: int | None) -> None:
-    """HSA_OVERRIDE_GFX_VERSION is decimal major.minor.stepping, anything else is ignored."""
+def test_hsa_override_values(value: str, version: tuple[int, int, int] | None) -> None:
+    """An override reads as libhsakmt's ``sscanf("%u.%u.%u%c") == 3`` with major <= 63 and
+    minor, stepping <= 255 (glibc %u: leading space and sign, strtoul wrap, cut to 32 bits)."""
     assert gfx.parse_override(value) == version
+
+
+@pytest.mark.parametrize(("version", "name", "compute"), [
+    ((11, 0, 0), "gfx1100", (0x11, 0x00)), ((9, 0, 10), "gfx90a", (0x9, 0x0A)),
+    ((11, 15, 15), "gfx11ff", (0x11, 0xFF)), ((11, 16, 0), "", (-1, 0)),
+    ((11, 0, 255), "", (-1, 0)), ((0, 0, 0), "", (-1, 0)),
+])
+def test_a_version_above_one_hex_digit_has_no_target_name(
+    version: tuple[int, int, int], name: str, compute: tuple[int, int],
+) -> None:
+    """Minor and stepping above 15 (which libhsakmt accepts) have no gfx name and an unknown
+    compute pair, instead of colliding with another target."""
+    assert (gfx.version_name(version), gfx.version_compute(version)) == (name, compute)
