@@ -76,8 +76,31 @@ def all_devices(framework: Any) -> list[Any]:
     return [device] if device is not None else []
 
 
+def default_first(framework: Any) -> tuple[list[Any], bool]:
+    """(devices, default_known): every device with the system default one first.
+
+    ggml-metal opens ``MTLCreateSystemDefaultDevice()`` and nothing else (ggml-org/ggml
+    ``src/ggml-metal/ggml-metal-device.m``, ``ggml_metal_device_init``, commit d99724f2 line
+    720), so that is the device a child runs on. It is found among ``MTLCopyAllDevices()`` by
+    registryID (the same in every process). ``default_known`` is False when the default device
+    is None in this process or is not among the others: then the order is MTLCopyAllDevices'.
+    """
+    devices = all_devices(framework)
+    create = getattr(framework, "MTLCreateSystemDefaultDevice", None)
+    default = create() if create is not None else None
+    if default is None:
+        return devices, False
+    wanted = int(default.registryID())
+    at = next((i for i, d in enumerate(devices) if int(d.registryID()) == wanted), None)
+    if at is None:
+        return devices, False
+    return [devices[at], *devices[:at], *devices[at + 1:]], True
+
+
 def enumerate_devices(context: Context) -> list[DeviceInfo]:
-    """Every Metal device on macOS; none elsewhere, with a note, importing nothing Apple."""
+    """Every Metal device on macOS, the system default one (ggml-metal's) first as id 0; none
+    elsewhere, with a note, importing nothing Apple. With several devices a note says which
+    one a child uses and names the others."""
     if context.platform != "darwin":
         context.note(f"Metal: only on macOS (platform {context.platform!r})")
         return []
@@ -86,7 +109,26 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     except ImportError as exc:
         context.note(f"Metal: pyobjc-framework-Metal cannot be imported ({exc})")
         return []
-    devices = all_devices(Metal)
+    devices, default_known = default_first(Metal)
     if not devices:
         context.note("Metal: MTLCopyAllDevices and MTLCreateSystemDefaultDevice found no device")
-    return [device_info(d, i) for i, d in enumerate(devices)]
+    records = [device_info(d, i) for i, d in enumerate(devices)]
+    if len(records) > 1:
+        context.note(_others_note(records, default_known))
+        if default_known:  # ggml-metal opens the default device alone: the others rank after it
+            records[1:] = [d.evolve(unused_reason=_NOT_DEFAULT) for d in records[1:]]
+    return records
+
+
+_NOT_DEFAULT = ("ggml-metal opens only the system default device (MTLCreateSystemDefaultDevice) "
+                "and no variable selects another")
+
+
+def _others_note(records: list[DeviceInfo], default_known: bool) -> str:
+    if not default_known:
+        return ("Metal: the system default device (MTLCreateSystemDefaultDevice) is unknown in "
+                "this process, so which of these ggml-metal would use cannot be said")
+    others = ", ".join(f"id {d.id} {d.name!r}" for d in records[1:])
+    return (f"Metal: ggml-metal runs on the system default device, id 0 {records[0].name!r}; "
+            f"{others} not used by a child (ggml-metal opens only the default device and no "
+            "variable selects another)")

@@ -29,17 +29,21 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
 def gpuscout_is_duplicate(a: DeviceInfo, b: DeviceInfo) -> bool | None:
     """A Vulkan device and a CUDA/ROCm one are one card when their vendor UUIDs match;
     otherwise the seed's likelyVulkanDuplicate decides: the same normalized description and
-    total memory within 5 % (at least 512 MiB). (Two PCI ids are compared by the core first.)"""
-    from gpuscout.plugins.vulkan.rules import likely_duplicate, same_uuid
+    total memory within 5 % (at least 512 MiB). A Vulkan device and a Metal one with the same
+    name, both integrated, are one GPU seen through MoltenVK and Metal. (Two PCI ids are
+    compared by the core first.)"""
+    from gpuscout.plugins.vulkan.rules import likely_duplicate, same_unified_gpu, same_uuid
 
-    return True if same_uuid(a, b) or likely_duplicate(a, b) else None
+    found = same_uuid(a, b) or likely_duplicate(a, b) or same_unified_gpu(a, b)
+    return True if found else None
 
 
 @hookimpl
 def gpuscout_duplicate_key(device: DeviceInfo) -> frozenset[tuple[str, ...]]:
     """The keys a twin must share with ``device`` for ``gpuscout_is_duplicate`` to say True: its
-    128-bit UUID, and its normalized description with its memory size bucket. Answered for every
-    library, since the other side of a twin pair is a CUDA or ROCm device; a device with neither
+    128-bit UUID, its normalized description with its memory size bucket, and for an integrated
+    Metal or Vulkan device its normalized description alone. Answered for every library, since
+    the other side of a twin pair is a CUDA, ROCm or Metal device; a device with none of these
     matches nothing."""
     from gpuscout.plugins.vulkan.rules import twin_keys
 
@@ -65,7 +69,8 @@ def gpuscout_visible_env(
     selection: Sequence[DeviceInfo], context: Context
 ) -> list[EnvEntry] | None:
     """GGML_VK_VISIBLE_DEVICES only for a single-device selection (the seed's mustFilter: one
-    device, or all CUDA, which a Vulkan device never is)."""
+    device, or all CUDA, which a Vulkan device never is). The value is the device's raw loader
+    index (``filter_id``), the number ggml-vulkan reads, never the ordinal ``id``."""
     if len(selection) != 1 or selection[0].library != LIBRARY:
         return None
     d = selection[0]

@@ -12,7 +12,10 @@ from gpuscout.plugins.vulkan.names import LIBRARY
 TYPE_OTHER, TYPE_INTEGRATED_GPU, TYPE_DISCRETE_GPU, TYPE_VIRTUAL_GPU, TYPE_CPU = range(5)
 #: VK_MEMORY_HEAP_DEVICE_LOCAL_BIT.
 HEAP_DEVICE_LOCAL = 0x1
-VENDOR_NVIDIA, VENDOR_INTEL = 0x10DE, 0x8086
+VENDOR_NVIDIA, VENDOR_INTEL, VENDOR_AMD = 0x10DE, 0x8086, 0x1002
+VENDOR_QUALCOMM, VENDOR_APPLE = 0x5143, 0x106B
+#: VkDriverId of MoltenVK.
+DRIVER_ID_MOLTENVK = 14
 _MESA_VERSION = re.compile(r"\bMesa (\d+)\.(\d+)")
 
 
@@ -32,28 +35,44 @@ def pci_address(pci: list[int] | None) -> str:
     return f"{domain:04x}:{bus:02x}:{device:02x}.{function:x}"
 
 
-def device_memory(raw: RawDevice) -> tuple[int, int, bool]:
-    """(total, free, free_unknown) of the largest DEVICE_LOCAL heap.
+def counted_heaps(raw: RawDevice) -> list[int]:
+    """The heaps ggml-vulkan counts: every heap of an integrated GPU, else the DEVICE_LOCAL ones.
 
-    The largest heap, not the sum: NVIDIA lists its 256 MiB BAR window as a second device-local
-    heap that is part of the same VRAM, so a sum would count it twice (AMD without resizable BAR
-    splits VRAM the same way; the largest heap then misses 256 MiB, inside the duplicate
-    heuristic's tolerance). Free is budget - usage of that heap with VK_EXT_memory_budget,
-    otherwise unknown (reported as the total).
+    ggml-org/ggml ``ggml-vulkan.cpp`` ``ggml_backend_vk_get_device_memory`` (commit d99724f2,
+    line 17881): an INTEGRATED_GPU counts all heaps, since RADV on an APU marks only part of
+    the shared memory (about 2/3 of carve-out plus GTT) device-local and the rest host-visible.
     """
-    best = -1
-    for i, (size, flags) in enumerate(raw.heaps):
-        if flags & HEAP_DEVICE_LOCAL and (best < 0 or size > raw.heaps[best][0]):
-            best = i
-    if best < 0:
+    integrated = raw.device_type == TYPE_INTEGRATED_GPU
+    return [i for i, (_size, flags) in enumerate(raw.heaps)
+            if integrated or flags & HEAP_DEVICE_LOCAL]
+
+
+def device_memory(raw: RawDevice) -> tuple[int, int, bool]:
+    """(total, free, free_unknown) as ggml-vulkan sizes the device.
+
+    Total is the *sum* of the counted heaps (``counted_heaps``). On NVIDIA without resizable BAR
+    that includes the 256 MiB BAR window, a second device-local heap: ggml counts it, so it is
+    counted here (the duplicate heuristic's 512 MiB floor absorbs it). Free is, per counted heap,
+    heapBudget - heapUsage with VK_EXT_memory_budget (floored at 0 per heap, where ggml's size_t
+    would wrap), else the heap's size; then ``free_unknown`` is True. A budget of 0 on every
+    counted heap (a driver that lists the extension but fills nothing in) counts as unknown too.
+    """
+    heaps = counted_heaps(raw)
+    if not heaps:
         return 0, 0, True
-    total = raw.heaps[best][0]
+    total = sum(raw.heaps[i][0] for i in heaps)
     budget, usage = raw.heap_budget, raw.heap_usage
-    if budget is None or usage is None or best >= len(budget) or best >= len(usage):
+    if (budget is None or usage is None or max(heaps) >= len(budget)
+            or max(heaps) >= len(usage) or not any(budget[i] for i in heaps)):
         return total, total, True
-    if budget[best] == 0:  # a driver that lists the extension but fills nothing in
-        return total, total, True
-    return total, max(0, budget[best] - usage[best]), False
+    return total, sum(max(0, budget[i] - usage[i]) for i in heaps), False
+
+
+def is_moltenvk(raw: RawDevice, platform: str) -> bool:
+    """MoltenVK by its VkDriverId; without driver properties, Apple's vendor id on macOS."""
+    if raw.driver_id:
+        return raw.driver_id == DRIVER_ID_MOLTENVK
+    return raw.vendor_id == VENDOR_APPLE and platform == "darwin"
 
 
 def driver_version(raw: RawDevice, platform: str) -> tuple[int, int]:
@@ -61,12 +80,16 @@ def driver_version(raw: RawDevice, platform: str) -> tuple[int, int]:
 
     Mesa drivers say "Mesa X.Y.Z" in driverInfo (their driverVersion is not Mesa's: lavapipe
     reports 0.0.1), so that wins. Otherwise driverVersion decoded as the vendors pack it:
-    NVIDIA 10.8.8.6 bits, Intel on Windows 18.14, everyone else VK_MAKE_VERSION 10.10.12.
+    NVIDIA 10.8.8.6 bits, Intel on Windows 18.14, MoltenVK decimal major*10000 + minor*100 +
+    patch (``MVK_MAKE_VERSION`` in MoltenVK's ``mvk_private_api.h``/``vk_mvk_moltenvk.h``:
+    10211 is 1.2.11), everyone else VK_MAKE_VERSION 10.10.12.
     """
     match = _MESA_VERSION.search(raw.driver_info)
     if match:
         return int(match.group(1)), int(match.group(2))
     v = raw.driver_version
+    if is_moltenvk(raw, platform):
+        return v // 10000, v // 100 % 100
     if raw.vendor_id == VENDOR_NVIDIA:
         return (v >> 22) & 0x3FF, (v >> 14) & 0xFF
     if raw.vendor_id == VENDOR_INTEL and platform == "win32":

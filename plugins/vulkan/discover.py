@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 from gpuscout.plugin import Context, DeviceInfo
 from gpuscout.plugins.vulkan import loader
+from gpuscout.plugins.vulkan.default_set import reported_indices
 from gpuscout.plugins.vulkan.devices import to_device_info
 from gpuscout.plugins.vulkan.loader import ProbeResult
 from gpuscout.plugins.vulkan.names import VISIBLE_ENV
@@ -83,7 +84,8 @@ def probe(context: Context) -> ProbeResult:
 
 
 def enumerate_devices(context: Context) -> list[DeviceInfo]:
-    """Every device the loader lists (or those GGML_VK_VISIBLE_DEVICES names), in that order.
+    """Every device the loader lists, ggml-vulkan's default set first (notes name the others),
+    or those GGML_VK_VISIBLE_DEVICES names, in its order.
 
     Never raises for a missing loader or driver: zero devices and a note naming the Vulkan error.
     """
@@ -102,8 +104,9 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     if not result.devices:
         context.note(f"Vulkan: the loader ({result.library}) lists no physical device")
         return []
-    indices, note = select_indices(visible, len(result.devices))
-    if note:
+    indices, notes, unused = reported_indices(result.devices, visible)
+    for note in notes:
         context.note(note)
     return [to_device_info(result.devices[index], ordinal, context.platform)
+            .evolve(unused_reason=unused.get(index, ""))
             for ordinal, index in enumerate(indices)]

@@ -2,9 +2,9 @@
 
 Why ctypes and not the PyPI ``vulkan`` package: gpuscout's whole ``list --json`` must start about as
 fast as importing its own dependencies, and ``vulkan`` is ~2 MB of generated cffi code, needs
-``cffi``, raises at import when no loader exists and was last released in 2024. The eight entry
+``cffi``, raises at import when no loader exists and was last released in 2024. The nine entry
 points used here (create/destroy instance, enumerate devices, properties, properties2, memory
-properties(2), device extensions) fit in one module with no dependency. The struct layouts are
+properties(2), features2, device extensions) fit in one module with no dependency. The struct layouts are
 written from the Vulkan spec and checked against ``vulkan_core.h`` (sizes in the tests): a wrong
 layout would corrupt memory silently.
 
@@ -56,7 +56,9 @@ class RawDevice:
 
     ``uuid`` is deviceUUID as 32 hex digits ("" without VkPhysicalDeviceIDProperties), ``pci``
     [domain, bus, device, function] from VK_EXT_pci_bus_info, ``heaps`` [size, flags] per
-    memory heap, ``heap_budget``/``heap_usage`` per heap from VK_EXT_memory_budget.
+    memory heap, ``heap_budget``/``heap_usage`` per heap from VK_EXT_memory_budget,
+    ``storage_16bit`` the storageBuffer16BitAccess feature (None when the device cannot be
+    asked: no vkGetPhysicalDeviceFeatures2, or neither 1.1 nor VK_KHR_16bit_storage).
     """
 
     index: int
@@ -75,6 +77,7 @@ class RawDevice:
     heaps: list[list[int]] = field(default_factory=list)
     heap_budget: list[int] | None = None
     heap_usage: list[int] | None = None
+    storage_16bit: bool | None = None
 
 
 @dataclass
@@ -259,9 +262,11 @@ class Instance:
                        ctypes.POINTER(vk.PhysicalDeviceMemoryProperties2)),
             "exts": fn(h, "vkEnumerateDeviceExtensionProperties", i32, ptr, cstr,
                        ctypes.POINTER(u32), ctypes.POINTER(vk.ExtensionProperties)),
+            "feats2": fn(h, "vkGetPhysicalDeviceFeatures2" + suffix, None, ptr,
+                         ctypes.POINTER(vk.PhysicalDeviceFeatures2)),
         }
         if self.api < vk.VK_API_VERSION_1_1 and not self.khr2:
-            calls["props2"] = calls["mem2"] = None
+            calls["props2"] = calls["mem2"] = calls["feats2"] = None
         return calls
 
 
@@ -280,6 +285,9 @@ def _device(calls: dict[str, Any], handle: int | None, index: int, api: int) -> 
         effective >= vk.VK_API_VERSION_1_1 or api < vk.VK_API_VERSION_1_1)
     if has2:
         _read_properties2(calls["props2"], handle, raw, effective)
+        if calls["feats2"] is not None and (effective >= vk.VK_API_VERSION_1_1
+                                            or vk.EXT_16BIT_STORAGE in extensions):
+            raw.storage_16bit = _storage_16bit(calls["feats2"], handle)
     memory = vk.PhysicalDeviceMemoryProperties()
     budget: Any = None
     if has2 and calls["mem2"] is not None and vk.EXT_MEMORY_BUDGET in extensions:
@@ -296,6 +304,14 @@ def _device(calls: dict[str, Any], handle: int | None, index: int, api: int) -> 
         raw.heap_budget = [budget.heapBudget[i] for i in range(heaps)]
         raw.heap_usage = [budget.heapUsage[i] for i in range(heaps)]
     return raw
+
+
+def _storage_16bit(feats2_fn: Any, handle: int | None) -> bool:
+    """storageBuffer16BitAccess, the one feature ggml-vulkan's default device set requires."""
+    storage = vk.PhysicalDevice16BitStorageFeatures(sType=vk.ST_16BIT_STORAGE_FEATURES)
+    feats2 = vk.PhysicalDeviceFeatures2(sType=vk.ST_FEATURES_2, pNext=ctypes.addressof(storage))
+    feats2_fn(handle, ctypes.byref(feats2))
+    return bool(storage.storageBuffer16BitAccess)
 
 
 def _read_properties2(props2_fn: Any, handle: int | None, raw: RawDevice, effective: int) -> None:

@@ -7,6 +7,9 @@ and its memory figure taken anew. A probe of memory alone would save nothing wor
 all of a probe's time is ``vkCreateInstance`` loading the drivers; the per-device property calls
 that let a device be recognised cost microseconds.
 
+Free memory follows ggml-vulkan's rule, as enumerate does (``devices.device_memory``): the sum of
+budget - usage over the device-local heaps, over every heap for an integrated GPU.
+
 A device is recognised by its raw enumeration index (``filter_id``, the number
 GGML_VK_VISIBLE_DEVICES counts), checked against what the record says about the device (UUID,
 PCI id, name); when the loader's order changed (Mesa's device-select layer, a hot-plugged GPU) the
@@ -21,11 +24,11 @@ import sys
 from collections.abc import Sequence
 
 from gpuscout.plugin import Context, DeviceInfo
+from gpuscout.plugins.vulkan.default_set import reported_indices
 from gpuscout.plugins.vulkan.devices import device_memory, format_uuid, pci_address
 from gpuscout.plugins.vulkan.discover import probe
 from gpuscout.plugins.vulkan.loader import RawDevice
 from gpuscout.plugins.vulkan.names import LIBRARY, VISIBLE_ENV
-from gpuscout.plugins.vulkan.visible import select_indices
 from gpuscout.plugins.vulkan.vkstructs import EXT_MEMORY_BUDGET
 
 
@@ -39,14 +42,15 @@ def fits(device: DeviceInfo, raw: RawDevice) -> bool:
     return raw.name == device.description
 
 
-def raw_index(device: DeviceInfo, count: int, visible: str | None) -> int | None:
+def raw_index(device: DeviceInfo, raws: Sequence[RawDevice], visible: str | None) -> int | None:
     """The raw enumeration index ``device`` was reported from: its ``filter_id``, else its
-    ``id`` (the ordinal among reported devices) mapped through GGML_VK_VISIBLE_DEVICES."""
+    ``id`` (the ordinal among reported devices) mapped through the order enumerate reports in
+    (GGML_VK_VISIBLE_DEVICES, or ggml's default set first)."""
     token = device.filter_id or ""
     if token.isascii() and token.isdigit():
         return int(token)
     if device.id.isascii() and device.id.isdigit():
-        indices, _ = select_indices(visible, count)
+        indices, _, _ = reported_indices(raws, visible)
         ordinal = int(device.id)
         return indices[ordinal] if ordinal < len(indices) else None
     return None
@@ -54,7 +58,7 @@ def raw_index(device: DeviceInfo, count: int, visible: str | None) -> int | None
 
 def find_raw(device: DeviceInfo, raws: Sequence[RawDevice], visible: str | None) -> RawDevice | None:
     """The loader's device that ``device`` is now, or None when none or several fit."""
-    index = raw_index(device, len(raws), visible)
+    index = raw_index(device, raws, visible)
     if index is not None and index < len(raws) and fits(device, raws[index]):
         return raws[index]
     candidates = [r for r in raws if fits(device, r)]
@@ -67,7 +71,7 @@ def refreshed(device: DeviceInfo, raw: RawDevice) -> tuple[DeviceInfo | None, st
         return None, f"the driver does not offer {EXT_MEMORY_BUDGET}"
     _total, free, unknown = device_memory(raw)
     if unknown:
-        return None, f"{EXT_MEMORY_BUDGET} gave no budget for the device-local heap"
+        return None, f"{EXT_MEMORY_BUDGET} gave no budget for the heaps ggml counts"
     return device.evolve(free_memory=min(free, device.total_memory),
                          free_memory_unknown=False), ""
 

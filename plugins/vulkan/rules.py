@@ -10,6 +10,8 @@ from gpuscout.plugins.vulkan.names import LIBRARY
 
 #: Libraries a Vulkan device can be the twin of (the seed's list).
 TWIN_LIBRARIES = ("CUDA", "ROCm")
+#: Metal sees the same unified-memory GPUs that MoltenVK puts behind Vulkan on macOS.
+METAL = "Metal"
 MIB = 1024 * 1024
 
 
@@ -90,14 +92,17 @@ def _memory_buckets(total: int) -> list[tuple[str, int]]:
 
 
 def twin_keys(device: DeviceInfo) -> frozenset[tuple[str, ...]]:
-    """Keys that any device ``likely_duplicate`` or ``same_uuid`` pairs with ``device`` shares
-    with it: its UUID, and its normalized description with each of its memory buckets. The
+    """Keys that any device ``likely_duplicate``, ``same_uuid`` or ``same_unified_gpu`` pairs
+    with ``device`` shares with it: its UUID, its normalized description with each of its
+    memory buckets, and for an integrated Metal or Vulkan device its normalized description. The
     merge then asks the heuristic only about devices that share a key (near-linear)."""
     keys: set[tuple[str, ...]] = set()
     uuid = uuid_hex(device.uuid)
     if uuid:
         keys.add(("uuid", uuid))
     description = normalize_description(device.description)
+    if description and device.integrated and device.library in (LIBRARY, METAL):
+        keys.add(("unified", description))
     if description and device.total_memory > 0:
         keys.update((description, unit, str(n)) for unit, n in _memory_buckets(device.total_memory))
     return frozenset(keys)
@@ -131,3 +136,19 @@ def same_uuid(a: DeviceInfo, b: DeviceInfo) -> bool:
         return False
     mine = uuid_hex(vulkan.uuid)
     return mine != "" and mine == uuid_hex(other.uuid)
+
+
+def same_unified_gpu(a: DeviceInfo, b: DeviceInfo) -> bool:
+    """A Vulkan device and a Metal device that are one unified-memory GPU: MoltenVK's view of an
+    Apple (or Intel Mac) GPU and Metal's.
+
+    MoltenVK names the physical device after its MTLDevice and reports a unified-memory GPU as
+    INTEGRATED_GPU, so both records carry the same name and ``integrated``. Memory is not
+    compared: MoltenVK's heap and Metal's recommendedMaxWorkingSetSize need not agree. Neither
+    library is preferred (the core's rule prefers CUDA and ROCm only), so the record found first
+    survives: the Metal one, since the core merges in plugin order and ``metal`` is registered
+    before ``vulkan``.
+    """
+    if {a.library, b.library} != {LIBRARY, METAL} or not (a.integrated and b.integrated):
+        return False
+    return similar_description(a.description, b.description)

@@ -18,12 +18,14 @@ ST_APPLICATION_INFO, ST_INSTANCE_CREATE_INFO = 0, 1
 ST_PROPERTIES_2, ST_MEMORY_PROPERTIES_2 = 1000059001, 1000059006
 ST_ID_PROPERTIES, ST_DRIVER_PROPERTIES = 1000071004, 1000196000
 ST_PCI_BUS_INFO, ST_MEMORY_BUDGET = 1000212000, 1000237000
+ST_FEATURES_2, ST_16BIT_STORAGE_FEATURES = 1000059000, 1000083000
 PORTABILITY_ENUMERATION_BIT = 0x1
 EXT_PORTABILITY_ENUMERATION = "VK_KHR_portability_enumeration"
 EXT_PROPERTIES_2 = "VK_KHR_get_physical_device_properties2"
 EXT_DRIVER_PROPERTIES = "VK_KHR_driver_properties"
 EXT_PCI_BUS_INFO = "VK_EXT_pci_bus_info"
 EXT_MEMORY_BUDGET = "VK_EXT_memory_budget"
+EXT_16BIT_STORAGE = "VK_KHR_16bit_storage"
 MAX_MEMORY_HEAPS = 16
 
 
@@ -135,3 +137,11 @@ PhysicalDeviceMemoryProperties2 = _struct("PhysicalDeviceMemoryProperties2", [
 #: VK_EXT_memory_budget.
 PhysicalDeviceMemoryBudgetPropertiesEXT = _struct("PhysicalDeviceMemoryBudgetPropertiesEXT", [
     *_HEAD, ("heapBudget", u64 * MAX_MEMORY_HEAPS), ("heapUsage", u64 * MAX_MEMORY_HEAPS)])
+#: VkPhysicalDeviceFeatures: 55 VkBool32 in spec order; only its size matters here.
+PhysicalDeviceFeatures = _struct("PhysicalDeviceFeatures", [("features", u32 * 55)])
+PhysicalDeviceFeatures2 = _struct("PhysicalDeviceFeatures2", [
+    *_HEAD, ("features", PhysicalDeviceFeatures)])
+#: Core 1.1 (VK_KHR_16bit_storage): storageBuffer16BitAccess is what ggml-vulkan requires.
+PhysicalDevice16BitStorageFeatures = _struct("PhysicalDevice16BitStorageFeatures", [
+    *_HEAD, *_u32s("storageBuffer16BitAccess uniformAndStorageBuffer16BitAccess"
+                   " storagePushConstant16 storageInputOutput16")])

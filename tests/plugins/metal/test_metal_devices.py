@@ -196,3 +196,74 @@ def test_a_metal_selection_needs_no_variable_and_the_kit_accepts_the_plugin(
     assert len(devices) == 1
     assert s.visible_env(devices) == {}
     assert check_plugin(metal, name="metal", env={}, platform="darwin") == []
+
+
+# A MacBook Pro 16" (2019) with two GPUs. Names as Metal gives them; the sizes are constructed
+# (an 8 GB discrete card, a share of 16 GB RAM for the integrated one), not recordings.
+def fake_metal_device_intel_uhd_630() -> FakeMetalDevice:
+    return FakeMetalDevice("Intel(R) UHD Graphics 630", 1536 * MIB, 0, 0x1000004A7)
+
+
+def fake_metal_device_radeon_pro_5500m() -> FakeMetalDevice:
+    return FakeMetalDevice("AMD Radeon Pro 5500M", 8 * GIB, 0, 0x1000004B2, unified=False)
+
+
+def two_gpu_intel_mac() -> FakeMetalFramework:
+    """MTLCopyAllDevices lists the Intel GPU first; the system default is the Radeon (with
+    automatic graphics switching the default device is the high-power GPU)."""
+    return FakeMetalFramework([fake_metal_device_intel_uhd_630(),
+                               fake_metal_device_radeon_pro_5500m()],
+                              default=fake_metal_device_radeon_pro_5500m())
+
+
+def test_the_default_device_ggml_metal_uses_comes_first_as_id_0(
+        macos_scout: MacosScout) -> None:
+    """ggml-metal-device.m ggml_metal_device_init (ggml d99724f2, line 720) opens
+    MTLCreateSystemDefaultDevice(): that device is id 0, the other follows as id 1."""
+    found = macos_scout(two_gpu_intel_mac()).discover()
+    by_id = {d.id: (d.name, d.filter_id, d.integrated) for d in found.devices}
+    assert by_id == {"0": ("AMD Radeon Pro 5500M", "0", False),
+                     "1": ("Intel(R) UHD Graphics 630", "1", True)}
+
+
+def test_the_note_names_the_devices_a_child_does_not_use(macos_scout: MacosScout) -> None:
+    """ggml-metal-device.m line 720: only the default device is used, and no variable selects
+    another, so the note names the Intel GPU as unused."""
+    found = macos_scout(two_gpu_intel_mac()).discover()
+    (report,) = [p for p in found.plugins if p.name == "metal"]
+    assert "id 0 'AMD Radeon Pro 5500M'" in report.note
+    assert "id 1 'Intel(R) UHD Graphics 630' not used by a child" in report.note
+
+
+def test_an_unknown_default_device_keeps_the_order_and_says_so(macos_scout: MacosScout) -> None:
+    """MTLCreateSystemDefaultDevice can answer None in a command-line process: the order stays
+    MTLCopyAllDevices' and the note says the default is unknown."""
+    framework = FakeMetalFramework([fake_metal_device_intel_uhd_630(),
+                                    fake_metal_device_radeon_pro_5500m()], default=None)
+    found = macos_scout(framework).discover()
+    assert {d.id: d.name for d in found.devices}["0"] == "Intel(R) UHD Graphics 630"
+    (report,) = [p for p in found.plugins if p.name == "metal"]
+    assert "unknown in this process" in report.note
+
+
+def test_a_single_device_gets_no_note(macos_scout: MacosScout) -> None:
+    """One device is the default one: nothing to say."""
+    m1 = fake_metal_device_recorded_m1_16gb()
+    found = macos_scout(FakeMetalFramework([m1], default=m1)).discover()
+    (report,) = [p for p in found.plugins if p.name == "metal"]
+    assert report.note == ""
+
+
+def test_a_device_ggml_metal_does_not_open_ranks_after_the_default_one(
+        macos_scout: MacosScout) -> None:
+    """ggml-metal-device.m line 720 opens only the default device: with the integrated Intel GPU
+    as default (graphics switching off), the discrete Radeon still ranks after it, with the
+    reason, although discrete devices otherwise rank first."""
+    framework = FakeMetalFramework([fake_metal_device_intel_uhd_630(),
+                                    fake_metal_device_radeon_pro_5500m()],
+                                   default=fake_metal_device_intel_uhd_630())
+    found = macos_scout(framework).discover()
+    assert [(d.name, d.integrated) for d in found.devices] == [
+        ("Intel(R) UHD Graphics 630", True), ("AMD Radeon Pro 5500M", False)]
+    assert found.devices[0].unused_reason == ""
+    assert found.devices[1].unused_reason.startswith("ggml-metal opens only the system default")

@@ -48,17 +48,42 @@ def test_pci_address_is_empty_without_pci_bus_info() -> None:
     assert pci_address(None) == ""
 
 
-def test_largest_device_local_heap_is_the_total_not_the_sum() -> None:
-    """NVIDIA's BAR window (a second device-local heap) is not counted twice."""
+def test_a_discrete_gpu_sums_its_device_local_heaps() -> None:
+    """ggml-vulkan.cpp ggml_backend_vk_get_device_memory (ggml d99724f2, line 17881): the sum of
+    DEVICE_LOCAL heaps, NVIDIA's 256 MiB BAR window included; host heaps are left out."""
     heaps = [[24 * GIB, DEVICE_LOCAL], [64 * GIB, 0], [256 * MIB, DEVICE_LOCAL]]
-    assert device_memory(raw(heaps=heaps)) == (24 * GIB, 24 * GIB, True)
+    assert device_memory(raw(heaps=heaps)) == (24 * GIB + 256 * MIB, 24 * GIB + 256 * MIB, True)
 
 
-def test_free_memory_is_budget_minus_usage_of_that_heap() -> None:
-    """With VK_EXT_memory_budget free is heapBudget - heapUsage of the chosen heap."""
-    heaps = [[24 * GIB, DEVICE_LOCAL], [64 * GIB, 0]]
-    d = raw(heaps=heaps, heap_budget=[22 * GIB, 60 * GIB], heap_usage=[2 * GIB, 0])
-    assert device_memory(d) == (24 * GIB, 20 * GIB, False)
+def test_free_memory_sums_budget_minus_usage_over_the_counted_heaps() -> None:
+    """ggml-vulkan.cpp ggml_backend_vk_get_device_memory (line 17901): free adds heapBudget -
+    heapUsage of each counted heap."""
+    heaps = [[24 * GIB, DEVICE_LOCAL], [64 * GIB, 0], [256 * MIB, DEVICE_LOCAL]]
+    d = raw(heaps=heaps, heap_budget=[22 * GIB, 60 * GIB, 200 * MIB],
+            heap_usage=[2 * GIB, 0, 0])
+    assert device_memory(d) == (24 * GIB + 256 * MIB, 20 * GIB + 200 * MIB, False)
+
+
+# A Ryzen APU on RADV (constructed from Mesa's radv_physical_device.c split, not a recording):
+# 64 GiB RAM, 512 MiB carve-out; RADV exposes 2/3 of carve-out + GTT as a device-local heap and
+# the rest as a host heap.
+APU_HEAPS = [[22 * GIB, DEVICE_LOCAL], [11 * GIB, 0]]
+
+
+def test_an_apu_on_radv_counts_every_heap() -> None:
+    """ggml-vulkan.cpp ggml_backend_vk_get_device_memory (line 17898): an INTEGRATED_GPU
+    counts all heaps, so RADV's host-visible third is part of the total."""
+    d = raw(device_type=1, vendor_id=0x1002, driver_id=3, heaps=APU_HEAPS,
+            heap_budget=[20 * GIB, 10 * GIB], heap_usage=[GIB, 0])
+    assert device_memory(d) == (33 * GIB, 29 * GIB, False)
+    assert to_device_info(d, 0, "linux").total_memory == 33 * GIB
+
+
+def test_an_apu_without_memory_budget_reports_its_heaps_as_free() -> None:
+    """ggml-vulkan.cpp ggml_backend_vk_get_device_memory (line 17904): without
+    VK_EXT_memory_budget each counted heap's size is its free memory (free unknown here)."""
+    d = raw(device_type=1, heaps=APU_HEAPS)
+    assert device_memory(d) == (33 * GIB, 33 * GIB, True)
 
 
 def test_usage_above_budget_gives_zero_free_memory() -> None:
@@ -125,3 +150,16 @@ def test_record_carries_pci_id_and_uuid_when_the_driver_gives_them() -> None:
     d = to_device_info(raw(pci=[0, 1, 0, 0], uuid="ab" * 16), 0, "linux")
     assert d.pci_id == "0000:01:00.0"
     assert d.uuid == "abababab-abab-abab-abab-abababababab"
+
+
+def test_moltenvk_driver_version_is_decimal_major_minor_patch() -> None:
+    """MoltenVK packs driverVersion as major*10000 + minor*100 + patch (MVK_MAKE_VERSION in
+    MoltenVK's public header): 10211 is MoltenVK 1.2.11, not VK_MAKE_VERSION's 0.2."""
+    d = raw(vendor_id=0x106B, driver_id=14, driver_name="MoltenVK", driver_version=10211,
+            driver_info="1.2.11")
+    assert driver_version(d, "darwin") == (1, 2)
+
+
+def test_moltenvk_without_driver_properties_is_known_by_apple_vendor_on_macos() -> None:
+    """Without VkPhysicalDeviceDriverProperties, vendor 0x106B on macOS is MoltenVK."""
+    assert driver_version(raw(vendor_id=0x106B, driver_version=10300), "darwin") == (1, 3)

@@ -74,13 +74,14 @@ def test_lavapipe_refresh_in_process(
 
 
 def discrete(index: int, uuid: str, budget: int, usage: int, **kw: Any) -> RawDevice:
-    """A discrete GPU with VK_EXT_memory_budget: 24 GiB VRAM plus NVIDIA's 256 MiB BAR heap."""
+    """A discrete GPU with VK_EXT_memory_budget: 24 GiB VRAM plus NVIDIA's 256 MiB BAR heap,
+    whose budget is all in use (so free memory is the VRAM heap's budget - usage)."""
     base: dict[str, Any] = dict(
         index=index, name="NVIDIA GeForce RTX 4090", device_type=2, vendor_id=0x10DE,
         device_id=0x2684, api_version=(1 << 22) | (3 << 12), driver_version=0,
         extensions=[EXT_MEMORY_BUDGET], uuid=uuid, heaps=[[24 * GIB, 1], [64 * GIB, 0],
                                                           [256 * MIB, 1]],
-        heap_budget=[budget, 60 * GIB, 200 * MIB], heap_usage=[usage, 0, 0])
+        heap_budget=[budget, 60 * GIB, 200 * MIB], heap_usage=[usage, 0, 200 * MIB])
     return RawDevice(**{**base, **kw})
 
 
@@ -121,11 +122,11 @@ def vulkan(gpuscout_scout: ScoutFactory) -> Scout:
 
 def test_refresh_reads_budget_minus_usage_again(
         fake_loader: Callable[[ProbeResult], FakeLoader], vulkan: Scout) -> None:
-    """After usage grows, a refresh reports budget - usage of the largest device-local heap."""
+    """After usage grows, a refresh reports budget - usage summed over the device-local heaps."""
     fake = fake_loader(ProbeResult(devices=[discrete(0, UUID_A, 23 * GIB, 1 * GIB)]))
     (before,) = vulkan.discover().devices
     assert before.free_memory == 22 * GIB
-    fake.result.devices[0].heap_usage = [8 * GIB, 0, 0]
+    fake.result.devices[0].heap_usage = [8 * GIB, 0, 200 * MIB]
     (after,) = vulkan.refresh([before])
     assert (after.free_memory, after.free_memory_stale, after.free_memory_unknown) == (
         15 * GIB, False, False)

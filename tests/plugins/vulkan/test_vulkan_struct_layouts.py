@@ -21,6 +21,8 @@ HEADER_SIZES = {
     vk.PhysicalDeviceIDProperties: 64, vk.PhysicalDeviceDriverProperties: 536,
     vk.PhysicalDevicePCIBusInfoPropertiesEXT: 32, vk.PhysicalDeviceMemoryProperties: 520,
     vk.PhysicalDeviceMemoryProperties2: 536, vk.PhysicalDeviceMemoryBudgetPropertiesEXT: 272,
+    vk.PhysicalDeviceFeatures: 220, vk.PhysicalDeviceFeatures2: 240,
+    vk.PhysicalDevice16BitStorageFeatures: 32,
 }
 HEADER_OFFSETS = [
     (vk.PhysicalDeviceProperties, "limits", 296),
@@ -40,6 +42,7 @@ STRUCTURE_TYPES = {  # VkStructureType values from the header
     "ST_PROPERTIES_2": 1000059001, "ST_MEMORY_PROPERTIES_2": 1000059006,
     "ST_ID_PROPERTIES": 1000071004, "ST_DRIVER_PROPERTIES": 1000196000,
     "ST_PCI_BUS_INFO": 1000212000, "ST_MEMORY_BUDGET": 1000237000,
+    "ST_FEATURES_2": 1000059000, "ST_16BIT_STORAGE_FEATURES": 1000083000,
 }
 
 needs_64_bit = pytest.mark.skipif(ctypes.sizeof(ctypes.c_void_p) != 8,
@@ -142,3 +145,18 @@ def test_memory_properties_fill_the_struct_and_not_beyond(lavapipe_device: objec
     memory = vk.PhysicalDeviceMemoryProperties.from_buffer_copy(buf.raw[:size])
     assert 1 <= memory.memoryHeapCount <= vk.MAX_MEMORY_HEAPS
     assert memory.memoryHeaps[0].flags & 1 and memory.memoryHeaps[0].size > 0
+
+
+def test_driver_writes_16_bit_storage_features_within_the_struct(lavapipe_device: object) -> None:
+    """Through vkGetPhysicalDeviceFeatures2 the 16-bit storage struct is filled, not overrun;
+    lavapipe has storageBuffer16BitAccess (what ggml-vulkan's default set requires)."""
+    inst, handle = lavapipe_device  # type: ignore[misc]
+    head = struct.pack("<I4xQ", vk.ST_16BIT_STORAGE_FEATURES, 0)
+    buf = canary_buffer(vk.PhysicalDevice16BitStorageFeatures, head)
+    feats2 = vk.PhysicalDeviceFeatures2(sType=vk.ST_FEATURES_2, pNext=ctypes.addressof(buf))
+    inst.device_calls()["feats2"](handle, ctypes.byref(feats2))
+    size = ctypes.sizeof(vk.PhysicalDevice16BitStorageFeatures)
+    storage = vk.PhysicalDevice16BitStorageFeatures.from_buffer_copy(buf.raw[:size])
+    assert storage.storageBuffer16BitAccess == 1
+    assert storage.storageInputOutput16 in (0, 1)
+    assert set(buf.raw[size:]) == {CANARY}
