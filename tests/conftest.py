@@ -1,10 +1,13 @@
 """Shared fixtures: Scouts over injected devices (through the gpuscout.testing kit), installed
-distributions with entry points, lavapipe."""
+distributions with entry points, lavapipe; the fake machine (``--fake-machine`` or
+``GPUSCOUT_TEST_FAKE_MACHINE``) and the markers that say what a test needs of the real one."""
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import glob
+import importlib.util
 import os
 import platform
 import textwrap
@@ -37,12 +40,15 @@ def _fresh_structlog() -> Any:
 
 
 @pytest.fixture
-def scout_with(gpuscout_scout: ScoutFactory) -> Callable[..., Scout]:
-    """Build a Scout holding the built-in rule plugins plus injected devices."""
+def scout_with(gpuscout_scout: ScoutFactory, hidden_machine: None) -> Callable[..., Scout]:
+    """Build a Scout holding the built-in rule plugins plus injected devices, and none of this
+    machine's real devices (``hidden_machine``), whatever ``env`` says."""
 
     def make(devices: Sequence[DeviceInfo] = (), *, builtins: Sequence[str] = (
             "cuda", "rocm", "metal", "vulkan"), env: dict[str, str] | None = None,
             platform: str = "linux", **kwargs: Any) -> Scout:
+        # Vulkan's test env only: hidden_machine hides the others' devices, and the env is
+        # also what `gpuscout exec` hands its child, where a test looks at every variable.
         return gpuscout_scout(*builtins, injected(devices), env={**NO_VULKAN_ENV, **(env or {})},
                               platform=platform, **kwargs)
 
@@ -77,7 +83,8 @@ def site_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path
 @pytest.fixture
 def machine(scout_with: Callable[..., Scout]) -> Callable[..., Callable[[Any], Scout]]:
     """``machine(devices, env)``: a Scout factory for ``gpuscout.cli.main(argv, scout_factory=...)``
-    whose Scout reports ``devices`` under ``env`` (the command line's scout options are ignored)."""
+    whose Scout reports ``devices`` under ``env`` (the command line's scout options are ignored)
+    and none of this machine's real devices (see ``scout_with``)."""
 
     def factory(devices: Sequence[DeviceInfo],
                 env: dict[str, str] | None = None) -> Callable[[Any], Scout]:
@@ -90,9 +97,15 @@ def machine(scout_with: Callable[..., Scout]) -> Callable[..., Callable[[Any], S
 ICD_FOLDER = "/usr/share/vulkan/icd.d"
 
 
+def on_ci() -> bool:
+    """Whether this run is CI's (.ci/run exports CI=true): there, what a test needs of the
+    machine must be there, and a skip for its absence is a failure (``pytest_runtest_makereport``)."""
+    return os.environ.get("CI") == "true"
+
+
 def require(what: str) -> None:
     """Skip without ``what``, but fail under CI, where .ci/run must have installed it."""
-    if os.environ.get("CI") == "true":
+    if on_ci():
         pytest.fail(f"{what} is missing, but CI must provide it "
                     "(.ci/run installs mesa-vulkan-drivers libvulkan1)")
     pytest.skip(f"{what} is missing")
@@ -135,3 +148,247 @@ def env() -> Iterator[dict[str, str]]:
     yield {**os.environ, MARKER: marker}
     assert eventually(lambda: not processes_with_env(MARKER, marker)), \
         f"processes left running: {processes_with_env(MARKER, marker)}"
+
+
+# -- the machine: fake, hidden, or needed as it is --------------------------------------------------
+#
+# Every test must give the same result on a machine with any GPU, driver or none. Three tools:
+#
+# - ``--fake-machine=h200`` (or GPUSCOUT_TEST_FAKE_MACHINE=h200) runs the whole suite as if this
+#   machine had that hardware: the real CUDA plugin's NVML seam (``nvml._load_nvml``) answers
+#   with a recording of tests/plugins/cuda/recorded/, and the real ROCm plugin reads a tree of
+#   tests/plugins/rocm/trees/ wherever it would read the live root. Names combine with commas
+#   (``h200,rx7900xtx``). Only this process is faked: a child process sees the real machine.
+# - ``hidden_machine``: the built-in plugins find none of the machine's devices, real or fake,
+#   whatever env a test gives (a test's own ``CUDA_VISIBLE_DEVICES=0`` must not unhide the
+#   machine's GPU 0). Every test outside tests/plugins/ gets it unless marked ``real_machine``;
+#   ``scout_with`` and ``machine`` always do. Vendor tests fake their own plugin's seam.
+# - markers ``needs_no_nvidia_driver`` / ``needs_no_amd_gpu``: tests about the real "no driver"
+#   path, skipped with the reason on a machine (or fake machine) that has one.
+#
+# Under CI=true a skip is a failure (CI's machine is specified by .ci/run: lavapipe, dash, no
+# GPU driver), except a skip declared by a skip/skipif mark, one caused by the fake machine,
+# and a test marked ``ci_may_skip``.
+
+#: The variable that switches the fake machine on (the command line option wins).
+FAKE_MACHINE_ENV = "GPUSCOUT_TEST_FAKE_MACHINE"
+TESTS = Path(__file__).parent
+CUDA_RECORDINGS = TESTS / "plugins" / "cuda" / "recorded"
+ROCM_TREES = TESTS / "plugins" / "rocm" / "trees"
+#: Where the ROCm plugin finds AMD GPUs on a live root (besides amdsmi).
+KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
+NVML_LIBRARY = "libnvidia-ml.so.1"
+
+#: The markers this file gives meaning to, with what each test needs.
+MARKERS = {
+    "needs_no_nvidia_driver": f"a machine without an NVIDIA driver ({NVML_LIBRARY})",
+    "needs_no_amd_gpu": f"a machine without amdsmi and without an AMD KFD topology ({KFD_NODES})",
+}
+
+#: Tests of vendor files (owned there) that need the machine without a driver, by node id.
+#: TODO(vendor owners): move each into its file as a mark, then empty this table.
+VENDOR_MARKS = {
+    "tests/plugins/cuda/test_cuda_no_driver.py::test_missing_driver_gives_no_devices_and_an_ok_report":
+        "needs_no_nvidia_driver",
+    "tests/plugins/cuda/test_cuda_no_driver.py::test_missing_driver_path_does_not_import_pynvml":
+        "needs_no_nvidia_driver",
+    "tests/plugins/cuda/test_cuda_no_driver.py::test_pynvml_itself_reports_library_not_found_here":
+        "needs_no_nvidia_driver",
+    "tests/plugins/cuda/test_cuda_no_driver.py::test_enumeration_without_a_driver_is_fast":
+        "needs_no_nvidia_driver",
+    "tests/plugins/rocm/test_amdsmi_source.py::test_amdsmi_alone_builds_the_record_when_kfd_is_unreadable":
+        "needs_no_amd_gpu",
+    "tests/plugins/rocm/test_amdsmi_source.py::test_amdsmi_gpus_without_dev_kfd_give_no_device_and_say_why":
+        "needs_no_amd_gpu",
+    "tests/plugins/rocm/test_amdsmi_source.py::test_amdsmi_failure_falls_back_to_sysfs":
+        "needs_no_amd_gpu",
+    "tests/plugins/rocm/test_amdsmi_source.py::test_live_root_without_amdsmi_falls_back_to_sysfs_and_names_amdsmi":
+        "needs_no_amd_gpu",
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fake-machine", default=os.environ.get(FAKE_MACHINE_ENV, ""), metavar="NAMES",
+        help="run as if this machine had the recorded hardware: CUDA recordings "
+             f"({', '.join(sorted(p.stem for p in CUDA_RECORDINGS.glob('*.json')))}) and ROCm "
+             f"trees ({', '.join(sorted(p.name for p in ROCM_TREES.iterdir() if p.is_dir()))}), "
+             f"comma separated (default: ${FAKE_MACHINE_ENV})")
+
+
+def fake_machine_names(config: pytest.Config) -> list[str]:
+    """The recordings and trees the fake machine is made of ([] when it is off)."""
+    value = str(config.getoption("--fake-machine") or "")
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    for name in names:
+        if not ((CUDA_RECORDINGS / f"{name}.json").is_file() or (ROCM_TREES / name).is_dir()):
+            raise pytest.UsageError(
+                f"--fake-machine / {FAKE_MACHINE_ENV}: {name!r} is neither a CUDA recording in "
+                f"{CUDA_RECORDINGS} nor a ROCm tree in {ROCM_TREES}")
+    return names
+
+
+def _fake_cuda_names(config: pytest.Config) -> list[str]:
+    return [n for n in fake_machine_names(config) if (CUDA_RECORDINGS / f"{n}.json").is_file()]
+
+
+def _fake_rocm_names(config: pytest.Config) -> list[str]:
+    return [n for n in fake_machine_names(config) if (ROCM_TREES / n).is_dir()]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    fake_machine_names(config)  # a misspelt name stops the run before any test
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    names = fake_machine_names(config)
+    return f"gpuscout fake machine: {', '.join(names)}" if names else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rootdir = Path(str(config.rootpath))
+    for item in items:
+        path = Path(str(item.path))
+        relative = path.relative_to(rootdir).as_posix() if path.is_relative_to(rootdir) else ""
+        marker = VENDOR_MARKS.get(f"{relative}::{item.name.split('[')[0]}")
+        if marker:
+            item.add_marker(marker)
+
+
+@functools.cache
+def _cuda_fakes() -> Any:
+    """tests/plugins/cuda/conftest.py as a module (its FakeNvmlRecorded), loaded by path: with
+    --import-mode=importlib no test folder is importable by name."""
+    spec = importlib.util.spec_from_file_location(
+        "gpuscout_tests_cuda_fakes", TESTS / "plugins" / "cuda" / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fake_nvml(names: Sequence[str]) -> Any:
+    """A FakeNvmlRecorded holding the GPUs of the CUDA recordings ``names``, in order."""
+    fakes = _cuda_fakes()
+    merged = fakes.load_recording(names[0])
+    for name in names[1:]:
+        merged["gpus"] += fakes.load_recording(name)["gpus"]
+    return fakes.FakeNvmlRecorded(merged)
+
+
+def _live_root_read_as(original: Callable[[Any], Any], tree: Path) -> Callable[[Any], Any]:
+    """``original`` (the ROCm plugin's enumerate) with the live root replaced by ``tree``."""
+    import attrs
+
+    def enumerate_devices(context: Any) -> Any:
+        if context.root in ("", "/"):
+            context = attrs.evolve(context, root=str(tree))  # notes: the same list
+        return original(context)
+
+    return enumerate_devices
+
+
+def _machine_as(monkeypatch: pytest.MonkeyPatch, nvml_answer: Callable[[Any], Any] | None,
+                rocm_tree: Path | None) -> None:
+    """Point the built-ins' seams at another machine: NVML answers ``nvml_answer(context)``
+    (off macOS, where the plugin never looks), the live root reads as ``rocm_tree``."""
+    if nvml_answer is not None:
+        from gpuscout.plugins.cuda import nvml
+
+        real = nvml._load_nvml
+        monkeypatch.setattr(nvml, "_load_nvml", lambda context: (
+            real(context) if context.platform == "darwin" else nvml_answer(context)))
+    if rocm_tree is not None:
+        from gpuscout.plugins.rocm import discover
+
+        monkeypatch.setattr(discover, "enumerate_devices",
+                            _live_root_read_as(discover.enumerate_devices, rocm_tree))
+
+
+def _no_driver(context: Any) -> None:
+    context.note("no NVIDIA driver: this machine's GPUs are hidden from the test "
+                 "(tests/conftest.py hidden_machine)")
+    return None
+
+
+@pytest.fixture
+def hidden_machine(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
+                   _fake_machine: None) -> None:
+    """The built-in CUDA and ROCm plugins find no device of this machine, real or fake: NVML
+    is "not installed" and the live root has no /sys (whatever env the Scout is given). Vulkan
+    is kept off real drivers by its ``GPUSCOUT_TEST_ENV``, Metal by ``platform="linux"``."""
+    _machine_as(monkeypatch, _no_driver, tmp_path_factory.mktemp("empty-root"))
+
+
+@pytest.fixture(autouse=True)
+def _fake_machine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``--fake-machine``: the built-in plugins find the recorded hardware on the live
+    root. A test's own fakes (``fake_nvml``, a recorded root) are installed later and win."""
+    cuda, rocm = _fake_cuda_names(request.config), _fake_rocm_names(request.config)
+    if cuda or rocm:
+        nv = fake_nvml(cuda) if cuda else None
+        _machine_as(monkeypatch, (lambda context: nv) if nv is not None else None,
+                    ROCM_TREES / rocm[0] if rocm else None)
+
+
+@pytest.fixture(autouse=True)
+def _hermetic(request: pytest.FixtureRequest, _fake_machine: None) -> None:
+    """Tests outside tests/plugins/ never see this machine's devices unless marked
+    ``real_machine`` (they would pass or fail by the hardware)."""
+    inside_plugins = (TESTS / "plugins") in Path(str(request.node.path)).parents
+    if not inside_plugins and request.node.get_closest_marker("real_machine") is None:
+        request.getfixturevalue("hidden_machine")
+
+
+def nvidia_driver_here(config: pytest.Config) -> str:
+    """Why this machine counts as having an NVIDIA driver ("" when it has none)."""
+    if _fake_cuda_names(config):
+        return f"the fake machine ({', '.join(_fake_cuda_names(config))}) has one"
+    try:
+        ctypes.CDLL(NVML_LIBRARY)
+    except OSError:
+        return ""
+    return f"{NVML_LIBRARY} loads here"
+
+
+def amd_gpu_here(config: pytest.Config) -> str:
+    """Why this machine counts as having an AMD GPU or amdsmi ("" when it has neither)."""
+    if _fake_rocm_names(config):
+        return f"the fake machine ({', '.join(_fake_rocm_names(config))}) has one"
+    if os.path.isdir(KFD_NODES):
+        return f"{KFD_NODES} exists here"
+    if importlib.util.find_spec("amdsmi") is not None:
+        return "amdsmi is installed here"
+    return ""
+
+
+FAKE_CAUSED = pytest.StashKey[bool]()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    checks = {"needs_no_nvidia_driver": nvidia_driver_here, "needs_no_amd_gpu": amd_gpu_here}
+    for name, check in checks.items():
+        if item.get_closest_marker(name) is None:
+            continue
+        why = check(item.config)
+        if why:
+            item.stash[FAKE_CAUSED] = why.startswith("the fake machine")
+            pytest.skip(f"needs {MARKERS[name]}; {why}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Under CI=true a skip is a failure: CI's machine must have what a test needs."""
+    report = yield
+    if not (report.skipped and on_ci()) or hasattr(report, "wasxfail"):
+        return report
+    reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    declared = {str(m.kwargs.get("reason", m.args[0] if m.name == "skip" and m.args else ""))
+                for m in item.iter_markers() if m.name in ("skip", "skipif")}
+    if (item.stash.get(FAKE_CAUSED, False) or item.get_closest_marker("ci_may_skip")
+            or reason.removeprefix("Skipped: ") in declared):
+        return report
+    report.outcome = "failed"
+    report.longrepr = (f"skipped under CI=true, where the machine must provide what the test "
+                       f"needs: {reason}")
+    return report
