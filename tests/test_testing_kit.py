@@ -126,8 +126,9 @@ def test_the_default_env_keeps_the_real_vulkan_loader_away(
     """The default environment is nothing of this process's, plus what each plugin declares
     keeps it from the real machine (Vulkan: a driver manifest that does not exist)."""
     assert gpuscout_env == dict(DEFAULT_ENV) == {}
-    assert plugin_test_env("vulkan", "cuda") == {
-        "VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json"}
+    assert plugin_test_env("vulkan", "cuda", "rocm") == {
+        "VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json",
+        "CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "ROCR_VISIBLE_DEVICES": ""}
     assert dict(gpuscout_scout("vulkan").env) == plugin_test_env("vulkan")
     assert dict(gpuscout_scout("vulkan", env={"A": "1"}).env) == {"A": "1"}
     found = gpuscout_scout("vulkan").discover(include_software=True)
@@ -139,7 +140,8 @@ def test_the_scout_holds_exactly_the_plugins_given(gpuscout_scout: ScoutFactory)
     scout = gpuscout_scout("rocm", Card(), gpuscout.plugins.metal, ("pair", NoLibrary()))
     loaded = [r.name for r in scout.reports if r.status != "disabled"]
     assert loaded == ["rocm", "Card", "gpuscout.plugins.metal", "pair"]
-    assert (dict(scout.env), scout.platform, scout.root) == ({}, "linux", "/")
+    assert (dict(scout.env), scout.platform, scout.root) == (
+        {"ROCR_VISIBLE_DEVICES": ""}, "linux", "/")
 
 
 def test_the_scout_can_add_every_builtin(gpuscout_scout: ScoutFactory) -> None:

@@ -19,6 +19,10 @@ from gpuscout.plugin import (
 from gpuscout.plugins.cuda.names import INIT_ENV, LIBRARY, ORDER_ENV, VISIBLE_ENV
 
 GPUSCOUT_API_VERSION = 1
+#: What keeps a test's Scout from the machine's real NVIDIA GPUs (the testing kit sets it unless
+#: a test passes its own environment): no device visible, and the bus order, so that no driver
+#: probe child is started to learn CUDA's order.
+GPUSCOUT_TEST_ENV = {VISIBLE_ENV: "", ORDER_ENV: "PCI_BUS_ID"}
 
 
 @hookimpl

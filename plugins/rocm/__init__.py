@@ -11,6 +11,9 @@ from gpuscout.plugin import Context, DeviceInfo, EnvEntry, devices_of, for_libra
 from gpuscout.plugins.rocm.names import HIP, INIT_ENV, LIBRARY, ROCR
 
 GPUSCOUT_API_VERSION = 1
+#: What keeps a test's Scout from the machine's real AMD GPUs (the testing kit sets it unless a
+#: test passes its own environment): ROCr reads an empty list as "no devices".
+GPUSCOUT_TEST_ENV = {ROCR: ""}
 
 
 @hookimpl
