@@ -5,6 +5,12 @@ reading is one cattrs converter, built by ``make_converter()`` from the same key
 is strict about types (``"5"`` is not an int) and lenient about absence (a missing key or
 ``null`` reads as the field's default, as Go's decoder does); unknown keys are ignored so newer
 runners stay readable.
+
+A ``Discovery`` reads from the ``gpuscout list --json`` document (its ``devices``, ``dropped``,
+``system`` and ``plugins``; an ``explain`` key is ignored). The document does not carry the
+discovery's own wall time, so ``Discovery.elapsed`` reads as 0.0; a plugin's ``elapsed_ms`` (a
+float rounded to 3 decimals) reads back as ``PluginReport.elapsed`` in seconds, exact to the
+microsecond.
 """
 
 from __future__ import annotations
@@ -20,11 +26,14 @@ from typing import Any, TypeVar, get_args, get_origin
 
 import attrs
 import cattrs
+from cattrs.errors import IterableValidationNote
 from cattrs.gen import make_dict_structure_fn, override
 
 from gpuscout.errors import GpuscoutError
 from gpuscout.layers import GPULayers, GPULayersList
 from gpuscout.memory import BackendMemory, DeviceMemory
+from gpuscout.records import DeviceInfo
+from gpuscout.results import Discovery, Dropped, PluginReport, PluginStatus
 from gpuscout.wire_encode import KEYS as _KEYS
 from gpuscout.wire_encode import NEVER as _NEVER
 from gpuscout.wire_encode import to_json, unstructure
@@ -53,6 +62,41 @@ def _strict_bool(value: Any, _: type) -> bool:
     return value
 
 
+def _strict_float(value: Any, _: type) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"expected number, got {value!r}")
+    return float(value)
+
+
+def _status(value: Any, _: type) -> PluginStatus:
+    if not isinstance(value, str):
+        raise TypeError(f"expected str, got {value!r}")
+    try:
+        return PluginStatus(value)
+    except ValueError:
+        raise ValueError(f"expected one of {', '.join(map(str, PluginStatus))}, "
+                         f"got {value!r:.60}") from None
+
+
+def _record_list_hook(conv: cattrs.Converter, item: type) -> Any:
+    """A list of records, null as empty; a bad item's error carries its index (for the path)."""
+    def structure(value: Any, _: type) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise TypeError(f"expected list, got {value!r:.60}")
+        out: list[Any] = []
+        for i, v in enumerate(value):
+            try:
+                out.append(conv.structure(v, item))
+            except Exception as exc:
+                exc.__notes__ = [*getattr(exc, "__notes__", []),
+                                 IterableValidationNote(f"Structuring @ index {i}", i, item)]
+                raise cattrs.IterableValidationError("bad item", [exc], list) from None
+        return out
+    return structure
+
+
 def _sequence_hook(conv: cattrs.Converter, item: type, wrap: Any) -> Any:
     def structure(value: Any, cls: type) -> Any:
         return wrap(_seq(item)(value, cls, conv))
@@ -75,9 +119,12 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook(int, _strict_int)
     conv.register_structure_hook(str, _strict_str)
     conv.register_structure_hook(bool, _strict_bool)
+    conv.register_structure_hook(float, _strict_float)
+    conv.register_structure_hook(PluginStatus, _status)
     for generic, item, wrap in (
         (tuple[str, ...], str, tuple), (tuple[int, ...], int, tuple),
         (tuple[DeviceMemory, ...], DeviceMemory, tuple), (list[int], int, list),
+        (list[str], str, list),
     ):
         conv.register_structure_hook_func(
             functools.partial(operator.eq, generic), _sequence_hook(conv, item, wrap))
@@ -89,7 +136,23 @@ def make_converter() -> cattrs.Converter:
             never = f.name in _NEVER.get(cls, frozenset())
             st[f.name] = override(omit=True) if never else override(rename=keys.get(f.name, f.name))
         conv.register_structure_hook(cls, _object_hook(make_dict_structure_fn(cls, conv, **st)))
+    for listed, record in ((list[DeviceInfo], DeviceInfo), (list[Dropped], Dropped),
+                            (list[PluginReport], PluginReport)):
+        conv.register_structure_hook_func(
+            functools.partial(operator.eq, listed), _record_list_hook(conv, record))
+    # The list --json document: no discovery wall time on it; a plugin's time is in ms.
+    conv.register_structure_hook(Discovery, _object_hook(make_dict_structure_fn(
+        Discovery, conv, elapsed=override(omit=True))))
+    conv.register_structure_hook(Dropped, _object_hook(make_dict_structure_fn(Dropped, conv)))
+    report = make_dict_structure_fn(PluginReport, conv, elapsed=override(rename="elapsed_ms"))
+    conv.register_structure_hook(PluginReport, _object_hook(
+        lambda value, cls: _seconds(report(value, cls))))
     return conv
+
+
+def _seconds(report: PluginReport) -> PluginReport:
+    report.elapsed = round(report.elapsed / 1000, 9)
+    return report
 
 
 def _object_hook(inner: Any) -> Any:
@@ -207,8 +270,14 @@ def _climb(steps: bytes, room: int) -> int:
     return max(itertools.accumulate(signed, initial=0))
 
 
+#: Wire records plus the ``gpuscout list --json`` document and its parts.
+_READABLE: frozenset[type] = frozenset({*_KEYS, Discovery, Dropped, PluginReport})
+#: The wire key of a field whose name differs from it, beyond the record tables.
+_DOCUMENT_KEYS: dict[type, dict[str, str]] = {PluginReport: {"elapsed": "elapsed_ms"}}
+
+
 def _is_wire_record(cls: Any) -> bool:
-    return isinstance(cls, type) and cls in _KEYS
+    return isinstance(cls, type) and cls in _READABLE
 
 
 def _check_wire_type(cls: Any) -> None:
@@ -224,7 +293,7 @@ def _check_wire_type(cls: Any) -> None:
     except Exception:  # a repr that fails (an int of over 4300 digits) still gets an answer
         shown = f"a {type(cls).__name__}"
     raise GpuscoutError(f"cannot read {shown} from JSON: expected a wire record type "
-                        f"({', '.join(sorted(c.__name__ for c in _KEYS))}) or a list of one")
+                        f"({', '.join(sorted(c.__name__ for c in _READABLE))}) or a list of one")
 
 
 def structure(data: Any, cls: type[T] | Any) -> T:
@@ -265,7 +334,8 @@ def _first_problem(exc: BaseException, cls: type | None) -> tuple[str, str]:
                 name = getattr(note, "name", None)
                 index = getattr(note, "index", None)
                 if name is not None and cls is not None:
-                    step = "." + _KEYS.get(cls, {}).get(name, name)
+                    keys = _KEYS.get(cls) or _DOCUMENT_KEYS.get(cls, {})
+                    step = "." + keys.get(name, name)
                     sub_cls = _field_type(cls, name)
                     where, problem = _first_problem(sub, sub_cls)
                     return step + where, problem
@@ -281,7 +351,7 @@ def _first_problem(exc: BaseException, cls: type | None) -> tuple[str, str]:
 def _field_type(cls: type, name: str) -> type | None:
     if not attrs.has(cls):
         return None
-    t = attrs.fields_dict(cls)[name].type
+    t = attrs.fields_dict(attrs.resolve_types(cls))[name].type
     if isinstance(t, type) and attrs.has(t):
         return t
     args = get_args(t)
@@ -291,7 +361,8 @@ def _field_type(cls: type, name: str) -> type | None:
 def _item_type(cls: type | None) -> type | None:
     # Items of the top-level list are structured one by one in structure(), so a list met here
     # is a field's sequence of plain values (or of DeviceMemory for BackendMemory.gpus).
-    return DeviceMemory if cls is BackendMemory else None
+    # Lists of records (Discovery's) were named by their field, whose type is the item's already.
+    return DeviceMemory if cls is BackendMemory else cls if cls in _READABLE else None
 
 
 __all__ = ["MAX_JSON_DEPTH", "MAX_JSON_SIZE", "converter", "from_json", "make_converter",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,6 +22,8 @@ from gpuscout import (
     from_json,
     to_json,
 )
+from gpuscout.results import Discovery, PluginStatus
+from gpuscout.scout import Scout
 
 # Shaped like a real runner's /info reply: Go writes every key it knows, extra keys may appear.
 RUNNER_INFO = """[
@@ -168,3 +172,50 @@ def test_a_discovery_serializes_as_the_cli_document() -> None:
     assert doc["plugins"][0] == {"name": "cuda", "version": "", "distribution": "",
                                  "hooks": [], "status": "ok", "error": "", "note": "", "devices": 1,
                                  "elapsed_ms": 1.234}
+
+
+GIB = 1 << 30
+H100 = DeviceInfo(id="GPU-1111", library="CUDA", name="CUDA0", description="NVIDIA H100 80GB HBM3",
+                  pci_id="0000:19:00.0", total_memory=80 * GIB, free_memory=79 * GIB,
+                  compute_major=9)
+VK_H100 = DeviceInfo(id="0", filter_id="0", library="Vulkan", description="NVIDIA H100 80GB HBM3",
+                     pci_id="0000:19:00.0", total_memory=80 * GIB, free_memory=79 * GIB)
+RTX = DeviceInfo(id="GPU-aaaa", library="CUDA", name="CUDA1", description="NVIDIA GeForce RTX 4090",
+                 total_memory=24 * GIB, free_memory=23 * GIB, compute_major=8, compute_minor=9)
+LAVAPIPE = DeviceInfo(id="4", filter_id="5", library="Vulkan", description="llvmpipe",
+                      software=True, total_memory=2 * GIB, free_memory=2 * GIB)
+
+
+def test_a_list_json_document_reads_back_into_the_discovery(
+        scout_with: Callable[..., Scout]) -> None:
+    """``from_json(to_json(found), Discovery)`` is ``found``, but for the two times the document
+    does not carry exactly: the discovery's own ``elapsed`` (not on it: reads as 0.0) and each
+    plugin's ``elapsed`` (written as ms rounded to 3 decimals: read back to the microsecond)."""
+    found = scout_with([H100, VK_H100, LAVAPIPE, RTX]).discover()
+    assert found.dropped and found.plugins and any(r.elapsed for r in found.plugins)
+    text = to_json(found)
+    back: Discovery = from_json(text, Discovery)
+    assert back.elapsed == 0.0
+    for mine, theirs in zip(found.plugins, back.plugins, strict=True):
+        assert theirs.elapsed == pytest.approx(mine.elapsed, abs=1e-6)
+        theirs.elapsed = mine.elapsed
+    assert back == attrs.evolve(found, elapsed=0.0)
+    assert to_json(back) != "" and json.loads(to_json(back))["devices"] == json.loads(text)["devices"]
+
+
+def test_a_listing_with_explain_reads_and_bad_parts_name_their_path() -> None:
+    """The ``explain`` key is ignored; a bad value deep in the document names its path."""
+    doc = {"devices": [json.loads(to_json(FULL))], "dropped": [], "system": {
+        "total_memory": 1, "free_memory": 0, "free_swap": 0}, "plugins": [
+        {"name": "cuda", "hooks": ["gpuscout_enumerate"], "status": "ok", "elapsed_ms": 1.5}],
+        "explain": {"criteria": []}}
+    found: Discovery = from_json(json.dumps(doc), Discovery)
+    assert found.plugins[0].elapsed == 0.0015 and found.plugins[0].status is PluginStatus.OK
+    assert found.devices[0].id == FULL.id and found.dropped == [] and found.elapsed == 0.0
+    doc["plugins"][0]["status"] = "fine"  # type: ignore[index]
+    with pytest.raises(GpuscoutError, match=r"^plugins\[0\]\.status: expected one of ok"):
+        from_json(json.dumps(doc), Discovery)
+    doc["plugins"] = []
+    doc["devices"][0]["total_memory"] = "80"  # type: ignore[index]
+    with pytest.raises(GpuscoutError, match=r"^devices\[0\]\.total_memory: expected int"):
+        from_json(json.dumps(doc), Discovery)
