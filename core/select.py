@@ -12,8 +12,10 @@ A selector is one of (tried in this order, case-insensitive):
 * a PCI id (``0000:c4:00.0``, or ``c4:00.0`` for domain 0);
 * a device id or vendor UUID, or a unique prefix of one of at least 4 characters.
 
-Several selectors union; the result is always in rank order. A selector that matches nothing, or
-a prefix or PCI id that matches several devices, raises ``SelectionError`` listing what exists.
+Several selectors union; the result is always in rank order. A well-formed selector that matches
+nothing raises ``NoMatchError`` (a ``SelectionError``); a malformed one (a word that is no
+selector, such as ``nope``), or a prefix or PCI id that matches several devices, raises
+``SelectionError``. Both list what exists.
 Numbers are ASCII digits only; a selector longer than ``MAX_SELECTOR`` characters, a size beyond
 ``MAX_SIZE`` and anything that is not a str are refused with ``SelectionError`` too.
 """
@@ -47,6 +49,9 @@ _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]i?b)\s*", _ASCII_NOCASE)
 _LIBRARY_INDEX = re.compile(r"([a-z][a-z0-9_]*):([0-9]+)", _ASCII_NOCASE)
 _PCI = re.compile(r"(?:([0-9a-f]{4,8}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])", _ASCII_NOCASE)
 _RANK = re.compile(r"[0-9]+", re.ASCII)
+# What a device id or UUID prefix looks like: hex digits and dashes, after an optional word and
+# dash (``GPU-``, ``MIG-``) or ``0x``; a word outside this (``nope``) is no selector at all.
+_ID_PREFIX = re.compile(r"(?:[a-z]+-|0x)?[0-9a-f][0-9a-f-]*", _ASCII_NOCASE)
 # More digits than this is out of range of any device list (and would be slow to convert).
 _MAX_DIGITS = 18
 
@@ -55,6 +60,11 @@ GRAMMAR = "N, ID/UUID (or a prefix of 4+), PCI id, LIBRARY:INDEX, best, all, fit
 
 class SelectionError(GpuscoutError):
     """A selector that is malformed, matches no device, or matches several where one is meant."""
+
+
+class NoMatchError(SelectionError):
+    """A well-formed selector that matches no device (``fits:1TiB``, an index past the end, an
+    id prefix no device has); the ``gpuscout`` command exits 1 for it, 2 for other errors."""
 
 
 class ReserveSource(Protocol):
@@ -203,7 +213,7 @@ def match_one(
         position = _index(text)
         if position >= len(devices):
             _need(devices, selector)
-            raise SelectionError(
+            raise NoMatchError(
                 f"selector {selector!r}: rank position {text} is out of range "
                 f"(0..{len(devices) - 1}); {inventory(devices)}")
         return [position]
@@ -225,7 +235,7 @@ def _index(digits: str) -> int:
 
 def _need(devices: Sequence[DeviceInfo], selector: str) -> None:
     if not devices:
-        raise SelectionError(f"selector {selector!r} matches nothing: no devices were found")
+        raise NoMatchError(f"selector {selector!r} matches nothing: no devices were found")
 
 
 def _fits(selector: str, size: int, devices: Sequence[DeviceInfo],
@@ -238,7 +248,7 @@ def _fits(selector: str, size: int, devices: Sequence[DeviceInfo],
             f"{i}={d.library} {d.uuid or d.id}: "
             f"{max(0, d.free_memory - reserve.minimum_memory(d)) / (1 << 30):.2f} GiB"
             for i, d in enumerate(devices))
-        raise SelectionError(
+        raise NoMatchError(
             f"selector {selector!r}: no device has {size / (1 << 30):.2f} GiB free after its "
             f"reserve; usable memory: {usable}")
     return hits
@@ -254,7 +264,7 @@ def _library(selector: str, name: str, devices: Sequence[DeviceInfo]) -> list[in
         raise SelectionError(f"selector {selector!r}: library= needs a name, e.g. library=rocm")
     hits = [i for i, d in enumerate(devices) if d.library.lower() == name.lower()]
     if not hits:
-        raise SelectionError(
+        raise NoMatchError(
             f"selector {selector!r}: no device of library {name!r}; "
             f"libraries found: {_libraries(devices)}")
     return hits
@@ -264,13 +274,13 @@ def _library_index(selector: str, library: str, index: int,
                    devices: Sequence[DeviceInfo]) -> list[int]:
     order = library_order(devices, library)
     if not order:
-        raise SelectionError(
+        raise NoMatchError(
             f"selector {selector!r}: no device of library {library!r}; "
             f"libraries found: {_libraries(devices)}")
     if index >= len(order):
         listed = "; ".join(f"{library.lower()}:{n} -> {describe(i, devices[i])}"
                            for n, i in enumerate(order))
-        raise SelectionError(
+        raise NoMatchError(
             f"selector {selector!r}: library {devices[order[0]].library} has "
             f"{len(order)} device(s): {listed}")
     return [order[index]]
@@ -289,7 +299,7 @@ def _pci(selector: str, pci_id: str, devices: Sequence[DeviceInfo]) -> list[int]
         # Several records on one card (MIG instances): the caller must name one.
         raise _ambiguous(selector, hits, devices)
     if not hits:
-        raise SelectionError(f"selector {selector!r}: no device at PCI id {pci_id}; "
+        raise NoMatchError(f"selector {selector!r}: no device at PCI id {pci_id}; "
                              f"{inventory(devices)}")
     return hits
 
@@ -310,6 +320,9 @@ def _identity(selector: str, low: str, devices: Sequence[DeviceInfo]) -> list[in
             raise _ambiguous(selector, hits, devices)
         if hits:
             return hits
+        if _ID_PREFIX.fullmatch(low):
+            raise NoMatchError(f"selector {selector!r}: no device id or UUID equals or starts "
+                               f"with it; {inventory(devices)}")
         why = "no device id or UUID equals or starts with it"
     else:
         why = f"not a device id, and an id prefix needs at least {MIN_PREFIX} characters"
@@ -324,7 +337,8 @@ def select_devices(
     """The union of what each selector matches, in rank order. No selectors means ``all``.
 
     ``reserve`` (a Scout) gives each device's minimum memory for ``fits:``; ``ranked_devices``
-    is a discovery's ranked list. Raises ``SelectionError`` for a bad or unmatched selector.
+    is a discovery's ranked list. Raises ``NoMatchError`` for a well-formed selector that
+    matches nothing, ``SelectionError`` for a malformed or ambiguous one.
     """
     devices = list(ranked_devices)
     chosen: set[int] = set()
@@ -334,6 +348,6 @@ def select_devices(
 
 
 __all__ = [
-    "GRAMMAR", "MAX_SELECTOR", "MAX_SIZE", "MIN_PREFIX", "SelectionError", "inventory",
+    "GRAMMAR", "MAX_SELECTOR", "MAX_SIZE", "MIN_PREFIX", "NoMatchError", "SelectionError", "inventory",
     "library_order", "match_one", "parse_size", "select_devices", "split_selectors",
 ]

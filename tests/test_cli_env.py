@@ -182,7 +182,6 @@ def test_empty_selection_prints_nothing_and_exits_0(
     ("nope", "unknown selector 'nope'"),
     ("fits:24", "selector 'fits:24': malformed size '24'"),
     ("GPU-", "is ambiguous"),
-    ("metal:0", "no device of library 'metal'"),
 ])
 def test_bad_selector_exits_2_with_one_line(
         machine: Machine, capsys: pytest.CaptureFixture[str],
@@ -194,6 +193,20 @@ def test_bad_selector_exits_2_with_one_line(
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("gpuscout: error: ")
     assert message in err
+
+
+@pytest.mark.parametrize(("selector", "message"), [
+    ("metal:0", "no device of library 'metal'"),
+    ("fits:1TiB", "no device has 1024.00 GiB"),
+    ("GPU-dead", "no device id or UUID equals or starts with it"),
+])
+def test_selector_matching_nothing_exits_1_with_one_line(
+        machine: Machine, capsys: pytest.CaptureFixture[str],
+        selector: str, message: str) -> None:
+    """A well-formed selector that matches no device is exit 1, one line on stderr."""
+    assert main(["env", selector], scout_factory=machine(MIXED)) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and message in err
 
 
 # -- --verify -----------------------------------------------------------------------------------

@@ -212,7 +212,7 @@ def hook_runs(site_factory: Callable[..., Path]) -> dict[str, Run]:
         if command[0] == "list":
             return run(site, *command, "--plugins", name)
         if command[0] == "env":
-            return run(site, *command, "--plugins", f"{name},show", "--log-format", "json")
+            return run(site, *command, "--plugins", f"{name},show", "-v", "--log-format", "json")
         return run(site, "-c", PY_DRIVER, name, command[0], cli=False)
 
     with ThreadPoolExecutor(len(HOOKS)) as pool:
@@ -305,7 +305,7 @@ def test_a_plugin_cannot_change_what_an_exec_child_inherits(
         """,
     }, {"loud": "acme_loud", "sly": "acme_sly"})
     child = 'import os; print(os.environ.get("CUDA_VISIBLE_DEVICES"))'
-    result = run(site, "exec", "--disable", BUILTINS, "--log-format", "json", "--",
+    result = run(site, "exec", "--disable", BUILTINS, "-v", "--log-format", "json", "--",
                  sys.executable, "-c", child, CUDA_VISIBLE_DEVICES="orig")
     assert result.code == 0, result.err
     assert result.out == "orig\n"

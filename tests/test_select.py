@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from gpuscout import DeviceInfo, Scout
-from gpuscout.select import SelectionError, parse_size, select_devices
+from gpuscout.select import NoMatchError, SelectionError, parse_size, select_devices
 
 GIB = 1024**3
 MIB = 1024**2
@@ -101,7 +101,7 @@ def test_selector_matches(selectors: list[str], expected: list[DeviceInfo]) -> N
 ERRORS = [
     ("an unknown short word", ["gpu"], "unknown selector 'gpu': not a device id, and an id prefix"),
     ("a prefix that matches nothing", ["GPU-ffff"],
-     "unknown selector 'GPU-ffff': no device id or UUID equals or starts with it"),
+     "selector 'GPU-ffff': no device id or UUID equals or starts with it"),
     ("an ambiguous prefix", ["GPU-"], "is ambiguous: it matches 3 devices"),
     ("an ambiguous MIG prefix", ["MIG-aaaa"], "is ambiguous: it matches 2 devices"),
     ("a rank past the end", ["6"], "rank position 6 is out of range (0..5)"),
@@ -123,6 +123,33 @@ def test_bad_selector_is_a_selection_error(selectors: list[str], message: str) -
     with pytest.raises(SelectionError) as info:
         pick(*selectors)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("selector", [
+    "fits:100GiB", "library=metal", "metal:0", "cuda:9", "0000:02:00.0", "GPU-ffff", "cafe",
+    "0xbeef", "99",
+])
+def test_well_formed_selector_matching_nothing_is_a_no_match_error(selector: str) -> None:
+    """A well-formed selector that matches no device raises NoMatchError."""
+    with pytest.raises(NoMatchError):
+        pick(selector)
+
+
+@pytest.mark.parametrize("selector", [
+    "nope", "frobnicate", "abc", "fits:24", "library=", "MIG-aaaa", "nvidia-smi",
+])
+def test_malformed_or_ambiguous_selector_is_not_a_no_match_error(selector: str) -> None:
+    """A word that is no selector, a malformed size or an ambiguous prefix is SelectionError
+    but not NoMatchError."""
+    with pytest.raises(SelectionError) as info:
+        pick(selector)
+    assert not isinstance(info.value, NoMatchError)
+
+
+def test_best_on_an_empty_machine_is_a_no_match_error() -> None:
+    """``best`` with no devices is well-formed and matches nothing."""
+    with pytest.raises(NoMatchError):
+        select_devices(Reserve(), [], ["best"])
 
 
 def test_units_are_case_insensitive() -> None:

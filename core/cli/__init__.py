@@ -34,6 +34,28 @@ COMMANDS = {
 }
 
 
+#: The end of ``gpuscout --help``: examples, then the exit codes.
+EPILOG = """\
+examples:
+  gpuscout list                       the devices, best first
+  gpuscout -v list --json             one JSON object; info events on stderr
+  gpuscout exec --device fits:24GiB -- python train.py
+                                      run a command that sees only devices that fit
+
+exit codes:
+  0    success (also when no accelerator is found)
+  1    a selector matched no device (fits:1TiB, an index past the end)
+  2    usage or input error, such as a malformed selector (one line on stderr)
+  3    --verify found that a child sees something else than the selection
+  130  interrupted
+  (exec passes its command's own exit status through)
+"""
+
+#: What a bare ``gpuscout`` prints on stderr (exit 2).
+SHORT_USAGE = ("usage: gpuscout [OPTIONS] COMMAND [ARGS] (commands: {}; see 'gpuscout --help')\n"
+               .format(", ".join(COMMANDS)))
+
+
 class _NotFound(Exception):
     """The command line cannot be read far enough to find a command name."""
 
@@ -48,7 +70,7 @@ class _Locator(argparse.ArgumentParser):
 def command_name(argv: Sequence[str]) -> str | None:
     """The command ``argv`` names, found the way the full parser finds it (global options and
     their values may come first), or None when it names none or cannot be read."""
-    locator = _Locator(add_help=False, parents=[common.global_options()])
+    locator = _Locator(add_help=False, parents=[common.global_options(check=False)])
     locator.add_argument("command", nargs="?")
     try:
         found, _ = locator.parse_known_args(argv)
@@ -62,9 +84,13 @@ def build_parser(command: str | None) -> tuple[argparse.ArgumentParser, ModuleTy
     """The ``gpuscout`` parser with the full parser of ``command`` and its module, or (None)
     with an empty entry for every command, enough for ``--help`` and for naming a bad one."""
     parser = common.Parser(prog="gpuscout", description="Find every accelerator on this machine.",
-                           parents=[common.global_options()])
-    parser.add_argument("--version", action="version", version=f"gpuscout {VERSION}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=common.Parser)
+                           parents=[common.global_options()], epilog=EPILOG,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"gpuscout {VERSION}",
+                        help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=common.Parser,
+                                help="the command to run (global options may come before or "
+                                     "after it)")
     if command is None:
         for name, line in COMMANDS.items():
             sub.add_parser(name, help=line, add_help=False)
@@ -105,7 +131,8 @@ def main(argv: Sequence[str] | None = None, scout_factory: ScoutFactory | None =
 
     ``scout_factory`` builds the Scout from the parsed arguments (default: the one the scout
     options describe); hosts and tests pass their own. Ctrl-C ends it with 130, a reader that
-    goes away (``| head``) quietly; a usage or input error is one line on stderr and 2. While a
+    goes away (``| head``) quietly; a usage or input error is one line on stderr and 2; a
+    selector that matches no device 1 (``EPILOG`` lists every exit code). While a
     command runs, stdout is gpuscout's alone (see ``gpuscout.cli.output``): what anything else
     prints there goes to stderr.
     """
@@ -132,8 +159,9 @@ def _run(argv: Sequence[str], scout_factory: ScoutFactory) -> int:
         parser, module = build_parser(args.command)
         args = parser.parse_args(argv)
     if module is None:
-        parser.print_help(sys.stderr)
+        sys.stderr.write(SHORT_USAGE)
         return common.USAGE_ERROR
+    common.merge_global_options(args)
     common.configure_logging(args)
     with output.stdout_for_gpuscout():
         code = _dispatch(module, args, scout_factory)
@@ -156,4 +184,4 @@ def _dispatch(module: ModuleType, args: argparse.Namespace, scout_factory: Scout
     return code
 
 
-__all__ = ["COMMANDS", "build_parser", "command_module", "command_name", "main"]
+__all__ = ["COMMANDS", "EPILOG", "SHORT_USAGE", "build_parser", "command_module", "command_name", "main"]

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 # Exit codes shared by every command (``--verify`` mismatches: gpuscout.verify.VERIFY_FAILED).
 SUCCESS = 0
+NO_MATCH = 1  # a well-formed selector matched no device
 USAGE_ERROR = 2
 INTERRUPTED = 130
 
@@ -36,6 +37,11 @@ DEFAULT_ROOT = "/"
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_LOG_FORMAT = "console"
 LOG_FORMATS = ("console", "json")
+DEFAULT_COLOR = "auto"
+COLOR_CHOICES = ("never", "auto", "always")
+#: Lowest level of structlog event shown for each -v count: none by default (the CLI's own
+#: ``gpuscout:`` lines say what went wrong), warnings and info with -v, debug with -vv.
+LOG_LEVELS = (100, 20, 10)
 
 # C0 and C1 control characters, DEL and the Unicode line breaks: shown escaped, never obeyed.
 _CONTROLS = {c: ascii(chr(c))[1:-1] for c in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}
@@ -63,21 +69,39 @@ class Parser(argparse.ArgumentParser):
 # -- options --------------------------------------------------------------------------------------
 
 
-def global_options(after_command: bool = False) -> argparse.ArgumentParser:
+def global_options(after_command: bool = False, check: bool = True) -> argparse.ArgumentParser:
     """A parent parser with the options every command takes before or after its name.
 
-    The copy for a command's own parser (``after_command``) has no defaults, so that it keeps
-    what was given before the command instead of resetting it.
+    Before the command (``gpuscout``'s own parser) they carry the defaults; the copy in a
+    command's parser (``after_command``) has none, so it keeps what was given before the command
+    and overrides it only when given again, and counts its ``-v`` apart (``more_verbose``, added
+    up by ``merge_global_options``). The scout options' copy after the command is added by the
+    command itself (``add_scout_options``). ``check=False`` leaves values unconverted, for a
+    parser that only looks for the command name.
     """
     def default(value: object) -> object:
         return argparse.SUPPRESS if after_command else value
 
     p = Parser(add_help=False)
     p.add_argument("-v", "--verbose", action="count", default=default(0),
-                   help="log more on stderr (-v info, -vv debug)")
-    p.add_argument("--log-format", choices=LOG_FORMATS, default=default(DEFAULT_LOG_FORMAT),
-                   help="log line format on stderr")
+                   dest="more_verbose" if after_command else "verbose",
+                   help="log on stderr: -v warnings and info, -vv debug too (default: no log events)")
+    p.add_argument("--log-format", choices=LOG_FORMATS if check else None,
+                   default=default(DEFAULT_LOG_FORMAT), help="log line format on stderr")
+    p.add_argument("--color", choices=COLOR_CHOICES if check else None,
+                   default=default(DEFAULT_COLOR),
+                   help="colour in tables: auto (a terminal, unless NO_COLOR is set), always or "
+                        "never")
+    if not after_command:
+        _add_scout_options(p, after_command=False, check=check)
     return p
+
+
+def merge_global_options(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with the ``-v`` given after the command added to those given before it."""
+    more: int = vars(args).pop("more_verbose", 0)
+    args.verbose = getattr(args, "verbose", 0) + more
+    return args
 
 
 def command_parser(sub: Subcommands, name: str, help: str, description: str) -> argparse.ArgumentParser:
@@ -120,16 +144,28 @@ def _root(text: str) -> str:
 
 
 def add_scout_options(p: argparse.ArgumentParser) -> None:
-    """The options that say how to build the Scout: plugins allowed and blocked, root, timeout."""
-    p.add_argument("--plugins", metavar="NAMES", type=_allow_list,
+    """The options that say how to build the Scout (plugins allowed and blocked, root, timeout,
+    isolation), as a command's parser takes them after its name: every command adds them."""
+    _add_scout_options(p, after_command=True, check=True)
+
+
+def _add_scout_options(p: argparse.ArgumentParser, after_command: bool, check: bool) -> None:
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if after_command else value
+
+    def typed(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+        return convert if check else str
+
+    p.add_argument("--plugins", metavar="NAMES", type=typed(_allow_list), default=default(None),
                    help="comma list of plugins to use, overriding GPUSCOUT_PLUGINS (default: all)")
-    p.add_argument("--disable", metavar="NAMES", type=plugin_names, default=[],
+    p.add_argument("--disable", metavar="NAMES", type=typed(plugin_names), default=default([]),
                    help="comma list of plugins to block (env GPUSCOUT_DISABLE_PLUGINS)")
-    p.add_argument("--root", type=_root, default=DEFAULT_ROOT,
+    p.add_argument("--root", type=typed(_root), default=default(DEFAULT_ROOT),
                    help="read /sys and /proc under this existing folder")
-    p.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    p.add_argument("--timeout", type=typed(seconds), default=default(DEFAULT_TIMEOUT),
+                   metavar="SECONDS",
                    help=f"each plugin's enumerate deadline, > 0 (default {DEFAULT_TIMEOUT:g})")
-    p.add_argument("--isolated", action="store_true",
+    p.add_argument("--isolated", action="store_true", default=default(False),
                    help="run each plugin's enumeration in a child process of its own: a driver "
                         "that crashes or hangs costs only its plugin")
 
@@ -152,15 +188,16 @@ def scout_argv(args: argparse.Namespace) -> list[str]:
 
 
 def configure_logging(args: argparse.Namespace) -> None:
-    """Log to stderr (stdout stays clean for JSON); warnings by default, -v info, -vv debug.
+    """Log to stderr (stdout stays clean for JSON): no events by default, -v warnings and info,
+    -vv debug too.
 
     gpuscout.log builds its structlog logger for the CLI on the first event that passes (it never
     calls ``structlog.configure``, so a host's own setup wins), and a quiet run never imports it.
     """
     from gpuscout.log import configure_cli
 
-    verbosity = getattr(args, "verbose", 0)
-    configure_cli(30 - 10 * min(verbosity, 2), getattr(args, "log_format", DEFAULT_LOG_FORMAT))
+    verbosity = max(0, min(getattr(args, "verbose", 0), len(LOG_LEVELS) - 1))
+    configure_cli(LOG_LEVELS[verbosity], getattr(args, "log_format", DEFAULT_LOG_FORMAT))
 
 
 # -- the Scout ------------------------------------------------------------------------------------

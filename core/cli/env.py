@@ -18,10 +18,11 @@ def add_parser(sub: Subcommands, help: str) -> None:
     from gpuscout.visibility import FORMATS
 
     p = common.command_parser(
-        sub, "env", help, f"Selectors: {GRAMMAR}. None means all. Exit 2 on a bad selector, "
-                          "3 when --verify finds a mismatch.")
+        sub, "env", help, f"Selectors: {GRAMMAR}. None means all. Exit 1 when a selector matches "
+                          "no device, 2 on a malformed one, 3 when --verify finds a mismatch.")
     common.add_scout_options(p)
-    p.add_argument("selectors", nargs="*", metavar="SELECTOR", help="devices to select")
+    p.add_argument("selectors", nargs="*", metavar="SELECTOR",
+                   help="a device to select, or several (default: all)")
     p.add_argument("--format", choices=FORMATS, default="sh",
                    help="sh: export lines for eval (default); json: one object; dotenv: K=V lines")
     selection.add_selection_options(p)

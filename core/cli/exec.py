@@ -1,8 +1,8 @@
 """``gpuscout exec``: run a command that sees exactly the selected devices.
 
-Exit codes: the command's own status (128+N when it died of signal N); 2 usage error (bad
-selector, no command), nothing started; 3 ``--verify`` mismatch, nothing started; 126/127 the
-command could not be started.
+Exit codes: the command's own status (128+N when it died of signal N); 1 a selector matched no
+device and 2 usage error (malformed selector, no command), nothing started either way; 3
+``--verify`` mismatch, nothing started; 126/127 the command could not be started.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ def add_parser(sub: Subcommands, help: str) -> None:
     p = common.command_parser(
         sub, "exec", help, f"Selectors: {GRAMMAR}. Without --device: all. The command runs "
                            "without a shell, with stdio inherited and SIGINT/SIGTERM/SIGHUP "
-                           "forwarded; its exit status is passed through (128+N after signal N).")
+                           "forwarded; its exit status is passed through (128+N after signal N). "
+                           "Nothing runs when a selector matches no device (exit 1) or is "
+                           "malformed (exit 2).")
     common.add_scout_options(p)
     p.add_argument("--device", action="append", default=[], metavar="SELECTOR",
                    help="a device to select (repeatable; default: all)")
