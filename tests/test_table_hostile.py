@@ -11,9 +11,9 @@ import pytest
 from rich.console import Console
 
 from gpuscout import DeviceInfo, PluginReport, Scout
-from gpuscout.cli import main
+from gpuscout.cli import main, table
 from gpuscout.cli.sizes import human_bytes
-from gpuscout.cli.table import memory_bar, print_discovery, print_plugins
+from gpuscout.cli.table import memory_bar, memory_label, print_discovery, print_plugins
 
 #: The ``machine`` fixture: devices (and an environment) in, a Scout factory for ``main`` out.
 Machine = Callable[..., Callable[[Any], Scout]]
@@ -32,8 +32,10 @@ def render(print_fn: Callable[..., None], what: Any) -> str:
 
 def listing(machine: Machine, capsys: pytest.CaptureFixture[str],
             monkeypatch: pytest.MonkeyPatch, *devices: DeviceInfo) -> str:
-    """The output of ``gpuscout list`` over ``devices``."""
+    """The output of ``gpuscout list`` over ``devices``, on a terminal (the rich table)."""
+    monkeypatch.setattr(table, "_on_terminal", lambda: True)
     monkeypatch.setenv("COLUMNS", "300")
+    monkeypatch.setenv("NO_COLOR", "1")
     factory = machine(list(devices))
     assert main(["list"], scout_factory=factory) == 0
     return capsys.readouterr().out
@@ -69,10 +71,10 @@ def test_a_link_in_a_description_is_not_a_hyperlink() -> None:
 def test_the_memory_bar_is_shown(machine: Machine,
                                  capsys: pytest.CaptureFixture[str],
                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bar's brackets survive: a half-used card shows `[#####-----]`."""
+    """The bar's brackets survive: a half-used card shows `[#####-----]` beside `4.0/8.0 GiB`."""
     out = listing(machine, capsys, monkeypatch, DeviceInfo(
         id="0", library="Vulkan", total_memory=8 * GIB, free_memory=4 * GIB))
-    assert "[#####-----] 4.0 GiB / 8.0 GiB" in out
+    assert "4.0/8.0 GiB  [#####-----]" in out
 
 
 def test_control_characters_in_a_name_are_shown_escaped() -> None:
@@ -108,7 +110,9 @@ def test_a_huge_memory_size_prints(total: int) -> None:
     found = _discovery(DeviceInfo(id="0", library="Vulkan", total_memory=total,
                                   free_memory=total))
     out = render(print_discovery, found)
-    assert f"[----------] {human_bytes(total)} / {human_bytes(total)}" in out
+    device = found.devices[0]
+    assert memory_label(device) in out and "[----------]" in out
+    assert memory_label(device) == f"{human_bytes(total).split()[0]}/{human_bytes(total)}"
 
 
 @pytest.mark.parametrize(("n", "shown"), [

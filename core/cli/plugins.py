@@ -32,5 +32,5 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     else:
         from gpuscout.cli.table import print_plugins
 
-        print_plugins(found.plugins)
+        print_plugins(found.plugins, color=getattr(args, "color", "auto"))
     return common.SUCCESS
