@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from gpuscout.cli import common
 from gpuscout.cli.output import output
@@ -12,6 +13,8 @@ from gpuscout.cli.output import output
 if TYPE_CHECKING:
     from gpuscout.cli.common import ScoutFactory, Subcommands
     from gpuscout.records import DeviceInfo
+    from gpuscout.results import Discovery
+    from gpuscout.scout import Scout
 
 DESCRIPTION = ("Discover the accelerators of this machine and list them best first: discrete "
                "before integrated, then free memory descending, then library and id. Devices "
@@ -31,6 +34,10 @@ def add_parser(sub: Subcommands, help: str) -> None:
     p.add_argument("--explain", action="store_true",
                    help="then say why each device ranks where it does, why each dropped one was "
                         "dropped and what each plugin did (with --json: an \"explain\" key)")
+    p.add_argument("--watch", nargs="?", const=DEFAULT_WATCH, type=common.seconds,
+                   metavar="SECONDS",
+                   help=f"list again every SECONDS (default {DEFAULT_WATCH:g}) until Ctrl-C: "
+                        "redrawn in place on a terminal, one JSON object per line with --json")
 
 
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
@@ -72,9 +79,27 @@ class _ValidationLines:
 
 
 def _list(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
-    found = common.open_scout(args, scout_factory).discover(
-        include_software=args.include_software, validate=args.validate, isolated=args.isolated)
+    scout = common.open_scout(args, scout_factory)
+    if getattr(args, "watch", None) is not None:
+        return watch(args, scout, args.watch)
+    found = _discover(args, scout)
+    code = _print(args, found)
+    if not found.devices:
+        from gpuscout.cli.hints import print_for
+
+        print_for(found, scout.env)
+    return code
+
+
+def _discover(args: argparse.Namespace, scout: Scout) -> Discovery:
+    found = scout.discover(include_software=args.include_software, validate=args.validate,
+                           isolated=args.isolated)
     common.warn_failed_plugins(found.plugins)
+    return found
+
+
+def _print(args: argparse.Namespace, found: Discovery) -> int:
+    """One listing of ``found`` on stdout: the JSON document, or the table (and explanation)."""
     if args.json:
         from gpuscout.wire_encode import unstructure  # no cattrs: writing needs no converter
 
@@ -83,13 +108,99 @@ def _list(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
             from gpuscout.cli.explain import explain
 
             document["explain"] = explain(found)
-        common.print_json(document)
+        _print_json(args, document)
         return common.SUCCESS
     from gpuscout.cli.table import print_discovery
 
-    print_discovery(found)
+    print_discovery(found, color=getattr(args, "color", "auto"))
     if args.explain:
         from gpuscout.cli.explain import explain, explain_lines
 
         output().write("".join(f"{line}\n" for line in explain_lines(explain(found))))
     return common.SUCCESS
+
+
+# -- --watch --------------------------------------------------------------------------------------
+
+#: ``--watch`` without a number: seconds between listings.
+DEFAULT_WATCH = 2.0
+#: ``--watch`` rediscovers at least every this many listings (free memory alone in between).
+REDISCOVER_EVERY = 15
+# Home the cursor and clear the screen: a terminal's listing is redrawn in place.
+_CLEAR = "\x1b[H\x1b[2J"
+
+
+def _print_json(args: argparse.Namespace, document: Any) -> None:
+    if getattr(args, "watch", None) is None:
+        common.print_json(document)
+        return
+    # JSON Lines: one compact object per listing, flushed so a reader sees each at once.
+    stream = output()
+    stream.write(json.dumps(document, separators=(",", ":")) + "\n")
+    stream.flush()
+
+
+def watch(args: argparse.Namespace, scout: Scout, interval: float,
+          rounds: int | None = None) -> int:
+    """List every ``interval`` seconds until Ctrl-C (or ``rounds`` listings); returns 0 either way.
+
+    The first listing is a full discovery. The next ones bring free memory up to date with
+    ``Scout.refresh`` (cheap), and rediscover instead when the device set may have changed: when
+    the refresh marks a device stale (its plugin no longer answers for it), when no device was
+    found (a refresh of nothing cannot notice a new one), or every ``REDISCOVER_EVERY``
+    listings (a device that appeared beside the known ones). With ``--json`` each listing is one
+    line (JSON Lines); on a terminal the screen is cleared and redrawn; in a pipe the plain
+    listings follow each other, a blank line between. Hints for an empty listing go to stderr
+    when they change.
+    """
+    import time
+
+    args = argparse.Namespace(**{**vars(args), "watch": interval})  # JSON Lines from _print
+    stream = output()
+    on_terminal = not args.json and _on_terminal(stream)
+    found: Discovery | None = None
+    since = 0  # listings since the last full discovery
+    shown_hints: list[str] | None = None
+    done = 0
+    try:
+        while rounds is None or done < rounds:
+            if done:
+                time.sleep(interval)
+            found, since = _next_listing(args, scout, found, since)
+            if on_terminal:
+                stream.write(_CLEAR)
+            elif done and not args.json:
+                stream.write("\n")
+            _print(args, found)
+            stream.flush()
+            shown_hints = _watch_hints(scout, found, shown_hints)
+            done += 1
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how a watch ends: success, not 130
+    return common.SUCCESS
+
+
+def _next_listing(args: argparse.Namespace, scout: Scout, found: Discovery | None,
+                  since: int) -> tuple[Discovery, int]:
+    """The next listing and the count of listings since the last full discovery (see watch)."""
+    if found is None or not found.devices or since + 1 >= REDISCOVER_EVERY:
+        return _discover(args, scout), 0
+    fresh = scout.refresh(found.devices)
+    if any(d.free_memory_stale for d in fresh):
+        return _discover(args, scout), 0
+    import attrs
+
+    from gpuscout.ranking import rank
+    from gpuscout.system import read_system
+
+    return attrs.evolve(found, devices=rank(fresh), system=read_system(scout.context())), since + 1
+
+
+def _watch_hints(scout: Scout, found: Discovery, shown: list[str] | None) -> list[str]:
+    from gpuscout.cli.hints import hints
+
+    lines = [] if found.devices else hints(found, scout.env)
+    if lines and lines != shown:
+        sys.stderr.write("".join(f"gpuscout: hint: {line}\n" for line in lines))
+        sys.stderr.flush()
+    return lines

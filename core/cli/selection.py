@@ -1,8 +1,9 @@
 """What ``gpuscout env`` and ``gpuscout exec`` share: the selection options, and turning
 selectors into the environment a child needs (verified in a child when asked).
 
-Exit codes: 0 success; 2 usage error (bad selector, malformed size), nothing started; 3
-``--verify`` found that a child sees something else than the selection (or could not ask one).
+Exit codes: 0 success; 1 a well-formed selector matched no device (``NoMatchError``), 2 usage
+error (malformed selector or size, ambiguous prefix), nothing started either way; 3 ``--verify``
+found that a child sees something else than the selection (or could not ask one).
 """
 
 from __future__ import annotations
@@ -36,12 +37,21 @@ def prepare(args: argparse.Namespace, selectors: Sequence[str],
     Returns the added variables and the child's whole environment (the one gpuscout's plugins
     saw, plus the added variables) and 0, or empty mappings and the exit status to stop with.
     """
+    from gpuscout.cli import hints
     from gpuscout.execute import child_environment
+    from gpuscout.select import NoMatchError, select_devices
     from gpuscout.visibility import selection_env
 
     scout = common.open_scout(args, scout_factory)
-    devices = scout.select(list(selectors), include_software=args.include_software,
-                           isolated=args.isolated)
+    # Scout.select, with the discovery kept for the hints that follow a selection of nothing.
+    found = scout.discover(include_software=args.include_software, isolated=args.isolated)
+    common.warn_failed_plugins(found.plugins)  # one line each, as `list` writes them
+    try:
+        devices = select_devices(scout, found.devices, list(selectors))
+    except NoMatchError as exc:
+        sys.stderr.write(f"gpuscout: error: {common.printable(exc)}\n")
+        hints.print_for(found, scout.env)
+        return {}, {}, common.NO_MATCH
     chosen = selection_env(scout, devices, isolate=args.isolate)
     for note in chosen.notes:
         common.warn(note)
