@@ -14,10 +14,11 @@ from typing import Any
 from gpuscout.context import Context, EnvEntry
 from gpuscout.errors import GpuscoutError
 from gpuscout.host import PluginHost, checked_devices
+from gpuscout.layers import GPULayersList
 from gpuscout.log import get_logger
 from gpuscout.merge import compare, merge
 from gpuscout.ranking import rank
-from gpuscout.records import CPU_LIBRARY, DeviceComparison, DeviceInfo
+from gpuscout.records import CPU_LIBRARY, DeviceComparison, DeviceInfo, SystemInfo
 from gpuscout.results import SOFTWARE_REASON, Discovery, Dropped, PluginReport, PluginStatus
 from gpuscout.system import read_system
 
@@ -303,6 +304,29 @@ class Scout:
         answer = self._host.first(
             "gpuscout_minimum_memory", _is_size, "a non-negative int or None", device=device)
         return DEFAULT_MINIMUM_MEMORY if answer is None else int(answer)
+
+    def plan(self, layers: Sequence[int], devices: Sequence[DeviceInfo], system: SystemInfo, *,
+             num_gpu: int = -1, require_full: bool = False, spread: bool = False,
+             backoff: float = 0.0, overhead: int = 0,
+             graphs: Mapping[str, int] | None = None) -> GPULayersList:
+        """Place model layers on GPUs by the reference rules (docs LAYOUT.md) -> GPULayersList.
+
+        ``layers`` are bytes per layer (output layer last); every device in ``devices`` counts
+        as reported by the runner; ``system`` is a SystemInfo; ``graphs`` maps a device id to its
+        graph bytes (absent: 0); ``overhead`` is OLLAMA_GPU_OVERHEAD, ``spread``
+        OLLAMA_SCHED_SPREAD, ``backoff`` in [0, 1]. Each device's reserve is
+        ``minimum_memory``. Raises InsufficientMemoryError when the layout cannot load (see
+        ``gpuscout.plan.verify_layout``; the swap check is skipped when ``platform`` is darwin),
+        GpuscoutError for bad arguments.
+        """
+        from gpuscout import plan as planner
+
+        sizes, gpus, table = planner.checked_arguments(
+            layers, devices, system, num_gpu, require_full, spread, backoff, overhead, graphs)
+        return planner.plan(
+            sizes, gpus, system, self.minimum_memory, num_gpu=num_gpu, require_full=require_full,
+            spread=spread, backoff=float(backoff), overhead=overhead, graphs=table,
+            platform=self.platform)
 
     def flash_attention(self, device: DeviceInfo) -> bool:
         """Whether flash attention is safe on one device."""
