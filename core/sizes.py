@@ -1,4 +1,4 @@
-"""Byte counts as people read them (``12.3 GiB``), for the tables and ``list --explain``."""
+"""Byte counts as people read them (``12.3 GiB``): tables, ``list --explain``, memory summaries."""
 
 from __future__ import annotations
 

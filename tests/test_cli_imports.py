@@ -62,7 +62,7 @@ def test_help_lists_every_command_with_its_help_line() -> None:
     """`gpuscout --help` names all five commands with their one-line help."""
     out = run_gpuscout("--help")
     assert out.returncode == 0, out.stderr
-    assert sorted(COMMANDS) == ["env", "exec", "list", "plugins", "runner"]
+    assert sorted(COMMANDS) == ["env", "exec", "fit", "list", "plugins", "runner"]
     for name, line in COMMANDS.items():
         assert any(row.split() == [name, *line.split()] for row in out.stdout.splitlines()), name
 
@@ -92,7 +92,7 @@ def _named_modules(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("module", ["common", "output", "sizes", "table", "explain"])
+@pytest.mark.parametrize("module", ["common", "output", "table", "explain"])
 def test_shared_modules_import_no_command_and_not_the_package(module: str) -> None:
     """What the commands share never imports a command, ``gpuscout.cli`` or ``gpuscout``."""
     path = Path(gpuscout.cli.__file__).parent / f"{module}.py"

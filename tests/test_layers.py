@@ -105,7 +105,8 @@ def test_insufficient_memory_error_prints_like_errnomem() -> None:
     err = InsufficientMemoryError(memory)
     assert err.memory is memory and err.backend_memory is memory
     assert (err.input_weights, err.gpus, err.size) == (1, memory.gpus, 6)
-    assert str(err) == (
+    assert str(err).startswith("insufficient memory: CUDA 0 (CUDA0) needs 3 B")
+    assert err.go_plus_v() == (
         "insufficient memory - required allocations: {InputWeights:1 CPU:{DeviceID:{ID: Library:} "
         "Name:CPU Weights:[2] Cache:[] Graph:0} GPUs:[{DeviceID:{ID:0 Library:CUDA} Name:CUDA0 "
         "Weights:[] Cache:[] Graph:3}]}")

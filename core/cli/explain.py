@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpuscout.cli.common import printable
-from gpuscout.cli.sizes import human_bytes
 from gpuscout.ranking import CRITERIA, deciding_criterion
+from gpuscout.sizes import human_bytes
 
 if TYPE_CHECKING:
     from gpuscout.records import DeviceID, DeviceInfo

@@ -27,7 +27,7 @@ from rich.text import Text
 
 from gpuscout.cli.common import printable
 from gpuscout.cli.output import output
-from gpuscout.cli.sizes import human_bytes
+from gpuscout.sizes import human_bytes
 
 if TYPE_CHECKING:
     from gpuscout.records import DeviceInfo
