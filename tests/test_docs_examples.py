@@ -194,6 +194,8 @@ def test_placeholders_are_few_and_named() -> None:
     left_out = sorted({c.command for c in ALL_COMMANDS if PLACEHOLDER.search(c.command)})
     assert left_out == [
         "gpuscout exec --device cuda:1 --isolate -- python train.py",
+        "gpuscout fit MODEL.gguf",
+        "gpuscout fit MODEL.gguf --json",
         "gpuscout list --watch [SECONDS]",
         "gpuscout runner --port N",
         "python -m gpuscout ...",

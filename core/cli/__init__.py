@@ -31,6 +31,7 @@ COMMANDS = {
     "env": "print the environment that shows only the selected devices",
     "exec": "run a command that sees only the selected devices",
     "runner": "serve GET /info on 127.0.0.1 (isolated discovery child)",
+    "fit": "plan where a GGUF model's layers land on these devices",
 }
 
 
@@ -123,6 +124,10 @@ def command_module(command: str) -> ModuleType:
         import gpuscout.cli.runner as runner_command
 
         return runner_command
+    if command == "fit":
+        import gpuscout.cli.fit as fit_command
+
+        return fit_command
     raise KeyError(f"no command {command!r}")
 
 
