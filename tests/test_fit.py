@@ -117,6 +117,7 @@ def test_json_shape_with_injected_devices(tmp_path: Path, capsys: pytest.Capture
     assert set(doc["model"]) == {"path", "architecture", "blocks", "layer_weights",
                                  "output_weights", "kv_cache_per_layer", "graph"}
     assert doc["model"]["blocks"] == 2 and doc["model"]["layer_weights"] == [block_bytes()] * 2
+    assert type(doc["model"]["kv_cache_per_layer"]) is int and doc["model"]["kv_cache_per_layer"] > 0
     assert doc["placement"] == [{"id": "GPU-0", "backend": "CUDA", "layers": [0, 1, 2]}]
     assert doc["cpu_layers"] == [] and doc["fits"] is True
 
@@ -144,3 +145,17 @@ def test_text_output(capsys: pytest.CaptureFixture[str]) -> None:
 def test_model_and_layers_together_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fit"], scout_factory=factory(GPU)) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_memory_summary_is_a_table_on_a_terminal_and_lines_in_a_pipe(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Weights, cache and graph per device and in total: rich table when drawn for a terminal
+    (--color always draws it anywhere), plain lines in a pipe; JSON never carries it."""
+    argv = ["fit", "--layers", "100MiB,100MiB,50MiB"]
+    assert main([*argv, "--color", "always"], scout_factory=factory(GPU)) == 0
+    drawn = capsys.readouterr().out
+    assert "Memory" in drawn and "\x1b[" in drawn and "total memory" in drawn
+    assert main(argv, scout_factory=factory(GPU)) == 0
+    plain = capsys.readouterr().out
+    assert "\x1b[" not in plain and "  total memory 250.0 MiB" in plain
+    assert plain.rstrip().endswith(("fits", "does not fit"))

@@ -119,7 +119,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     if args.json:
         common.print_json(document)
     else:
-        print_fit(model, placement, devices, document)
+        print_fit(model, placement, devices, document, color=getattr(args, "color", "auto"))
     return common.SUCCESS
 
 
@@ -192,7 +192,7 @@ def _bar(used: int, total: int) -> str:
 
 
 def print_fit(model: ModelSizes, placement: GPULayersList, devices: list[DeviceInfo],
-              document: dict[str, Any]) -> None:
+              document: dict[str, Any], color: str = "auto") -> None:
     """The placement for people: one row per device (layers, need, bar against free memory),
     the CPU row, the memory summary, then whether it fits."""
     from gpuscout.sizes import human_bytes
@@ -211,7 +211,10 @@ def print_fit(model: ModelSizes, placement: GPULayersList, devices: list[DeviceI
     cpu_need = memory.input_weights + memory.cpu.size
     lines.append(f"  CPU  layers {_ranges(document['cpu_layers'])}  {human_bytes(cpu_need)} "
                  "(input weights included)")
-    lines += [f"  {line}" for line in memory.summary()]
-    lines.append("fits" if document["fits"] else "does not fit")
     output().write("".join(f"{line}\n" for line in lines))
+    from gpuscout.cli.table import print_memory
+
+    if not print_memory(memory, color=color):  # a rich table on a terminal, lines in a pipe
+        output().write("".join(f"  {line}\n" for line in memory.summary()))
+    output().write("fits\n" if document["fits"] else "does not fit\n")
     memory.log_summary()

@@ -30,6 +30,7 @@ from gpuscout.cli.output import output
 from gpuscout.sizes import human_bytes
 
 if TYPE_CHECKING:
+    from gpuscout.memory import BackendMemory
     from gpuscout.records import DeviceInfo
     from gpuscout.results import Discovery, PluginReport
 
@@ -343,6 +344,21 @@ def print_plugins(reports: Sequence[PluginReport], console: Console | None = Non
                                 f"{r.error or r.note or '-'}"), soft_wrap=True)
     else:
         console.print(table)
+
+
+def print_memory(memory: BackendMemory, *, color: str = "auto") -> bool:
+    """On a terminal, ``memory``'s summary (weights, KV cache and graph per device, and the
+    total, binary units) as a rich table; returns False, printing nothing, in a pipe."""
+    terminal = _on_terminal()
+    if not terminal and color != "always":
+        return False
+    table = Table(title="Memory", title_justify="left", box=None, header_style="bold")
+    for name, justify in (("what", "left"), ("device", "left"), ("size", "right")):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for what, device, size in memory.summary_rows():
+        table.add_row(_cell(what), _cell(device or "-"), _cell(human_bytes(size)))
+    stdout_console(color=use_color(color, terminal)).print(table)
+    return True
 
 
 def render_discovery(found: Discovery, width: int = 80, terminal: bool = True,
