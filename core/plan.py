@@ -15,7 +15,7 @@ from typing import NamedTuple
 from gpuscout.errors import GpuscoutError
 from gpuscout.layers import GPULayers, GPULayersList
 from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
-from gpuscout.records import CPU_LIBRARY, DeviceInfo, SystemInfo
+from gpuscout.records import CPU_LIBRARY, DeviceInfo, SystemInfo, device_list, is_size
 
 _F32 = struct.Struct("f")
 
@@ -220,10 +220,6 @@ def attempt(layout: GPULayersList, layers: Sequence[int], devices: Sequence[Devi
     return BackendMemory(input_weights=0, cpu=cpu, gpus=gpus)
 
 
-def _is_size(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
-
-
 def checked_arguments(layers: object, devices: object, system: object, num_gpu: object,
                       require_full: object, spread: object, backoff: object, overhead: object,
                       graphs: object) -> tuple[list[int], list[DeviceInfo], dict[str, int]]:
@@ -232,16 +228,11 @@ def checked_arguments(layers: object, devices: object, system: object, num_gpu: 
     if isinstance(layers, (str, bytes, Mapping)) or not isinstance(layers, Iterable):
         raise GpuscoutError(f"plan: layers must be a list of byte sizes, got {type(layers).__name__}")
     sizes = list(layers)
-    bad = next((i for i, size in enumerate(sizes) if not _is_size(size)), None)
+    bad = next((i for i, size in enumerate(sizes) if not is_size(size)), None)
     if bad is not None:
         raise GpuscoutError(
             f"plan: layers[{bad}] must be a non-negative int of bytes, got {sizes[bad]!r:.60}")
-    if isinstance(devices, (str, bytes, Mapping)) or not isinstance(devices, Iterable):
-        raise GpuscoutError(f"plan: devices must be a list of DeviceInfo, got {type(devices).__name__}")
-    gpus = list(devices)
-    wrong = next((d for d in gpus if not isinstance(d, DeviceInfo)), None)
-    if wrong is not None:
-        raise GpuscoutError(f"plan: devices must hold DeviceInfo, found a {type(wrong).__name__}")
+    gpus = device_list(devices, "plan: devices")
     if not isinstance(system, SystemInfo):
         raise GpuscoutError(f"plan: system must be a SystemInfo, got {type(system).__name__}")
     if type(num_gpu) is not int or num_gpu < -1:
@@ -252,14 +243,14 @@ def checked_arguments(layers: object, devices: object, system: object, num_gpu: 
     if (isinstance(backoff, bool) or not isinstance(backoff, (int, float))
             or not 0 <= backoff <= 1):
         raise GpuscoutError(f"plan: backoff must be a number in [0, 1], got {backoff!r:.60}")
-    if not _is_size(overhead):
+    if not is_size(overhead):
         raise GpuscoutError(f"plan: overhead must be a non-negative int of bytes, got {overhead!r:.60}")
     if graphs is None:
         return sizes, gpus, {}
     if not isinstance(graphs, Mapping):
         raise GpuscoutError(f"plan: graphs must map device ids to bytes, got {type(graphs).__name__}")
     table = dict(graphs)
-    odd = next(((k, v) for k, v in table.items() if not isinstance(k, str) or not _is_size(v)), None)
+    odd = next(((k, v) for k, v in table.items() if not isinstance(k, str) or not is_size(v)), None)
     if odd is not None:
         raise GpuscoutError(
             f"plan: graphs must map str device ids to non-negative int bytes; "

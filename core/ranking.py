@@ -31,9 +31,8 @@ CRITERIA = (
 )
 
 
-def _rank_key(d: DeviceInfo) -> tuple[bool, bool, bool, int, str, str]:
-    # CRITERIA as one tuple (a test holds the two to the same order).
-    return (d.software, bool(d.unused_reason), d.integrated, -d.free_memory, d.library, d.id)
+def _rank_key(d: DeviceInfo) -> tuple[Any, ...]:
+    return tuple(criterion.key(d) for criterion in CRITERIA)
 
 
 def deciding_criterion(device: DeviceInfo, following: DeviceInfo) -> Criterion | None:

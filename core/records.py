@@ -220,3 +220,21 @@ def check_device(value: Any, where: str = "") -> DeviceInfo:
         _plain_str(v, f"{where}.runner_env_overrides[{k!r:.40}]") for k, v in overrides.items()
     }
     return DeviceInfo(**fields)
+
+
+def is_size(value: Any) -> bool:
+    """Whether ``value`` is a byte count: an int (not a bool) from 0 up to 2**63."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+
+
+def device_list(value: Any, where: str) -> list[DeviceInfo]:
+    """``value`` as a list of DeviceInfo; GpuscoutError naming ``where`` for a str, a mapping,
+    a non-iterable or an item that is no DeviceInfo."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise GpuscoutError(f"{where}: expected a list of DeviceInfo, got {type(value).__name__}")
+    items = list(value)
+    bad = next((d for d in items if not isinstance(d, DeviceInfo)), None)
+    if bad is not None:
+        raise GpuscoutError(f"{where}: expected a list of DeviceInfo, found a {type(bad).__name__}")
+    return items
+

@@ -18,7 +18,14 @@ from gpuscout.layers import GPULayersList
 from gpuscout.log import get_logger
 from gpuscout.merge import compare, merge
 from gpuscout.ranking import rank
-from gpuscout.records import CPU_LIBRARY, DeviceComparison, DeviceInfo, SystemInfo
+from gpuscout.records import (
+    CPU_LIBRARY,
+    DeviceComparison,
+    DeviceInfo,
+    SystemInfo,
+    device_list,
+    is_size,
+)
 from gpuscout.results import SOFTWARE_REASON, Discovery, Dropped, PluginReport, PluginStatus
 from gpuscout.system import read_system
 
@@ -30,10 +37,6 @@ _log = get_logger(__name__)
 
 def _is_bool(value: Any) -> bool:
     return isinstance(value, bool)
-
-
-def _is_size(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
 
 
 def _is_str_map(value: Any) -> bool:
@@ -238,7 +241,7 @@ class Scout:
         of plugins that implement the hook (plus the record checks). A plugin that overruns
         is reported ``timeout`` and not called again by this Scout.
         """
-        devices = _device_list(devices, "refresh")
+        devices = device_list(devices, "refresh")
         with self._lock:
             return self._refresh(devices)
 
@@ -302,7 +305,7 @@ class Scout:
         """Bytes to hold back on ``device``: a plugin's answer, else 457 MiB."""
         device = _device(device, "minimum_memory")
         answer = self._host.first(
-            "gpuscout_minimum_memory", _is_size, "a non-negative int or None", device=device)
+            "gpuscout_minimum_memory", is_size, "a non-negative int or None", device=device)
         return DEFAULT_MINIMUM_MEMORY if answer is None else int(answer)
 
     def plan(self, layers: Sequence[int], devices: Sequence[DeviceInfo], system: SystemInfo, *,
@@ -319,7 +322,7 @@ class Scout:
         ``gpuscout.plan.verify_layout``; the swap check is skipped when ``platform`` is darwin),
         GpuscoutError for bad arguments.
         """
-        from gpuscout import plan as planner
+        import gpuscout.plan as planner
 
         sizes, gpus, table = planner.checked_arguments(
             layers, devices, system, num_gpu, require_full, spread, backoff, overhead, graphs)
@@ -339,7 +342,7 @@ class Scout:
 
     def flash_attention_supported(self, devices: Iterable[DeviceInfo]) -> bool:
         """The seed's FlashAttentionSupported: every device must pass; no devices pass."""
-        return all(self.flash_attention(d) for d in _device_list(devices, "flash_attention_supported"))
+        return all(self.flash_attention(d) for d in device_list(devices, "flash_attention_supported"))
 
     def init_env(self, device: DeviceInfo) -> dict[str, str] | None:
         """Environment for a deep-init check of ``device``, or None when it needs none."""
@@ -369,7 +372,7 @@ class Scout:
         Raises ``SelectionRefused`` when a plugin says no environment can do that (CUDA: several
         MIG instances, of which a process enumerates only one); its message says what to do.
         """
-        devices = _device_list(devices, "visible_env")
+        devices = device_list(devices, "visible_env")
         if not devices:
             return {}
         per_device: list[list[EnvEntry]] = [[] for _ in devices]
@@ -410,7 +413,7 @@ class Scout:
         return [
             (plugin, dict(answer)) for plugin, answer in self._host.each(
                 "gpuscout_isolate_env", _is_str_map, "a str->str mapping or None",
-                registration_order=True, selection=tuple(_device_list(devices, "isolate_env")),
+                registration_order=True, selection=tuple(device_list(devices, "isolate_env")),
                 env=types.MappingProxyType(dict(env)),
             )
         ]
@@ -435,14 +438,6 @@ def _device(value: Any, where: str) -> DeviceInfo:
     return value
 
 
-def _device_list(value: Any, where: str) -> list[DeviceInfo]:
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise GpuscoutError(f"{where}: expected a list of DeviceInfo, got {type(value).__name__}")
-    items = list(value)
-    bad = next((d for d in items if not isinstance(d, DeviceInfo)), None)
-    if bad is not None:
-        raise GpuscoutError(f"{where}: expected a list of DeviceInfo, found a {type(bad).__name__}")
-    return items
 
 
 def _identity(device: DeviceInfo) -> tuple[str, str, str, str]:

@@ -170,6 +170,12 @@ def _add_scout_options(p: argparse.ArgumentParser, after_command: bool, check: b
                         "that crashes or hangs costs only its plugin")
 
 
+def add_include_software(p: argparse.ArgumentParser, help: str) -> None:
+    """``--include-software``: keep software devices (llvmpipe), which discovery drops; ``help``
+    says what that means for the command."""
+    p.add_argument("--include-software", action="store_true", help=help)
+
+
 def scout_argv(args: argparse.Namespace) -> list[str]:
     """The scout options of ``args`` as command-line arguments (defaults left out), so that a
     child ``gpuscout`` builds the same Scout."""

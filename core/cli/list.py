@@ -27,8 +27,7 @@ def add_parser(sub: Subcommands, help: str) -> None:
     p = common.command_parser(sub, "list", help, DESCRIPTION)
     common.add_scout_options(p)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    p.add_argument("--include-software", action="store_true",
-                   help="rank software devices (llvmpipe) instead of dropping them")
+    common.add_include_software(p, "rank software devices (llvmpipe) instead of dropping them")
     p.add_argument("--validate", action="store_true",
                    help="initialise devices that need it in a child process first")
     p.add_argument("--explain", action="store_true",

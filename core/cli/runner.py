@@ -36,8 +36,7 @@ def add_parser(sub: Subcommands, help: str) -> None:
     common.add_scout_options(p)
     p.add_argument("--port", type=int, required=True,
                    help="port on 127.0.0.1; 0 lets the system pick a free one")
-    p.add_argument("--include-software", action="store_true",
-                   help="serve software devices (llvmpipe) too")
+    common.add_include_software(p, "serve software devices (llvmpipe) too")
     p.add_argument("--idle-exit", type=common.seconds, default=IDLE_EXIT, metavar="SECONDS",
                    help=f"exit after this long without a connection (default {IDLE_EXIT:g})")
     p.add_argument("--read-timeout", type=common.seconds, default=READ_TIMEOUT, metavar="SECONDS",

@@ -23,8 +23,7 @@ def add_selection_options(p: argparse.ArgumentParser) -> None:
     """``--isolate``, ``--include-software`` and ``--verify``."""
     p.add_argument("--isolate", action="store_true",
                    help="also hide every other vendor's devices explicitly")
-    p.add_argument("--include-software", action="store_true",
-                   help="let software devices (llvmpipe) be selected")
+    common.add_include_software(p, "let software devices (llvmpipe) be selected")
     p.add_argument("--verify", action="store_true",
                    help="check in a child process that it sees exactly the selection "
                         "(exit 3 when it does not)")
