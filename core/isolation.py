@@ -52,6 +52,25 @@ class IsolationError(Exception):
 # -- records across the process boundary ----------------------------------------------------------
 
 
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> bool:
+    """Ask Linux to send this process ``sig`` when its parent (the thread that started it) dies;
+    whether the kernel agreed. Elsewhere a no-op that answers False."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        done = libc.prctl(ctypes.c_int(_PR_SET_PDEATHSIG), ctypes.c_ulong(sig),
+                          ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    except (OSError, AttributeError):
+        return False
+    return int(done) == 0
+
+
 def encode_device(device: DeviceInfo) -> dict[str, Any]:
     """Every field of ``device`` as JSON values (unlike the wire format, nothing is left out:
     the host must get the very record the plugin returned)."""
@@ -129,7 +148,8 @@ def enumerate_isolated(
 def _run_child(plugins: list[str], env: Mapping[str, str], platform: str, root: str,
                timeout: float, fork: bool) -> dict[str, PluginOutcome]:
     request = json.dumps({"plugins": plugins, "env": dict(env), "platform": platform,
-                          "root": root, "timeout": timeout, "fork": fork}).encode()
+                          "root": root, "timeout": timeout, "fork": fork,
+                          "parent": os.getpid()}).encode()
     argv = [sys.executable, "-I", "-c", _BOOT.format(path=list(sys.path))]
     try:
         child = subprocess.Popen(

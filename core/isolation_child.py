@@ -21,18 +21,41 @@ from typing import Any
 
 from gpuscout.context import Context
 from gpuscout.host import PluginHost, describe_exception, set_inline
-from gpuscout.isolation import MAX_ANSWER, STDERR_TAIL, encode_device, exit_text, last_line
+from gpuscout.isolation import (
+    MAX_ANSWER,
+    STDERR_TAIL,
+    die_with_parent,
+    encode_device,
+    exit_text,
+    last_line,
+)
 from gpuscout.records import DeviceInfo
 
 #: How long a worker's pipes are read after its deadline before it is killed.
 _POLL = 0.05
 
 
+def _end_group(*_: Any) -> None:
+    """Kill this child's whole process group (itself, its workers and what they started)."""
+    os.killpg(0, signal.SIGKILL)
+
+
+def _orphaned(parent: int | None) -> bool:
+    return parent is not None and os.getppid() != parent
+
+
 def main() -> int:
     """The zygote's entry point; returns its exit status."""
+    # A host killed outright (SIGKILL, a Ray worker cancelled by force) runs no clean-up: the
+    # kernel's SIGTERM on its death (or, elsewhere, the loop's parent check) takes the group down.
+    signal.signal(signal.SIGTERM, _end_group)
+    die_with_parent(signal.SIGTERM)
     answer_fd = os.dup(1)
     os.dup2(2, 1)  # from here on, what anyone prints goes to stderr
     request = json.loads(sys.stdin.buffer.read())
+    parent: int | None = request.get("parent")
+    if _orphaned(parent):  # the host died before the kernel was asked to tell
+        _end_group()
     env: dict[str, str] = request["env"]
     platform: str = request["platform"]
     root: str = request["root"]
@@ -55,7 +78,7 @@ def main() -> int:
     ]
     impls = host.impls("gpuscout_enumerate", registration_order=True)
     if request.get("fork", True):
-        outcomes += _fork_all(impls, context, timeout)
+        outcomes += _fork_all(impls, context, timeout, parent)
     else:
         outcomes += [_in_process(impl, context, timeout) for impl in impls]
     data = json.dumps({"plugins": outcomes}).encode()
@@ -154,7 +177,8 @@ class _Worker:
                 pass
 
 
-def _fork_all(impls: list[Any], context: Any, timeout: float) -> list[dict[str, Any]]:
+def _fork_all(impls: list[Any], context: Any, timeout: float,
+              parent: int | None = None) -> list[dict[str, Any]]:
     workers: list[_Worker] = []
     for impl in impls:
         name = impl.plugin_name
@@ -179,6 +203,8 @@ def _fork_all(impls: list[Any], context: Any, timeout: float) -> list[dict[str, 
         workers.append(_Worker(name, pid, answer_r, err_r, time.monotonic() + timeout))
     pending = list(workers)
     while pending:
+        if _orphaned(parent):
+            _end_group()
         now = time.monotonic()
         for w in pending:
             if now >= w.deadline:

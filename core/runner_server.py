@@ -36,6 +36,7 @@ from types import FrameType
 from typing import Any
 
 from gpuscout.errors import GpuscoutError
+from gpuscout.isolation import die_with_parent
 from gpuscout.log import get_logger
 from gpuscout.records import DeviceInfo
 
@@ -54,26 +55,9 @@ TOKEN_ENV = "GPUSCOUT_RUNNER_TOKEN"
 TOKEN_HEADER = "X-Gpuscout-Token"
 # How often the main loop looks at the idle clock, the parent and slow connections.
 _TICK = 0.05
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # A connection answered 503 is closed this long after (at most this many wait at once).
 _REFUSED_LINGER = 0.5
 _MAX_REFUSED = 64
-
-
-def die_with_parent() -> bool:
-    """Ask Linux to send this process SIGTERM when its parent (the thread that started it)
-    dies; whether the kernel agreed. Elsewhere a no-op that answers False."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        done = libc.prctl(ctypes.c_int(_PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGTERM),
-                          ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
-    except (OSError, AttributeError):
-        return False
-    return int(done) == 0
 
 
 def _json_error(text: str) -> bytes:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpuscout import DeviceInfo, Scout
-from gpuscout.testing import eventually, injected, processes_with_env
+from gpuscout.testing import eventually, injected, processes_with_env, running
 
 GOOD = """
     from gpuscout.plugin import DeviceInfo, hookimpl
@@ -192,3 +192,24 @@ def test_without_isolation_the_segfault_takes_the_host_down(site: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "gpuscout", "list", "--json", "--plugins",
                           "good,segv"], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode < 0 and out.stdout == ""
+
+
+def test_a_host_killed_outright_leaves_nothing_behind(site: Path, marker: str,
+                                                      nothing_left: None) -> None:
+    """SIGKILL runs no clean-up in the host (a Ray worker cancelled by force dies so): the
+    isolation child learns of its parent's death from the kernel and kills its whole group,
+    the hanging plugin's worker and its ``sleep 300`` grandchild included."""
+    env = {**os.environ, "PYTHONPATH": str(site), "GPUSCOUT_TEST_MARK": marker}
+    host = subprocess.Popen(
+        [sys.executable, "-m", "gpuscout", "list", "--isolated", "--json", "--timeout", "60",
+         "--plugins", "good,hanger"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env)
+    try:
+        # The grandchild is running: the hanging plugin has started in its worker.
+        assert eventually(lambda: any(
+            Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0")
+            for pid in processes_with_env("GPUSCOUT_TEST_MARK", marker) if running(pid)),
+            within=30)
+    finally:
+        host.kill()
+        host.wait()
