@@ -180,6 +180,7 @@ class _Worker:
 def _fork_all(impls: list[Any], context: Any, timeout: float,
               parent: int | None = None) -> list[dict[str, Any]]:
     workers: list[_Worker] = []
+    zygote = os.getpid()
     for impl in impls:
         name = impl.plugin_name
         answer_r, answer_w = os.pipe()
@@ -188,6 +189,12 @@ def _fork_all(impls: list[Any], context: Any, timeout: float,
         pid = os.fork()
         if pid == 0:  # the worker
             try:
+                # Dies with the zygote, however the zygote dies (a host's clean-up may SIGKILL
+                # its direct child, which then kills nobody).
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                die_with_parent(signal.SIGKILL)
+                if os.getppid() != zygote:
+                    os._exit(1)
                 for fd in (answer_r, err_r, *(fd for w in workers for fd in w.open)):
                     os.close(fd)
                 os.dup2(err_w, 2)

@@ -69,7 +69,16 @@ NOISY = """
         context.note("noisy wrote 5 MiB to stderr")
         return [DeviceInfo(id="n0", library="Noisy", total_memory=1 << 30)]
 """
-PLUGINS = {"good": GOOD, "segv": SEGV, "exiter": EXITER, "hanger": HANGER, "noisy": NOISY}
+SLEEPER = """
+    import time
+    from gpuscout.plugin import hookimpl
+
+    @hookimpl
+    def gpuscout_enumerate(context):
+        time.sleep(300)
+"""
+PLUGINS = {"good": GOOD, "segv": SEGV, "exiter": EXITER, "hanger": HANGER, "noisy": NOISY,
+           "sleeper": SLEEPER}
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +117,7 @@ def scout(site: Path, marker: str, monkeypatch: pytest.MonkeyPatch, *names: str,
 
 def test_each_crash_costs_only_its_plugin(site: Path, marker: str, nothing_left: None,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    s = scout(site, marker, monkeypatch, *PLUGINS)
+    s = scout(site, marker, monkeypatch, *(n for n in PLUGINS if n != "sleeper"))
     start = time.monotonic()
     found = s.discover(isolated=True)
     took = time.monotonic() - start
@@ -210,6 +219,30 @@ def test_a_host_killed_outright_leaves_nothing_behind(site: Path, marker: str,
             Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0")
             for pid in processes_with_env("GPUSCOUT_TEST_MARK", marker) if running(pid)),
             within=30)
+    finally:
+        host.kill()
+        host.wait()
+
+
+def test_a_worker_dies_with_its_zygote_however_the_zygote_dies(site: Path, marker: str,
+                                                               nothing_left: None) -> None:
+    """A host's own clean-up may SIGKILL its direct children (Ray's workers do on exit), which
+    leaves the zygote no chance to kill its group: each plugin's worker dies with it anyway."""
+    env = {**os.environ, "PYTHONPATH": str(site), "GPUSCOUT_TEST_MARK": marker}
+    host = subprocess.Popen(
+        [sys.executable, "-m", "gpuscout", "list", "--isolated", "--json", "--timeout", "60",
+         "--plugins", "sleeper"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+
+    def isolation() -> list[int]:
+        return [p for p in processes_with_env("GPUSCOUT_TEST_MARK", marker)
+                if p != host.pid and b"isolation_child" in Path(f"/proc/{p}/cmdline").read_bytes()]
+
+    try:
+        assert eventually(lambda: len(isolation()) == 2, within=30), "zygote and worker"
+        zygote = next(p for p in isolation() if os.getpgid(p) == p)
+        worker = next(p for p in isolation() if p != zygote)
+        os.kill(zygote, 9)
+        assert eventually(lambda: not running(worker), within=5), "the worker outlived its zygote"
     finally:
         host.kill()
         host.wait()
