@@ -222,6 +222,13 @@ def check_device(value: Any, where: str = "") -> DeviceInfo:
     return DeviceInfo(**fields)
 
 
+def model_name(device: DeviceInfo) -> str:
+    """The device's model as people name it: its ``description`` ("AMD Instinct MI300X"), or
+    its ``name`` when the library gives no description (some name devices by position, such as
+    ROCm's "ROCm0")."""
+    return device.description or device.name
+
+
 def is_size(value: Any) -> bool:
     """Whether ``value`` is a byte count: an int (not a bool) from 0 up to 2**63."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63

@@ -59,10 +59,10 @@ def test_list_json_imports_only_the_list_command() -> None:
 
 
 def test_help_lists_every_command_with_its_help_line() -> None:
-    """`gpuscout --help` names all five commands with their one-line help."""
+    """`gpuscout --help` names every command with its one-line help."""
     out = run_gpuscout("--help")
     assert out.returncode == 0, out.stderr
-    assert sorted(COMMANDS) == ["env", "exec", "fit", "list", "plugins", "runner"]
+    assert sorted(COMMANDS) == ["env", "exec", "fit", "list", "nfd", "plugins", "runner"]
     for name, line in COMMANDS.items():
         assert any(row.split() == [name, *line.split()] for row in out.stdout.splitlines()), name
 

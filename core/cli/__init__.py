@@ -1,6 +1,7 @@
 """The ``gpuscout`` command.
 
-One module per command (``gpuscout.cli.list``, ``.plugins``, ``.env``, ``.exec``, ``.runner``),
+One module per command (``gpuscout.cli.list``, ``.plugins``, ``.env``, ``.exec``, ``.runner``,
+``.fit``, ``.nfd``),
 each with ``add_parser(sub, help)`` and ``run(args, scout_factory)``; what they share is in
 ``gpuscout.cli.common``, the stdout guard in ``gpuscout.cli.output``. Only the command named on
 the command line is imported and given a parser, so start-up costs argparse and that module.
@@ -32,6 +33,7 @@ COMMANDS = {
     "exec": "run a command that sees only the selected devices",
     "runner": "serve GET /info on 127.0.0.1 (isolated discovery child)",
     "fit": "plan where a GGUF model's layers land on these devices",
+    "nfd": "write this node's Kubernetes Node Feature Discovery labels",
 }
 
 
@@ -128,6 +130,10 @@ def command_module(command: str) -> ModuleType:
         import gpuscout.cli.fit as fit_command
 
         return fit_command
+    if command == "nfd":
+        import gpuscout.cli.nfd as nfd_command
+
+        return nfd_command
     raise KeyError(f"no command {command!r}")
 
 
