@@ -62,7 +62,7 @@ def test_help_lists_every_command_with_its_help_line() -> None:
     """`gpuscout --help` names every command with its one-line help."""
     out = run_gpuscout("--help")
     assert out.returncode == 0, out.stderr
-    assert sorted(COMMANDS) == ["env", "exec", "fit", "list", "nfd", "plugins", "runner"]
+    assert sorted(COMMANDS) == ["cluster", "env", "exec", "fit", "list", "nfd", "plugins", "runner"]
     for name, line in COMMANDS.items():
         assert any(row.split() == [name, *line.split()] for row in out.stdout.splitlines()), name
 
@@ -78,6 +78,15 @@ def test_a_command_help_page_imports_that_command_alone() -> None:
     out = run_gpuscout("env", "--help")
     assert out.returncode == 0 and "--isolate" in out.stdout, out.stderr
     assert imported(out) & set(COMMAND_MODULES) == {"gpuscout.cli.env"}
+
+
+def test_cluster_help_does_not_import_ray() -> None:
+    """Ray takes seconds to import: only an inventory that runs imports it."""
+    out = run_gpuscout("cluster", "--help")
+    assert out.returncode == 0 and "--ray" in out.stdout, out.stderr
+    modules = imported(out)
+    assert "gpuscout.cli.cluster" in modules
+    assert {"ray", "gpuscout.cluster.ray"} & modules == set()
 
 
 def _named_modules(path: Path) -> set[str]:

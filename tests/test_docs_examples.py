@@ -16,7 +16,7 @@ snippet runs in a fresh interpreter.
 - Skipped, by rule, not by list: a line whose command part (before its ``  #`` comment) holds a
   placeholder (a word in capitals such as ``N``, ``DIR``, ``SIZE``; ``...`` or ``…``; a file that
   stands for the reader's own, ``train.py`` or ``MODEL.gguf``), and a line whose subcommand
-  ``gpuscout --help`` does not list (commands another issue adds: ``fit``, ``cluster``, ``nfd``).
+  ``gpuscout --help`` does not list.
 - A block the docs mark with ``<!-- not run: REASON -->`` on the line before its fence (a
   fragment, or something that needs hardware or a distribution the reader builds) is not run;
   the reason is required and checked here.
@@ -193,6 +193,8 @@ def test_placeholders_are_few_and_named() -> None:
     so that nobody hides a runnable example behind a capital letter)."""
     left_out = sorted({c.command for c in ALL_COMMANDS if PLACEHOLDER.search(c.command)})
     assert left_out == [
+        "gpuscout cluster --ray HOST:PORT",  # needs a Ray cluster: tests/test_cluster_ray.py
+        "gpuscout cluster --ray HOST:PORT --json",
         "gpuscout exec --device cuda:1 --isolate -- python train.py",
         "gpuscout fit MODEL.gguf",
         "gpuscout fit MODEL.gguf --json",

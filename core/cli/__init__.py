@@ -1,7 +1,7 @@
 """The ``gpuscout`` command.
 
 One module per command (``gpuscout.cli.list``, ``.plugins``, ``.env``, ``.exec``, ``.runner``,
-``.fit``, ``.nfd``),
+``.fit``, ``.cluster``, ``.nfd``),
 each with ``add_parser(sub, help)`` and ``run(args, scout_factory)``; what they share is in
 ``gpuscout.cli.common``, the stdout guard in ``gpuscout.cli.output``. Only the command named on
 the command line is imported and given a parser, so start-up costs argparse and that module.
@@ -33,6 +33,7 @@ COMMANDS = {
     "exec": "run a command that sees only the selected devices",
     "runner": "serve GET /info on 127.0.0.1 (isolated discovery child)",
     "fit": "plan where a GGUF model's layers land on these devices",
+    "cluster": "every node's devices in a Ray cluster, and where Ray disagrees",
     "nfd": "write this node's Kubernetes Node Feature Discovery labels",
 }
 
@@ -130,6 +131,10 @@ def command_module(command: str) -> ModuleType:
         import gpuscout.cli.fit as fit_command
 
         return fit_command
+    if command == "cluster":
+        import gpuscout.cli.cluster as cluster_command
+
+        return cluster_command
     if command == "nfd":
         import gpuscout.cli.nfd as nfd_command
 
