@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpuscout.cluster import nfd
 from gpuscout.errors import GpuscoutError
@@ -436,3 +438,37 @@ def test_an_interrupt_while_writing_leaves_no_temporary_file(
     monkeypatch.undo()
     assert os.listdir(tmp_path) == ["gpuscout"]
     assert (tmp_path / "gpuscout").read_text() == "old\n"
+
+
+# -- any devices at all -----------------------------------------------------------------------------
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=120)
+_DEVICES = st.lists(st.builds(
+    DeviceInfo, id=st.text(max_size=8), library=st.one_of(
+        st.sampled_from(["CUDA", "ROCm", "Metal", "Vulkan", "cuda", "Cuda!"]), _TEXT),
+    name=_TEXT, description=_TEXT, integrated=st.booleans(),
+    total_memory=st.integers(0, 2**63 - 1), compute_major=st.integers(-1, 200),
+    compute_minor=st.integers(-1, 300), driver_major=st.integers(0, 10**6),
+    driver_minor=st.integers(0, 10**6), nvidia_driver_major=st.integers(0, 10**6)), max_size=12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(devices=_DEVICES, flash=st.booleans(), seed=st.randoms(use_true_random=False))
+def test_any_devices_give_a_valid_stable_file(devices: list[DeviceInfo], flash: bool,
+                                              seed: random.Random) -> None:
+    """Whatever names, libraries and numbers the drivers report: the file passes the rules (or
+    is refused as too big, never written invalid), keys stay unique, and the bytes do not depend
+    on the order the devices came in."""
+    try:
+        text = nfd.render(labels_of(devices, lambda d: flash))
+    except GpuscoutError as exc:
+        assert "65536" in str(exc)
+        return
+    assert nfd_file_problems(text) == []
+    shuffled = list(devices)
+    seed.shuffle(shuffled)
+    assert nfd.render(labels_of(shuffled, lambda d: flash)) == text
+    got = parse(text)
+    assert got["gpuscout.io/devices"] == str(len(devices))
+    counts = [int(v) for k, v in got.items() if k.endswith(".count") and ".model." in k]
+    assert sum(counts) == len(devices)
