@@ -110,6 +110,41 @@ def test_sigterm_ends_the_runner_with_exit_code_0(runner: Callable[..., Runner])
     assert started.proc.wait(5) == 0
 
 
+SLOW_IMPORT = """
+    import os, time
+    open(os.environ["SLOW_IMPORT_STARTED"], "w").close()
+    time.sleep(float(os.environ.get("SLOW_IMPORT_SECONDS", "30")))
+    from gpuscout.plugin import hookimpl
+
+    @hookimpl
+    def gpuscout_enumerate(context):
+        return []
+"""
+
+
+def test_sigterm_while_plugins_load_also_ends_the_runner_with_0(
+        env: dict[str, str], site_factory: Callable[..., Path], tmp_path: Path) -> None:
+    """Loading plugins may take seconds (a driver library that imports slowly); SIGTERM then is
+    the same clean shutdown as once the runner serves, not a death by signal."""
+    site = site_factory("gpuscout-slow-import", "1.0", {"slow_import": SLOW_IMPORT},
+                        {"slowimport": "slow_import"})
+    started = tmp_path / "started"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuscout", "runner", "--port", "0", "--plugins", "slowimport"],
+        env={**env, "PYTHONPATH": str(site), "SLOW_IMPORT_STARTED": str(started),
+             TOKEN_ENV: TOKEN}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    try:
+        assert eventually(started.exists, within=30), "the plugin never started importing"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(5) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(5)
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
 def test_stdin_at_dev_null_does_not_end_the_runner(runner: Callable[..., Runner]) -> None:
     """A runner started with stdin at /dev/null (a shell's `&`) keeps serving."""
     started = runner()

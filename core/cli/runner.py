@@ -11,12 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import threading
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from gpuscout.cli import common
 
 if TYPE_CHECKING:
     from gpuscout.cli.common import ScoutFactory, Subcommands
+    from gpuscout.scout import Scout
 
 DESCRIPTION = ("Serve GET /info on 127.0.0.1:PORT: each request runs one discovery and answers "
                "with the ranked devices as a JSON array (the wire format of Ollama's runner). "
@@ -52,6 +56,27 @@ def _announce(port: int) -> None:
     stream.flush()  # a pipe is block-buffered; the parent is waiting for this line
 
 
+def _leave(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+def _load(args: argparse.Namespace, scout_factory: ScoutFactory, parent: int) -> Scout:
+    """The Scout, its plugins loaded. SIGTERM or the parent's death while plugins load (which
+    may take seconds) ends the runner with 0, as it does once it serves."""
+    from gpuscout.isolation import die_with_parent
+
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _leave) if on_main else None
+    try:
+        die_with_parent()
+        if os.getppid() != parent:
+            raise SystemExit(0)
+        return common.open_scout(args, scout_factory)
+    finally:
+        if on_main and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     """Serve until SIGTERM, the parent's death or idleness; each request is one discovery by
     the same Scout."""
@@ -60,7 +85,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     parent = os.getppid()
     # The token is for the reply header alone: the Scout (os.environ) and its plugins never see it.
     token = os.environ.pop(TOKEN_ENV, None) or None
-    scout = common.open_scout(args, scout_factory)
+    scout = _load(args, scout_factory, parent)
     isolated = bool(getattr(args, "isolated", False))
     return serve(lambda: scout.discover(include_software=args.include_software,
                                         isolated=isolated).devices,
