@@ -212,6 +212,7 @@ class PluginHost:
         context: Callable[[str, float | None], Context],
         enumerate_timeout: float,
         hook_timeout: float,
+        contain_imports: bool = False,
     ) -> None:
         self.context = context
         self.enumerate_timeout = enumerate_timeout
@@ -254,7 +255,17 @@ class PluginHost:
                 raise GpuscoutError(f"extra: a plugin name must be a non-empty str, got {name!r:.80}")
             candidates.append((name, functools.partial(_identity, obj), "", ""))
         self._check_names({normal_name(c[0]) for c in candidates}, allow_from)
-        self._load_all(candidates)
+        probed: dict[str, tuple[str, str]] = {}
+        if contain_imports:
+            from gpuscout.import_probe import probe_imports
+
+            # Third-party entry points. The built-ins import nothing native when imported
+            # (tests/test_isolation.py checks it), so a child for them would only cost time.
+            builtin = {name for name, _ in BUILTINS}
+            names = [c[0] for c in candidates if c[3] and not self.blocked(c[0])
+                     and not (c[3] == PROJECT and c[0] in builtin)]
+            probed = probe_imports(list(dict.fromkeys(names)), env, enumerate_timeout)
+        self._load_all(candidates, probed)
 
     @property
     def log(self) -> Any:
@@ -292,9 +303,11 @@ class PluginHost:
             return []
         return [(ep.name, ep.load, ep.version, ep.distribution) for ep in eps]
 
-    def _load_all(self, candidates: Sequence[tuple[str, Callable[[], Any], str, str]]) -> None:
+    def _load_all(self, candidates: Sequence[tuple[str, Callable[[], Any], str, str]],
+                  probed: Mapping[str, tuple[str, str]]) -> None:
         """Import every allowed plugin at once, each under the enumerate deadline, then register
-        them in candidate order (built-ins first) so that "found first" is stable."""
+        them in candidate order (built-ins first) so that "found first" is stable. A plugin in
+        ``probed`` (its import crashed or hung in the probe's child) is not imported."""
         pending: list[tuple[PluginReport, _Batch]] = []
         for name, load, version, distribution in candidates:
             report = PluginReport(name=name, version=version, distribution=distribution)
@@ -306,6 +319,13 @@ class PluginHost:
             if self.blocked(name):
                 # Blocked before import: a blocked plugin's code never runs.
                 report.status = PluginStatus.DISABLED
+                continue
+            if name in probed:
+                status, reason = probed[name]
+                if status == "timeout":
+                    self._timed_out(name, "import", reason)
+                else:
+                    self._load_failed(report, f"plugin {name!r}: {reason}")
                 continue
             pending.append((report, _Batch(lambda f: f(), [load], f"gpuscout-load-{name}")))
         start = time.monotonic()

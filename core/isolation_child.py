@@ -245,3 +245,37 @@ def _outcome(w: _Worker, timeout: float) -> dict[str, Any]:
     except ValueError:
         return {**base, "status": "failed", "error": f"exited without an answer{last}"}
     return {"name": w.name, **answer}
+
+
+def probe_main() -> int:
+    """The import probe's child (``gpuscout.import_probe``): import each named plugin alone, in
+    order, saying ``{"start": name}`` before and ``{"done": name}`` after on the stdout it had
+    at start. A plugin that kills this process is found by its missing ``done``."""
+    signal.signal(signal.SIGTERM, _end_group)
+    die_with_parent(signal.SIGTERM)
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)  # what a plugin prints on import goes to stderr
+    request = json.loads(sys.stdin.buffer.read())
+    if _orphaned(request.get("parent")):
+        _end_group()
+    env: dict[str, str] = request["env"]
+    if dict(os.environ) != env:
+        os.environ.clear()
+        os.environ.update(env)
+    set_inline(True)
+
+    def say(event: dict[str, str]) -> None:
+        os.write(answer_fd, (json.dumps(event) + "\n").encode())
+
+    def context(name: str, deadline: float | None) -> Context:
+        return Context(env=env, platform=sys.platform, root="/", deadline=deadline, plugin=name)
+
+    for name in request["plugins"]:
+        say({"start": name})
+        try:
+            PluginHost(plugins=[name], disable=(), extra=(), entry_points=True, env=env,
+                       context=context, enumerate_timeout=1e9, hook_timeout=1e9)
+        except Exception:  # a plugin that raises is the host's to report, not the probe's
+            pass
+        say({"done": name})
+    return 0

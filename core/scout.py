@@ -90,7 +90,10 @@ class Scout:
     environment plugins see, ``platform`` a ``sys.platform`` value, ``root`` the prefix of every
     file plugins read (a missing folder is fine: plugins find nothing there).
     ``enumerate_timeout`` bounds each plugin's import and enumerate, ``hook_timeout`` each call
-    of a rule hook, in seconds (finite, > 0). Raises only ``GpuscoutError`` for bad arguments.
+    of a rule hook, in seconds (finite, > 0). ``isolate_imports`` imports the plugins in a child
+    process first (``gpuscout.import_probe``): one whose import crashes or hangs there is
+    reported failed or timed out and never imported here (the command line's ``--isolated``).
+    Raises only ``GpuscoutError`` for bad arguments.
     """
 
     def __init__(
@@ -104,6 +107,8 @@ class Scout:
         root: str | os.PathLike[str] = "/",
         enumerate_timeout: float = 5.0,
         hook_timeout: float = 1.0,
+        *,
+        isolate_imports: bool = False,
     ) -> None:
         self.env: Mapping[str, str] = _environment(env)
         if platform is not None and not isinstance(platform, str):
@@ -124,6 +129,7 @@ class Scout:
             plugins=plugins, disable=disable, extra=extra, entry_points=bool(entry_points),
             env=self.env, context=lambda name, deadline: self.context(name, deadline),
             enumerate_timeout=self.enumerate_timeout, hook_timeout=self.hook_timeout,
+            contain_imports=bool(isolate_imports),
         )
         #: Sentences for the user about this Scout's plugin lists (unknown names in a deny list).
         self.warnings: list[str] = list(self._host.warnings)

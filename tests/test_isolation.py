@@ -246,3 +246,71 @@ def test_a_worker_dies_with_its_zygote_however_the_zygote_dies(site: Path, marke
     finally:
         host.kill()
         host.wait()
+
+
+SEGV_ON_IMPORT = """
+    import ctypes, sys
+    sys.stderr.write("segv-import: loading the vendor library\\n")
+    sys.stderr.flush()
+    ctypes.string_at(0)
+"""
+HANG_ON_IMPORT = """
+    import time
+    time.sleep(300)
+"""
+
+
+@pytest.fixture(scope="module")
+def import_site(site_factory: Callable[..., Path]) -> Path:
+    """Plugins that crash or hang when imported, next to a good one."""
+    return site_factory("gpuscout-hostile-imports", "1.0",
+                        {"imp_good": GOOD, "imp_segv": SEGV_ON_IMPORT, "imp_hang": HANG_ON_IMPORT},
+                        {"good": "imp_good", "segvimport": "imp_segv", "hangimport": "imp_hang"})
+
+
+def test_isolated_imports_keep_a_crashing_import_out_of_the_host(
+        import_site: Path, marker: str, nothing_left: None) -> None:
+    """--isolated imports each plugin in a child first: one that segfaults on import, or hangs
+    there, is reported and never imported by the host, which lists the rest."""
+    env = {**os.environ, "PYTHONPATH": str(import_site), "GPUSCOUT_TEST_MARK": marker}
+    start = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "list", "--isolated", "--json", "--timeout", "2",
+         "--plugins", "good,segvimport,hangimport"], capture_output=True, text=True, timeout=60,
+        env=env)
+    assert out.returncode == 0, out.stderr
+    document = json.loads(out.stdout)
+    assert [d["id"] for d in document["devices"]] == ["good0"]
+    status = {p["name"]: (p["status"], p["error"]) for p in document["plugins"]}
+    assert status["good"][0] == "ok"
+    assert status["segvimport"] == (
+        "failed", "plugin 'segvimport': import crashed: SIGSEGV in a child (the plugin was not "
+                  "imported here); last stderr: segv-import: loading the vendor library")
+    assert status["hangimport"][0] == "timeout"
+    assert "import did not finish within 2 s (in a child" in status["hangimport"][1]
+    assert time.monotonic() - start < 2 + 2 * 5 + 10
+
+
+def test_a_scout_can_contain_imports_in_process(import_site: Path, marker: str,
+                                                 nothing_left: None,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same through the library: Scout(isolate_imports=True) survives the plugin."""
+    monkeypatch.syspath_prepend(str(import_site))
+    env = {"GPUSCOUT_TEST_MARK": marker, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    s = Scout(plugins=["good", "segvimport"], env=env, enumerate_timeout=2.0,
+              isolate_imports=True)
+    reports = {r.name: r for r in s.reports}
+    assert reports["segvimport"].status == "failed"
+    assert "crashed: SIGSEGV" in reports["segvimport"].error
+    assert [d.id for d in s.discover().devices] == ["good0"]
+
+
+def test_built_in_plugins_load_nothing_native_when_imported() -> None:
+    """Why the import probe skips the built-ins: importing them loads no driver binding (their
+    ctypes, cffi, pynvml and amdsmi imports wait for enumerate, where isolation covers them)."""
+    code = ("import sys; import gpuscout.plugins.cuda, gpuscout.plugins.rocm, "
+            "gpuscout.plugins.metal, gpuscout.plugins.vulkan; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "{'ctypes', '_ctypes', 'cffi', '_cffi_backend', 'vulkan', 'pynvml', 'amdsmi', 'Metal'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr

@@ -166,8 +166,9 @@ def _add_scout_options(p: argparse.ArgumentParser, after_command: bool, check: b
                    metavar="SECONDS",
                    help=f"each plugin's enumerate deadline, > 0 (default {DEFAULT_TIMEOUT:g})")
     p.add_argument("--isolated", action="store_true", default=default(False),
-                   help="run each plugin's enumeration in a child process of its own: a driver "
-                        "that crashes or hangs costs only its plugin")
+                   help="import each plugin in a child first, and run each plugin's enumeration "
+                        "in a child process of its own: a plugin or driver that crashes or "
+                        "hangs costs only its plugin")
 
 
 def add_include_software(p: argparse.ArgumentParser, help: str) -> None:
@@ -214,7 +215,8 @@ def default_scout(args: argparse.Namespace) -> Scout:
     from gpuscout.scout import Scout
 
     return Scout(plugins=args.plugins, disable=args.disable, root=args.root,
-                 enumerate_timeout=args.timeout)
+                 enumerate_timeout=args.timeout,
+                 isolate_imports=bool(getattr(args, "isolated", False)))
 
 
 def open_scout(args: argparse.Namespace, scout_factory: ScoutFactory) -> Scout:

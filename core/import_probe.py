@@ -1,0 +1,119 @@
+"""Plugins imported in a child first, so that one that crashes or hangs on import costs only
+itself (``Scout(isolate_imports=True)``, the command line's ``--isolated``).
+
+The host must import its plugins to call their rule hooks, so isolated enumeration alone does
+not protect it from a plugin whose import segfaults (a C extension, a driver library loaded at
+import time). Before the host imports anything, one child from a fresh interpreter, with the
+Scout's environment, imports the plugins one after another and says so on a pipe
+(``{"start": name}`` then ``{"done": name}``). A child that dies names its culprit (the plugin
+started and not done), one that stays in a plugin past the import deadline is killed; the rest
+are probed again in a new child. The host then loads only the plugins that came through.
+
+A Python exception on import is not the probe's business: the host reports it when it imports
+the plugin itself, as it always does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+
+from gpuscout.isolation import START_ALLOWANCE, STDERR_TAIL, exit_text, kill_group, last_line
+
+_BOOT = ("import sys; sys.path[:] = {path!r}; "
+         "from gpuscout.isolation_child import probe_main; raise SystemExit(probe_main())")
+#: How often the host looks at the child while it imports.
+_POLL = 0.05
+
+
+def probe_imports(names: Sequence[str], env: Mapping[str, str],
+                  timeout: float) -> dict[str, tuple[str, str]]:
+    """Import ``names`` (built-ins and entry points, loadable by name) in child processes; for
+    each plugin whose import killed its child or ran past ``timeout`` seconds, ``name ->
+    (status, reason)`` with status ``failed`` or ``timeout``. Plugins not named here came
+    through (or failed in a way the host reports itself)."""
+    bad: dict[str, tuple[str, str]] = {}
+    remaining = list(names)
+    while remaining:
+        done, culprit = _probe_once(remaining, env, timeout)
+        if culprit is None:
+            break
+        name, status, reason = culprit
+        bad[name] = (status, reason)
+        remaining = [n for n in remaining if n not in done and n != name]
+    return bad
+
+
+def _probe_once(names: list[str], env: Mapping[str, str],
+                timeout: float) -> tuple[set[str], tuple[str, str, str] | None]:
+    """One child over ``names``: the plugins it got through, and the culprit that stopped it
+    (None when it finished). A child that cannot even start blames nobody."""
+    argv = [sys.executable, "-I", "-c", _BOOT.format(path=list(sys.path))]
+    try:
+        child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, env=dict(env), start_new_session=True,
+                                 close_fds=True)
+    except (OSError, ValueError):
+        return set(names), None
+    assert child.stdin is not None and child.stdout is not None and child.stderr is not None
+    done: set[str] = set()
+    current: str | None = None
+    err = b""
+    try:
+        child.stdin.write(json.dumps({"plugins": names, "env": dict(env),
+                                      "parent": os.getpid()}).encode())
+        child.stdin.close()
+        out_fd, err_fd = child.stdout.fileno(), child.stderr.fileno()
+        buffer = b""
+        open_fds = {out_fd, err_fd}
+        # The interpreter's own start has its allowance; each plugin then has the deadline.
+        deadline = time.monotonic() + START_ALLOWANCE + timeout
+        while open_fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if current is None:
+                    return set(names), None  # the child itself is stuck: blame no plugin
+                return done, (current, "timeout",
+                              f"import did not finish within {timeout:g} s (in a child, "
+                              f"which was killed; the plugin was not imported here)")
+            ready = select.select(list(open_fds), [], [], min(left, _POLL))[0]
+            for fd in ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    open_fds.discard(fd)
+                elif fd == err_fd:
+                    err = (err + chunk)[-STDERR_TAIL:]
+                else:
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        event = json.loads(line)
+                        if "start" in event:
+                            current = str(event["start"])
+                            deadline = time.monotonic() + timeout
+                        elif "done" in event:
+                            done.add(str(event["done"]))
+                            current = None
+        status: int | None = child.wait(REAP_WAIT)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        status = child.poll()
+        if status is None:
+            return set(names), None
+    finally:
+        kill_group(child)
+    if current is None:
+        return done, None
+    words = last_line(err)
+    return done, (current, "failed", f"import {exit_text(status or 0)} in a child (the plugin was "
+                                     f"not imported here){'; last stderr: ' + words if words else ''}")
+
+
+#: Seconds to wait for the child's exit once its pipes closed.
+REAP_WAIT = 5.0
+
+__all__ = ["probe_imports"]
