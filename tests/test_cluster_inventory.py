@@ -708,3 +708,15 @@ def test_the_address_comes_from_the_argument_then_ray_address_then_rays_file(
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
     assert resolve_address(None) == "10.0.0.1:6379"
     assert resolve_address("head:6380") == "head:6380"
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, float("nan"), float("inf"), "60", True, None])
+def test_a_bad_inventory_timeout_is_refused_before_ray_is_touched(timeout: object) -> None:
+    import sys
+
+    from gpuscout.cluster.ray import inventory
+
+    before = "ray" in sys.modules
+    with pytest.raises(GpuscoutError, match="timeout must be a finite number of seconds > 0"):
+        inventory("127.0.0.1:1", timeout)  # type: ignore[arg-type]
+    assert ("ray" in sys.modules) == before

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import math
 import os
 import socket
 import sys
@@ -146,11 +147,11 @@ def _connect(ray: Any, address: str | None, timeout: float) -> bool:
     return True
 
 
-def _node_task() -> Callable[[Mapping[str, Any], float], str]:
+def _node_task() -> Callable[[Mapping[str, Any]], str]:
     """The function each node runs. Defined inside this function so that Ray's pickler sends it
     by value: it only imports, so the node needs the gpuscout installed there, not this one."""
 
-    def gpuscout_inventory_node(options: Mapping[str, Any], sent: float) -> str:
+    def gpuscout_inventory_node(options: Mapping[str, Any]) -> str:
         import json
         import os
         import socket
@@ -290,8 +291,9 @@ def inventory(address: str | None = None, timeout: float = 60.0, *,
     :raises GpuscoutError: the cluster cannot be reached.
     """
     start = time.monotonic()
-    if not (timeout > 0):
-        raise GpuscoutError(f"timeout must be greater than 0, got {timeout!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
+            math.isfinite(timeout) and timeout > 0):
+        raise GpuscoutError(f"timeout must be a finite number of seconds > 0, got {timeout!r:.60}")
     ray = import_ray(address)
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -313,7 +315,7 @@ def inventory(address: str | None = None, timeout: float = 60.0, *,
             ref = task.options(
                 num_cpus=0, num_gpus=0, memory=0, max_retries=0, name="gpuscout-inventory",
                 scheduling_strategy=NodeAffinitySchedulingStrategy(base.node_id, soft=False),
-            ).remote(options, time.time())
+            ).remote(options)
             pending[ref] = (base, time.monotonic())
         deadline = start + timeout
         while pending and (left := deadline - time.monotonic()) > 0:
