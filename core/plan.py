@@ -186,15 +186,16 @@ def create_layout(layers: Sequence[int], devices: Sequence[DeviceInfo],
 
 def verify_layout(layout: GPULayersList, layers: Sequence[int], devices: Sequence[DeviceInfo],
                   system: SystemInfo, *, num_gpu: int, require_full: bool,
-                  graphs: Mapping[str, int] | None, platform: str) -> None:
+                  graphs: Mapping[str, int] | None, platform: str, cpu_extra: int = 0) -> None:
     """LAYOUT.md step 6: raise InsufficientMemoryError when the layout cannot be loaded.
 
     With ``require_full``: GPUs exist, not every layer is placed and the count asked for (if
     any) is not reached; or the CPU's share exceeds free RAM. Off darwin, whatever
-    ``require_full`` says: the CPU's share exceeds free RAM plus free swap.
+    ``require_full`` says: the CPU's share exceeds free RAM plus free swap. The CPU's share is
+    the layers left on it plus ``cpu_extra`` (a runner's input weights and CPU graph).
     """
     on_gpu = {layer for g in layout for layer in g.layers}
-    cpu = sum(size for i, size in enumerate(layers) if i not in on_gpu)
+    cpu = cpu_extra + sum(size for i, size in enumerate(layers) if i not in on_gpu)
     placed = layout.sum()
     short = bool(devices) and placed < len(layers) and (num_gpu < 0 or placed < num_gpu)
     if (require_full and (short or cpu > system.free_memory)) or (

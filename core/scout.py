@@ -9,7 +9,7 @@ import threading
 import time
 import types
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuscout.context import Context, EnvEntry
 from gpuscout.errors import GpuscoutError
@@ -28,6 +28,10 @@ from gpuscout.records import (
 )
 from gpuscout.results import SOFTWARE_REASON, Discovery, Dropped, PluginReport, PluginStatus
 from gpuscout.system import read_system
+
+if TYPE_CHECKING:
+    from gpuscout.load import Allocate, LoadResult
+    from gpuscout.memory import BackendMemory
 
 MIB = 1024 * 1024
 #: The seed's MinimumMemory for every library that does not answer otherwise.
@@ -336,6 +340,37 @@ class Scout:
             sizes, gpus, system, self.minimum_memory, num_gpu=num_gpu, require_full=require_full,
             spread=spread, backoff=float(backoff), overhead=overhead, graphs=table,
             platform=self.platform)
+
+    def load(self, memory: BackendMemory, devices: Sequence[DeviceInfo], system: SystemInfo,
+             allocate: Allocate, *, num_gpu: int = -1, require_full: bool = False,
+             spread: bool = False, overhead: int = 0) -> LoadResult:
+        """The load loop (docs LAYOUT.md step 7, ``gpuscout.load``) with a runner of the host's.
+
+        ``memory`` is the first estimate (weights and cache per layer and device, as ``gpuscout
+        fit`` builds it); ``allocate(layout, operation)`` asks the runner to fit, allocate or
+        commit a layout (``LoadOperation``) and returns an ``Allocation``: whether it succeeded
+        and the ``BackendMemory`` it found it needs. Each report rebuilds the layout, as
+        ``plan`` would from it, until it settles, then commits. Returns a ``LoadResult``.
+        Raises InsufficientMemoryError when a layout cannot load, GpuscoutError when the runner
+        cannot allocate any layout ("memory layout cannot be allocated", also with
+        ``num_gpu``), cannot commit, or answers something else than an Allocation; on any
+        failure the runner is first asked to release what it holds (``LoadOperation.CLOSE``).
+        What ``allocate`` itself raises passes through.
+        """
+        import gpuscout.load as loader
+        import gpuscout.plan as planner
+        from gpuscout.memory import BackendMemory
+
+        if not isinstance(memory, BackendMemory):
+            raise GpuscoutError(f"load: memory must be a BackendMemory, got {type(memory).__name__}")
+        if not callable(allocate):
+            raise GpuscoutError(f"load: allocate must be callable, got {type(allocate).__name__}")
+        _, gpus, _ = planner.checked_arguments(
+            loader.layer_sizes(memory), devices, system, num_gpu, require_full, spread, 0.0,
+            overhead, None)
+        return loader.load(memory, gpus, system, self.minimum_memory, allocate, num_gpu=num_gpu,
+                           require_full=require_full, spread=spread, overhead=overhead,
+                           platform=self.platform)
 
     def flash_attention(self, device: DeviceInfo) -> bool:
         """Whether flash attention is safe on one device."""
