@@ -14,9 +14,11 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,6 +28,7 @@ from typing import Any
 import pytest
 
 from gpuscout.cluster.inventory import NodeStatus
+from gpuscout.errors import GpuscoutError
 from gpuscout.testing import eventually, processes_with_env, running
 from tests.conftest import write_site
 
@@ -90,8 +93,12 @@ def local_cluster(lavapipe_icd: str) -> Iterator[LocalCluster]:
     mark = uuid.uuid4().hex
     base = {"GPUSCOUT_PLUGINS": "vulkan", "VK_DRIVER_FILES": lavapipe_icd, MARK: mark}
     saved = {k: os.environ.pop(k) for k in ("VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES",
-                                           "GGML_VK_VISIBLE_DEVICES", "RAY_ADDRESS")
+                                           "GGML_VK_VISIBLE_DEVICES", "RAY_ADDRESS", "RAY_TMPDIR")
              if k in os.environ}
+    # Ray's sessions and its address file go to a folder of the test's own, not /tmp/ray,
+    # where a real cluster on this machine keeps its address (a short path: Ray's sockets
+    # live there and Unix socket paths are short).
+    os.environ["RAY_TMPDIR"] = ray_tmp = tempfile.mkdtemp(prefix="gsray", dir="/tmp")
     try:
         cluster = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 1, "num_gpus": 0, "env_vars": base, "_system_config": FAST_DEATH})
@@ -106,9 +113,11 @@ def local_cluster(lavapipe_icd: str) -> Iterator[LocalCluster]:
             ray.shutdown()
         if "cluster" in locals():
             cluster.shutdown()
+        del os.environ["RAY_TMPDIR"]
         os.environ.update(saved)
     assert eventually(lambda: not processes_with_env(MARK, mark), within=20), \
         f"processes of the test cluster left running: {processes_with_env(MARK, mark)}"
+    shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 def by_role(local: LocalCluster, nodes: Any) -> dict[str, Any]:
@@ -327,3 +336,60 @@ def test_a_process_already_attached_stays_attached(local_cluster: LocalCluster) 
     finally:
         ray.shutdown()
 
+
+
+HEAD_ONLY = """
+import os, sys, time
+from ray.cluster_utils import Cluster
+c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0})
+print(c.address, flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_cluster_whose_head_dies_mid_inventory_does_not_take_the_host_down(
+        lavapipe_icd: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray ends a driver whose cluster head stays unreachable (exit status 1, after
+    gcs_rpc_server_reconnect_timeout_s): the inventory's driver is a child of its own, so the
+    host gets one GpuscoutError and lives on, and nothing of the dead cluster runs on."""
+    _import_ray()
+    site = write_site(tmp_path / "site", "gpuscout-slow", "1.0", {"slow_probe": SLOW},
+                      {"slow": "slow_probe"})
+    pid_file = tmp_path / "slow.pid"
+    mark = uuid.uuid4().hex
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", MARK: mark,
+           "PYTHONPATH": str(site), "GPUSCOUT_PLUGINS": "vulkan,slow",
+           "VK_DRIVER_FILES": lavapipe_icd, "SLOW_PID_FILE": str(pid_file),
+           "RAY_TMPDIR": tempfile.mkdtemp(prefix="gsray", dir="/tmp")}
+    env.pop("RAY_ADDRESS", None)
+    head = subprocess.Popen([sys.executable, "-c", HEAD_ONLY], env=env, stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        assert head.stdout is not None
+        address = head.stdout.readline().strip()
+        monkeypatch.setenv("RAY_gcs_rpc_server_reconnect_timeout_s", "3")
+        from gpuscout.cluster.ray import inventory as run
+
+        start = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            running_inventory = pool.submit(run, address, 60.0, enumerate_timeout=120)
+            pid = _slow_pid(pid_file)
+            os.killpg(head.pid, 9)  # the head node: GCS, raylet, workers
+            try:
+                found = running_inventory.result(timeout=90)
+            except GpuscoutError as exc:
+                # What Ray does to the driver: it ends it ("exited with status 1 ... Failed to
+                # connect to GCS"), or its calls fail first ("stopped answering").
+                assert "Ray" in str(exc)
+            else:
+                assert all(n.status is not NodeStatus.OK for n in found.nodes)
+        assert time.monotonic() - start < 60
+        assert eventually(lambda: not running(pid), within=15), "the slow discovery outlived it"
+    finally:
+        os.killpg(head.pid, 9) if head.poll() is None else None
+        head.wait(10)
+        assert head.stdout is not None
+        head.stdout.close()
+    assert eventually(lambda: not processes_with_env(MARK, mark), within=20), \
+        f"processes of the dead cluster left running: {processes_with_env(MARK, mark)}"
+    shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)

@@ -15,189 +15,43 @@ interrupt cancels them too.
 
 from __future__ import annotations
 
-import ipaddress
+import importlib.util
 import json
-import logging
 import math
 import os
-import socket
+import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from gpuscout.cluster.inventory import Inventory, NodeResult, NodeStatus, summarize
+from gpuscout.cluster.ray_driver import (
+    CANCEL_GRACE,
+    CONNECT_TIMEOUT,
+    DEFAULT_PORT,
+    INSTALL_HINT,
+    RAY_LOOPBACK_ENV,
+    Gathered,
+    RayMissing,
+    _is_loopback,
+    _split,
+    check_reachable,
+    import_ray,
+    ray_address_file,
+    resolve_address,
+)
 from gpuscout.errors import GpuscoutError
 
-#: What to install when Ray is missing (the CLI prints it as its one line).
-INSTALL_HINT = "the cluster inventory needs Ray: pip install 'gpuscout[ray]'"
-#: Ray's variable that, set to 0, keeps a local cluster (and a driver) on 127.0.0.1.
-RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
-#: Ray's default GCS port, for an address given without one.
-DEFAULT_PORT = 6379
-#: Seconds to wait for the cluster's address to accept a connection before ray.init, which
-#: otherwise retries an unreachable address for minutes.
-CONNECT_TIMEOUT = 5.0
-#: Seconds given to cancelled tasks to end (their workers killed) before the call returns.
-CANCEL_GRACE = 10.0
 #: The largest answer read from one node.
 MAX_ANSWER = 16 << 20
-#: The node label Ray keeps the accelerator type under (from device 0 of the node).
-RAY_TYPE_LABEL = "ray.io/accelerator-type"
-RAY_TYPE_RESOURCE = "accelerator_type:"
-
-
-class RayMissing(GpuscoutError):
-    """Ray is not installed here (``INSTALL_HINT`` says how to install it)."""
-
-
-def _split(address: str) -> tuple[str, int] | None:
-    """``address`` (``host:port``, ``[v6]:port`` or ``host``) as host and port; None for the
-    forms Ray resolves itself (``auto``, ``ray://...``)."""
-    if not address or address == "auto" or "://" in address:
-        return None
-    host, sep, port = address.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif not sep or ":" in host:  # no port, or a bare IPv6 address
-        host, port = address, ""
-    try:
-        number = int(port) if port else DEFAULT_PORT
-    except ValueError:
-        raise GpuscoutError(f"not a Ray address (host:port): {address!r}") from None
-    if not host or not 0 < number < 65536:
-        raise GpuscoutError(f"not a Ray address (host:port): {address!r}")
-    return host, number
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def ray_address_file() -> str:
-    """Where Ray records the address of the cluster started on this machine
-    (``$RAY_TMPDIR``, else ``$TMPDIR`` on Linux, else /tmp; then ``ray/ray_current_cluster``)."""
-    base = os.environ.get("RAY_TMPDIR") or (
-        os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None) or "/tmp"
-    return os.path.join(base, "ray", "ray_current_cluster")
-
-
-def resolve_address(address: str | None) -> str:
-    """The address an inventory connects to: ``address``, else ``RAY_ADDRESS``, else the
-    cluster started on this machine (Ray's address file), else ``auto`` (Ray looks itself).
-    Read here, not left to Ray, so that a loopback address is seen before Ray is imported."""
-    if address:
-        return address
-    if os.environ.get("RAY_ADDRESS"):
-        return os.environ["RAY_ADDRESS"]
-    try:
-        with open(ray_address_file(), encoding="utf-8", errors="replace") as f:
-            recorded = f.read(1024).strip()
-    except OSError:
-        recorded = ""
-    return recorded or "auto"
-
-
-def import_ray(address: str | None = None) -> Any:
-    """Import Ray, or raise ``RayMissing``. For a loopback ``address`` (a cluster on this machine
-    bound to 127.0.0.1) Ray is first told not to swap 127.0.0.1 for the machine's outside
-    address, which it otherwise does and then cannot find the cluster; a value the caller set
-    is kept, and an already imported Ray is used as it is."""
-    split = _split(resolve_address(address))
-    if split and _is_loopback(split[0]) and "ray" not in sys.modules:
-        os.environ.setdefault(RAY_LOOPBACK_ENV, "0")
-    try:
-        import ray
-    except ImportError:
-        raise RayMissing(INSTALL_HINT) from None
-    return ray
-
-
-def _check_reachable(address: str, timeout: float) -> None:
-    split = _split(address)
-    if split is None:
-        return
-    host, port = split
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            pass
-    except OSError as exc:
-        why = exc.strerror or str(exc) or type(exc).__name__
-        raise GpuscoutError(f"cannot reach the Ray cluster at {address}: {why}") from None
-
-
-def _connect(ray: Any, address: str | None, timeout: float) -> bool:
-    """Attach to the cluster unless this process already is; whether this call attached."""
-    if ray.is_initialized():
-        return False
-    target = resolve_address(address)
-    _check_reachable(target, timeout)
-    try:
-        ray.init(address=target, log_to_driver=False, logging_level=logging.WARNING)
-    except Exception as exc:  # Ray raises many kinds here (ConnectionError, ImportError for ray://)
-        raise GpuscoutError(f"cannot connect to the Ray cluster at {target}: "
-                            f"{_first_line(exc)}") from None
-    return True
-
-
-def _node_task() -> Callable[[Mapping[str, Any]], str]:
-    """The function each node runs. Defined inside this function so that Ray's pickler sends it
-    by value: it only imports, so the node needs the gpuscout installed there, not this one."""
-
-    def gpuscout_inventory_node(options: Mapping[str, Any]) -> str:
-        import json
-        import os
-        import socket
-        import sys
-
-        import ray
-
-        node_id = ray.get_runtime_context().get_node_id()
-        who = {"format": 1, "node_id": node_id, "hostname": socket.gethostname(),
-               "pid": os.getpid(), "python": sys.executable}
-        try:
-            from gpuscout.cluster.node import report
-        except ImportError as exc:
-            return json.dumps({**who, "missing": f"{type(exc).__name__}: {exc}"})
-        try:
-            return report(options, node_id)
-        except Exception as exc:  # a broken gpuscout on the node: say so, do not crash Ray's worker
-            return json.dumps({**who, "error": f"{type(exc).__name__}: {exc}"})
-
-    return gpuscout_inventory_node
-
-
-def _ray_view(node: Mapping[str, Any]) -> tuple[dict[str, float], str]:
-    resources = {str(k): float(v) for k, v in (node.get("Resources") or {}).items()
-                 if isinstance(v, (int, float))}
-    kind = str((node.get("Labels") or {}).get(RAY_TYPE_LABEL, "") or "")
-    if not kind:
-        kind = next((k.removeprefix(RAY_TYPE_RESOURCE) for k in sorted(resources)
-                     if k.startswith(RAY_TYPE_RESOURCE)), "")
-    return resources, kind
-
-
-def _base(node: Mapping[str, Any]) -> NodeResult:
-    resources, kind = _ray_view(node)
-    return NodeResult(node_id=str(node.get("NodeID", "")),
-                      hostname=str(node.get("NodeManagerHostname", "")),
-                      address=str(node.get("NodeManagerAddress", "")),
-                      ray_resources=resources, accelerator_type=kind)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    for line in text.splitlines():
-        if line.strip():
-            return f"{type(exc).__name__}: {line.strip()}"
-    return type(exc).__name__
+#: Seconds the inventory's child may take beyond the timeout: its own start (an interpreter,
+#: Ray's import, attaching) and the cancellations.
+CHILD_ALLOWANCE = 20.0
+_BOOT = ("import sys; sys.path[:] = {path!r}; "
+         "from gpuscout.cluster.ray_driver import child_main; raise SystemExit(child_main())")
 
 
 def read_answer(base: NodeResult, text: Any, elapsed: float) -> NodeResult:
@@ -243,32 +97,6 @@ def read_answer(base: NodeResult, text: Any, elapsed: float) -> NodeResult:
                         version=str(doc.get("version", "")), notes=notes, visible_env=visible)
 
 
-def _alive(ray: Any) -> set[str]:
-    try:
-        return {str(n.get("NodeID")) for n in ray.nodes() if n.get("Alive")}
-    except Exception:  # the cluster itself is going away: count nobody as alive
-        return set()
-
-
-#: Ray's errors that mean the node itself went away (looked up by name: not every Ray has each).
-_NODE_GONE = ("NodeDiedError", "TaskUnschedulableError")
-
-
-def _collect(ray: Any, ref: Any, base: NodeResult, elapsed: float) -> NodeResult:
-    try:
-        text = ray.get(ref, timeout=0)
-    except ray.exceptions.RayError as exc:
-        # Ray may raise before its control store has marked the node dead.
-        died = tuple(getattr(ray.exceptions, name) for name in _NODE_GONE
-                     if isinstance(getattr(ray.exceptions, name, None), type))
-        if isinstance(exc, died) or base.node_id not in _alive(ray):
-            return attrs.evolve(base, status=NodeStatus.DEAD, elapsed=elapsed,
-                                reason=f"the node died during discovery ({_first_line(exc)})")
-        return attrs.evolve(base, status=NodeStatus.FAILED, elapsed=elapsed,
-                            reason=f"the task failed: {_first_line(exc)}")
-    return read_answer(base, text, elapsed)
-
-
 def inventory(address: str | None = None, timeout: float = 60.0, *,
               include_software: bool = False, plugins: Sequence[str] | None = None,
               disable: Sequence[str] = (), enumerate_timeout: float = 5.0,
@@ -294,66 +122,90 @@ def inventory(address: str | None = None, timeout: float = 60.0, *,
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
             math.isfinite(timeout) and timeout > 0):
         raise GpuscoutError(f"timeout must be a finite number of seconds > 0, got {timeout!r:.60}")
-    ray = import_ray(address)
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    options = {"include_software": include_software, "disable": list(disable),
+               "plugins": list(plugins) if plugins is not None else None,
+               "enumerate_timeout": min(enumerate_timeout, timeout), "isolated": isolated,
+               "timeout": timeout}
+    if _attached():
+        from gpuscout.cluster.ray_driver import gather
 
-    attached = _connect(ray, address, min(CONNECT_TIMEOUT, timeout))
-    pending: dict[Any, tuple[NodeResult, float]] = {}
+        found = gather(address, start + timeout, options)
+    else:
+        found = _gather_in_child(address, timeout, options)
+    nodes = tuple(read_answer(base, text, base.elapsed) if text is not None else base
+                  for base, text in found)
+    return Inventory(nodes=nodes, summary=summarize(nodes), elapsed=time.monotonic() - start)
+
+
+def _attached() -> bool:
+    """Whether this process is a Ray driver already (asked without importing Ray)."""
+    ray = sys.modules.get("ray")
+    return ray is not None and bool(getattr(ray, "is_initialized", lambda: False)())
+
+
+def _ray_installed() -> bool:
     try:
-        results: dict[str, NodeResult] = {}
-        nodes = sorted(ray.nodes(), key=lambda n: str(n.get("NodeID", "")))
-        task = ray.remote(_node_task())
-        options = {"include_software": include_software, "disable": list(disable),
-                   "plugins": list(plugins) if plugins is not None else None,
-                   "enumerate_timeout": min(enumerate_timeout, timeout), "isolated": isolated}
-        for node in nodes:
-            base = _base(node)
-            if not node.get("Alive"):
-                reason = str(node.get("DeathReasonMessage") or "") or "Ray lists this node as dead"
-                results[base.node_id] = attrs.evolve(base, status=NodeStatus.DEAD, reason=reason)
-                continue
-            ref = task.options(
-                num_cpus=0, num_gpus=0, memory=0, max_retries=0, name="gpuscout-inventory",
-                scheduling_strategy=NodeAffinitySchedulingStrategy(base.node_id, soft=False),
-            ).remote(options)
-            pending[ref] = (base, time.monotonic())
-        deadline = start + timeout
-        while pending and (left := deadline - time.monotonic()) > 0:
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=left)
-            for ref in ready:
-                base, sent = pending.pop(ref)
-                results[base.node_id] = _collect(ray, ref, base, time.monotonic() - sent)
-        for base, sent in pending.values():
-            results[base.node_id] = attrs.evolve(
-                base, status=NodeStatus.TIMEOUT, elapsed=time.monotonic() - sent,
-                reason=f"no answer within {timeout:g} s (the task was cancelled)")
-    except GpuscoutError:
-        raise
-    except Exception as exc:  # the cluster went away under us: one clear error, not Ray's trace
-        raise GpuscoutError(f"the Ray cluster stopped answering: {_first_line(exc)}") from None
-    finally:
-        _cancel(ray, list(pending))
-        if attached:
-            ray.shutdown()
-    ordered = tuple(results[str(n.get("NodeID", ""))] for n in nodes)
-    return Inventory(nodes=ordered, summary=summarize(ordered), elapsed=time.monotonic() - start)
+        return importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):  # a broken or blocked install
+        return False
 
 
-def _cancel(ray: Any, refs: Sequence[Any]) -> None:
-    """Cancel ``refs`` (killing the workers that run them) and wait up to ``CANCEL_GRACE`` for
-    each to end, so nothing of this call is left scheduled or running."""
-    if not refs:
-        return
-    for ref in refs:
+def _gather_in_child(address: str | None, timeout: float,
+                     options: Mapping[str, Any]) -> list[Gathered]:
+    """``gather`` in a child process of its own. Attaching makes a process a Ray driver, and
+    Ray ends a driver whose cluster head stays unreachable (``gcs_rpc_server_reconnect_timeout_s``,
+    60 s by default) with exit status 1; that must never be the host. The child dies with the
+    host, and a child that dies or overruns is one GpuscoutError."""
+    if not _ray_installed():
+        raise RayMissing(INSTALL_HINT)
+    target = resolve_address(address)
+    check_reachable(target, min(CONNECT_TIMEOUT, timeout))
+    env = dict(os.environ)
+    split = _split(target)
+    if split and _is_loopback(split[0]):
+        env.setdefault(RAY_LOOPBACK_ENV, "0")
+    request = json.dumps({"address": target, "timeout": timeout, "options": dict(options),
+                          "parent": os.getpid()}).encode()
+    argv = [sys.executable, "-I", "-c", _BOOT.format(path=list(sys.path))]
+    from gpuscout.isolation import exit_text, kill_group, last_line
+
+    try:
+        child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, env=env, start_new_session=True,
+                                 close_fds=True)
+    except (OSError, ValueError) as exc:
+        raise GpuscoutError(f"cannot start the Ray inventory's process: {exc}") from None
+    try:
         try:
-            ray.cancel(ref, force=True)
-        except Exception:  # already finished, or the cluster is going away
-            pass
+            out, err = child.communicate(request, timeout=timeout + CANCEL_GRACE + CHILD_ALLOWANCE)
+        except subprocess.TimeoutExpired:
+            raise GpuscoutError(f"the Ray inventory did not end within "
+                                f"{timeout + CANCEL_GRACE + CHILD_ALLOWANCE:g} s") from None
+    finally:
+        kill_group(child)
     try:
-        ray.wait(list(refs), num_returns=len(refs), timeout=CANCEL_GRACE)
-    except Exception:
-        pass
+        document = json.loads(out)
+    except ValueError:
+        words = last_line(err[-8192:])
+        raise GpuscoutError(
+            f"the Ray inventory's process {exit_text(child.returncode or 0)} without an answer"
+            f"{'; last stderr: ' + words if words else ''}") from None
+    if "error" in document:
+        cls = RayMissing if document.get("kind") == "ray_missing" else GpuscoutError
+        raise cls(str(document["error"]))
+    return [_node_of(item) for item in document["nodes"]]
 
 
-__all__ = ["INSTALL_HINT", "RAY_LOOPBACK_ENV", "RayMissing", "import_ray", "inventory",
-           "read_answer"]
+def _node_of(item: Mapping[str, Any]) -> Gathered:
+    node = NodeResult(
+        node_id=str(item["node_id"]), hostname=str(item["hostname"]),
+        address=str(item["address"]), status=NodeStatus(item["status"]),
+        reason=str(item["reason"]),
+        ray_resources={str(k): float(v) for k, v in item["ray_resources"].items()},
+        accelerator_type=str(item["accelerator_type"]), elapsed=float(item["elapsed"]))
+    answer = item.get("answer")
+    return node, answer if isinstance(answer, str) else None
+
+
+__all__ = ["CHILD_ALLOWANCE", "DEFAULT_PORT", "INSTALL_HINT", "MAX_ANSWER", "RAY_LOOPBACK_ENV", "RayMissing",
+           "import_ray", "inventory", "ray_address_file", "read_answer", "resolve_address"]
