@@ -2,7 +2,8 @@
 
 Starts a local Ray cluster of ``--nodes`` nodes (one CPU each, no GPU, bound to 127.0.0.1),
 each pinned to lavapipe like the tests, then times ``gpuscout.cluster.ray.inventory`` (which
-attaches, runs one isolated discovery per node, detaches) against ``Scout.discover`` here, both
+runs Ray's side in a child process that attaches, sends one isolated discovery per node and
+detaches; or runs it in-process when this process is already attached) against ``Scout.discover`` here, both
 isolated and in-process, over ``--runs`` runs each. Needs the extra ``ray`` and lavapipe.
 
     python bench/cluster.py [--nodes 3] [--runs 7]
@@ -70,7 +71,8 @@ def main() -> int:
         if ray.is_initialized():
             ray.shutdown()
         cluster.shutdown()
-    print(f"inventory, attach + run + detach:   {cold * 1000:7.0f} ms (median of {args.runs})")
+    print(f"inventory, not attached (a child attaches, runs, detaches): {cold * 1000:7.0f} ms "
+          f"(median of {args.runs})")
     print(f"inventory, already attached:         {warm * 1000:7.0f} ms")
     print(f"one local discovery, isolated:       {isolated * 1000:7.0f} ms")
     print(f"one local discovery, in-process:     {local * 1000:7.0f} ms")
