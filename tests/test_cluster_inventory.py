@@ -720,3 +720,28 @@ def test_a_bad_inventory_timeout_is_refused_before_ray_is_touched(timeout: objec
     with pytest.raises(GpuscoutError, match="timeout must be a finite number of seconds > 0"):
         inventory("127.0.0.1:1", timeout)  # type: ignore[arg-type]
     assert ("ray" in sys.modules) == before
+
+
+@pytest.mark.parametrize(("child", "message"), [
+    ("import sys; sys.stdout.write('[1, 2]')", "answered something unreadable: TypeError"),
+    ("import sys; sys.stdout.write('{{\"nodes\": [{{\"x\": 1}}]}}')",
+     "answered something unreadable: KeyError"),
+    ("import sys; sys.stderr.write('Failed to connect to GCS\\\\n'); sys.exit(1)",
+     "exited with status 1 without an answer; last stderr: Failed to connect to GCS"),
+    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+     "crashed: SIGKILL without an answer"),
+    ("import sys; sys.stdout.write('{{\"error\": \"cannot reach it\", \"kind\": \"error\"}}')",
+     "^cannot reach it$"),
+])
+def test_the_inventory_child_ending_badly_is_one_gpuscout_error(
+        monkeypatch: pytest.MonkeyPatch, child: str, message: str) -> None:
+    """The child that holds Ray's driver is gpuscout's own, but whatever it does (answers
+    garbage, is ended by Ray with status 1, is killed), the host gets one GpuscoutError. (The
+    child's code is a format string: its braces are doubled.)"""
+    import gpuscout.cluster.ray as ray_module
+
+    monkeypatch.setattr(ray_module, "_BOOT", child)
+    monkeypatch.setattr(ray_module, "check_reachable", lambda address, timeout: None)
+    monkeypatch.setattr(ray_module, "_ray_installed", lambda: True)
+    with pytest.raises(GpuscoutError, match=message):
+        ray_module._gather_in_child("127.0.0.1:6379", 10.0, {})

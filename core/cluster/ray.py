@@ -11,6 +11,10 @@ A node that Ray lists as dead, that dies while its task runs, that does not answ
 that lacks gpuscout is reported with the reason; the others still count. Every task still
 running at the deadline is cancelled (its worker killed) before the call returns, and an
 interrupt cancels them too.
+
+Ray's side (``gpuscout.cluster.ray_driver``) runs in a child process of its own unless this
+process is already attached to Ray: Ray ends a driver whose cluster head stays unreachable, and
+that must never be the host.
 """
 
 from __future__ import annotations
@@ -190,10 +194,14 @@ def _gather_in_child(address: str | None, timeout: float,
         raise GpuscoutError(
             f"the Ray inventory's process {exit_text(child.returncode or 0)} without an answer"
             f"{'; last stderr: ' + words if words else ''}") from None
-    if "error" in document:
+    if isinstance(document, dict) and "error" in document:
         cls = RayMissing if document.get("kind") == "ray_missing" else GpuscoutError
         raise cls(str(document["error"]))
-    return [_node_of(item) for item in document["nodes"]]
+    try:
+        return [_node_of(item) for item in document["nodes"]]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise GpuscoutError(f"the Ray inventory's process answered something unreadable: "
+                            f"{type(exc).__name__}: {exc}") from None
 
 
 def _node_of(item: Mapping[str, Any]) -> Gathered:
