@@ -19,14 +19,20 @@ import json
 import os
 import select
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from gpuscout.isolation import START_ALLOWANCE, STDERR_TAIL, exit_text, kill_group, last_line
+from gpuscout.isolation import (
+    START_ALLOWANCE,
+    STDERR_TAIL,
+    boot_code,
+    child_argv,
+    exit_text,
+    kill_group,
+    last_line,
+)
 
-_BOOT = ("import sys; sys.path[:] = {path!r}; "
-         "from gpuscout.isolation_child import probe_main; raise SystemExit(probe_main())")
+_BOOT = boot_code("gpuscout.isolation_child", "probe_main")
 #: How often the host looks at the child while it imports.
 _POLL = 0.05
 
@@ -53,9 +59,8 @@ def _probe_once(names: list[str], env: Mapping[str, str],
                 timeout: float) -> tuple[set[str], tuple[str, str, str] | None]:
     """One child over ``names``: the plugins it got through, and the culprit that stopped it
     (None when it finished). A child that cannot even start blames nobody."""
-    argv = [sys.executable, "-I", "-c", _BOOT.format(path=list(sys.path))]
     try:
-        child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        child = subprocess.Popen(child_argv(_BOOT), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, env=dict(env), start_new_session=True,
                                  close_fds=True)
     except (OSError, ValueError):

@@ -41,8 +41,20 @@ STDERR_TAIL = 8192
 #: How long to wait for a killed process group to be reaped.
 REAP_GRACE = 5.0
 
-_BOOT = ("import sys; sys.path[:] = {path!r}; "
-         "from gpuscout.isolation_child import main; raise SystemExit(main())")
+def boot_code(module: str, function: str) -> str:
+    """The ``-c`` code of a gpuscout child: the host's ``sys.path`` (filled in by
+    ``child_argv``), then ``module.function()`` as the exit status."""
+    return ("import sys; sys.path[:] = {path!r}; "
+            f"from {module} import {function}; raise SystemExit({function}())")
+
+
+def child_argv(code: str) -> list[str]:
+    """A fresh, isolated interpreter (``-I``) with the host's ``sys.path``, running ``code``
+    (a ``boot_code``, a format string: literal braces doubled)."""
+    return [sys.executable, "-I", "-c", code.format(path=list(sys.path))]
+
+
+_BOOT = boot_code("gpuscout.isolation_child", "main")
 
 
 class IsolationError(Exception):
@@ -150,10 +162,9 @@ def _run_child(plugins: list[str], env: Mapping[str, str], platform: str, root: 
     request = json.dumps({"plugins": plugins, "env": dict(env), "platform": platform,
                           "root": root, "timeout": timeout, "fork": fork,
                           "parent": os.getpid()}).encode()
-    argv = [sys.executable, "-I", "-c", _BOOT.format(path=list(sys.path))]
     try:
         child = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            child_argv(_BOOT), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=dict(env), start_new_session=True, close_fds=True)
     except (OSError, ValueError) as exc:
         raise IsolationError(f"cannot start the isolation child: {exc}") from None
@@ -227,5 +238,15 @@ def _last_words(err: bytes) -> str:
     return f"; last stderr: {line}" if line else ""
 
 
-__all__ = ["IsolationError", "PluginOutcome", "decode_device", "encode_device",
-           "enumerate_isolated", "exit_text", "kill_group", "last_line"]
+__all__ = [
+    "IsolationError",
+    "PluginOutcome",
+    "boot_code",
+    "child_argv",
+    "decode_device",
+    "encode_device",
+    "enumerate_isolated",
+    "exit_text",
+    "kill_group",
+    "last_line",
+]

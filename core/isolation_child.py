@@ -44,28 +44,37 @@ def _orphaned(parent: int | None) -> bool:
     return parent is not None and os.getppid() != parent
 
 
-def main() -> int:
-    """The zygote's entry point; returns its exit status."""
+def _start() -> tuple[int, dict[str, Any]]:
+    """What both children do first: die with the host, keep the stdout they had at start for
+    the answer (its descriptor is returned) and send all else to stderr, read the request, and
+    make the process environment exactly the request's ``env``."""
     # A host killed outright (SIGKILL, a Ray worker cancelled by force) runs no clean-up: the
-    # kernel's SIGTERM on its death (or, elsewhere, the loop's parent check) takes the group down.
+    # kernel's SIGTERM on its death (or, elsewhere, the zygote's parent check) takes the group
+    # down.
     signal.signal(signal.SIGTERM, _end_group)
     die_with_parent(signal.SIGTERM)
     answer_fd = os.dup(1)
     os.dup2(2, 1)  # from here on, what anyone prints goes to stderr
-    request = json.loads(sys.stdin.buffer.read())
-    parent: int | None = request.get("parent")
-    if _orphaned(parent):  # the host died before the kernel was asked to tell
+    request: dict[str, Any] = json.loads(sys.stdin.buffer.read())
+    if _orphaned(request.get("parent")):  # the host died before the kernel was asked to tell
         _end_group()
+    # The interpreter may have added to its environment at start (LC_CTYPE under the C
+    # locale); drivers read the process environment, which must be exactly the Scout's.
+    if dict(os.environ) != request["env"]:
+        os.environ.clear()
+        os.environ.update(request["env"])
+    return answer_fd, request
+
+
+def main() -> int:
+    """The zygote's entry point; returns its exit status."""
+    answer_fd, request = _start()
+    parent: int | None = request.get("parent")
     env: dict[str, str] = request["env"]
     platform: str = request["platform"]
     root: str = request["root"]
     timeout = float(request["timeout"])
     set_inline(True)  # imports on this thread: no other thread may exist at fork time
-    # The interpreter may have added to its environment at start (LC_CTYPE under the C
-    # locale); drivers read the process environment, which must be exactly the Scout's.
-    if dict(os.environ) != env:
-        os.environ.clear()
-        os.environ.update(env)
 
     def context(name: str, deadline: float | None) -> Context:
         return Context(env=env, platform=platform, root=root, deadline=deadline, plugin=name)
@@ -251,17 +260,8 @@ def probe_main() -> int:
     """The import probe's child (``gpuscout.import_probe``): import each named plugin alone, in
     order, saying ``{"start": name}`` before and ``{"done": name}`` after on the stdout it had
     at start. A plugin that kills this process is found by its missing ``done``."""
-    signal.signal(signal.SIGTERM, _end_group)
-    die_with_parent(signal.SIGTERM)
-    answer_fd = os.dup(1)
-    os.dup2(2, 1)  # what a plugin prints on import goes to stderr
-    request = json.loads(sys.stdin.buffer.read())
-    if _orphaned(request.get("parent")):
-        _end_group()
+    answer_fd, request = _start()
     env: dict[str, str] = request["env"]
-    if dict(os.environ) != env:
-        os.environ.clear()
-        os.environ.update(env)
     set_inline(True)
 
     def say(event: dict[str, str]) -> None:

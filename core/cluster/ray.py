@@ -48,14 +48,14 @@ from gpuscout.cluster.ray_driver import (
     resolve_address,
 )
 from gpuscout.errors import GpuscoutError
+from gpuscout.isolation import boot_code, child_argv, exit_text, kill_group, last_line
 
 #: The largest answer read from one node.
 MAX_ANSWER = 16 << 20
 #: Seconds the inventory's child may take beyond the timeout: its own start (an interpreter,
 #: Ray's import, attaching) and the cancellations.
 CHILD_ALLOWANCE = 20.0
-_BOOT = ("import sys; sys.path[:] = {path!r}; "
-         "from gpuscout.cluster.ray_driver import child_main; raise SystemExit(child_main())")
+_BOOT = boot_code("gpuscout.cluster.ray_driver", "child_main")
 
 
 def read_answer(base: NodeResult, text: Any, elapsed: float) -> NodeResult:
@@ -170,11 +170,8 @@ def _gather_in_child(address: str | None, timeout: float,
         env.setdefault(RAY_LOOPBACK_ENV, "0")
     request = json.dumps({"address": target, "timeout": timeout, "options": dict(options),
                           "parent": os.getpid()}).encode()
-    argv = [sys.executable, "-I", "-c", _BOOT.format(path=list(sys.path))]
-    from gpuscout.isolation import exit_text, kill_group, last_line
-
     try:
-        child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        child = subprocess.Popen(child_argv(_BOOT), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, env=env, start_new_session=True,
                                  close_fds=True)
     except (OSError, ValueError) as exc:

@@ -98,13 +98,11 @@ def resolve_address(address: str | None) -> str:
 
 
 def import_ray(address: str | None = None) -> Any:
-    """Import Ray, or raise ``RayMissing``. For a loopback ``address`` (a cluster on this machine
-    bound to 127.0.0.1) Ray is first told not to swap 127.0.0.1 for the machine's outside
-    address, which it otherwise does and then cannot find the cluster; a value the caller set
-    is kept, and an already imported Ray is used as it is."""
-    split = _split(resolve_address(address))
-    if split and _is_loopback(split[0]) and "ray" not in sys.modules:
-        os.environ.setdefault(RAY_LOOPBACK_ENV, "0")
+    """Import Ray, or raise ``RayMissing`` with ``INSTALL_HINT``; a malformed ``address`` is a
+    GpuscoutError first. (A loopback address needs ``RAY_LOOPBACK_ENV`` set before Ray is
+    imported: ``gpuscout.cluster.ray`` puts it into the environment of the child that imports
+    Ray.)"""
+    _split(resolve_address(address))
     try:
         import ray
     except ImportError:
