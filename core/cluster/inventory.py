@@ -1,6 +1,6 @@
-"""A cluster inventory's results, whatever engine gathered them: one ``NodeResult`` per node, a
-``Summary`` of the whole cluster, and where the engine's own view of a node disagrees with what
-gpuscout found there. Pure data and arithmetic: nothing here imports Ray.
+"""A Ray cluster inventory's results: one ``NodeResult`` per node, a ``Summary`` of the whole
+cluster, and where Ray's own view of a node disagrees with what gpuscout found there. Pure data
+and arithmetic: nothing here imports Ray.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class Disagreement:
 
 @attrs.frozen
 class NodeResult:
-    """One node: who it is, what the engine says it has, and what gpuscout found there.
+    """One node: who it is, what Ray says it has, and what gpuscout found there.
 
     ``discovery`` is None unless ``status`` is ``ok``; ``reason`` says why then. ``ran_on`` is the
     node id the answering task read from its own runtime (it must equal ``node_id``), ``pid`` its
@@ -105,7 +105,7 @@ class LibraryMemory:
 @attrs.frozen
 class Summary:
     """The whole cluster: nodes by status, devices by model and library, memory by library, and
-    every node where the engine and gpuscout disagree."""
+    every node where Ray and gpuscout disagree."""
 
     nodes: int
     nodes_by_status: Mapping[str, int]
@@ -124,7 +124,7 @@ class Inventory:
     elapsed: float = 0.0
 
 
-# -- the engine's view against gpuscout's -----------------------------------------------------------
+# -- Ray's view against gpuscout's ----------------------------------------------------------------
 
 _WORDS = re.compile(r"[a-z0-9]+")
 
