@@ -30,6 +30,7 @@ from gpuscout.results import SOFTWARE_REASON, Discovery, Dropped, PluginReport, 
 from gpuscout.system import read_system
 
 if TYPE_CHECKING:
+    from gpuscout.fit.placement import FitResult
     from gpuscout.load import Allocate, LoadResult
     from gpuscout.memory import BackendMemory
 
@@ -380,6 +381,44 @@ class Scout:
         if answer is None:
             return device.library == CPU_LIBRARY
         return bool(answer)
+
+    def fit(self, model: Any, *, devices: Sequence[DeviceInfo] | None = None,
+            system: SystemInfo | None = None, ctx: int | None = None, flash_attn: bool | None = None,
+            cache_type_k: str = "f16", cache_type_v: str = "f16", parallel: int = 1,
+            ubatch_size: int = 512, batch_size: int = 2048, swa_full: bool = False,
+            mmproj: Any = None, num_gpu: int = -1, spread: bool = False,
+            include_software: bool = False, cpu_features: Iterable[str] | None = None) -> FitResult:
+        """Whether ``model`` (a GGUF path or a ``gpuscout.fit.Model``) fits here -> ``FitResult``.
+
+        The memory llama.cpp would allocate with these options (its long option names:
+        ``ctx`` is the total context shared by ``parallel`` sequences; ``flash_attn`` None is
+        auto: on when every device passes ``flash_attention_supported``), per device, with the
+        layers placed by the reference planner on ``devices`` (default: this machine's,
+        software devices only with ``include_software``) and the verdict against ``system``
+        (default: this machine's). ``cpu_features`` are the CPU's instruction-set flags that
+        decide llama.cpp's repacked CPU weights (default: this machine's). Raises ``ModelError``
+        for a file that cannot be used, GpuscoutError for bad arguments. See docs/fit.md.
+        """
+        from gpuscout.fit.placement import checked_options, fit, host_cpu_features
+
+        options = checked_options(ctx=ctx, parallel=parallel, ubatch_size=ubatch_size,
+                                  batch_size=batch_size, cache_type_k=cache_type_k,
+                                  cache_type_v=cache_type_v, swa_full=swa_full,
+                                  flash_attn=flash_attn, num_gpu=num_gpu, spread=spread)
+        if devices is None or system is None:
+            found = self.discover(include_software=include_software)
+            devices = found.devices if devices is None else devices
+            system = found.system if system is None else system
+        devices = device_list(devices, "fit: devices")
+        if not isinstance(system, SystemInfo):
+            raise GpuscoutError(f"fit: system must be a SystemInfo, got {type(system).__name__}")
+        features = host_cpu_features(self.root) if cpu_features is None else cpu_features
+        if isinstance(features, (str, bytes)):
+            raise GpuscoutError("fit: cpu_features must be a list of flags, not a bare string")
+        return fit(model, devices, system, reserve=self.minimum_memory,
+                   flash_attention=self.flash_attention_supported, platform=self.platform,
+                   options=options, flash_attn=flash_attn, mmproj=mmproj, num_gpu=num_gpu,
+                   spread=spread, cpu_features=features)
 
     def flash_attention_supported(self, devices: Iterable[DeviceInfo]) -> bool:
         """The seed's FlashAttentionSupported: every device must pass; no devices pass."""

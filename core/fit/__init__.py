@@ -1,0 +1,17 @@
+"""``gpuscout fit``: read a GGUF model safely, estimate what llama.cpp allocates, place it.
+
+- ``gpuscout.fit.reader``: the bounded GGUF header reader (``read_gguf``, ``ModelError``);
+- ``gpuscout.fit.hparams``: the hyperparameters llama.cpp reads;
+- ``gpuscout.fit.estimate``: model buffers, KV cache, recurrent state, compute buffers;
+- ``gpuscout.fit.placement``: ``Scout.fit``'s work: placement, memory per device, the verdict.
+
+Nothing here touches a device; see docs/fit.md.
+"""
+
+from __future__ import annotations
+
+from gpuscout.fit.estimate import CACHE_TYPES, Options
+from gpuscout.fit.placement import FitResult, Model, Usage, read_model
+from gpuscout.fit.reader import ModelError, read_gguf
+
+__all__ = ["CACHE_TYPES", "FitResult", "Model", "ModelError", "Options", "Usage", "read_gguf", "read_model"]

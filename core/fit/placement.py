@@ -1,0 +1,383 @@
+"""``Scout.fit``: where a model's layers land, what each device then holds, and whether it fits.
+
+The estimate (``gpuscout.fit.estimate``) gives each layer's bytes and each device's compute
+buffer; the reference planner (``gpuscout.plan``) places layers, reserving a graph only on
+devices that hold layers (so a small model lands on as few GPUs as it needs); the verdict is
+the planner's, with the real system memory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from gpuscout.errors import GpuscoutError
+from gpuscout.fit import estimate as est
+from gpuscout.fit.hparams import Hparams, read_hparams
+from gpuscout.fit.reader import GGUFFile, ModelError, quant_sizes, read_gguf
+from gpuscout.layers import GPULayersList
+from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
+from gpuscout.records import CPU_LIBRARY, DeviceInfo, SystemInfo
+
+#: Rounds of "plan, then reserve the graphs of the devices that hold layers, plan again".
+_ROUNDS = 8
+
+
+@attrs.frozen
+class Model:
+    """A read model: its header, hyperparameters and tensors split into layers."""
+
+    file: GGUFFile
+    hparams: Hparams
+    layers: est.Layers
+
+    @property
+    def path(self) -> str:
+        """The file it was read from."""
+        return self.file.path
+
+
+def read_model(path: str | os.PathLike[str], *, timeout: float = 30.0) -> Model:
+    """Read ``path`` (bounded, see ``gpuscout.fit.reader``); ModelError when it cannot be used."""
+    file = read_gguf(path, timeout=timeout)
+    hparams = read_hparams(file)
+    return Model(file=file, hparams=hparams, layers=est.split_tensors(file, hparams))
+
+
+@attrs.frozen
+class Usage:
+    """What one backend holds, in bytes (``weights`` includes, on the CPU, the input weights
+    and the repacked copies; ``total`` the output buffer too)."""
+
+    id: str
+    library: str
+    name: str
+    weights: int
+    kv_cache: int
+    graph: int
+    output: int = 0
+
+    @property
+    def total(self) -> int:
+        """Everything this backend allocates."""
+        return self.weights + self.kv_cache + self.graph + self.output
+
+
+@attrs.frozen
+class FitResult:
+    """The answer to "does this model fit here": sizes, placement, memory per device, verdict."""
+
+    model: Model
+    context: est.Context
+    flash_attn: bool
+    cache_type_k: str
+    cache_type_v: str
+    placement: GPULayersList
+    memory: BackendMemory
+    usage: tuple[Usage, ...]
+    cpu_layers: tuple[int, ...]
+    layer_sizes: tuple[int, ...]
+    fits: bool
+    notes: tuple[str, ...]
+
+    @property
+    def total(self) -> int:
+        """Bytes over every backend."""
+        return sum(u.total for u in self.usage)
+
+
+def host_cpu_features(root: str = "/") -> frozenset[str]:
+    """The instruction-set flags of this machine's CPU (``/proc/cpuinfo`` under ``root``),
+    empty where that cannot be read."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return frozenset()
+    try:
+        with open(os.path.join(root, "proc/cpuinfo"), "rb") as f:
+            head = f.read(1 << 16).decode("ascii", "replace")
+    except OSError:
+        return frozenset()
+    for line in head.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
+def _too_big(t_bytes: int, device: DeviceInfo | None) -> bool:
+    return device is not None and 0 < getattr(device, "max_allocation", 0) < t_bytes
+
+
+def fit(model: Model | str | os.PathLike[str], devices: Sequence[DeviceInfo], system: SystemInfo, *,
+        reserve: Callable[[DeviceInfo], int], flash_attention: Callable[[Sequence[DeviceInfo]], bool],
+        platform: str, options: est.Options, flash_attn: bool | None = None,
+        mmproj: Model | str | os.PathLike[str] | None = None, num_gpu: int = -1,
+        spread: bool = False, cpu_features: Iterable[str] = ()) -> FitResult:
+    """See ``Scout.fit``; ``reserve`` and ``flash_attention`` are the Scout's rules."""
+    if not isinstance(model, Model):
+        model = read_model(model)
+    projector = mmproj if isinstance(mmproj, Model) or mmproj is None else read_projector(mmproj)
+    h = model.hparams
+    notes = list(h.notes)
+    if flash_attn is None:
+        flash_attn = flash_attention(devices)
+        notes.append(f"flash attention auto: {'on' if flash_attn else 'off'} "
+                     "(as llama.cpp decides for these devices)")
+    sizes = quant_sizes()
+    if options.cache_type_v not in ("f16", "f32", "bf16") and not flash_attn:
+        raise ModelError(f"--cache-type-v {options.cache_type_v} needs flash attention (llama.cpp: "
+                         "V cache quantization requires flash_attn)")
+    opts = attrs.evolve(options, flash_attn=flash_attn)
+    ctx = est.context(h, opts)
+    if h.n_ctx_train and ctx.n_ctx_seq > h.n_ctx_train:
+        notes.append(f"--ctx {ctx.n_ctx_seq} per sequence is more than the model was trained for "
+                     f"({h.n_ctx_train}); llama.cpp warns of a possible training context overflow")
+    kv = est.kv_bytes(h, ctx, opts, sizes)
+    g = est.graph(h, ctx, opts)
+    L = model.layers
+    tied = L.embedding.nbytes if L.tied and L.embedding is not None else 0
+    n = h.n_layer
+    # Each layer's cost on a GPU: weights and cache (the tied output's copy on the output layer).
+    smallest_cap = min((d.max_allocation for d in devices if getattr(d, "max_allocation", 0)), default=0)
+    out_on_gpu = L.output + (tied if not (0 < smallest_cap < tied) else 0)
+    layer_sizes = [L.blocks[i] + kv[i] for i in range(n)] + [out_on_gpu]
+
+    def graphs_for(layout: GPULayersList) -> dict[str, int]:
+        where = {(x.id, x.library): set(x.layers) for x in layout}
+        table = {}
+        for d in devices:
+            mine = where.get((d.id, d.library), set())
+            if mine:
+                table[d.id] = _device_graph(g, mine, n, d, h)
+        return table
+
+    layout = _place(layer_sizes, devices, reserve, graphs_for, num_gpu=num_gpu, spread=spread)
+    placed = {i for x in layout for i in x.layers}
+    cpu_layers = tuple(i for i in range(n + 1) if i not in placed)
+    features = frozenset(cpu_features)
+    usage, memory = _account(model, kv, g, ctx, layout, devices, features, tied, projector)
+    if any(L_ in cpu_layers for L_ in range(n)) and est.repacked(
+            [t for i in cpu_layers if i < n for t in L.tensors_by_block[i]], features):
+        notes.append("CPU weights include the CPU_REPACK copies llama.cpp's CPU backend makes of "
+                     "Q4_0/Q4_K/IQ4_NL/MXFP4 matrices on this CPU (AVX2)")
+    fits = _verdict(layout, layer_sizes, devices, system, usage, reserve, platform, num_gpu, notes)
+    return FitResult(model=model, context=ctx, flash_attn=flash_attn,
+                     cache_type_k=opts.cache_type_k, cache_type_v=opts.cache_type_v,
+                     placement=layout, memory=memory, usage=tuple(usage), cpu_layers=cpu_layers,
+                     layer_sizes=tuple(layer_sizes), fits=fits, notes=tuple(notes))
+
+
+def _device_graph(g: est.Graph, layers: set[int], n: int, device: DeviceInfo | None,
+                  h: Hparams) -> int:
+    head = n in layers and not _too_big(h.n_vocab * 4, device) and not _too_big(g.head, device)
+    return g.on([i for i in layers if i < n], head)
+
+
+def _place(layer_sizes: list[int], devices: Sequence[DeviceInfo], reserve: Callable[[DeviceInfo], int],
+           graphs_for: Callable[[GPULayersList], dict[str, int]], *, num_gpu: int,
+           spread: bool) -> GPULayersList:
+    """The reference layout, graphs reserved on the devices that hold layers (rebuilt until
+    the devices in use stop changing), integrated devices kept out of a forced ``num_gpu``
+    while the discrete ones of the library can take the layers."""
+    from gpuscout.plan import create_layout
+
+    def layout_on(candidates: Sequence[DeviceInfo]) -> GPULayersList:
+        graphs: dict[str, int] = {}
+        seen: list[dict[str, int]] = []
+        layout = GPULayersList()
+        for _ in range(_ROUNDS):
+            layout = create_layout(layer_sizes, candidates, reserve, num_gpu=num_gpu, spread=spread,
+                                   graphs=graphs)
+            new = graphs_for(layout)
+            if new == graphs or new in seen:
+                break
+            seen.append(graphs)
+            graphs = new
+        return layout
+
+    if not devices:
+        return GPULayersList()
+    if num_gpu >= 0:
+        discrete = [d for d in devices if not d.integrated]
+        if discrete and len(discrete) < len(devices):
+            wanted = min(num_gpu, len(layer_sizes))
+            first = layout_on(discrete)
+            if first.sum() >= wanted:
+                return first
+    return layout_on(devices)
+
+
+def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout: GPULayersList,
+             devices: Sequence[DeviceInfo], features: frozenset[str], tied: int,
+             projector: Model | None) -> tuple[list[Usage], BackendMemory]:
+    """Per backend: weights, cache and graph under ``layout`` (see DESIGN.md's fit figures)."""
+    h, L = model.hparams, model.layers
+    n = h.n_layer
+    by_key = {(d.id, d.library): d for d in devices}
+    cpu_w = [0] * (n + 1)
+    cpu_c = [0] * (n + 1)
+    gpus: list[DeviceMemory] = []
+    usage: list[Usage] = []
+    on_cpu = set(range(n + 1))
+    cpu_head = True
+    for x in layout:
+        d = by_key[(x.id, x.library)]
+        mine = set(x.layers)
+        on_cpu -= mine
+        w = [0] * (n + 1)
+        c = [0] * (n + 1)
+        for i in mine:
+            tensors = L.tensors_by_block[i] if i < n else L.output_tensors
+            for t in tensors:
+                if _too_big(t.nbytes, d):
+                    cpu_w[i] += t.nbytes  # stays in host memory (mapped)
+                else:
+                    w[i] += t.nbytes
+            if i == n and tied and not _too_big(tied, d):
+                w[i] += tied
+            if i < n:
+                c[i] = kv[i]
+        graph = _device_graph(g, mine, n, d, h)
+        if n in mine and (_too_big(h.n_vocab * 4, d) or _too_big(g.head, d)):
+            cpu_head = True
+        elif n in mine:
+            cpu_head = False
+        gpus.append(DeviceMemory(id=d.id, library=d.library, name=d.name, weights=w, cache=c, graph=graph))
+    for i in on_cpu:
+        tensors = L.tensors_by_block[i] if i < n else L.output_tensors
+        cpu_w[i] += sum(t.nbytes for t in tensors)
+        if i < n:
+            cpu_c[i] = kv[i]
+    repack_tensors = [t for i in on_cpu if i < n for t in L.tensors_by_block[i]]
+    if n in on_cpu:
+        repack_tensors += list(L.output_tensors)
+        if tied and L.embedding is not None:
+            repack_tensors.append(L.embedding)
+    repack = est.repacked(repack_tensors, features)
+    cpu_blocks = [i for i in on_cpu if i < n]
+    cpu_graph = g.on(cpu_blocks, cpu_head) if (cpu_blocks or cpu_head) else 0
+    if layout and cpu_graph < g.embeddings:
+        cpu_graph = max(cpu_graph, g.embeddings)  # the input embeddings are looked up on the CPU
+    if projector is not None and gpus:  # the projector's compute buffer, on the first GPU
+        gpus[0] = attrs.evolve(gpus[0], graph=gpus[0].graph + projector_graph(projector))
+    cpu = DeviceMemory(library=CPU_LIBRARY, name="CPU", weights=cpu_w, cache=cpu_c, graph=cpu_graph)
+    input_weights = L.input + repack
+    memory = BackendMemory(input_weights=input_weights, cpu=cpu, gpus=gpus)
+    for dm in gpus:
+        extra = projector_weights(projector) if projector is not None and dm is gpus[0] else 0
+        usage.append(Usage(id=dm.id, library=dm.library, name=dm.name, weights=sum(dm.weights) + extra,
+                           kv_cache=sum(dm.cache), graph=dm.graph))
+    cpu_extra = projector_weights(projector) + projector_graph(projector) if projector and not gpus else 0
+    usage.append(Usage(id="", library=CPU_LIBRARY, name="CPU", weights=input_weights + sum(cpu_w) + cpu_extra,
+                       kv_cache=sum(cpu_c), graph=cpu_graph, output=h.n_vocab * ctx.n_seq * 4))
+    return usage, memory
+
+
+def read_projector(path: str | os.PathLike[str]) -> Model:
+    """A multimodal projector file (``--mmproj``): read like a model, any architecture."""
+    file = read_gguf(path)
+    from gpuscout.fit.hparams import architecture
+
+    arch = architecture(file)
+    h = Hparams(arch=arch, n_layer=0, n_embd=0, n_ctx_train=0, n_vocab=0, n_head=(), n_head_kv=(),
+                n_ff=(), head_k=0, head_v=0, head_k_swa=0, head_v_swa=0, n_swa=0, swa=(),
+                kv_layers=(), recurrent=(), mla=False, n_embd_r=0, n_embd_s=0, n_expert=0,
+                n_expert_used=0, n_ff_exp=0)
+    layers = est.Layers(blocks=(), output=0, input=sum(t.nbytes for t in file.tensors), tied=False,
+                        embedding=None, tensors_by_block=(), output_tensors=())
+    return Model(file=file, hparams=h, layers=layers)
+
+
+def projector_weights(p: Model | None) -> int:
+    """The projector's weights (all its tensors)."""
+    return p.layers.input if p is not None else 0
+
+
+def projector_graph(p: Model | None) -> int:
+    """A rough compute buffer for one image: patches x width activations and the attention
+    scores (clip.vision.image_size, patch_size, embedding_length, head_count)."""
+    if p is None:
+        return 0
+    v = p.file.values
+
+    def num(key: str, default: int) -> int:
+        value = v.get(key, default)
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+    image, patch = num("clip.vision.image_size", 224), num("clip.vision.patch_size", 14)
+    width, heads = num("clip.vision.embedding_length", 1024), num("clip.vision.attention.head_count", 16)
+    patches = min((image // max(patch, 1)) ** 2, 1 << 20)
+    return patches * width * 4 * 8 + patches * patches * heads * 4
+
+
+def _verdict(layout: GPULayersList, layer_sizes: list[int], devices: Sequence[DeviceInfo],
+             system: SystemInfo, usage: list[Usage], reserve: Callable[[DeviceInfo], int],
+             platform: str, num_gpu: int, notes: list[str]) -> bool:
+    """The planner's verdict on the CPU side (verify_layout with the real system memory),
+    and every GPU's share within its free memory less its reserve."""
+    from gpuscout.plan import verify_layout
+
+    cpu = usage[-1]
+    on_gpu = {i for x in layout for i in x.layers}
+    unplaced = sum(size for i, size in enumerate(layer_sizes) if i not in on_gpu)
+    extra = max(0, cpu.total - unplaced)
+    fits = True
+    if system.total_memory == 0 and system.free_memory == 0:
+        notes.append("system memory unknown: the CPU's share is not checked")
+    else:
+        try:
+            verify_layout(layout, layer_sizes, devices, system, num_gpu=num_gpu, require_full=False,
+                          graphs=None, platform=platform, cpu_extra=extra)
+        except InsufficientMemoryError:
+            fits = False
+            notes.append(f"the CPU's share ({cpu.total} bytes) is more than free system memory "
+                         f"({system.free_memory} bytes{' plus swap' if system.free_swap else ''})")
+    by_key = {(d.id, d.library): d for d in devices}
+    for u in usage[:-1]:
+        d = by_key[(u.id, u.library)]
+        room = d.free_memory - reserve(d)
+        if u.total > room:
+            fits = False
+            notes.append(f"{d.name or d.id} needs {u.total} bytes but has {max(room, 0)} free after "
+                         "its reserve")
+    return fits
+
+
+def checked_options(*, ctx: object, parallel: object, ubatch_size: object, batch_size: object,
+                    cache_type_k: object, cache_type_v: object, swa_full: object, flash_attn: object,
+                    num_gpu: object, spread: object) -> est.Options:
+    """Scout.fit's keyword arguments checked (GpuscoutError naming the one that is wrong)."""
+    def whole(name: str, value: object, low: int) -> int:
+        if type(value) is not int or not low <= value < 1 << 32:
+            raise GpuscoutError(f"fit: {name} must be an int from {low} to 2**32-1, got {value!r:.60}")
+        return value
+
+    if ctx is not None:
+        whole("ctx", ctx, 1)
+    for name, value in (("cache_type_k", cache_type_k), ("cache_type_v", cache_type_v)):
+        if value not in est.CACHE_TYPES:
+            raise GpuscoutError(f"fit: {name} must be one of {', '.join(est.CACHE_TYPES)}, got {value!r:.60}")
+    for name, value in (("swa_full", swa_full), ("spread", spread)):
+        if not isinstance(value, bool):
+            raise GpuscoutError(f"fit: {name} must be a bool, got {value!r:.60}")
+    if flash_attn is not None and not isinstance(flash_attn, bool):
+        raise GpuscoutError(f"fit: flash_attn must be True, False or None (auto), got {flash_attn!r:.60}")
+    if type(num_gpu) is not int or num_gpu < -1:
+        raise GpuscoutError(f"fit: num_gpu must be an int >= -1 (-1: auto), got {num_gpu!r:.60}")
+    return est.Options(ctx=ctx, parallel=whole("parallel", parallel, 1),  # type: ignore[arg-type]
+                       ubatch_size=whole("ubatch_size", ubatch_size, 1),
+                       batch_size=whole("batch_size", batch_size, 1), cache_type_k=str(cache_type_k),
+                       cache_type_v=str(cache_type_v), swa_full=bool(swa_full))
+
+
+def layout_rows(result: FitResult) -> list[dict[str, Any]]:
+    """The ``memory`` list of ``fit --json``: each device that holds anything, then the CPU."""
+    return [{"id": u.id, "backend": u.library, "weights": u.weights, "kv_cache": u.kv_cache,
+             "graph": u.graph, "total": u.total} for u in result.usage]
+
+
+__all__ = ["FitResult", "Model", "Usage", "checked_options", "fit", "host_cpu_features", "layout_rows",
+           "read_model", "read_projector"]
