@@ -52,7 +52,8 @@ class DeviceInfo:
     """One device as one library reports it (the seed's DeviceInfo, fields in snake_case).
 
     Extra fields of gpuscout's own (``uuid``, ``free_memory_unknown``, ``software``,
-    ``free_memory_stale``, ``unused_reason``) default to empty and are left out of the wire format when empty.
+    ``free_memory_stale``, ``unused_reason``, ``max_allocation``) default to empty and are left
+    out of the wire format when empty.
     """
 
     id: str = ""
@@ -88,6 +89,10 @@ class DeviceInfo:
     #: would): outside ggml-vulkan's default device set, not Metal's system default device.
     #: Such devices rank after the others.
     unused_reason: str = ""
+    #: Largest single buffer or tensor, in bytes, that the device's runtime can allocate (0 =
+    #: unknown). ggml leaves a tensor or buffer larger than this on the CPU, with the ops that
+    #: use it (Vulkan: maxStorageBufferRange, 128 MiB on lavapipe).
+    max_allocation: int = attrs.field(default=0, validator=_non_negative)
 
     @property
     def compute(self) -> str:
@@ -151,7 +156,7 @@ _PCI_ID = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", re.ASCII |
 _STR_FIELDS = ("id", "library", "name", "description", "filter_id", "pci_id", "gfx_target", "uuid",
                "unused_reason")
 _BOOL_FIELDS = ("integrated", "free_memory_unknown", "software", "free_memory_stale")
-_SIZE_FIELDS = ("total_memory", "free_memory")
+_SIZE_FIELDS = ("total_memory", "free_memory", "max_allocation")
 _INT_FIELDS = ("compute_major", "compute_minor", "driver_major", "driver_minor",
                "nvidia_driver_major")
 #: Longest text field accepted (a description is a line, not a document).

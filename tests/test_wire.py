@@ -148,7 +148,7 @@ sizes = st.integers(min_value=0, max_value=2**64 - 1)
                  free_memory=sizes, compute_major=st.integers(-1, 20),
                  compute_minor=st.integers(-1, 20), driver_major=st.integers(0, 999),
                  gfx_target=names, library_path=st.lists(names, max_size=3), uuid=names,
-                 software=st.booleans()))
+                 software=st.booleans(), max_allocation=sizes))
 def test_any_record_round_trips(device: DeviceInfo) -> None:
     """Every serializable record reads back equal."""
     assert from_json(to_json([device]), list[DeviceInfo]) == [device]

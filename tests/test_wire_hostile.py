@@ -204,7 +204,8 @@ memories = st.builds(DeviceMemory, id=texts, library=texts, name=texts,
                         total_memory=ints, free_memory=ints, compute_major=st.integers(-1, 2**31),
                         compute_minor=st.integers(-1, 2**31), driver_major=ints,
                         driver_minor=ints, gfx_target=texts, library_path=st.lists(texts),
-                        uuid=texts, free_memory_unknown=st.booleans(), software=st.booleans()))
+                        uuid=texts, free_memory_unknown=st.booleans(), software=st.booleans(),
+                        max_allocation=ints))
 def test_a_device_with_any_text_round_trips(device: DeviceInfo) -> None:
     """Any unicode (lone surrogates included) in every field reads back equal, alone and in a list."""
     assert from_json(to_json(device), DeviceInfo) == device

@@ -68,6 +68,17 @@ def device_memory(raw: RawDevice) -> tuple[int, int, bool]:
     return total, sum(max(0, budget[i] - usage[i]) for i in heaps), False
 
 
+def max_allocation(raw: RawDevice) -> int:
+    """The largest single tensor or buffer ggml-vulkan keeps on the device, in bytes (0 unknown).
+
+    ggml-vulkan checks tensor sizes against ``VkPhysicalDeviceLimits.maxStorageBufferRange``
+    (a shader binds each tensor as one storage buffer), so a larger tensor stays on the CPU with
+    the ops that use it. lavapipe reports 128 MiB. VkPhysicalDeviceMaintenance3Properties'
+    maxMemoryAllocationSize is not read by the loader binding, so the range alone decides.
+    """
+    return raw.max_storage_buffer_range
+
+
 def is_moltenvk(raw: RawDevice, platform: str) -> bool:
     """MoltenVK by its VkDriverId; without driver properties, Apple's vendor id on macOS."""
     if raw.driver_id:
@@ -102,7 +113,8 @@ def to_device_info(raw: RawDevice, ordinal: int, platform: str) -> DeviceInfo:
 
     ``id`` is the ordinal among reported devices and ``filter_id`` the raw enumeration index
     (what GGML_VK_VISIBLE_DEVICES counts). Vulkan has no compute capability: compute is -1.-1
-    (unknown).
+    (unknown). ``max_allocation`` is the device's maxStorageBufferRange (``max_allocation``
+    says why).
     """
     total, free, unknown = device_memory(raw)
     major, minor = driver_version(raw, platform)
@@ -123,4 +135,5 @@ def to_device_info(raw: RawDevice, ordinal: int, platform: str) -> DeviceInfo:
         uuid=format_uuid(raw.uuid),
         free_memory_unknown=unknown,
         software=raw.device_type == TYPE_CPU,
+        max_allocation=max_allocation(raw),
     )

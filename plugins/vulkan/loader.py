@@ -58,7 +58,9 @@ class RawDevice:
     [domain, bus, device, function] from VK_EXT_pci_bus_info, ``heaps`` [size, flags] per
     memory heap, ``heap_budget``/``heap_usage`` per heap from VK_EXT_memory_budget,
     ``storage_16bit`` the storageBuffer16BitAccess feature (None when the device cannot be
-    asked: no vkGetPhysicalDeviceFeatures2, or neither 1.1 nor VK_KHR_16bit_storage).
+    asked: no vkGetPhysicalDeviceFeatures2, or neither 1.1 nor VK_KHR_16bit_storage),
+    ``max_storage_buffer_range`` VkPhysicalDeviceLimits.maxStorageBufferRange (0 when not
+    read).
     """
 
     index: int
@@ -78,6 +80,7 @@ class RawDevice:
     heap_budget: list[int] | None = None
     heap_usage: list[int] | None = None
     storage_16bit: bool | None = None
+    max_storage_buffer_range: int = 0
 
 
 @dataclass
@@ -277,7 +280,8 @@ def _device(calls: dict[str, Any], handle: int | None, index: int, api: int) -> 
     raw = RawDevice(index=index, name=_text(props.deviceName), device_type=props.deviceType,
                     vendor_id=props.vendorID, device_id=props.deviceID,
                     api_version=props.apiVersion, driver_version=props.driverVersion,
-                    extensions=extensions)
+                    extensions=extensions,
+                    max_storage_buffer_range=props.limits.maxStorageBufferRange)
     # Physical-device features of version N need both the instance and the device at N.
     effective = min(api, props.apiVersion & ~0xFFF)
     # With a 1.0 instance the KHR functions serve any device; with 1.1+ the device must be 1.1+.

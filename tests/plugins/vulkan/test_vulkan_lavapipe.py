@@ -19,6 +19,8 @@ from gpuscout.plugins.vulkan.vkstructs import EXT_MEMORY_BUDGET
 from gpuscout.testing import ScoutFactory
 
 GIB = 1024**3
+#: lavapipe's VkPhysicalDeviceLimits.maxStorageBufferRange: 128 MiB.
+LAVAPIPE_MAX_STORAGE_BUFFER_RANGE = 134217728
 MESA_VENDOR_ID = 0x10005
 LAVAPIPE = re.compile(r"^llvmpipe")
 
@@ -83,6 +85,16 @@ def test_lavapipe_free_memory_is_unknown_without_memory_budget(
         assert d.free_memory_unknown and d.free_memory == d.total_memory
 
 
+def test_lavapipe_max_allocation_is_its_max_storage_buffer_range(
+        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
+    """max_allocation is lavapipe's maxStorageBufferRange, 128 MiB: what ggml-vulkan checks a
+    tensor's size against before keeping it on the device."""
+    assert raw_lavapipe(lavapipe_env).max_storage_buffer_range == LAVAPIPE_MAX_STORAGE_BUFFER_RANGE
+    d = gpuscout_scout("vulkan", env=lavapipe_env).discover(include_software=True).devices[0]
+    assert LAVAPIPE.match(d.name)
+    assert d.max_allocation == LAVAPIPE_MAX_STORAGE_BUFFER_RANGE
+
+
 def test_lavapipe_uuid_is_formatted_8_4_4_4_12(
         gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
     """deviceUUID is kept as lower-case 8-4-4-4-12 hex."""
@@ -135,6 +147,14 @@ def test_cli_include_software_keeps_lavapipe_ranked(lavapipe_env: dict[str, str]
     assert [LAVAPIPE.match(d["name"]) is not None for d in devices if d["backend"] == "Vulkan"] \
         == [True]
     assert document["dropped"] == []
+
+
+def test_cli_list_json_shows_lavapipes_max_allocation(lavapipe_env: dict[str, str]) -> None:
+    """`gpuscout list --json --include-software` writes llvmpipe's "max_allocation": 134217728."""
+    devices = run_cli(lavapipe_env, "--include-software")["devices"]
+    assert isinstance(devices, list)
+    assert [d.get("max_allocation") for d in devices if d["backend"] == "Vulkan"] == [
+        LAVAPIPE_MAX_STORAGE_BUFFER_RANGE]
 
 
 def test_include_software_keeps_lavapipe_ranked(

@@ -10,6 +10,7 @@ from gpuscout.plugins.vulkan.devices import (
     device_memory,
     driver_version,
     format_uuid,
+    max_allocation,
     pci_address,
     to_device_info,
 )
@@ -150,6 +151,19 @@ def test_record_carries_pci_id_and_uuid_when_the_driver_gives_them() -> None:
     d = to_device_info(raw(pci=[0, 1, 0, 0], uuid="ab" * 16), 0, "linux")
     assert d.pci_id == "0000:01:00.0"
     assert d.uuid == "abababab-abab-abab-abab-abababababab"
+
+
+def test_max_allocation_is_the_max_storage_buffer_range() -> None:
+    """ggml-vulkan keeps a tensor on the device only up to maxStorageBufferRange, so that is
+    the record's max_allocation (4 GiB - 1 on most desktop drivers)."""
+    d = raw(max_storage_buffer_range=2**32 - 1)
+    assert max_allocation(d) == 2**32 - 1
+    assert to_device_info(d, 0, "linux").max_allocation == 2**32 - 1
+
+
+def test_max_allocation_is_unknown_when_the_limit_was_not_read() -> None:
+    """A raw device without the limit gives max_allocation 0, which the wire leaves out."""
+    assert to_device_info(raw(), 0, "linux").max_allocation == 0
 
 
 def test_moltenvk_driver_version_is_decimal_major_minor_patch() -> None:
