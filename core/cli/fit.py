@@ -1,4 +1,4 @@
-"""``gpuscout fit``: where a GGUF model's layers would land on this machine's devices."""
+"""``gpuscout fit``: whether a GGUF model fits this machine's devices, as llama.cpp would load it."""
 
 from __future__ import annotations
 
@@ -11,166 +11,213 @@ from gpuscout.cli.output import output
 
 if TYPE_CHECKING:
     from gpuscout.cli.common import ScoutFactory, Subcommands
-    from gpuscout.layers import GPULayersList
-    from gpuscout.memory import BackendMemory
-    from gpuscout.model import ModelSizes
-    from gpuscout.records import DeviceInfo
+    from gpuscout.fit.placement import FitResult
+    from gpuscout.records import DeviceInfo, SystemInfo
 
-DESCRIPTION = ("Read a GGUF model's header and tensor table, then plan which of its layers land "
-               "on which device of this machine (or those --device selects): memory per device, "
-               "what stays on the CPU, and whether it fits. See docs/fit.md.")
+DESCRIPTION = ("Read a GGUF model's header and tensor table (bounded: no file can hang or crash "
+               "it), estimate what llama.cpp allocates with these options (model buffers, KV "
+               "cache, compute buffers per device), place the layers on this machine's devices "
+               "(or those --device selects) and say whether it fits: exit 0 fits, 1 does not, "
+               "2 bad input. Options mirror llama.cpp's long names. See docs/fit.md.")
 
 INSTALL_HINT = "gpuscout: error: fit needs the gguf package: pip install 'gpuscout[gguf]'\n"
-KV_TYPE_CHOICES = ("f16", "q8_0", "q4_0")
 BAR_WIDTH = 30
+FITS, DOES_NOT_FIT = 0, 1
+MAX_BYTES = (1 << 63) - 1
 
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*", re.IGNORECASE)
+_SIZE = re.compile(r"\s*([0-9]{1,20})(?:\.([0-9]{1,9}))?\s*([KMGT]i?B|B)?\s*", re.IGNORECASE)
 _UNITS = {"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
           "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_WHOLE = re.compile(r"[0-9]{1,10}")
 
 
 def size(text: str) -> int:
-    """A byte count such as ``100MiB``, ``1.5GiB`` or ``4096``."""
+    """A byte count such as ``100MiB``, ``1.5GiB`` or ``4096`` (ASCII digits, at most 2**63-1)."""
     match = _SIZE.fullmatch(text)
     if not match:
-        raise argparse.ArgumentTypeError(f"expected a size such as 100MiB, got {text!r}")
-    return int(float(match.group(1)) * _UNITS[(match.group(2) or "B").lower()])
+        raise argparse.ArgumentTypeError(f"expected a size such as 100MiB, got {common.printable(text)[:40]!r}")
+    whole, frac, unit = match.groups()
+    scale = _UNITS[(unit or "B").lower()]
+    value = int(whole) * scale + (int(frac) * scale // 10 ** len(frac) if frac else 0)
+    if value > MAX_BYTES:
+        raise argparse.ArgumentTypeError(f"a size of at most 2**63-1 bytes, got {text[:40]!r}")
+    return value
 
 
 def sizes(text: str) -> list[int]:
     """A comma list of sizes (``--layers``)."""
+    if text.count(",") > 1 << 16:
+        raise argparse.ArgumentTypeError("at most 65536 layer sizes")
     return [size(part) for part in text.split(",")]
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {text!r}")
-    return value
+def _whole(low: int) -> Any:
+    def parse(text: str) -> int:
+        if not _WHOLE.fullmatch(text) or not low <= int(text) < 1 << 32:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number from {low} to 4294967295, got {common.printable(text)[:40]!r}")
+        return int(text)
+    return parse
+
+
+def _num_gpu(text: str) -> int:
+    if text == "-1":
+        return -1
+    return int(_whole(0)(text))
 
 
 def add_parser(sub: Subcommands, help: str) -> None:
     """Add ``fit`` and its options to ``gpuscout``'s parser."""
+    from gpuscout.fit.estimate import CACHE_TYPES
+
     p = common.command_parser(sub, "fit", help, DESCRIPTION)
     common.add_scout_options(p)
     p.add_argument("model", nargs="?", metavar="MODEL.gguf", help="the GGUF model file")
     p.add_argument("--layers", type=sizes, metavar="SIZES",
                    help="plan these layer sizes instead of a model (100MiB,100MiB,...; the last "
                         "is the output layer)")
-    p.add_argument("--ctx", type=_positive, metavar="N",
-                   help="context length (default: the model's context_length)")
-    p.add_argument("--kv-type", choices=KV_TYPE_CHOICES, default="f16",
-                   help="KV cache element type (default f16)")
-    p.add_argument("--num-gpu", type=int, default=-1, metavar="N",
+    p.add_argument("--ctx", type=_whole(1), metavar="N",
+                   help="total context, shared by --parallel sequences (default: the model's)")
+    p.add_argument("--flash-attn", choices=("on", "off", "auto"), default="auto",
+                   help="flash attention (default auto: on where every device supports it)")
+    p.add_argument("--cache-type-k", choices=CACHE_TYPES, default=None, help="K cache type (default f16)")
+    p.add_argument("--cache-type-v", choices=CACHE_TYPES, default=None, help="V cache type (default f16)")
+    p.add_argument("--kv-type", choices=CACHE_TYPES, default=None, help="both cache types at once")
+    p.add_argument("--parallel", type=_whole(1), default=1, metavar="N", help="sequences (default 1)")
+    p.add_argument("--ubatch-size", type=_whole(1), default=512, metavar="N", help="default 512")
+    p.add_argument("--batch-size", type=_whole(1), default=2048, metavar="N", help="default 2048")
+    p.add_argument("--swa-full", action="store_true", help="full-size cache for sliding-window layers")
+    p.add_argument("--mmproj", metavar="FILE", help="a multimodal projector GGUF (on the first GPU)")
+    p.add_argument("--num-gpu", type=_num_gpu, default=-1, metavar="N",
                    help="layers to place on GPUs (default -1: as many as fit)")
     p.add_argument("--spread", action="store_true", help="spread layers over every GPU")
     p.add_argument("--device", action="append", default=[], metavar="SELECTOR",
                    help="plan only on the devices this selector matches (repeatable)")
+    common.add_include_software(p, "plan on software devices (llvmpipe) too, as list shows them")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
-    """Read the model (or ``--layers``), plan on the devices, print the placement."""
+    """Read the model (or ``--layers``), place it, print where it lands; exit 0 / 1 / 2."""
     import sys
+
+    from gpuscout.errors import GpuscoutError
 
     if (args.model is None) == (args.layers is None):
         sys.stderr.write("gpuscout: error: fit needs MODEL.gguf or --layers (one of them)\n")
         return common.USAGE_ERROR
-    from gpuscout.model import ModelError, given_layers, read_model
-
+    if args.model is not None:
+        try:
+            import gguf  # noqa: F401  (an optional extra)
+        except ImportError:
+            sys.stderr.write(INSTALL_HINT)
+            return common.USAGE_ERROR
     try:
-        if args.layers is not None:
-            model = given_layers(args.layers)
+        model = mmproj = None
+        if args.model is not None:
+            from gpuscout.fit.placement import read_model, read_projector
+
+            model = read_model(args.model)
+            mmproj = read_projector(args.mmproj) if args.mmproj else None
+        scout = common.open_scout(args, scout_factory)
+        found = scout.discover(isolated=args.isolated, include_software=args.include_software)
+        common.warn_failed_plugins(found.plugins)
+        devices = found.devices
+        if args.device:
+            from gpuscout.select import select_devices
+
+            devices = select_devices(scout, devices, args.device)
+            if not devices:
+                sys.stderr.write("gpuscout: error: no device matches "
+                                 f"{common.printable(' '.join(args.device))}\n")
+                return common.NO_MATCH
+        if model is None:
+            document = layers_document(scout, args.layers, devices, found.system, args)
+            result = None
         else:
-            try:
-                import gguf  # noqa: F401  (an optional extra)
-            except ImportError:
-                sys.stderr.write(INSTALL_HINT)
-                return common.USAGE_ERROR
-            model = read_model(args.model, ctx=args.ctx, kv_type=args.kv_type)
-    except ModelError as exc:
-        sys.stderr.write(f"gpuscout: error: {common.printable(exc)}\n")
+            result = scout.fit(
+                model, devices=devices, system=found.system, ctx=args.ctx,
+                flash_attn={"on": True, "off": False}.get(args.flash_attn),
+                cache_type_k=args.cache_type_k or args.kv_type or "f16",
+                cache_type_v=args.cache_type_v or args.kv_type or "f16", parallel=args.parallel,
+                ubatch_size=args.ubatch_size, batch_size=args.batch_size, swa_full=args.swa_full,
+                mmproj=mmproj, num_gpu=args.num_gpu, spread=args.spread)
+            document = fit_document(result)
+    except GpuscoutError as exc:
+        sys.stderr.write(f"gpuscout: error: {common.printable(exc)[:400]}\n")
         return common.USAGE_ERROR
-    scout = common.open_scout(args, scout_factory)
-    found = scout.discover(isolated=args.isolated)
-    common.warn_failed_plugins(found.plugins)
-    devices = found.devices
-    if args.device:
-        from gpuscout.select import select_devices
-
-        devices = select_devices(scout, devices, args.device)
-        if not devices:
-            sys.stderr.write("gpuscout: error: no device matches "
-                             f"{common.printable(' '.join(args.device))}\n")
-            return common.NO_MATCH
-    layers = model.layers()
-    # Every GPU that holds layers also holds the compute graph: reserved per device. The plan
-    # is asked for the layout alone (system memory it cannot run out of); whether the CPU part
-    # fits in this machine's memory is judged below, so a layout that does not fit is still shown.
-    from gpuscout.records import SystemInfo
-
-    roomy = SystemInfo(total_memory=1 << 62, free_memory=1 << 62, free_swap=0)
-    placement = scout.plan(layers, devices, roomy, num_gpu=args.num_gpu,
-                           spread=args.spread, graphs={d.id: model.graph for d in devices})
-    document = fit_document(model, placement, len(layers), found.system)
     if args.json:
         common.print_json(document)
     else:
-        print_fit(model, placement, devices, document, color=getattr(args, "color", "auto"))
-    return common.SUCCESS
+        print_fit(document, devices, result, color=getattr(args, "color", "auto"))
+    return FITS if document["fits"] else DOES_NOT_FIT
 
 
-def fit_document(model: ModelSizes, placement: GPULayersList, n_layers: int,
-                 system: Any) -> dict[str, Any]:
-    """The ``--json`` object: model, placement, cpu_layers, fits."""
-    placed = {layer for g in placement for layer in g.layers}
-    cpu_layers = [i for i in range(n_layers) if i not in placed]
-    memory = backend_memory(model, placement)
-    cpu_need = memory.input_weights + memory.cpu.size
-    room = system.free_memory + system.free_swap
-    fits = not cpu_layers or system.total_memory == 0 or cpu_need <= room
+def fit_document(result: FitResult) -> dict[str, Any]:
+    """The ``--json`` object for a model (DESIGN.md's fit contract)."""
+    from gpuscout.fit.placement import layout_rows
+
+    m, h = result.model, result.model.hparams
+    n = h.n_layer
+    blocks = m.layers.blocks
+    kv = [result.layer_sizes[i] - blocks[i] for i in range(n)]
     return {
-        "model": {"path": model.path, "architecture": model.architecture, "blocks": model.blocks,
-                  "layer_weights": list(model.layer_weights),
-                  "output_weights": model.output_weights,
-                  # One int, as the document promises: the largest block's K plus V bytes
-                  # (the same for every block unless the KV heads differ per layer).
-                  "kv_cache_per_layer": max(model.kv_cache_per_layer, default=0),
-                  "graph": model.graph},
+        "model": {"path": m.path, "architecture": h.arch, "blocks": n, "layer_weights": list(blocks),
+                  "output_weights": result.layer_sizes[n], "input_weights": m.layers.input,
+                  # One int, as the document has always said: the largest block's cache bytes.
+                  "kv_cache_per_layer": max(kv, default=0),
+                  "graph": max((u.graph for u in result.usage), default=0)},
         "placement": [{"id": g.id, "backend": g.library, "layers": sorted(g.layers)}
-                      for g in placement],
-        "cpu_layers": cpu_layers,
-        "fits": fits,
+                      for g in result.placement],
+        "cpu_layers": list(result.cpu_layers),
+        "fits": result.fits,
+        "ctx": result.context.n_ctx,
+        "flash_attn": result.flash_attn,
+        "cache_type_k": result.cache_type_k,
+        "cache_type_v": result.cache_type_v,
+        "notes": list(result.notes),
+        "memory": layout_rows(result),
+        "total": result.total,
     }
 
 
-def backend_memory(model: ModelSizes, placement: GPULayersList) -> BackendMemory:
-    """What each device holds under ``placement``: each GPU its layers and the graph, the CPU
-    the rest, the input weights and, when no GPU is used, the graph."""
-    from gpuscout.memory import BackendMemory, DeviceMemory
+def layers_document(scout: Any, layers: list[int], devices: list[DeviceInfo], system: SystemInfo,
+                    args: argparse.Namespace) -> dict[str, Any]:
+    """``--layers``: the reference planner on given sizes (no model, so no cache or graphs)."""
+    from gpuscout.memory import InsufficientMemoryError
+    from gpuscout.plan import create_layout, verify_layout
 
-    n = model.blocks + 1
-    weights = [*model.layer_weights, model.output_weights]
-    cache = [*model.kv_cache_per_layer, 0] + [0] * (n - len(model.kv_cache_per_layer) - 1)
-
-    def part(layers: set[int]) -> tuple[list[int], list[int]]:
-        return ([weights[i] if i in layers else 0 for i in range(n)],
-                [cache[i] if i in layers else 0 for i in range(n)])
-
-    gpus: list[DeviceMemory] = []
-    placed: set[int] = set()
-    for g in placement:
-        mine = set(g.layers)
-        placed |= mine
-        w, c = part(mine)
-        gpus.append(DeviceMemory(id=g.id, library=g.library, name=f"{g.library}{len(gpus)}",
-                                 weights=w, cache=c, graph=model.graph))
-    w, c = part(set(range(n)) - placed)
-    cpu = DeviceMemory(name="CPU", weights=w, cache=c, graph=0 if gpus else model.graph)
-    return BackendMemory(input_weights=model.input_weights, cpu=cpu, gpus=gpus)
+    layout = create_layout(layers, devices, scout.minimum_memory, num_gpu=args.num_gpu,
+                           spread=args.spread)
+    placed = {i for g in layout for i in g.layers}
+    cpu_layers = [i for i in range(len(layers)) if i not in placed]
+    notes: list[str] = []
+    fits = True
+    if system.total_memory == 0 and system.free_memory == 0:
+        notes.append("system memory unknown: the CPU's share is not checked")
+    else:
+        try:
+            verify_layout(layout, layers, devices, system, num_gpu=args.num_gpu, require_full=False,
+                          graphs=None, platform=scout.platform)
+        except InsufficientMemoryError:
+            fits = False
+            notes.append("the layers left on the CPU are more than free system memory")
+    names = {(d.id, d.library): d.name for d in devices}
+    memory = [{"id": g.id, "backend": g.library, "weights": sum(layers[i] for i in g.layers),
+               "kv_cache": 0, "graph": 0, "total": sum(layers[i] for i in g.layers),
+               "name": names.get((g.id, g.library), g.id)} for g in layout]
+    cpu = sum(layers[i] for i in cpu_layers)
+    memory.append({"id": "", "backend": "cpu", "weights": cpu, "kv_cache": 0, "graph": 0, "total": cpu})
+    return {
+        "model": {"path": "", "architecture": "", "blocks": len(layers) - 1,
+                  "layer_weights": layers[:-1], "output_weights": layers[-1], "input_weights": 0,
+                  "kv_cache_per_layer": 0, "graph": 0},
+        "placement": [{"id": g.id, "backend": g.library, "layers": sorted(g.layers)} for g in layout],
+        "cpu_layers": cpu_layers, "fits": fits, "ctx": None, "flash_attn": None,
+        "cache_type_k": None, "cache_type_v": None, "notes": notes,
+        "memory": [{k: v for k, v in row.items() if k != "name"} for row in memory],
+        "total": sum(int(row["total"]) for row in memory),
+    }
 
 
 def _ranges(layers: list[int]) -> str:
@@ -191,30 +238,42 @@ def _bar(used: int, total: int) -> str:
     return "[" + "#" * filled + "." * (BAR_WIDTH - filled) + "]"
 
 
-def print_fit(model: ModelSizes, placement: GPULayersList, devices: list[DeviceInfo],
-              document: dict[str, Any], color: str = "auto") -> None:
-    """The placement for people: one row per device (layers, need, bar against free memory),
-    the CPU row, the memory summary, then whether it fits."""
+def print_fit(document: dict[str, Any], devices: list[DeviceInfo], result: FitResult | None,
+              color: str = "auto") -> None:
+    """The placement for people: a row per device (its name as ``list`` shows it, layers, need
+    against free memory), the CPU row, the memory table, the notes, then the verdict."""
     from gpuscout.sizes import human_bytes
 
-    memory = backend_memory(model, placement)
-    free = {(d.library, d.id): d.free_memory for d in devices}
-    what = model.path or "given layers"
-    arch = f" ({model.architecture})" if model.architecture else ""
-    lines = [f"{common.printable(what)}{arch}: {model.blocks} blocks + output layer "
-             f"(layer {model.blocks})"]
-    for g, need in zip(placement, memory.gpus, strict=True):
-        room = free.get((g.library, g.id), 0)
-        lines.append(f"  {common.printable(g.library)} {common.printable(g.id)}  layers "
-                     f"{_ranges(sorted(g.layers))}  {human_bytes(need.size)} / "
-                     f"{human_bytes(room)} free  {_bar(need.size, room)}")
-    cpu_need = memory.input_weights + memory.cpu.size
-    lines.append(f"  CPU  layers {_ranges(document['cpu_layers'])}  {human_bytes(cpu_need)} "
-                 "(input weights included)")
-    output().write("".join(f"{line}\n" for line in lines))
-    from gpuscout.cli.table import print_memory
+    p = common.printable
+    free = {(d.library, d.id): d for d in devices}
+    m = document["model"]
+    what = m["path"] or "given layers"
+    arch = f" ({p(m['architecture'])})" if m["architecture"] else ""
+    head = f"{p(what)}{arch}: {m['blocks']} blocks + output layer (layer {m['blocks']})"
+    if document["ctx"] is not None:
+        head += (f", ctx {document['ctx']}, flash attention {'on' if document['flash_attn'] else 'off'}, "
+                 f"cache {document['cache_type_k']}/{document['cache_type_v']}")
+    lines = [head]
+    rows = {(r["backend"], r["id"]): r for r in document["memory"]}
+    for g in document["placement"]:
+        d = free.get((g["backend"], g["id"]))
+        need = rows.get((g["backend"], g["id"]), {}).get("total", 0)
+        room = d.free_memory if d else 0
+        name = (d.name if d and d.name else g["id"])
+        lines.append(f"  {p(g['backend'])} {p(name)} ({p(g['id'])})  layers {_ranges(g['layers'])}  "
+                     f"{human_bytes(need)} / {human_bytes(room)} free  {_bar(need, room)}")
+    cpu = document["memory"][-1]
+    lines.append(f"  CPU  layers {_ranges(document['cpu_layers'])}  {human_bytes(cpu['total'])} "
+                 "(input weights and output buffer included)")
+    out = output()
+    out.write("".join(f"{line}\n" for line in lines))
+    if result is not None:
+        from gpuscout.cli.table import print_memory
 
-    if not print_memory(memory, color=color):  # a rich table on a terminal, lines in a pipe
-        output().write("".join(f"  {line}\n" for line in memory.summary()))
-    output().write("fits\n" if document["fits"] else "does not fit\n")
-    memory.log_summary()
+        print_memory(result.memory, color=color)  # a table on a terminal; the lines below always
+    out.write("".join(f"  {'CPU' if not r['id'] else p(r['backend'] + ' ' + r['id'])}: weights {human_bytes(r['weights'])}, "
+                      f"KV cache {human_bytes(r['kv_cache'])}, compute {human_bytes(r['graph'])}, "
+                      f"total {human_bytes(r['total'])}\n" for r in document["memory"]))
+    out.write(f"  total memory {human_bytes(document['total'])}\n")
+    out.write("".join(f"note: {p(note)}\n" for note in document["notes"]))
+    out.write("fits\n" if document["fits"] else "does not fit\n")

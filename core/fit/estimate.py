@@ -195,6 +195,7 @@ class Graph:
     block: tuple[int, ...]
     head: int
     embeddings: int
+    logits: int = 0
 
     def on(self, blocks: Sequence[int], head: bool) -> int:
         """The compute buffer of a backend that runs ``blocks`` (and the head if ``head``)."""
@@ -202,15 +203,27 @@ class Graph:
         return (self.masks if blocks else 0) + peak
 
 
-#: Calibration of the phase sizes in units of one token-row of activations (n_embd f32 values
-#: per token): fitted to llama.cpp's compute buffers in tests/data/fit.
+#: Calibration, in token-rows of activations (n_embd f32 values per token), fitted to llama.cpp's
+#: compute buffers in tests/data/fit: what a feed-forward phase, an attention phase and the
+#: output head hold besides their big tensors (residual stream, norms, views not yet freed).
+FFN_ROWS = 4.5
+ATTN_ROWS = 3.0
 HEAD_ROWS = {True: 5.0, False: 6.6}
-ATTN_ROWS = 4.0
-FFN_ROWS = 2.0
+#: The host's compute buffer while GPUs run every block: the masks it fills and the input
+#: embeddings, or the logits (and two rows) when the output head runs on the host.
+HOST_ROWS = 4.0
 
 
 def graph(h: Hparams, c: Context, o: Options) -> Graph:
-    """The compute buffer's parts for this model and context (see the module's docstring)."""
+    """The compute buffer's parts for this model and context (see the module's docstring).
+
+    Per block the largest of: attention (without flash attention the KQ scores, n_kv x tokens
+    x heads f32, plus Q three times over, K and V twice, and ATTN_ROWS rows), feed-forward
+    (gate, up and their product: 3 x n_ff f32 per token, plus FFN_ROWS rows; for experts the
+    used experts' widths), and the recurrent scan (the input projection, the convolution's
+    input and output, the scan's output and gates, plus one row and the states). The head is
+    the logits (n_vocab f32 for every token of the ubatch: the reserve asks for as many outputs).
+    """
     t = c.n_tokens
     row = h.n_embd * t * F32
     per_cell = 2 if o.flash_attn else F32
@@ -220,22 +233,28 @@ def graph(h: Hparams, c: Context, o: Options) -> Graph:
     for il in range(h.n_layer):
         parts = [0]
         if h.kv_layers[il]:
-            heads = h.n_head[il]
-            if o.flash_attn:
-                parts.append(h.head_v * heads * t * F32 + int(ATTN_ROWS * row))
-            else:
+            q = h.n_head[il] * (h.head_k_swa if h.swa[il] else h.head_k)
+            kv = h.k_width(il)
+            attention = (3 * q + 2 * kv) * t * F32 + int(ATTN_ROWS * row)
+            if not o.flash_attn:
                 cells = (c.swa_cells if h.swa[il] else c.full_cells) // c.n_seq
-                parts.append(cells * t * heads * F32 + int(ATTN_ROWS * row))
+                attention += cells * t * h.n_head[il] * F32
+            parts.append(attention)
         if h.n_expert and h.n_expert_used and h.n_ff_exp:
-            parts.append(2 * h.n_expert_used * h.n_ff_exp * t * F32 + h.n_expert * t * F32
-                         + int(FFN_ROWS * row))
-        if h.n_ff[il]:
-            parts.append(2 * h.n_ff[il] * t * F32 + int(FFN_ROWS * row))
-        if h.recurrent[il]:
-            parts.append((2 * h.n_embd_s // max(1, h.n_embd) + 4) * row + h.n_embd_s * F32 * c.n_seq)
+            parts.append(3 * h.n_expert_used * h.n_ff_exp * t * F32 + int(ATTN_ROWS * row))
+        if h.n_ff[il] and not (h.n_expert and il >= h.n_dense_lead):
+            parts.append(3 * h.n_ff[il] * t * F32 + int(FFN_ROWS * row))
+        if h.recurrent[il] and h.ssm_inner:
+            xbc = h.ssm_inner + 2 * h.ssm_groups * h.ssm_state
+            projection = 2 * h.ssm_inner + 2 * h.ssm_groups * h.ssm_state + h.ssm_heads
+            parts.append((projection + 2 * xbc + 3 * h.ssm_inner) * t * F32 + row
+                         + h.n_embd_s * F32 * c.n_seq)
+        elif h.recurrent[il]:
+            parts.append(int(FFN_ROWS * row) + h.n_embd_s * F32 * c.n_seq)
         block.append(max(parts))
     head = h.n_vocab * t * F32 + int(HEAD_ROWS[o.flash_attn] * row)
-    return Graph(masks=masks, block=tuple(block), head=head, embeddings=row)
+    return Graph(masks=masks, block=tuple(block), head=head, embeddings=int(HOST_ROWS * row),
+                 logits=h.n_vocab * t * F32 + 2 * row)
 
 
 __all__ = ["CACHE_TYPES", "Context", "Graph", "Layers", "Options", "cache_type", "context", "graph",

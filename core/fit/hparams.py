@@ -69,6 +69,11 @@ class Hparams:
     n_expert: int
     n_expert_used: int
     n_ff_exp: int
+    n_dense_lead: int = 0
+    ssm_inner: int = 0
+    ssm_state: int = 0
+    ssm_groups: int = 0
+    ssm_heads: int = 0
     notes: tuple[str, ...] = ()
 
     def k_width(self, il: int) -> int:
@@ -226,7 +231,9 @@ def read_hparams(model: GGUFFile) -> Hparams:
         n_swa=n_swa, swa=swa, kv_layers=kv_layers, recurrent=recurrent, mla=mla,
         n_embd_r=n_embd_r, n_embd_s=n_embd_s, n_expert=k.u32("expert_count", 0),
         n_expert_used=k.u32("expert_used_count", 0),
-        n_ff_exp=k.u32("expert_feed_forward_length", 0), notes=tuple(notes))
+        n_ff_exp=k.u32("expert_feed_forward_length", 0),
+        n_dense_lead=k.u32("leading_dense_block_count", 0), ssm_inner=inner, ssm_state=state,
+        ssm_groups=groups, ssm_heads=k.u32("ssm.time_step_rank", 0), notes=tuple(notes))
 
 
 def _recurrent_layers(arch: str, n_head_kv: tuple[int, ...], n_ff: tuple[int, ...],

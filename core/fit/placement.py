@@ -258,9 +258,11 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
             repack_tensors.append(L.embedding)
     repack = est.repacked(repack_tensors, features)
     cpu_blocks = [i for i in on_cpu if i < n]
-    cpu_graph = g.on(cpu_blocks, cpu_head) if (cpu_blocks or cpu_head) else 0
-    if layout and cpu_graph < g.embeddings:
-        cpu_graph = max(cpu_graph, g.embeddings)  # the input embeddings are looked up on the CPU
+    cpu_graph = g.on(cpu_blocks, cpu_head)
+    if layout and not cpu_blocks:
+        # GPUs run every block: the host still looks up the input embeddings and stages the
+        # attention masks it fills for them (llama.cpp's *_Host compute buffer).
+        cpu_graph = max(g.masks + g.embeddings, g.logits if cpu_head else 0)
     if projector is not None and gpus:  # the projector's compute buffer, on the first GPU
         gpus[0] = attrs.evolve(gpus[0], graph=gpus[0].graph + projector_graph(projector))
     cpu = DeviceMemory(library=CPU_LIBRARY, name="CPU", weights=cpu_w, cache=cpu_c, graph=cpu_graph)

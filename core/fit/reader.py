@@ -353,7 +353,7 @@ def _read(s: _Stream, sizes: Mapping[int, tuple[int, int]]) -> GGUFFile:
     for t in tensors:
         end = data_offset + t.offset + t.nbytes
         if end > s.size:
-            raise ModelError(f"{s.path}: tensor {t.name}: its data ({t.nbytes} bytes at offset "
+            raise ModelError(f"{s.path}: tensor {shown(t.name)}: its data ({t.nbytes} bytes at offset "
                              f"{data_offset + t.offset}) lies outside the file ({s.size} bytes)")
     return GGUFFile(path=s.path, version=version, alignment=alignment, data_offset=data_offset,
                     file_size=s.size, values=values, types=types, skipped=skipped,
@@ -368,10 +368,11 @@ def _type_text(t: tuple[int, int]) -> str:
 def _read_value(s: _Stream, key: str, values: dict[str, Any], types: dict[str, tuple[int, int]],
                 skipped: dict[str, Skipped]) -> None:
     at = s.offset
-    kind = s.u32(f"the type of {key}")
+    name = shown(key)  # keys reach messages escaped and cut: they may hold anything
+    kind = s.u32(f"the type of {name}")
     if kind == STRING:
         types[key] = (STRING, 0)
-        value = s.string(key, MAX_KEPT_STRING)
+        value = s.string(name, MAX_KEPT_STRING)
         if isinstance(value, int):
             skipped[key] = Skipped(STRING, value, False)
         else:
@@ -380,31 +381,31 @@ def _read_value(s: _Stream, key: str, values: dict[str, Any], types: dict[str, t
     if kind in _SCALARS:
         _, code, size = _SCALARS[kind]
         types[key] = (kind, 0)
-        value = s.scalar(code, size, key)
+        value = s.scalar(code, size, name)
         values[key] = bool(value) if kind == 7 else value
         return
     if kind != ARRAY:
-        raise s.fail(f"{key}: unknown GGUF value type {kind}", at)
-    elem = s.u32(f"the element type of {key}")
-    count = s.u64(f"the element count of {key}")
+        raise s.fail(f"{name}: unknown GGUF value type {kind}", at)
+    elem = s.u32(f"the element type of {name}")
+    count = s.u64(f"the element count of {name}")
     if elem == ARRAY:
-        raise s.fail(f"{key}: nested arrays are not valid GGUF (ggml refuses them)", at)
+        raise s.fail(f"{name}: nested arrays are not valid GGUF (ggml refuses them)", at)
     if elem != STRING and elem not in _SCALARS:
-        raise s.fail(f"{key}: unknown GGUF array element type {elem}", at)
+        raise s.fail(f"{name}: unknown GGUF array element type {elem}", at)
     least = 8 if elem == STRING else _SCALARS[elem][2]
     if count > s.left() // least:
-        raise s.fail(f"{key}: an array of {count} elements cannot fit in the {s.left()} bytes left", at)
+        raise s.fail(f"{name}: an array of {count} elements cannot fit in the {s.left()} bytes left", at)
     types[key] = (ARRAY, elem)
     if elem == STRING:
-        s.skip_strings(count, key)
+        s.skip_strings(count, name)
         skipped[key] = Skipped(STRING, count, True)
         return
     _, code, size = _SCALARS[elem]
     if count > MAX_KEPT_ARRAY or key.startswith("tokenizer."):
-        s.skip(count * size, key)
+        s.skip(count * size, name)
         skipped[key] = Skipped(elem, count, True)
         return
-    raw = s.take(count * size, key)
+    raw = s.take(count * size, name)
     items = struct.unpack(("<" if s.little else ">") + code * count, raw)
     values[key] = tuple(bool(v) for v in items) if elem == 7 else items
 
@@ -423,30 +424,31 @@ def _read_tensors(s: _Stream, n: int, sizes: Mapping[int, tuple[int, int]],
         if name in seen:
             raise s.fail(f"duplicate tensor name {shown(name)}", at)
         seen.add(name)
-        n_dims = s.u32(f"the dimension count of tensor {name}")
+        label = shown(name)
+        n_dims = s.u32(f"the dimension count of tensor {label}")
         if n_dims > MAX_DIMS:
-            raise s.fail(f"tensor {name}: {n_dims} dimensions (ggml allows {MAX_DIMS})", at)
-        shape = tuple(s.u64(f"the shape of tensor {name}") for _ in range(n_dims))
+            raise s.fail(f"tensor {label}: {n_dims} dimensions (ggml allows {MAX_DIMS})", at)
+        shape = tuple(s.u64(f"the shape of tensor {label}") for _ in range(n_dims))
         elements = 1
         for dim in shape:
             if dim > _INT64_MAX:
-                raise s.fail(f"tensor {name}: dimension {dim} is not a valid int64", at)
+                raise s.fail(f"tensor {label}: dimension {dim} is not a valid int64", at)
             elements *= dim
         if elements > _INT64_MAX:
-            raise s.fail(f"tensor {name}: shape {list(shape)} has more than 2**63-1 elements", at)
-        ggml_type = s.u32(f"the type of tensor {name}")
+            raise s.fail(f"tensor {label}: shape {list(shape)} has more than 2**63-1 elements", at)
+        ggml_type = s.u32(f"the type of tensor {label}")
         if ggml_type not in sizes:
-            raise s.fail(f"tensor {name}: unknown ggml type {ggml_type} (the installed gguf "
+            raise s.fail(f"tensor {label}: unknown ggml type {ggml_type} (the installed gguf "
                          "package does not know it)", at)
         block, block_bytes = sizes[ggml_type]
         row = shape[0] if shape else 1
         if row % block:
-            raise s.fail(f"tensor {name}: rows of {row} elements are not a whole number of "
+            raise s.fail(f"tensor {label}: rows of {row} elements are not a whole number of "
                          f"{type_name(ggml_type)} blocks of {block}", at)
-        offset = s.u64(f"the data offset of tensor {name}")
+        offset = s.u64(f"the data offset of tensor {label}")
         nbytes = elements // block * block_bytes
         if offset != expected:
-            raise s.fail(f"tensor {name}: data offset {offset}, expected {expected} (ggml reads "
+            raise s.fail(f"tensor {label}: data offset {offset}, expected {expected} (ggml reads "
                          "tensors in order, each aligned)", at)
         expected = offset + nbytes + (-nbytes % alignment)
         tensors.append(TensorInfo(name=name, shape=shape, type=ggml_type, offset=offset, nbytes=nbytes))
