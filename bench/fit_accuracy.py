@@ -107,8 +107,8 @@ def compare(fixture: dict[str, Any], run: dict[str, Any], model: Path) -> list[t
     if not devices:
         kw.pop("num_gpu", None)
     scout = Scout(plugins=[], entry_points=False)
-    result = scout.fit(str(model), devices=devices, system=SystemInfo(total_memory=64 << 30, free_memory=64 << 30),
-                       cpu_features=["avx2"], **kw)
+    roomy = SystemInfo(total_memory=64 << 30, free_memory=64 << 30)
+    result = scout.fit(str(model), devices=devices, system=roomy, cpu_features=["avx2"], **kw)
     ours, theirs = figures(result), reported(run)
     rows = []
     for backend in sorted(set(ours) | set(theirs)):
@@ -167,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
                 from llama_reference import run as rerun
 
                 run = rerun(args.bin, str(models[name]), run["ctx"], run["flash_attn"], run["args"])
-            label = f"{run['build']} ctx={run['ctx']} fa={'on' if run['flash_attn'] else 'off'} {shlex.join(run['args'])}"
+            fa = "on" if run["flash_attn"] else "off"
+            label = f"{run['build']} ctx={run['ctx']} fa={fa} {shlex.join(run['args'])}"
             for what, ours, theirs in compare(fixture, run, models[name]):
                 rows.append((name, label.strip(), what, ours, theirs))
     def ratio(r: tuple[str, str, str, float, float]) -> float:

@@ -35,7 +35,8 @@ def size(text: str) -> int:
     """A byte count such as ``100MiB``, ``1.5GiB`` or ``4096`` (ASCII digits, at most 2**63-1)."""
     match = _SIZE.fullmatch(text)
     if not match:
-        raise argparse.ArgumentTypeError(f"expected a size such as 100MiB, got {common.printable(text)[:40]!r}")
+        shown = common.printable(text)[:40]
+        raise argparse.ArgumentTypeError(f"expected a size such as 100MiB, got {shown!r}")
     whole, frac, unit = match.groups()
     scale = _UNITS[(unit or "B").lower()]
     value = int(whole) * scale + (int(frac) * scale // 10 ** len(frac) if frac else 0)
@@ -202,12 +203,10 @@ def layers_document(scout: Any, layers: list[int], devices: list[DeviceInfo], sy
         except InsufficientMemoryError:
             fits = False
             notes.append("the layers left on the CPU are more than free system memory")
-    names = {(d.id, d.library): d.name for d in devices}
-    memory = [{"id": g.id, "backend": g.library, "weights": sum(layers[i] for i in g.layers),
-               "kv_cache": 0, "graph": 0, "total": sum(layers[i] for i in g.layers),
-               "name": names.get((g.id, g.library), g.id)} for g in layout]
-    cpu = sum(layers[i] for i in cpu_layers)
-    memory.append({"id": "", "backend": "cpu", "weights": cpu, "kv_cache": 0, "graph": 0, "total": cpu})
+    held = [(g.id, g.library, sum(layers[i] for i in g.layers)) for g in layout]
+    held.append(("", "cpu", sum(layers[i] for i in cpu_layers)))
+    memory = [{"id": id_, "backend": lib, "weights": n, "kv_cache": 0, "graph": 0, "total": n}
+              for id_, lib, n in held]
     return {
         "model": {"path": "", "architecture": "", "blocks": len(layers) - 1,
                   "layer_weights": layers[:-1], "output_weights": layers[-1], "input_weights": 0,
@@ -215,8 +214,8 @@ def layers_document(scout: Any, layers: list[int], devices: list[DeviceInfo], sy
         "placement": [{"id": g.id, "backend": g.library, "layers": sorted(g.layers)} for g in layout],
         "cpu_layers": cpu_layers, "fits": fits, "ctx": None, "flash_attn": None,
         "cache_type_k": None, "cache_type_v": None, "notes": notes,
-        "memory": [{k: v for k, v in row.items() if k != "name"} for row in memory],
-        "total": sum(int(row["total"]) for row in memory),
+        "memory": memory,
+        "total": sum(n for _, _, n in held),
     }
 
 
@@ -271,9 +270,10 @@ def print_fit(document: dict[str, Any], devices: list[DeviceInfo], result: FitRe
         from gpuscout.cli.table import print_memory
 
         print_memory(result.memory, color=color)  # a table on a terminal; the lines below always
-    out.write("".join(f"  {'CPU' if not r['id'] else p(r['backend'] + ' ' + r['id'])}: weights {human_bytes(r['weights'])}, "
-                      f"KV cache {human_bytes(r['kv_cache'])}, compute {human_bytes(r['graph'])}, "
-                      f"total {human_bytes(r['total'])}\n" for r in document["memory"]))
+    for r in document["memory"]:
+        who = "CPU" if not r["id"] else p(f"{r['backend']} {r['id']}")
+        out.write(f"  {who}: weights {human_bytes(r['weights'])}, KV cache {human_bytes(r['kv_cache'])}, "
+                  f"compute {human_bytes(r['graph'])}, total {human_bytes(r['total'])}\n")
     out.write(f"  total memory {human_bytes(document['total'])}\n")
     out.write("".join(f"note: {p(note)}\n" for note in document["notes"]))
     out.write("fits\n" if document["fits"] else "does not fit\n")
