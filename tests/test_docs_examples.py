@@ -196,8 +196,8 @@ def test_placeholders_are_few_and_named() -> None:
         "gpuscout cluster --ray HOST:PORT",  # needs a Ray cluster: tests/test_cluster_ray.py
         "gpuscout cluster --ray HOST:PORT --json",
         "gpuscout exec --device cuda:1 --isolate -- python train.py",
-        "gpuscout fit MODEL.gguf",
-        "gpuscout fit MODEL.gguf --json",
+        "gpuscout fit MODEL.gguf --ctx 8192",  # a model file: tests/test_fit.py, tests/fit
+        "gpuscout fit MODEL.gguf --ctx 8192 --json",
         "gpuscout list --watch [SECONDS]",
         "gpuscout runner --port N",
         "python -m gpuscout ...",

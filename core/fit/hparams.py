@@ -11,6 +11,7 @@ u32 key must be UINT32; per-layer arrays may be INT32 or UINT32).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import attrs
@@ -18,6 +19,7 @@ import attrs
 from gpuscout.fit.reader import ARRAY, GGUFFile, ModelError, shown
 
 UINT32, INT32, FLOAT32, BOOL, STRING = 4, 5, 6, 7, 8
+_ARCH_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 _MAX_U32 = (1 << 32) - 1
 
 #: Sliding-window architectures: the layer pattern llama.cpp assumes when the file has no
@@ -160,6 +162,10 @@ def architecture(model: GGUFFile) -> str:
         raise ModelError(f"{model.path}: offset {model.offsets[key]}: {key}: expected STRING")
     if not isinstance(arch, str) or not arch:
         raise ModelError(f"{model.path}: no general.architecture in the GGUF header")
+    if len(arch) > 64 or not _ARCH_NAME.fullmatch(arch):
+        # Every name becomes part of key names and messages: a hostile one is refused, cut short.
+        raise ModelError(f"{model.path}: offset {model.offsets[key]}: {key}: {shown(arch, 40)} is not "
+                         "an architecture name (letters, digits, '_', '-', '.', at most 64)")
     return arch
 
 

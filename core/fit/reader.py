@@ -275,6 +275,8 @@ def _open(path: str) -> tuple[int, int]:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
         raise ModelError(f"{path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:  # a NUL byte in the path
+        raise ModelError(f"{shown(path)}: not a usable path ({exc})") from exc
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
