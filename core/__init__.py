@@ -47,6 +47,8 @@ __version__ = VERSION
 _LAZY = {
     "Context": "gpuscout.context", "EnvEntry": "gpuscout.context",
     "GpuscoutError": "gpuscout.errors",
+    "FitResult": "gpuscout.fit.placement", "ModelError": "gpuscout.fit.reader",
+    "Allocation": "gpuscout.load", "LoadOperation": "gpuscout.load", "LoadResult": "gpuscout.load",
     "GPULayers": "gpuscout.layers", "GPULayersList": "gpuscout.layers",
     "hookimpl": "gpuscout.markers",
     "BackendMemory": "gpuscout.memory", "DeviceMemory": "gpuscout.memory",
@@ -79,6 +81,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Allocation",
     "BackendMemory",
     "Context",
     "DeviceComparison",
@@ -88,11 +91,15 @@ __all__ = [
     "Discovery",
     "Dropped",
     "EnvEntry",
+    "FitResult",
     "FlashAttention",
     "GPULayers",
     "GPULayersList",
     "GpuscoutError",
     "InsufficientMemoryError",
+    "LoadOperation",
+    "LoadResult",
+    "ModelError",
     "PluginReport",
     "PluginStatus",
     "Scout",

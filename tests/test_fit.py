@@ -290,3 +290,40 @@ def test_the_memory_summary_is_a_table_on_a_terminal_and_lines_in_a_pipe(
     assert main(argv, scout_factory=factory(gpu())) == 0
     plain = capsys.readouterr().out
     assert "\x1b[" not in plain and "  total memory " in plain and "CUDA GPU-0: weights" in plain
+
+
+def write_projector(path: Path) -> Path:
+    w = gguf.GGUFWriter(str(path), "clip")
+    for key, value in (("clip.vision.image_size", 224), ("clip.vision.patch_size", 14),
+                       ("clip.vision.embedding_length", 64), ("clip.vision.attention.head_count", 4)):
+        w.add_uint32(key, value)
+    w.add_tensor("v.patch_embd.weight", np.ones((64, 588), dtype=np.float16))
+    w.add_tensor("mm.0.weight", np.ones((64, 64), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_a_projector_sits_on_the_first_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--mmproj: the projector's weights and its compute buffer are the first GPU's."""
+    model, projector = write_model(tmp_path / "m.gguf"), write_projector(tmp_path / "p.gguf")
+    plain = scout().fit(model, devices=[gpu()], system=ROOMY, ctx=256, cpu_features=())
+    with_p = scout().fit(model, devices=[gpu()], system=ROOMY, ctx=256, mmproj=str(projector),
+                         cpu_features=())
+    weights = 64 * 588 * 2 + 64 * 64 * 4
+    assert with_p.usage[0].weights - plain.usage[0].weights == weights
+    assert with_p.usage[0].graph > plain.usage[0].graph
+    assert with_p.usage[-1].total == plain.usage[-1].total
+    assert main(["fit", str(model), "--mmproj", str(projector), "--json"], scout_factory=factory(gpu())) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["memory"][0]["weights"] == with_p.usage[0].weights
+
+
+def test_a_projector_without_a_gpu_is_the_cpus(tmp_path: Path) -> None:
+    """Without a GPU the projector's weights and graph are counted on the CPU."""
+    model, projector = write_model(tmp_path / "m.gguf"), write_projector(tmp_path / "p.gguf")
+    plain = scout().fit(model, devices=[], system=ROOMY, ctx=256, cpu_features=())
+    with_p = scout().fit(model, devices=[], system=ROOMY, ctx=256, mmproj=str(projector), cpu_features=())
+    assert with_p.usage[-1].weights - plain.usage[-1].weights == 64 * 588 * 2 + 64 * 64 * 4

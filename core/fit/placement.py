@@ -272,9 +272,11 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
         extra = projector_weights(projector) if projector is not None and dm is gpus[0] else 0
         usage.append(Usage(id=dm.id, library=dm.library, name=dm.name, weights=sum(dm.weights) + extra,
                            kv_cache=sum(dm.cache), graph=dm.graph))
-    cpu_extra = projector_weights(projector) + projector_graph(projector) if projector and not gpus else 0
-    usage.append(Usage(id="", library=CPU_LIBRARY, name="CPU", weights=input_weights + sum(cpu_w) + cpu_extra,
-                       kv_cache=sum(cpu_c), graph=cpu_graph, output=h.n_vocab * ctx.n_seq * 4))
+    on_host = projector is not None and not gpus
+    usage.append(Usage(id="", library=CPU_LIBRARY, name="CPU",
+                       weights=input_weights + sum(cpu_w) + (projector_weights(projector) if on_host else 0),
+                       kv_cache=sum(cpu_c), graph=cpu_graph + (projector_graph(projector) if on_host else 0),
+                       output=h.n_vocab * ctx.n_seq * 4))
     return usage, memory
 
 
