@@ -114,6 +114,7 @@ class Layers:
     embedding: TensorInfo | None
     tensors_by_block: tuple[tuple[TensorInfo, ...], ...]
     output_tensors: tuple[TensorInfo, ...]
+    input_tensors: tuple[TensorInfo, ...] = ()
 
 
 def split_tensors(model: GGUFFile, h: Hparams) -> Layers:
@@ -140,7 +141,8 @@ def split_tensors(model: GGUFFile, h: Hparams) -> Layers:
     return Layers(blocks=tuple(sum(t.nbytes for t in b) for b in blocks),
                   output=sum(t.nbytes for t in output), input=sum(t.nbytes for t in other),
                   tied=tied, embedding=embedding,
-                  tensors_by_block=tuple(tuple(b) for b in blocks), output_tensors=tuple(output))
+                  tensors_by_block=tuple(tuple(b) for b in blocks), output_tensors=tuple(output),
+                  input_tensors=tuple(other))
 
 
 def repacked(tensors: Sequence[TensorInfo], features: frozenset[str]) -> int:
@@ -150,6 +152,14 @@ def repacked(tensors: Sequence[TensorInfo], features: frozenset[str]) -> int:
         kinds.update(REPACK_AVX512)
     return sum(t.nbytes for t in tensors
                if t.type in kinds and len(t.shape) in (2, 3) and t.shape[1] % 8 == 0)
+
+
+def mapped_span(tensors: Sequence[TensorInfo]) -> int:
+    """The host buffer llama.cpp maps for ``tensors``: the file range from the first one's data
+    to the last one's end (``llama_model_loader::get_mapping_range``), gaps included."""
+    if not tensors:
+        return 0
+    return max(t.offset + t.nbytes for t in tensors) - min(t.offset for t in tensors)
 
 
 def cache_type(name: str, sizes: Mapping[int, tuple[int, int]]) -> int:
@@ -258,4 +268,4 @@ def graph(h: Hparams, c: Context, o: Options) -> Graph:
 
 
 __all__ = ["CACHE_TYPES", "Context", "Graph", "Layers", "Options", "cache_type", "context", "graph",
-           "kv_bytes", "pad", "repacked", "row_size", "split_tensors"]
+           "kv_bytes", "mapped_span", "pad", "repacked", "row_size", "split_tensors"]

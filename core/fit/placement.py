@@ -17,7 +17,7 @@ import attrs
 from gpuscout.errors import GpuscoutError
 from gpuscout.fit import estimate as est
 from gpuscout.fit.hparams import Hparams, read_hparams
-from gpuscout.fit.reader import GGUFFile, ModelError, quant_sizes, read_gguf
+from gpuscout.fit.reader import GGUFFile, ModelError, TensorInfo, quant_sizes, read_gguf
 from gpuscout.layers import GPULayersList
 from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
 from gpuscout.records import CPU_LIBRARY, DeviceInfo, SystemInfo
@@ -223,6 +223,7 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
     usage: list[Usage] = []
     on_cpu = set(range(n + 1))
     cpu_head = True
+    mapped: list[TensorInfo] = list(L.input_tensors)  # host tensors served from the mapped file
     for x in layout:
         d = by_key[(x.id, x.library)]
         mine = set(x.layers)
@@ -234,6 +235,7 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
             for t in tensors:
                 if _too_big(t.nbytes, d):
                     cpu_w[i] += t.nbytes  # stays in host memory (mapped)
+                    mapped.append(t)
                 else:
                     w[i] += t.nbytes
             if i == n and tied and not _too_big(tied, d):
@@ -246,17 +248,21 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
         elif n in mine:
             cpu_head = False
         gpus.append(DeviceMemory(id=d.id, library=d.library, name=d.name, weights=w, cache=c, graph=graph))
+    host: list[TensorInfo] = []
     for i in on_cpu:
         tensors = L.tensors_by_block[i] if i < n else L.output_tensors
+        host += tensors
         cpu_w[i] += sum(t.nbytes for t in tensors)
         if i < n:
             cpu_c[i] = kv[i]
-    repack_tensors = [t for i in on_cpu if i < n for t in L.tensors_by_block[i]]
-    if n in on_cpu:
-        repack_tensors += list(L.output_tensors)
-        if tied and L.embedding is not None:
-            repack_tensors.append(L.embedding)
-    repack = est.repacked(repack_tensors, features)
+    if n in on_cpu and tied and L.embedding is not None:
+        host.append(L.embedding)  # the tied output: a second tensor over the same file bytes
+    repacking = [t for t in host if est.repacked([t], features)]
+    mapped += [t for t in host if t not in repacking]
+    repack = sum(t.nbytes for t in repacking)
+    # The CPU's weights are the mapped range plus the repacked copies; what the layers' own
+    # bytes do not cover (input weights, gaps, copies) is the input-weights share.
+    host_weights = est.mapped_span(mapped) + repack
     cpu_blocks = [i for i in on_cpu if i < n]
     cpu_graph = g.on(cpu_blocks, cpu_head)
     if layout and not cpu_blocks:
@@ -266,7 +272,7 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
     if projector is not None and gpus:  # the projector's compute buffer, on the first GPU
         gpus[0] = attrs.evolve(gpus[0], graph=gpus[0].graph + projector_graph(projector))
     cpu = DeviceMemory(library=CPU_LIBRARY, name="CPU", weights=cpu_w, cache=cpu_c, graph=cpu_graph)
-    input_weights = L.input + repack
+    input_weights = max(0, host_weights - sum(cpu_w))
     memory = BackendMemory(input_weights=input_weights, cpu=cpu, gpus=gpus)
     for dm in gpus:
         extra = projector_weights(projector) if projector is not None and dm is gpus[0] else 0
