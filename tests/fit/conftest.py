@@ -148,6 +148,15 @@ def write_llama_gqa(path: Path) -> Path:
     return m.close()
 
 
+def _qk_norm_attention(m: _Writer, i: int, n_embd: int, n_head: int, n_head_kv: int, head_dim: int) -> None:
+    """qwen3's attention block: norm, Q8_0 q/o and F16 k/v, q/k norms, then the ffn norm."""
+    m.norm(f"blk.{i}.attn_norm.weight", n_embd)
+    _attn(m, i, n_embd, n_head * head_dim, n_head_kv * head_dim, ("q8_0", "f16", "f16", "q8_0"))
+    m.norm(f"blk.{i}.attn_q_norm.weight", head_dim)
+    m.norm(f"blk.{i}.attn_k_norm.weight", head_dim)
+    m.norm(f"blk.{i}.ffn_norm.weight", n_embd)
+
+
 def write_qwen3(path: Path) -> Path:
     """qwen3, 4 blocks, n_embd 512, 8 heads of 128 (key_length > n_embd/n_head), 4 KV heads,
     q/k norms, tied output (no output.weight), n_ff 1024; Q8_0 and F16 matrices."""
@@ -157,11 +166,7 @@ def write_qwen3(path: Path) -> Path:
     m.kv("feed_forward_length", n_ff)
     _embeddings(m, n_embd, "q8_0", None)
     for i in range(n_layer):
-        m.norm(f"blk.{i}.attn_norm.weight", n_embd)
-        _attn(m, i, n_embd, n_head * head_dim, n_head_kv * head_dim, ("q8_0", "f16", "f16", "q8_0"))
-        m.norm(f"blk.{i}.attn_q_norm.weight", head_dim)
-        m.norm(f"blk.{i}.attn_k_norm.weight", head_dim)
-        m.norm(f"blk.{i}.ffn_norm.weight", n_embd)
+        _qk_norm_attention(m, i, n_embd, n_head, n_head_kv, head_dim)
         _ffn(m, i, n_embd, n_ff, ("q8_0", "q8_0", "q8_0"))
     return m.close()
 
@@ -248,11 +253,7 @@ def write_qwen3moe(path: Path) -> Path:
     m.kv("expert_feed_forward_length", n_ff_exp)
     _embeddings(m, n_embd, "q8_0", None)
     for i in range(n_layer):
-        m.norm(f"blk.{i}.attn_norm.weight", n_embd)
-        _attn(m, i, n_embd, n_head * head_dim, n_head_kv * head_dim, ("q8_0", "f16", "f16", "q8_0"))
-        m.norm(f"blk.{i}.attn_q_norm.weight", head_dim)
-        m.norm(f"blk.{i}.attn_k_norm.weight", head_dim)
-        m.norm(f"blk.{i}.ffn_norm.weight", n_embd)
+        _qk_norm_attention(m, i, n_embd, n_head, n_head_kv, head_dim)
         m.tensor(f"blk.{i}.ffn_gate_inp.weight", (n_embd, n_expert), "f32")
         m.tensor(f"blk.{i}.ffn_gate_exps.weight", (n_embd, n_ff_exp, n_expert), "q4_0")
         m.tensor(f"blk.{i}.ffn_up_exps.weight", (n_embd, n_ff_exp, n_expert), "q4_0")
