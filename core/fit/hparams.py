@@ -39,6 +39,8 @@ RECURRENT = {"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"}
 #: lfm2: ``is_recr = n_head_kv(il) == 0``); falcon-h1 has both in every layer.
 HYBRID_BY_KV_HEADS = {"jamba", "granitehybrid", "plamo2", "lfm2", "lfm2moe", "nemotron_h", "nemotron_h_moe"}
 HYBRID_EVERY_LAYER = {"falcon-h1"}
+#: Hybrids whose attention blocks come at an interval (gated delta net between them).
+HYBRID_BY_INTERVAL = {"qwen3next", "qwen35", "qwen35moe"}
 #: Architectures whose every rule above is the generic one (checked against llama.cpp's figures).
 KNOWN = {"llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "mistral3", "gemma", "gemma2", "gemma3",
          "deepseek2", "mamba", "mamba2", "jamba", "granitehybrid", "falcon-h1", "phi3", "granite",
@@ -205,10 +207,12 @@ def read_hparams(model: GGUFFile) -> Hparams:
     head_v_swa = k.u32("attention.value_length_swa", head_v)
     mla = bool(k.u32("attention.key_length_mla", 0) and k.u32("attention.value_length_mla", 0))
 
-    recurrent = _recurrent_layers(arch, n_head_kv, n_ff, n_layer)
+    recurrent = _recurrent_layers(model, k, arch, n_head_kv, n_ff, n_layer)
     kv_layers = tuple(not r or arch in HYBRID_EVERY_LAYER for r in recurrent)
     if arch in RECURRENT:
         kv_layers = (False,) * n_layer
+    elif arch in HYBRID_BY_KV_HEADS:  # nemotron_h's feed-forward-only blocks have neither
+        kv_layers = tuple(kv and n_head_kv[il] > 0 for il, kv in enumerate(kv_layers))
     for il in range(n_layer):
         if kv_layers[il] and n_head_kv[il] == 0 and n_head[il] == 0:
             raise ModelError(f"{model.path}: {arch}.attention.head_count is 0 for block {il}, "
@@ -222,6 +226,8 @@ def read_hparams(model: GGUFFile) -> Hparams:
         shift = k.u32("token_shift_count", 2)
         head_size = k.u32("wkv.head_size", 0)
         n_embd_r, n_embd_s = shift * n_embd, n_embd * head_size
+    elif k.u32("shortconv.l_cache", 0):  # lfm2's short convolutions: a conv state, no scan state
+        n_embd_r, n_embd_s = n_embd * (k.u32("shortconv.l_cache") - 1), 0
     else:
         n_embd_r = (conv - 1 if conv > 0 else 0) * (inner + 2 * groups * state)
         n_embd_s = state * inner
@@ -242,10 +248,20 @@ def read_hparams(model: GGUFFile) -> Hparams:
         ssm_groups=groups, ssm_heads=k.u32("ssm.time_step_rank", 0), notes=tuple(notes))
 
 
-def _recurrent_layers(arch: str, n_head_kv: tuple[int, ...], n_ff: tuple[int, ...],
-                      n_layer: int) -> tuple[bool, ...]:
+def _recurrent_layers(model: GGUFFile, k: _Keys, arch: str, n_head_kv: tuple[int, ...],
+                      n_ff: tuple[int, ...], n_layer: int) -> tuple[bool, ...]:
     if arch in RECURRENT or arch in HYBRID_EVERY_LAYER:
         return (True,) * n_layer
+    if arch in HYBRID_BY_INTERVAL:
+        # models/qwen3next.cpp: {arch}.attention.recurrent_layers, else every
+        # full_attention_interval-th block (default 4) is attention, the rest linear attention.
+        key = f"{arch}.attention.recurrent_layers"
+        if model.types.get(key) == (ARRAY, BOOL) and model.count(key) == n_layer and key in model.values:
+            return tuple(bool(v) for v in model.values[key])
+        if key in model.types:
+            return tuple(bool(v) for v in k.per_layer("attention.recurrent_layers", n_layer, None))
+        interval = k.u32("full_attention_interval", 4) or 4
+        return tuple((i + 1) % interval != 0 for i in range(n_layer))
     if arch in ("nemotron_h", "nemotron_h_moe"):
         return tuple(n_head_kv[i] == 0 and n_ff[i] == 0 for i in range(n_layer))
     if arch in HYBRID_BY_KV_HEADS:
