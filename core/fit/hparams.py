@@ -153,6 +153,15 @@ def _kind(kind: tuple[int, int]) -> str:
     return TYPE_NAMES.get(outer, str(outer))
 
 
+def known_to_gguf() -> set[str]:
+    """The architecture names of the installed ``gguf`` package (empty without it)."""
+    try:
+        import gguf
+    except ImportError:
+        return set()
+    return {str(name) for name in gguf.MODEL_ARCH_NAMES.values()}
+
+
 def architecture(model: GGUFFile) -> str:
     """``general.architecture``, checked."""
     key = "general.architecture"
@@ -233,7 +242,10 @@ def read_hparams(model: GGUFFile) -> Hparams:
         n_embd_s = state * inner
     if any(recurrent) and not (n_embd_r or n_embd_s):
         raise ModelError(f"{model.path}: {arch} has recurrent layers but no {arch}.ssm.* sizes")
-    if arch not in KNOWN:
+    if arch not in known_to_gguf():
+        notes.append(f"architecture {arch!r} is not one the installed gguf package knows (an "
+                     "upgrade may know it); estimated with the generic transformer rules")
+    elif arch not in KNOWN:
         notes.append(f"architecture {arch!r}: gpuscout has no rules of its own for it yet; "
                      "estimated with the generic transformer rules")
     return Hparams(

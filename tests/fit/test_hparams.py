@@ -85,3 +85,11 @@ def test_a_model_without_sliding_window_has_none(tmp_path: Path) -> None:
     """gemma3 with no window key: every block attends the whole context."""
     h = read_hparams(read_gguf(header(tmp_path / "m.gguf", "gemma3", {"attention.head_count": 4})))
     assert h.n_swa == 0 and not any(h.swa)
+
+
+def test_an_architecture_gguf_does_not_know_is_said_so(tmp_path: Path) -> None:
+    """A name the installed gguf package lacks is estimated generically, with a note naming gguf."""
+    h = read_hparams(read_gguf(header(tmp_path / "m.gguf", "brandnew", {"attention.head_count": 4})))
+    assert any("installed gguf package" in n for n in h.notes)
+    known = read_hparams(read_gguf(header(tmp_path / "k.gguf", "llama", {"attention.head_count": 4})))
+    assert known.notes == ()
