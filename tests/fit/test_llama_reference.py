@@ -22,10 +22,12 @@ LOG = """\
 0.01.000.000 I llama_context: Vulkan_Host  output buffer size =     1.00 MiB
 0.01.000.000 I llama_kv_cache_iswa: creating non-SWA KV cache, size = 2048 cells
 0.01.000.000 I llama_kv_cache:    Vulkan0 KV buffer size =     6.00 MiB
-0.01.000.000 I llama_kv_cache: size =    6.00 MiB (  2048 cells,   3 layers,  1/1 seqs), K (f16):    3.00 MiB, V (f16):    3.00 MiB
+0.01.000.000 I llama_kv_cache: size =    6.00 MiB (  2048 cells,   3 layers,  1/1 seqs), \
+K (f16):    3.00 MiB, V (f16):    3.00 MiB
 0.01.000.000 I llama_kv_cache_iswa: creating     SWA KV cache, size = 1024 cells
 0.01.000.000 I llama_kv_cache:    Vulkan0 KV buffer size =    15.00 MiB
-0.01.000.000 I llama_kv_cache: size =   15.00 MiB (  1024 cells,  15 layers,  1/1 seqs), K (f16):    7.50 MiB, V (f16):    7.50 MiB
+0.01.000.000 I llama_kv_cache: size =   15.00 MiB (  1024 cells,  15 layers,  1/1 seqs), \
+K (f16):    7.50 MiB, V (f16):    7.50 MiB
 0.01.000.000 I sched_reserve:    Vulkan0 compute buffer size =    20.03 MiB
 0.01.000.000 I sched_reserve: Vulkan_Host compute buffer size =   514.50 MiB
 """
