@@ -297,14 +297,14 @@ def test_a_file_that_shrinks_while_read_is_refused_as_shrunk(tmp_path: Path,
     """A file cut to 100 bytes after it is opened is refused as having shrunk."""
     tokens = [f"t{i}" for i in range(50_000)]
     path = write(tmp_path, gguf_bytes(llama(("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)))))
-    real_open = reader._open
+    real_open = reader.open_regular
 
     def open_then_cut(name: str) -> tuple[int, int]:
         opened = real_open(name)
         os.truncate(name, 100)
         return opened
 
-    monkeypatch.setattr(reader, "_open", open_then_cut)
+    monkeypatch.setattr(reader, "open_regular", open_then_cut)
     assert "(it shrank while being read)" in refusal(path)
 
 

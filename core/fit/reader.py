@@ -24,7 +24,6 @@ The ``gguf`` package still supplies what it is good at: the quantisation block s
 from __future__ import annotations
 
 import os
-import stat
 import struct
 import time
 from collections.abc import Mapping
@@ -32,7 +31,8 @@ from typing import Any
 
 import attrs
 
-from gpuscout.errors import GpuscoutError
+from gpuscout.fit.errors import ModelError, shown
+from gpuscout.fit.stream import Stream, open_regular
 
 #: The largest header (metadata and tensor table) read: bigger than any real model's.
 MAX_HEADER_BYTES = 256 << 20
@@ -47,10 +47,7 @@ MAX_TENSOR_NAME = 64
 #: ggml's GGML_MAX_DIMS.
 MAX_DIMS = 4
 DEFAULT_ALIGNMENT = 32
-_CHUNK = 1 << 16
 _INT64_MAX = (1 << 63) - 1
-_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
 
 # GGUF value types: (name, struct code, size); STRING and ARRAY are read by hand.
 STRING, ARRAY = 8, 9
@@ -60,17 +57,6 @@ _SCALARS: dict[int, tuple[str, str, int]] = {
     10: ("UINT64", "Q", 8), 11: ("INT64", "q", 8), 12: ("FLOAT64", "d", 8),
 }
 TYPE_NAMES = {**{k: v[0] for k, v in _SCALARS.items()}, STRING: "STRING", ARRAY: "ARRAY"}
-
-
-class ModelError(GpuscoutError):
-    """A model file that cannot be read or estimated: one line naming the file, and where
-    possible the byte offset and the key or tensor."""
-
-
-def shown(value: object, limit: int = 60) -> str:
-    """``value`` for a message: repr, control characters escaped, cut to ``limit``."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @attrs.frozen
@@ -145,150 +131,6 @@ def type_name(ggml_type: int) -> str:
         return str(ggml_type)
 
 
-class _Stream:
-    """Sequential bounded reads from a file descriptor through a small buffer."""
-
-    def __init__(self, fd: int, path: str, size: int, deadline: float | None) -> None:
-        self.fd, self.path, self.size, self.deadline = fd, path, size, deadline
-        self.buf = b""
-        self.at = 0  # index into buf
-        self.base = 0  # file offset of buf[0]
-        self.little = True
-
-    @property
-    def offset(self) -> int:
-        return self.base + self.at
-
-    def left(self) -> int:
-        return self.size - self.offset
-
-    def fail(self, what: str, at: int | None = None) -> ModelError:
-        return ModelError(f"{self.path}: offset {self.offset if at is None else at}: {what}")
-
-    def _fill(self, need: int, what: str) -> None:
-        """Make ``need`` bytes available at ``at``."""
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise self.fail(f"reading the header took too long (while reading {what})")
-        have = len(self.buf) - self.at
-        if need > self.left():
-            raise self.fail(f"file ends after {self.size} bytes while reading {what}")
-        if self.offset + need > MAX_HEADER_BYTES:
-            raise self.fail(f"header larger than {MAX_HEADER_BYTES >> 20} MiB (while reading {what})")
-        parts = [self.buf[self.at:]]
-        self.base += self.at
-        self.at = 0
-        want = max(need, _CHUNK)
-        while have < need:
-            try:
-                chunk = os.read(self.fd, min(want - have, self.size - self.base - have))
-            except OSError as exc:
-                raise self.fail(f"cannot read: {exc.strerror or exc}") from exc
-            if not chunk:
-                raise self.fail(f"file ends after {self.base + have} bytes while reading {what} "
-                                "(it shrank while being read)")
-            parts.append(chunk)
-            have += len(chunk)
-        self.buf = b"".join(parts)
-
-    def take(self, n: int, what: str) -> bytes:
-        if len(self.buf) - self.at < n:
-            self._fill(n, what)
-        data = self.buf[self.at:self.at + n]
-        self.at += n
-        return data
-
-    def skip(self, n: int, what: str) -> None:
-        if n > self.left():
-            raise self.fail(f"file ends after {self.size} bytes while reading {what}")
-        inside = len(self.buf) - self.at
-        if n <= inside:
-            self.at += n
-            return
-        target = self.offset + n
-        if target > MAX_HEADER_BYTES:
-            raise self.fail(f"header larger than {MAX_HEADER_BYTES >> 20} MiB (while reading {what})")
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise self.fail(f"reading the header took too long (while reading {what})")
-        os.lseek(self.fd, target, os.SEEK_SET)
-        self.buf, self.at, self.base = b"", 0, target
-
-    def scalar(self, code: str, size: int, what: str) -> Any:
-        if len(self.buf) - self.at < size:
-            self._fill(size, what)
-        value = struct.unpack_from(("<" if self.little else ">") + code, self.buf, self.at)[0]
-        self.at += size
-        return value
-
-    def u32(self, what: str) -> int:
-        return int(self.scalar("I", 4, what))
-
-    def u64(self, what: str) -> int:
-        return int(self.scalar("Q", 8, what))
-
-    def string(self, what: str, limit: int | None = None) -> str | int:
-        """A GGUF string; past ``limit`` bytes it is skipped and its length returned instead."""
-        start = self.offset
-        n = self.u64(f"the length of {what}")
-        if n > self.left():
-            raise self.fail(f"{what}: a string of {n} bytes runs past the end of the file "
-                            f"({self.left()} bytes left)", start)
-        if limit is not None and n > limit:
-            self.skip(n, what)
-            return n
-        raw = self.take(n, what)
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise self.fail(f"{what}: not valid UTF-8 (byte {exc.start} of the string)",
-                            start + 8 + exc.start) from None
-
-    def skip_strings(self, count: int, what: str) -> None:
-        """Skip ``count`` GGUF strings without decoding them (the tokenizer's tokens)."""
-        fmt = "<Q" if self.little else ">Q"
-        unpack = struct.unpack_from
-        done = 0
-        while done < count:
-            if len(self.buf) - self.at < 8:
-                self._fill(8, what)
-            buf, at, end = self.buf, self.at, len(self.buf)
-            # Walk the strings that lie whole in the buffer, then refill.
-            while done < count and at + 8 <= end:
-                n = unpack(fmt, buf, at)[0]
-                if at + 8 + n > end:
-                    break
-                at += 8 + n
-                done += 1
-            self.at = at
-            if done < count and at + 8 <= end:
-                n = unpack(fmt, buf, at)[0]
-                self.at += 8
-                if n > self.left():
-                    raise self.fail(f"{what}[{done}]: a string of {n} bytes runs past the end "
-                                    f"of the file", self.offset - 8)
-                self.skip(n, what)
-                done += 1
-
-
-def _open(path: str) -> tuple[int, int]:
-    """An fd for a regular file and its size; ModelError for anything else."""
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError as exc:
-        raise ModelError(f"{path}: {exc.strerror or exc}") from exc
-    except ValueError as exc:  # a NUL byte in the path
-        raise ModelError(f"{shown(path)}: not a usable path ({exc})") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ModelError(f"{path}: not a regular file")
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, info.st_size
-
-
 def read_gguf(path: str | os.PathLike[str], *, deadline: float | None = None,
               timeout: float | None = 30.0) -> GGUFFile:
     """Read ``path``'s GGUF header and tensor table (see the module's docstring).
@@ -300,14 +142,14 @@ def read_gguf(path: str | os.PathLike[str], *, deadline: float | None = None,
     if deadline is None and timeout is not None:
         deadline = time.monotonic() + timeout
     sizes = quant_sizes()
-    fd, size = _open(name)
+    fd, size = open_regular(name)
     try:
-        return _read(_Stream(fd, name, size, deadline), sizes)
+        return _read(Stream(fd, name, size, deadline, MAX_HEADER_BYTES), sizes)
     finally:
         os.close(fd)
 
 
-def _read(s: _Stream, sizes: Mapping[int, tuple[int, int]]) -> GGUFFile:
+def _read(s: Stream, sizes: Mapping[int, tuple[int, int]]) -> GGUFFile:
     if s.size < 4 or s.take(4, "the magic") != b"GGUF":
         raise s.fail("not a GGUF file (no GGUF magic)", 0)
     version = s.u32("the version")
@@ -367,7 +209,7 @@ def _type_text(t: tuple[int, int]) -> str:
     return f"an array of {TYPE_NAMES.get(elem, elem)}" if kind == ARRAY else TYPE_NAMES.get(kind, str(kind))
 
 
-def _read_value(s: _Stream, key: str, values: dict[str, Any], types: dict[str, tuple[int, int]],
+def _read_value(s: Stream, key: str, values: dict[str, Any], types: dict[str, tuple[int, int]],
                 skipped: dict[str, Skipped]) -> None:
     at = s.offset
     name = shown(key)  # keys reach messages escaped and cut: they may hold anything
@@ -412,7 +254,7 @@ def _read_value(s: _Stream, key: str, values: dict[str, Any], types: dict[str, t
     values[key] = tuple(bool(v) for v in items) if elem == 7 else items
 
 
-def _read_tensors(s: _Stream, n: int, sizes: Mapping[int, tuple[int, int]],
+def _read_tensors(s: Stream, n: int, sizes: Mapping[int, tuple[int, int]],
                   alignment: int) -> tuple[TensorInfo, ...]:
     tensors: list[TensorInfo] = []
     seen: set[str] = set()

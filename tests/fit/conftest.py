@@ -318,6 +318,205 @@ def write_granitehybrid(path: Path) -> Path:
     return m.close()
 
 
+# --- held-out shapes: other widths, vocabulary sizes and architectures than the models above ---
+
+
+def _vocab_sized(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
+    """``_vocab`` for any size: the same first pieces, then "\u2581" + two letters and three letters."""
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [2, 3, 3] + [6] * 256
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    fillers = ["\u2581"] + list(letters) + ["\u2581" + c for c in letters]
+    fillers += [a + b for a in letters for b in letters]
+    fillers += ["\u2581" + a + b for a in letters for b in letters]
+    need = n_vocab - len(tokens)
+    if len(fillers) < need:
+        fillers += [a + b + c for a in letters for b in letters for c in letters][: need - len(fillers)]
+    tokens += fillers[:need]
+    types += [1] * (n_vocab - len(types))
+    scores = [0.0] * 3 + [-1000.0] * 256 + [-float(i) for i in range(n_vocab - 259)]
+    assert len(tokens) == n_vocab == len(set(tokens))
+    return tokens, scores, types
+
+
+class _SizedWriter(_Writer):
+    """``_Writer`` with an ``n_vocab``-token vocabulary."""
+
+    def __init__(self, path: Path, arch: str, seed: int, n_vocab: int) -> None:
+        self.path = Path(path)
+        self.arch = arch
+        self.n_vocab = n_vocab
+        self.rng = np.random.default_rng(seed)
+        self.w = gguf.GGUFWriter(str(self.path), arch)
+        self.w.add_name(f"synthetic {arch}")
+        self.w.add_uint32(f"{arch}.context_length", N_CTX_TRAIN)
+        tokens, scores, types = _vocab_sized(n_vocab)
+        self.w.add_tokenizer_model("llama")
+        self.w.add_token_list(tokens)
+        self.w.add_token_scores(scores)
+        self.w.add_token_types(types)
+        self.w.add_bos_token_id(1)
+        self.w.add_eos_token_id(2)
+        self.w.add_unk_token_id(0)
+
+
+def _sized_embeddings(m: _SizedWriter, n_embd: int, embd: str, output: str | None) -> None:
+    m.tensor("token_embd.weight", (n_embd, m.n_vocab), embd)
+    m.norm("output_norm.weight", n_embd)
+    if output is not None:
+        m.tensor("output.weight", (n_embd, m.n_vocab), output)
+
+
+def write_llama_wide(path: Path) -> Path:
+    """llama, 6 blocks, n_embd 1024, 16 heads of 64, 4 KV heads, n_ff 2816, 32000-token vocabulary,
+    own output.weight; Q4_K embeddings / output / q / o / gate / up, F16 k and v, ffn down Q8_0 in
+    even blocks and Q4_K in odd ones."""
+    m = _SizedWriter(path, "llama", seed=11, n_vocab=32000)
+    n_embd, n_layer, n_head, n_head_kv, n_ff = 1024, 6, 16, 4, 2816
+    _attention_kv(m, n_embd, n_layer, n_head, n_head_kv)
+    m.kv("feed_forward_length", n_ff)
+    m.kv("rope.dimension_count", n_embd // n_head)
+    _sized_embeddings(m, n_embd, "q4_k", "q4_k")
+    for i in range(n_layer):
+        m.norm(f"blk.{i}.attn_norm.weight", n_embd)
+        _attn(m, i, n_embd, n_embd, n_head_kv * 64, ("q4_k", "f16", "f16", "q4_k"))
+        m.norm(f"blk.{i}.ffn_norm.weight", n_embd)
+        _ffn(m, i, n_embd, n_ff, ("q4_k", "q4_k", "q4_k" if i % 2 else "q8_0"))
+    return m.close()
+
+
+def write_llama_narrow(path: Path) -> Path:
+    """llama, 4 blocks, n_embd 256, 4 heads of 64, 1 KV head, n_ff 768, 4096-token vocabulary,
+    tied output; Q8_0 embeddings, Q4_0 q/o, Q8_0 k/v, Q4_K gate/up, F16 down."""
+    m = _SizedWriter(path, "llama", seed=12, n_vocab=4096)
+    n_embd, n_layer, n_head, n_head_kv, n_ff = 256, 4, 4, 1, 768
+    _attention_kv(m, n_embd, n_layer, n_head, n_head_kv)
+    m.kv("feed_forward_length", n_ff)
+    m.kv("rope.dimension_count", n_embd // n_head)
+    _sized_embeddings(m, n_embd, "q8_0", None)
+    for i in range(n_layer):
+        m.norm(f"blk.{i}.attn_norm.weight", n_embd)
+        _attn(m, i, n_embd, n_embd, n_head_kv * 64, ("q4_0", "q8_0", "q8_0", "q4_0"))
+        m.norm(f"blk.{i}.ffn_norm.weight", n_embd)
+        _ffn(m, i, n_embd, n_ff, ("q4_k", "q4_k", "f16"))
+    return m.close()
+
+
+def write_qwen2_bias(path: Path) -> Path:
+    """qwen2, 4 blocks, n_embd 896, 14 heads of 64, 2 KV heads, q/k/v biases, n_ff 4864,
+    16384-token vocabulary, tied output; Q4_0 embeddings / gate / up, Q8_0 q/o, F16 k/v, Q4_K down."""
+    m = _SizedWriter(path, "qwen2", seed=13, n_vocab=16384)
+    n_embd, n_layer, n_head, n_head_kv, n_ff = 896, 4, 14, 2, 4864
+    _attention_kv(m, n_embd, n_layer, n_head, n_head_kv, freq_base=1000000.0)
+    m.kv("feed_forward_length", n_ff)
+    _sized_embeddings(m, n_embd, "q4_0", None)
+    for i in range(n_layer):
+        m.norm(f"blk.{i}.attn_norm.weight", n_embd)
+        _attn(m, i, n_embd, n_embd, n_head_kv * 64, ("q8_0", "f16", "f16", "q8_0"))
+        m.tensor(f"blk.{i}.attn_q.bias", (n_embd,), "f32")
+        m.tensor(f"blk.{i}.attn_k.bias", (n_head_kv * 64,), "f32")
+        m.tensor(f"blk.{i}.attn_v.bias", (n_head_kv * 64,), "f32")
+        m.norm(f"blk.{i}.ffn_norm.weight", n_embd)
+        _ffn(m, i, n_embd, n_ff, ("q4_0", "q4_0", "q4_k"))
+    return m.close()
+
+
+def write_gemma2(path: Path) -> Path:
+    """gemma2, 6 blocks, n_embd 576, 8 heads of 64 (q width 512 < n_embd), 4 KV heads, sliding
+    window 1024 with llama.cpp's gemma2 pattern 2 (even layers SWA), attention / final logit
+    soft-capping 50 / 30, n_ff 1536, 8192-token vocabulary, tied output; Q8_0 / Q4_0 matrices."""
+    m = _SizedWriter(path, "gemma2", seed=14, n_vocab=8192)
+    n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff = 576, 6, 8, 4, 64, 1536
+    _attention_kv(m, n_embd, n_layer, n_head, n_head_kv, head_dim)
+    m.kv("feed_forward_length", n_ff)
+    m.kv("attention.sliding_window", 1024)
+    m.kv("attn_logit_softcapping", 50.0)
+    m.kv("final_logit_softcapping", 30.0)
+    _sized_embeddings(m, n_embd, "q8_0", None)
+    for i in range(n_layer):
+        m.norm(f"blk.{i}.attn_norm.weight", n_embd)
+        _attn(m, i, n_embd, n_head * head_dim, n_head_kv * head_dim, ("q8_0", "f16", "f16", "q4_0"))
+        m.norm(f"blk.{i}.post_attention_norm.weight", n_embd)
+        m.norm(f"blk.{i}.ffn_norm.weight", n_embd)
+        _ffn(m, i, n_embd, n_ff, ("q4_0", "q4_0", "q8_0"))
+        m.norm(f"blk.{i}.post_ffw_norm.weight", n_embd)
+    return m.close()
+
+
+def write_qwen3moe_wide(path: Path) -> Path:
+    """qwen3moe, 4 blocks, n_embd 1024, 16 heads of 64, 4 KV heads, 16 experts (4 used) of 512,
+    8192-token vocabulary, tied output; Q4_0 gate/up experts, Q4_K down experts."""
+    m = _SizedWriter(path, "qwen3moe", seed=15, n_vocab=8192)
+    n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff_exp, n_expert = 1024, 4, 16, 4, 64, 512, 16
+    _attention_kv(m, n_embd, n_layer, n_head, n_head_kv, head_dim)
+    m.kv("feed_forward_length", 3072)
+    m.kv("expert_count", n_expert)
+    m.kv("expert_used_count", 4)
+    m.kv("expert_feed_forward_length", n_ff_exp)
+    _sized_embeddings(m, n_embd, "q8_0", None)
+    for i in range(n_layer):
+        _qk_norm_attention(m, i, n_embd, n_head, n_head_kv, head_dim)
+        m.tensor(f"blk.{i}.ffn_gate_inp.weight", (n_embd, n_expert), "f32")
+        m.tensor(f"blk.{i}.ffn_gate_exps.weight", (n_embd, n_ff_exp, n_expert), "q4_0")
+        m.tensor(f"blk.{i}.ffn_up_exps.weight", (n_embd, n_ff_exp, n_expert), "q4_0")
+        m.tensor(f"blk.{i}.ffn_down_exps.weight", (n_ff_exp, n_embd, n_expert), "q4_k")
+    return m.close()
+
+
+def _sized_ssm_block(m: _Writer, i: int, n_embd: int, ssm: dict[str, int], kinds: tuple[str, str]) -> None:
+    d_inner, d_state, n_group = ssm["inner_size"], ssm["state_size"], ssm["group_count"]
+    n_ssm_head, conv_dim = ssm["time_step_rank"], ssm["inner_size"] + 2 * n_group * d_state
+    m.tensor(f"blk.{i}.ssm_in.weight", (n_embd, d_inner + conv_dim + n_ssm_head), kinds[0])
+    m.tensor(f"blk.{i}.ssm_conv1d.weight", (ssm["conv_kernel"], conv_dim), "f32")
+    m.tensor(f"blk.{i}.ssm_conv1d.bias", (conv_dim,), "f32")
+    m.tensor(f"blk.{i}.ssm_dt.bias", (n_ssm_head,), "f32")
+    m.tensor(f"blk.{i}.ssm_a", (1, n_ssm_head), "f32", value=-1.0)
+    m.tensor(f"blk.{i}.ssm_d", (1, n_ssm_head), "f32", value=1.0)
+    m.tensor(f"blk.{i}.ssm_norm.weight", (d_inner // n_group, n_group), "f32", value=1.0)
+    m.tensor(f"blk.{i}.ssm_out.weight", (d_inner, n_embd), kinds[1])
+
+
+_SSM_WIDE = {"conv_kernel": 4, "inner_size": 1536, "state_size": 128, "time_step_rank": 24, "group_count": 1}
+
+
+def write_mamba2_wide(path: Path) -> Path:
+    """mamba2, 4 blocks, n_embd 768, d_inner 1536, d_state 128, 24 SSM heads of 64, 1 group,
+    conv 4, 8192-token vocabulary, tied output; Q4_K in-projection, Q8_0 out-projection."""
+    m = _SizedWriter(path, "mamba2", seed=16, n_vocab=8192)
+    n_embd, n_layer = 768, 4
+    m.kv("embedding_length", n_embd)
+    m.kv("block_count", n_layer)
+    m.kv("attention.layer_norm_rms_epsilon", 1e-5)
+    for key, value in _SSM_WIDE.items():
+        m.kv(f"ssm.{key}", value)
+    _sized_embeddings(m, n_embd, "q8_0", None)
+    for i in range(n_layer):
+        m.norm(f"blk.{i}.attn_norm.weight", n_embd)
+        _sized_ssm_block(m, i, n_embd, _SSM_WIDE, ("q4_k", "q8_0"))
+    return m.close()
+
+
+def write_falcon_h1(path: Path) -> Path:
+    """falcon-h1: 4 blocks, n_embd 512, every block attention (8 heads of 64, 2 KV heads) and mamba2
+    in parallel (the granitehybrid SSM sizes), n_ff 1024, 4096-token vocabulary, tied output;
+    Q8_0 / Q4_0 / F16 matrices (its ffn norm is named blk.N.ffn_norm, no ".weight")."""
+    m = _SizedWriter(path, "falcon-h1", seed=17, n_vocab=4096)
+    n_embd, n_layer, n_head, n_head_kv, n_ff = 512, 4, 8, 2, 1024
+    _attention_kv(m, n_embd, n_layer, n_head, n_head_kv)
+    m.kv("feed_forward_length", n_ff)
+    m.kv("rope.dimension_count", n_embd // n_head)
+    for key, value in _SSM.items():
+        m.kv(f"ssm.{key}", value)
+    _sized_embeddings(m, n_embd, "q8_0", None)
+    for i in range(n_layer):
+        m.norm(f"blk.{i}.attn_norm.weight", n_embd)
+        _attn(m, i, n_embd, n_embd, n_head_kv * 64, ("q4_0", "q8_0", "q8_0", "q4_0"))
+        _ssm_block(m, i, n_embd, ("q8_0", "q4_0"))
+        m.norm(f"blk.{i}.ffn_norm", n_embd)
+        _ffn(m, i, n_embd, n_ff, ("q4_0", "q4_0", "f16"))
+    return m.close()
+
+
 MODELS: dict[str, Callable[[Path], Path]] = {
     "llama-gqa": write_llama_gqa,
     "qwen3": write_qwen3,
@@ -326,6 +525,13 @@ MODELS: dict[str, Callable[[Path], Path]] = {
     "qwen3moe": write_qwen3moe,
     "mamba2": write_mamba2,
     "granitehybrid": write_granitehybrid,
+    "llama-wide": write_llama_wide,
+    "llama-narrow": write_llama_narrow,
+    "qwen2-bias": write_qwen2_bias,
+    "gemma2": write_gemma2,
+    "qwen3moe-wide": write_qwen3moe_wide,
+    "mamba2-wide": write_mamba2_wide,
+    "falcon-h1": write_falcon_h1,
 }
 
 
