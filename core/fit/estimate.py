@@ -198,27 +198,43 @@ def kv_bytes(h: Hparams, c: Context, o: Options, sizes: Mapping[int, tuple[int, 
 
 @attrs.frozen
 class Graph:
-    """The compute buffer's parts: masks alive for the whole graph, then what one block (per
-    kind) and the output head need at their peak."""
+    """The compute buffer's parts (see ``graph``): the masks, per block its attention phase, the
+    largest tensor of that phase (the KQ scores) and its other phase, and the head's logits."""
 
     masks: int
-    block: tuple[int, ...]
-    head: int
+    attention: tuple[int, ...]
+    scores: tuple[int, ...]
+    rest: tuple[int, ...]
+    logits: int
+    head_rest: int
     embeddings: int
-    logits: int = 0
+    host_head: int = 0
 
-    def on(self, blocks: Sequence[int], head: bool) -> int:
-        """The compute buffer of a backend that runs ``blocks`` (and the head if ``head``)."""
-        peak = max([self.block[i] for i in blocks] + [self.head if head else 0])
-        return (self.masks if blocks else 0) + peak
+    def on(self, attention: Sequence[int], rest: Sequence[int], head: bool) -> int:
+        """The compute buffer of a backend that runs the attention of blocks ``attention``, the
+        other phase of blocks ``rest``, and the head if ``head``.
+
+        ggml-alloc reuses freed memory: the masks are allocated first and stay until the last
+        attention; the logits are allocated after that and take the masks' hole when they fit
+        in it, else they go on top.
+        """
+        masks = self.masks if any(self.attention[i] for i in attention) else 0
+        peak = max([self.attention[i] for i in attention] + [self.rest[i] for i in rest] + [0])
+        total = masks + peak if peak or masks else 0
+        if head:
+            logits = max(masks, self.logits) if self.logits <= masks else masks + self.logits
+            total = max(total, logits + self.head_rest)
+        return total
 
 
 #: Calibration, in token-rows of activations (n_embd f32 values per token), fitted to llama.cpp's
 #: compute buffers in tests/data/fit: what a feed-forward phase, an attention phase and the
 #: output head hold besides their big tensors (residual stream, norms, views not yet freed).
 FFN_ROWS = 4.5
+FFN_WIDE = 1.3
 ATTN_ROWS = 3.0
-HEAD_ROWS = {True: 5.0, False: 6.6}
+MOE_ROWS = 1.0
+HEAD_ROWS = {True: 5.0, False: 6.0}
 #: The host's compute buffer while GPUs run every block: the masks it fills and the input
 #: embeddings, or the logits (and two rows) when the output head runs on the host.
 HOST_ROWS = 4.0
@@ -227,33 +243,39 @@ HOST_ROWS = 4.0
 def graph(h: Hparams, c: Context, o: Options) -> Graph:
     """The compute buffer's parts for this model and context (see the module's docstring).
 
-    Per block the largest of: attention (without flash attention the KQ scores, n_kv x tokens
-    x heads f32, plus Q three times over, K and V twice, and ATTN_ROWS rows), feed-forward
-    (gate, up and their product: 3 x n_ff f32 per token, plus FFN_ROWS rows; for experts the
-    used experts' widths), and the recurrent scan (the input projection, the convolution's
-    input and output, the scan's output and gates, plus one row and the states). The head is
-    the logits (n_vocab f32 for every token of the ubatch: the reserve asks for as many outputs).
+    Per block: attention (without flash attention the KQ scores, n_kv x tokens x heads f32,
+    plus Q three times over, K and V twice, and ATTN_ROWS rows); the other phase, the largest
+    of feed-forward (gate, up and their product: 3 x n_ff f32 per token, plus FFN_ROWS rows or,
+    for a wide one, FFN_WIDE of a feed-forward tensor),
+    experts (the used experts' gate, up and product, and each used expert's output of n_embd)
+    and the recurrent scan (the input projection, the convolution's input and output, the scan's
+    output and gates, plus one row and the states). The head is the logits: n_vocab f32 for
+    every token of the ubatch (the reserve asks for as many outputs).
     """
     t = c.n_tokens
     row = h.n_embd * t * F32
     per_cell = 2 if o.flash_attn else F32
     kinds = {h.swa[il] for il in range(h.n_layer) if h.kv_layers[il]}
     masks = sum((c.swa_cells if swa else c.full_cells) // c.n_seq * t * per_cell for swa in kinds)
-    block = []
+    attention, scores, rest = [], [], []
     for il in range(h.n_layer):
-        parts = [0]
+        attn = kq = 0
         if h.kv_layers[il]:
             q = h.n_head[il] * (h.head_k_swa if h.swa[il] else h.head_k)
-            kv = h.k_width(il)
-            attention = (3 * q + 2 * kv) * t * F32 + int(ATTN_ROWS * row)
+            attn = (3 * q + 2 * h.k_width(il)) * t * F32 + int(ATTN_ROWS * row)
             if not o.flash_attn:
                 cells = (c.swa_cells if h.swa[il] else c.full_cells) // c.n_seq
-                attention += cells * t * h.n_head[il] * F32
-            parts.append(attention)
-        if h.n_expert and h.n_expert_used and h.n_ff_exp:
-            parts.append(3 * h.n_expert_used * h.n_ff_exp * t * F32 + int(ATTN_ROWS * row))
-        if h.n_ff[il] and not (h.n_expert and il >= h.n_dense_lead):
-            parts.append(3 * h.n_ff[il] * t * F32 + int(FFN_ROWS * row))
+                kq = cells * t * h.n_head[il] * F32
+                attn += kq
+        parts = [0]
+        if h.n_expert and h.n_expert_used and h.n_ff_exp and il >= h.n_dense_lead:
+            used = h.n_expert_used
+            parts.append((3 * used * h.n_ff_exp + used * h.n_embd) * t * F32 + int(MOE_ROWS * row))
+        elif h.n_ff[il]:
+            ff = h.n_ff[il] * t * F32
+            # A wide feed-forward (n_ff over ~3.5 n_embd) leaves more than a row's worth of its
+            # own tensors in use: FFN_WIDE of one feed-forward tensor instead of FFN_ROWS rows.
+            parts.append(3 * ff + max(int(FFN_ROWS * row), int(FFN_WIDE * ff)))
         if h.recurrent[il] and h.ssm_inner:
             xbc = h.ssm_inner + 2 * h.ssm_groups * h.ssm_state
             projection = 2 * h.ssm_inner + 2 * h.ssm_groups * h.ssm_state + h.ssm_heads
@@ -261,10 +283,12 @@ def graph(h: Hparams, c: Context, o: Options) -> Graph:
                          + h.n_embd_s * F32 * c.n_seq)
         elif h.recurrent[il]:
             parts.append(int(FFN_ROWS * row) + h.n_embd_s * F32 * c.n_seq)
-        block.append(max(parts))
-    head = h.n_vocab * t * F32 + int(HEAD_ROWS[o.flash_attn] * row)
-    return Graph(masks=masks, block=tuple(block), head=head, embeddings=int(HOST_ROWS * row),
-                 logits=h.n_vocab * t * F32 + 2 * row)
+        attention.append(attn)
+        scores.append(kq)
+        rest.append(max(parts))
+    return Graph(masks=masks, attention=tuple(attention), scores=tuple(scores), rest=tuple(rest),
+                 logits=h.n_vocab * t * F32, head_rest=int(HEAD_ROWS[o.flash_attn] * row),
+                 embeddings=int(HOST_ROWS * row), host_head=h.n_vocab * t * F32 + 2 * row)
 
 
 __all__ = ["CACHE_TYPES", "Context", "Graph", "Layers", "Options", "cache_type", "context", "graph",

@@ -170,10 +170,22 @@ def fit(model: Model | str | os.PathLike[str], devices: Sequence[DeviceInfo], sy
                      layer_sizes=tuple(layer_sizes), fits=fits, notes=tuple(notes))
 
 
+def _split(g: est.Graph, layers: set[int], n: int, device: DeviceInfo | None,
+           h: Hparams) -> tuple[list[int], list[int], bool, list[int], bool]:
+    """What a device holding ``layers`` runs: (its blocks' attention, their other phase, the head)
+    and what falls back to the host: attention whose KQ scores exceed the device's largest
+    allocation, and the head when the logits do (ggml's supports_op keeps those ops on the CPU)."""
+    blocks = sorted(i for i in layers if i < n)
+    moved = [i for i in blocks if _too_big(g.scores[i], device)]
+    attention = [i for i in blocks if i not in moved]
+    head = n in layers and not _too_big(g.logits, device) and not _too_big(h.n_vocab * 4, device)
+    return attention, blocks, head, moved, n in layers and not head
+
+
 def _device_graph(g: est.Graph, layers: set[int], n: int, device: DeviceInfo | None,
                   h: Hparams) -> int:
-    head = n in layers and not _too_big(h.n_vocab * 4, device) and not _too_big(g.head, device)
-    return g.on([i for i in layers if i < n], head)
+    attention, rest, head, _, _ = _split(g, layers, n, device, h)
+    return g.on(attention, rest, head)
 
 
 def _place(layer_sizes: list[int], devices: Sequence[DeviceInfo], reserve: Callable[[DeviceInfo], int],
@@ -223,6 +235,7 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
     usage: list[Usage] = []
     on_cpu = set(range(n + 1))
     cpu_head = True
+    host_attention: list[int] = []  # blocks whose attention a device leaves to the host
     mapped: list[TensorInfo] = list(L.input_tensors)  # host tensors served from the mapped file
     for x in layout:
         d = by_key[(x.id, x.library)]
@@ -242,11 +255,11 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
                 w[i] += tied
             if i < n:
                 c[i] = kv[i]
-        graph = _device_graph(g, mine, n, d, h)
-        if n in mine and (_too_big(h.n_vocab * 4, d) or _too_big(g.head, d)):
-            cpu_head = True
-        elif n in mine:
-            cpu_head = False
+        attention, rest, head, moved, head_moved = _split(g, mine, n, d, h)
+        graph = g.on(attention, rest, head)
+        host_attention += moved
+        if n in mine:
+            cpu_head = head_moved
         gpus.append(DeviceMemory(id=d.id, library=d.library, name=d.name, weights=w, cache=c, graph=graph))
     host: list[TensorInfo] = []
     for i in on_cpu:
@@ -263,12 +276,12 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
     # The CPU's weights are the mapped range plus the repacked copies; what the layers' own
     # bytes do not cover (input weights, gaps, copies) is the input-weights share.
     host_weights = est.mapped_span(mapped) + repack
-    cpu_blocks = [i for i in on_cpu if i < n]
-    cpu_graph = g.on(cpu_blocks, cpu_head)
-    if layout and not cpu_blocks:
+    cpu_blocks = sorted(i for i in on_cpu if i < n)
+    cpu_graph = g.on(cpu_blocks + host_attention, cpu_blocks, cpu_head)
+    if layout and not cpu_blocks and not host_attention:
         # GPUs run every block: the host still looks up the input embeddings and stages the
         # attention masks it fills for them (llama.cpp's *_Host compute buffer).
-        cpu_graph = max(g.masks + g.embeddings, g.logits if cpu_head else 0)
+        cpu_graph = max(g.masks + g.embeddings, g.host_head if cpu_head else 0)
     if projector is not None and gpus:  # the projector's compute buffer, on the first GPU
         gpus[0] = attrs.evolve(gpus[0], graph=gpus[0].graph + projector_graph(projector))
     cpu = DeviceMemory(library=CPU_LIBRARY, name="CPU", weights=cpu_w, cache=cpu_c, graph=cpu_graph)
