@@ -327,3 +327,44 @@ def test_a_projector_without_a_gpu_is_the_cpus(tmp_path: Path) -> None:
     plain = scout().fit(model, devices=[], system=ROOMY, ctx=256, cpu_features=())
     with_p = scout().fit(model, devices=[], system=ROOMY, ctx=256, mmproj=str(projector), cpu_features=())
     assert with_p.usage[-1].weights - plain.usage[-1].weights == 64 * 588 * 2 + 64 * 64 * 4
+
+
+def test_num_gpu_takes_the_last_layers_output_first_as_llama_cpp_ngl(tmp_path: Path) -> None:
+    """--num-gpu N is llama.cpp's -ngl N: the output layer and the N-1 blocks before it."""
+    path = write_model(tmp_path / "m.gguf", blocks=4)
+    result = scout().fit(path, devices=[gpu()], system=ROOMY, ctx=256, num_gpu=3, cpu_features=())
+    assert [list(g.layers) for g in result.placement] == [[2, 3, 4]] and result.cpu_layers == (0, 1)
+
+
+def test_a_gpu_in_use_turns_off_cpu_repacking(tmp_path: Path) -> None:
+    """With a GPU present llama.cpp's host buffer comes before the repacking one: no CPU_REPACK."""
+    path = tmp_path / "q.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    for key, value in (("block_count", 2), ("context_length", 512), ("embedding_length", 64),
+                       ("attention.head_count", 4)):
+        w.add_uint32(f"llama.{key}", value)
+    w.add_tensor("token_embd.weight", np.ones((16, 64), dtype=np.float32))
+    for i in range(2):
+        w.add_tensor(f"blk.{i}.attn_q.weight", np.zeros((64, 36), dtype=np.uint8),
+                     raw_dtype=gguf.GGMLQuantizationType.Q4_0)
+    w.add_tensor("output.weight", np.ones((16, 64), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    alone = scout().fit(path, devices=[], system=ROOMY, cpu_features=["avx2"])
+    partial = scout().fit(path, devices=[gpu()], system=ROOMY, num_gpu=1, cpu_features=["avx2"])
+    assert partial.cpu_layers == (0, 1)
+    assert partial.usage[-1].weights < alone.usage[-1].weights
+    assert not any("CPU_REPACK" in n for n in partial.notes)
+
+
+def test_host_blocks_run_on_the_gpu_in_use(tmp_path: Path) -> None:
+    """op_offload: with a GPU holding layers, the host's blocks compute on it; the host keeps
+    only its staging buffer, the same as with every block offloaded."""
+    path = write_model(tmp_path / "m.gguf", blocks=4)
+    full = scout().fit(path, devices=[gpu()], system=ROOMY, ctx=2048, cpu_features=())
+    partial = scout().fit(path, devices=[gpu()], system=ROOMY, ctx=2048, num_gpu=2, cpu_features=())
+    assert partial.cpu_layers == (0, 1, 2)
+    assert partial.usage[-1].graph == full.usage[-1].graph
+    assert partial.usage[0].graph == full.usage[0].graph

@@ -18,10 +18,13 @@ from gpuscout.errors import GpuscoutError
 from gpuscout.fit import estimate as est
 from gpuscout.fit.hparams import Hparams, read_hparams
 from gpuscout.fit.reader import GGUFFile, ModelError, TensorInfo, quant_sizes, read_gguf
-from gpuscout.layers import GPULayersList
+from gpuscout.layers import GPULayers, GPULayersList
 from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
 from gpuscout.records import CPU_LIBRARY, DeviceInfo, SystemInfo
 
+#: ggml backends offload a host weight's operation to a GPU from this many tokens on
+#: (ggml-cuda and ggml-vulkan ``offload_op``: batch size >= 32).
+OP_OFFLOAD_BATCH = 32
 #: Rounds of "plan, then reserve the graphs of the devices that hold layers, plan again".
 _ROUNDS = 8
 
@@ -157,7 +160,9 @@ def fit(model: Model | str | os.PathLike[str], devices: Sequence[DeviceInfo], sy
     layout = _place(layer_sizes, devices, reserve, graphs_for, num_gpu=num_gpu, spread=spread)
     placed = {i for x in layout for i in x.layers}
     cpu_layers = tuple(i for i in range(n + 1) if i not in placed)
-    features = frozenset(cpu_features)
+    # llama.cpp's make_cpu_buft_list puts a GPU's host buffer type before the CPU's extra
+    # (repacking) types, so host weights are repacked only when no GPU device is in use.
+    features = frozenset(cpu_features) if not devices else frozenset()
     usage, memory = _account(model, kv, g, ctx, layout, devices, features, tied, projector)
     if any(L_ in cpu_layers for L_ in range(n)) and est.repacked(
             [t for i in cpu_layers if i < n for t in L.tensors_by_block[i]], features):
@@ -192,17 +197,29 @@ def _place(layer_sizes: list[int], devices: Sequence[DeviceInfo], reserve: Calla
            graphs_for: Callable[[GPULayersList], dict[str, int]], *, num_gpu: int,
            spread: bool) -> GPULayersList:
     """The reference layout, graphs reserved on the devices that hold layers (rebuilt until
-    the devices in use stop changing), integrated devices kept out of a forced ``num_gpu``
-    while the discrete ones of the library can take the layers."""
+    the devices in use stop changing).
+
+    A forced ``num_gpu`` = N is llama.cpp's ``-ngl N`` (``llama_model::load_tensors``: layers
+    from n_layer + 1 - N on, the output layer first): those last N layers are placed, all of
+    them, by the planner (forced, so a GPU may be overfilled: the verdict then says so), on the
+    discrete devices while they can take them, integrated ones only if they cannot.
+    """
     from gpuscout.plan import create_layout
+
+    first = 0
+    sizes = layer_sizes
+    if num_gpu >= 0:
+        first = max(0, len(layer_sizes) - num_gpu)
+        sizes = layer_sizes[first:]
 
     def layout_on(candidates: Sequence[DeviceInfo]) -> GPULayersList:
         graphs: dict[str, int] = {}
         seen: list[dict[str, int]] = []
         layout = GPULayersList()
         for _ in range(_ROUNDS):
-            layout = create_layout(layer_sizes, candidates, reserve, num_gpu=num_gpu, spread=spread,
-                                   graphs=graphs)
+            placed = create_layout(sizes, candidates, reserve, num_gpu=len(sizes) if num_gpu >= 0 else -1,
+                                   spread=spread, graphs={k: v for k, v in graphs.items()})
+            layout = GPULayersList(GPULayers(x.id, x.library, [i + first for i in x.layers]) for x in placed)
             new = graphs_for(layout)
             if new == graphs or new in seen:
                 break
@@ -210,15 +227,14 @@ def _place(layer_sizes: list[int], devices: Sequence[DeviceInfo], reserve: Calla
             graphs = new
         return layout
 
-    if not devices:
+    if not devices or not sizes:
         return GPULayersList()
     if num_gpu >= 0:
         discrete = [d for d in devices if not d.integrated]
         if discrete and len(discrete) < len(devices):
-            wanted = min(num_gpu, len(layer_sizes))
-            first = layout_on(discrete)
-            if first.sum() >= wanted:
-                return first
+            on_discrete = layout_on(discrete)
+            if on_discrete.sum() >= len(sizes):
+                return on_discrete
     return layout_on(devices)
 
 
@@ -236,6 +252,7 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
     on_cpu = set(range(n + 1))
     cpu_head = True
     host_attention: list[int] = []  # blocks whose attention a device leaves to the host
+    splits: list[tuple[list[int], list[int], bool]] = []
     mapped: list[TensorInfo] = list(L.input_tensors)  # host tensors served from the mapped file
     for x in layout:
         d = by_key[(x.id, x.library)]
@@ -256,11 +273,12 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
             if i < n:
                 c[i] = kv[i]
         attention, rest, head, moved, head_moved = _split(g, mine, n, d, h)
-        graph = g.on(attention, rest, head)
+        splits.append((attention, rest, head))
         host_attention += moved
         if n in mine:
             cpu_head = head_moved
-        gpus.append(DeviceMemory(id=d.id, library=d.library, name=d.name, weights=w, cache=c, graph=graph))
+        gpus.append(DeviceMemory(id=d.id, library=d.library, name=d.name, weights=w, cache=c,
+                                 graph=g.on(attention, rest, head)))
     host: list[TensorInfo] = []
     for i in on_cpu:
         tensors = L.tensors_by_block[i] if i < n else L.output_tensors
@@ -277,6 +295,18 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
     # bytes do not cover (input weights, gaps, copies) is the input-weights share.
     host_weights = est.mapped_span(mapped) + repack
     cpu_blocks = sorted(i for i in on_cpu if i < n)
+    if gpus and cpu_blocks and ctx.n_tokens >= OP_OFFLOAD_BATCH:
+        # op_offload: with a GPU in use, ggml's scheduler runs a batch's operations on host
+        # weights on the first GPU (their weights copied over), so the host keeps only its
+        # staging buffer and that GPU's compute buffer covers the host's blocks too.
+        d0 = by_key[(gpus[0].id, gpus[0].library)]
+        attention, rest, head = splits[0]
+        host_attention += [i for i in cpu_blocks if _too_big(g.scores[i], d0)]
+        attention = attention + [i for i in cpu_blocks if i not in host_attention]
+        moved_head = cpu_head and not _too_big(g.logits, d0) and not _too_big(h.n_vocab * 4, d0)
+        gpus[0] = attrs.evolve(gpus[0], graph=g.on(attention, rest + cpu_blocks, head or moved_head))
+        cpu_head = cpu_head and not moved_head
+        cpu_blocks = []
     cpu_graph = g.on(cpu_blocks + host_attention, cpu_blocks, cpu_head)
     if layout and not cpu_blocks and not host_attention:
         # GPUs run every block: the host still looks up the input embeddings and stages the
