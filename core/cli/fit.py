@@ -90,7 +90,8 @@ def add_parser(sub: Subcommands, help: str) -> None:
     p.add_argument("--swa-full", action="store_true", help="full-size cache for sliding-window layers")
     p.add_argument("--mmproj", metavar="FILE", help="a multimodal projector GGUF (on the first GPU)")
     p.add_argument("--num-gpu", type=_num_gpu, default=-1, metavar="N",
-                   help="layers to place on GPUs (default -1: as many as fit)")
+                   help="put the last N layers on GPUs, output layer first, as llama.cpp's -ngl "
+                        "(default -1: as many as fit)")
     p.add_argument("--spread", action="store_true", help="spread layers over every GPU")
     p.add_argument("--device", action="append", default=[], metavar="SELECTOR",
                    help="plan only on the devices this selector matches (repeatable)")
