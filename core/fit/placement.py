@@ -295,6 +295,12 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
     # bytes do not cover (input weights, gaps, copies) is the input-weights share.
     host_weights = est.mapped_span(mapped) + repack
     cpu_blocks = sorted(i for i in on_cpu if i < n)
+    if not gpus and devices and ctx.n_tokens >= OP_OFFLOAD_BATCH:
+        # No layer on a GPU, but llama.cpp still opens the first one and offloads to it.
+        first = devices[0]
+        gpus.append(DeviceMemory(id=first.id, library=first.library, name=first.name,
+                                 weights=[0] * (n + 1), cache=[0] * (n + 1)))
+        splits.append(([], [], False))
     if gpus and cpu_blocks and ctx.n_tokens >= OP_OFFLOAD_BATCH:
         # op_offload: with a GPU in use, ggml's scheduler runs a batch's operations on host
         # weights on the first GPU (their weights copied over), so the host keeps only its
@@ -308,7 +314,7 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
         cpu_head = cpu_head and not moved_head
         cpu_blocks = []
     cpu_graph = g.on(cpu_blocks + host_attention, cpu_blocks, cpu_head)
-    if layout and not cpu_blocks and not host_attention:
+    if gpus and not cpu_blocks and not host_attention:
         # GPUs run every block: the host still looks up the input embeddings and stages the
         # attention masks it fills for them (llama.cpp's *_Host compute buffer).
         cpu_graph = max(g.masks + g.embeddings, g.host_head if cpu_head else 0)
