@@ -204,6 +204,7 @@ class Graph:
     masks: int
     attention: tuple[int, ...]
     scores: tuple[int, ...]
+    core: tuple[int, ...]
     rest: tuple[int, ...]
     logits: int
     head_rest: int
@@ -257,16 +258,17 @@ def graph(h: Hparams, c: Context, o: Options) -> Graph:
     per_cell = 2 if o.flash_attn else F32
     kinds = {h.swa[il] for il in range(h.n_layer) if h.kv_layers[il]}
     masks = sum((c.swa_cells if swa else c.full_cells) // c.n_seq * t * per_cell for swa in kinds)
-    attention, scores, rest = [], [], []
+    attention, scores, core, rest = [], [], [], []
     for il in range(h.n_layer):
-        attn = kq = 0
+        attn = kq = bare = 0
         if h.kv_layers[il]:
             q = h.n_head[il] * (h.head_k_swa if h.swa[il] else h.head_k)
-            attn = (3 * q + 2 * h.k_width(il)) * t * F32 + int(ATTN_ROWS * row)
+            bare = (3 * q + 2 * h.k_width(il)) * t * F32
             if not o.flash_attn:
                 cells = (c.swa_cells if h.swa[il] else c.full_cells) // c.n_seq
                 kq = cells * t * h.n_head[il] * F32
-                attn += kq
+                bare += kq
+            attn = bare + int(ATTN_ROWS * row)
         parts = [0]
         if h.n_expert and h.n_expert_used and h.n_ff_exp and il >= h.n_dense_lead:
             used = h.n_expert_used
@@ -285,8 +287,10 @@ def graph(h: Hparams, c: Context, o: Options) -> Graph:
             parts.append(int(FFN_ROWS * row) + h.n_embd_s * F32 * c.n_seq)
         attention.append(attn)
         scores.append(kq)
+        core.append(bare)
         rest.append(max(parts))
-    return Graph(masks=masks, attention=tuple(attention), scores=tuple(scores), rest=tuple(rest),
+    return Graph(masks=masks, attention=tuple(attention), scores=tuple(scores), core=tuple(core),
+                 rest=tuple(rest),
                  logits=h.n_vocab * t * F32, head_rest=int(HEAD_ROWS[o.flash_attn] * row),
                  embeddings=int(HOST_ROWS * row), host_head=h.n_vocab * t * F32 + 2 * row)
 

@@ -310,7 +310,11 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
         host_attention += [i for i in cpu_blocks if _too_big(g.scores[i], d0)]
         attention = attention + [i for i in cpu_blocks if i not in host_attention]
         moved_head = cpu_head and not _too_big(g.logits, d0) and not _too_big(h.n_vocab * 4, d0)
-        gpus[0] = attrs.evolve(gpus[0], graph=g.on(attention, rest + cpu_blocks, head or moved_head))
+        graph = g.on(attention, rest + cpu_blocks, head or moved_head)
+        # An offloaded attention of a host block reads that block's K and V from host memory:
+        # the scheduler copies them into the GPU's compute buffer for the operation.
+        copies = [g.masks + kv[i] + g.core[i] for i in cpu_blocks if g.core[i] and i not in host_attention]
+        gpus[0] = attrs.evolve(gpus[0], graph=max([graph, *copies]))
         cpu_head = cpu_head and not moved_head
         cpu_blocks = []
     cpu_graph = g.on(cpu_blocks + host_attention, cpu_blocks, cpu_head)
