@@ -44,6 +44,24 @@ def write_model(path: Path, *, arch: str = "llama", blocks: int = 2, heads: int 
     return path
 
 
+def write_q4_model(path: Path, *, blocks: int) -> Path:
+    """A llama model whose blocks are one Q4_0 64x64 matrix each (repackable on AVX2)."""
+    w = gguf.GGUFWriter(str(path), "llama")
+    for key, value in (("block_count", blocks), ("context_length", 512), ("embedding_length", 64),
+                       ("attention.head_count", 4)):
+        w.add_uint32(f"llama.{key}", value)
+    w.add_tensor("token_embd.weight", np.ones((16, 64), dtype=np.float32))
+    for i in range(blocks):
+        w.add_tensor(f"blk.{i}.attn_q.weight", np.zeros((64, 64 // 32 * 18), dtype=np.uint8),
+                     raw_dtype=gguf.GGMLQuantizationType.Q4_0)
+    w.add_tensor("output.weight", np.ones((16, 64), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
 def block_bytes(embd: int = 64) -> int:
     return embd * 4 + embd * embd * 2
 
@@ -135,19 +153,7 @@ def test_num_gpu_keeps_layers_off_the_integrated_gpu_while_the_discrete_has_room
 
 def test_repacked_cpu_weights_follow_the_cpu_features(tmp_path: Path) -> None:
     """Q4_0 matrices get a CPU_REPACK copy with AVX2 and none without, said in a note."""
-    path = tmp_path / "q.gguf"
-    w = gguf.GGUFWriter(str(path), "llama")
-    for key, value in (("block_count", 1), ("context_length", 512), ("embedding_length", 64),
-                       ("attention.head_count", 4)):
-        w.add_uint32(f"llama.{key}", value)
-    w.add_tensor("token_embd.weight", np.ones((16, 64), dtype=np.float32))
-    q4 = np.zeros((64, 64 // 32 * 18), dtype=np.uint8)
-    w.add_tensor("blk.0.attn_q.weight", q4, raw_dtype=gguf.GGMLQuantizationType.Q4_0)
-    w.add_tensor("output.weight", np.ones((16, 64), dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    path = write_q4_model(tmp_path / "q.gguf", blocks=1)
     plain = scout().fit(path, devices=[], system=ROOMY, cpu_features=())
     avx2 = scout().fit(path, devices=[], system=ROOMY, cpu_features=["avx2"])
     assert avx2.usage[-1].weights - plain.usage[-1].weights == 64 * 64 // 32 * 18
@@ -338,20 +344,7 @@ def test_num_gpu_takes_the_last_layers_output_first_as_llama_cpp_ngl(tmp_path: P
 
 def test_a_gpu_in_use_turns_off_cpu_repacking(tmp_path: Path) -> None:
     """With a GPU present llama.cpp's host buffer comes before the repacking one: no CPU_REPACK."""
-    path = tmp_path / "q.gguf"
-    w = gguf.GGUFWriter(str(path), "llama")
-    for key, value in (("block_count", 2), ("context_length", 512), ("embedding_length", 64),
-                       ("attention.head_count", 4)):
-        w.add_uint32(f"llama.{key}", value)
-    w.add_tensor("token_embd.weight", np.ones((16, 64), dtype=np.float32))
-    for i in range(2):
-        w.add_tensor(f"blk.{i}.attn_q.weight", np.zeros((64, 36), dtype=np.uint8),
-                     raw_dtype=gguf.GGMLQuantizationType.Q4_0)
-    w.add_tensor("output.weight", np.ones((16, 64), dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    path = write_q4_model(tmp_path / "q.gguf", blocks=2)
     alone = scout().fit(path, devices=[], system=ROOMY, cpu_features=["avx2"])
     partial = scout().fit(path, devices=[gpu()], system=ROOMY, num_gpu=1, cpu_features=["avx2"])
     assert partial.cpu_layers == (0, 1)
