@@ -145,6 +145,27 @@ def partial(fixture: dict[str, Any], run: dict[str, Any]) -> bool:
     return run["build"] != "cpu" and ngl is not None and ngl <= blocks
 
 
+#: Figures known to be off the targets, and why (docs/fit.md): (model, build, ctx, flash
+#: attention, part) -> reason. The tests hold them to a looser bound instead.
+KNOWN_OFF: dict[tuple[str, str, int, bool, str], str] = {
+    ("deepseek2-mla", "vulkan", 8192, True, "Vulkan0 compute"):
+        "latent attention on ggml-vulkan keeps more of Q than the two copies counted",
+    ("qwen3", "vulkan", 8192, False, "CPU compute"): "the host's staging without flash attention",
+    ("gemma3-swa", "vulkan", 8192, False, "CPU compute"): "the host's staging without flash attention",
+    ("gemma2", "vulkan", 8192, False, "CPU compute"): "the host's staging without flash attention",
+}
+
+
+def known_off(fixture: dict[str, Any], run: dict[str, Any], what: str) -> str | None:
+    """Why this figure is not held to the target, or None when it is."""
+    if partial(fixture, run):
+        return "partial offload"
+    if run["build"] != "cpu" and recurrent(fixture):
+        return "recurrent blocks on a GPU backend: op support decides what stays on the host"
+    key = (fixture["model"]["name"], run["build"], run["ctx"], bool(run["flash_attn"]), what)
+    return KNOWN_OFF.get(key)
+
+
 def recurrent(fixture: dict[str, Any]) -> bool:
     """A model with recurrent blocks (its op support on a GPU backend decides where its scan
     tensors live)."""
@@ -168,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", help="fixture name (repeatable)")
     parser.add_argument("--worst", type=int, default=0, help="print only the N worst rows")
     args = parser.parse_args(argv)
-    rows: list[tuple[str, str, str, float, float]] = []
+    rows: list[tuple[str, str, str, float, float, str | None]] = []
     with tempfile.TemporaryDirectory() as tmp:
         models: dict[str, Path] = {}
         for fixture, run in fixtures(args.only):
@@ -184,21 +205,23 @@ def main(argv: list[str] | None = None) -> int:
             kind = "partial " if partial(fixture, run) else ""
             label = f"{kind}{run['build']} ctx={run['ctx']} fa={fa} {shlex.join(run['args'])}"
             for what, ours, theirs in compare(fixture, run, models[name]):
-                rows.append((name, label.strip(), what, ours, theirs))
-    def ratio(r: tuple[str, str, str, float, float]) -> float:
+                rows.append((name, label.strip(), what, ours, theirs, known_off(fixture, run, what)))
+    def ratio(r: tuple[str, str, str, float, float, str | None]) -> float:
         return r[3] / r[4] if r[4] else (1.0 if not r[3] else float("inf"))
 
     shown = sorted(rows, key=lambda r: -abs(ratio(r) - 1))[: args.worst] if args.worst else rows
     print(f"{'model':<22} {'run':<44} {'part':<16} {'gpuscout':>10} {'llama.cpp':>10} {'ratio':>7}")
-    for name, label, what, ours, theirs in shown:
-        flag = "" if within(what, ours, theirs) else "  <-- off target"
-        print(f"{name:<22} {label:<44} {what:<16} {ours:>10.2f} {theirs:>10.2f} "
-              f"{ratio((name, label, what, ours, theirs)):>7.3f}{flag}")
-    off = sum(not within(r[2], r[3], r[4]) for r in rows if not r[1].startswith("partial"))
-    part = [r for r in rows if r[1].startswith("partial")]
-    part_off = sum(not within(r[2], r[3], r[4]) for r in part)
-    print(f"{len(rows) - len(part)} figures, {off} off target (part 5 %, total 3 %); "
-          f"partial offload: {len(part)} figures, {part_off} off target")
+    for row in shown:
+        name, label, what, ours, theirs, gap = row
+        flag = "" if within(what, ours, theirs) else ("  (known gap)" if gap else "  <-- off target")
+        print(f"{name:<22} {label:<44} {what:<16} {ours:>10.2f} {theirs:>10.2f} {ratio(row):>7.3f}{flag}")
+    held = [r for r in rows if not r[5]]
+    gaps = [r for r in rows if r[5]]
+    off = sum(not within(r[2], r[3], r[4]) for r in held)
+    gap_off = sum(not within(r[2], r[3], r[4]) for r in gaps)
+    print(f"{len(held)} figures held to the targets, {off} off (part 5 %, total 3 %); "
+          f"{len(gaps)} in known gaps (partial offload, recurrent models on a GPU, KNOWN_OFF), "
+          f"{gap_off} of them off")
     return 0
 
 

@@ -241,7 +241,12 @@ HEAD_ROWS = {True: 5.0, False: 6.0}
 HOST_ROWS = 4.0
 
 
-def graph(h: Hparams, c: Context, o: Options) -> Graph:
+#: On a GPU backend (measured on ggml-vulkan): flash attention reads Q in place (two Q-sized
+#: tensors, not three), the feed-forward holds four n_ff tensors and half a row, the head four rows.
+GPU_ROWS = {"ffn": 0.5, "head": 4.0}
+
+
+def graph(h: Hparams, c: Context, o: Options, *, device: bool = False) -> Graph:
     """The compute buffer's parts for this model and context (see the module's docstring).
 
     Per block: attention (without flash attention the KQ scores, n_kv x tokens x heads f32,
@@ -263,7 +268,8 @@ def graph(h: Hparams, c: Context, o: Options) -> Graph:
         attn = kq = bare = 0
         if h.kv_layers[il]:
             q = h.n_head[il] * (h.head_k_swa if h.swa[il] else h.head_k)
-            bare = (3 * q + 2 * h.k_width(il)) * t * F32
+            q_copies = 2 if device and o.flash_attn else 3
+            bare = (q_copies * q + 2 * h.k_width(il)) * t * F32
             if not o.flash_attn:
                 cells = (c.swa_cells if h.swa[il] else c.full_cells) // c.n_seq
                 kq = cells * t * h.n_head[il] * F32
@@ -277,7 +283,10 @@ def graph(h: Hparams, c: Context, o: Options) -> Graph:
             ff = h.n_ff[il] * t * F32
             # A wide feed-forward (n_ff over ~3.5 n_embd) leaves more than a row's worth of its
             # own tensors in use: FFN_WIDE of one feed-forward tensor instead of FFN_ROWS rows.
-            parts.append(3 * ff + max(int(FFN_ROWS * row), int(FFN_WIDE * ff)))
+            if device:  # measured on ggml-vulkan: a fourth feed-forward tensor, half a row
+                parts.append(4 * ff + int(GPU_ROWS["ffn"] * row))
+            else:
+                parts.append(3 * ff + max(int(FFN_ROWS * row), int(FFN_WIDE * ff)))
         if h.recurrent[il] and h.ssm_inner:
             xbc = h.ssm_inner + 2 * h.ssm_groups * h.ssm_state
             projection = 2 * h.ssm_inner + 2 * h.ssm_groups * h.ssm_state + h.ssm_heads
@@ -291,7 +300,8 @@ def graph(h: Hparams, c: Context, o: Options) -> Graph:
         rest.append(max(parts))
     return Graph(masks=masks, attention=tuple(attention), scores=tuple(scores), core=tuple(core),
                  rest=tuple(rest),
-                 logits=h.n_vocab * t * F32, head_rest=int(HEAD_ROWS[o.flash_attn] * row),
+                 logits=h.n_vocab * t * F32,
+                 head_rest=int((GPU_ROWS["head"] if device else HEAD_ROWS[o.flash_attn]) * row),
                  embeddings=int(HOST_ROWS * row), host_head=h.n_vocab * t * F32 + 2 * row)
 
 

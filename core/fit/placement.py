@@ -139,7 +139,8 @@ def fit(model: Model | str | os.PathLike[str], devices: Sequence[DeviceInfo], sy
         notes.append(f"--ctx {ctx.n_ctx_seq} per sequence is more than the model was trained for "
                      f"({h.n_ctx_train}); llama.cpp warns of a possible training context overflow")
     kv = est.kv_bytes(h, ctx, opts, sizes)
-    g = est.graph(h, ctx, opts)
+    g = est.graph(h, ctx, opts)  # the host's (ggml-cpu) phases
+    gd = est.graph(h, ctx, opts, device=True)  # a GPU backend's
     L = model.layers
     tied = L.embedding.nbytes if L.tied and L.embedding is not None else 0
     n = h.n_layer
@@ -154,7 +155,7 @@ def fit(model: Model | str | os.PathLike[str], devices: Sequence[DeviceInfo], sy
         for d in devices:
             mine = where.get((d.id, d.library), set())
             if mine:
-                table[d.id] = _device_graph(g, mine, n, d, h)
+                table[d.id] = _device_graph(gd, mine, n, d, h)
         return table
 
     layout = _place(layer_sizes, devices, reserve, graphs_for, num_gpu=num_gpu, spread=spread)
@@ -163,7 +164,7 @@ def fit(model: Model | str | os.PathLike[str], devices: Sequence[DeviceInfo], sy
     # llama.cpp's make_cpu_buft_list puts a GPU's host buffer type before the CPU's extra
     # (repacking) types, so host weights are repacked only when no GPU device is in use.
     features = frozenset(cpu_features) if not devices else frozenset()
-    usage, memory = _account(model, kv, g, ctx, layout, devices, features, tied, projector)
+    usage, memory = _account(model, kv, g, gd, ctx, layout, devices, features, tied, projector)
     if any(L_ in cpu_layers for L_ in range(n)) and est.repacked(
             [t for i in cpu_layers if i < n for t in L.tensors_by_block[i]], features):
         notes.append("CPU weights include the CPU_REPACK copies llama.cpp's CPU backend makes of "
@@ -238,7 +239,8 @@ def _place(layer_sizes: list[int], devices: Sequence[DeviceInfo], reserve: Calla
     return layout_on(devices)
 
 
-def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout: GPULayersList,
+def _account(model: Model, kv: list[int], g: est.Graph, gd: est.Graph, ctx: est.Context,
+             layout: GPULayersList,
              devices: Sequence[DeviceInfo], features: frozenset[str], tied: int,
              projector: Model | None) -> tuple[list[Usage], BackendMemory]:
     """Per backend: weights, cache and graph under ``layout`` (see DESIGN.md's fit figures)."""
@@ -278,7 +280,7 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
         if n in mine:
             cpu_head = head_moved
         gpus.append(DeviceMemory(id=d.id, library=d.library, name=d.name, weights=w, cache=c,
-                                 graph=g.on(attention, rest, head)))
+                                 graph=gd.on(attention, rest, head)))
     host: list[TensorInfo] = []
     for i in on_cpu:
         tensors = L.tensors_by_block[i] if i < n else L.output_tensors
@@ -310,10 +312,11 @@ def _account(model: Model, kv: list[int], g: est.Graph, ctx: est.Context, layout
         host_attention += [i for i in cpu_blocks if _too_big(g.scores[i], d0)]
         attention = attention + [i for i in cpu_blocks if i not in host_attention]
         moved_head = cpu_head and not _too_big(g.logits, d0) and not _too_big(h.n_vocab * 4, d0)
-        graph = g.on(attention, rest + cpu_blocks, head or moved_head)
+        graph = gd.on(attention, rest + cpu_blocks, head or moved_head)
         # An offloaded attention of a host block reads that block's K and V from host memory:
         # the scheduler copies them into the GPU's compute buffer for the operation.
-        copies = [g.masks + kv[i] + g.core[i] for i in cpu_blocks if g.core[i] and i not in host_attention]
+        copies = [gd.masks + kv[i] + gd.core[i] for i in cpu_blocks
+                  if gd.core[i] and i not in host_attention]
         gpus[0] = attrs.evolve(gpus[0], graph=max([graph, *copies]))
         cpu_head = cpu_head and not moved_head
         cpu_blocks = []
