@@ -177,11 +177,16 @@ def test_the_verdict_uses_the_real_system_memory(tmp_path: Path) -> None:
 
 
 def test_bad_arguments_are_gpuscout_errors(tmp_path: Path) -> None:
-    """Scout.fit checks its keywords: a zero ctx, an unknown cache type, a bare string of flags."""
+    """Scout.fit checks its arguments: a zero ctx, an unknown cache type, a bare string of flags,
+    a model or projector that is no path, devices and system of the wrong kind."""
     path = write_model(tmp_path / "m.gguf")
-    for kw in ({"ctx": 0}, {"cache_type_k": "q9"}, {"parallel": True}, {"cpu_features": "avx2"}):
+    for kw in ({"ctx": 0}, {"cache_type_k": "q9"}, {"parallel": True}, {"cpu_features": "avx2"},
+               {"mmproj": 42}, {"devices": "x"}, {"system": {}}):
         with pytest.raises(GpuscoutError):
-            scout().fit(path, devices=[], system=ROOMY, **kw)  # type: ignore[arg-type]
+            scout().fit(path, **{"devices": [], "system": ROOMY, **kw})  # type: ignore[arg-type]
+    for model in (42, None, ["m.gguf"]):
+        with pytest.raises(GpuscoutError):
+            scout().fit(model, devices=[], system=ROOMY)
 
 
 def test_json_has_the_contract_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -120,6 +120,10 @@ def fit(model: Model | str | os.PathLike[str], devices: Sequence[DeviceInfo], sy
         mmproj: Model | str | os.PathLike[str] | None = None, num_gpu: int = -1,
         spread: bool = False, cpu_features: Iterable[str] = ()) -> FitResult:
     """See ``Scout.fit``; ``reserve`` and ``flash_attention`` are the Scout's rules."""
+    for name, value in (("model", model), ("mmproj", mmproj)):
+        if not (isinstance(value, (Model, str, os.PathLike)) or (name == "mmproj" and value is None)):
+            raise GpuscoutError(f"fit: {name} must be a path or a gpuscout.fit.Model, got "
+                                f"{type(value).__name__}")
     if not isinstance(model, Model):
         model = read_model(model)
     projector = mmproj if isinstance(mmproj, Model) or mmproj is None else read_projector(mmproj)
