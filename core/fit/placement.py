@@ -294,9 +294,9 @@ def _account(model: Model, kv: list[int], g: est.Graph, gd: est.Graph, ctx: est.
             cpu_c[i] = kv[i]
     if n in on_cpu and tied and L.embedding is not None:
         host.append(L.embedding)  # the tied output: a second tensor over the same file bytes
-    repacking = [t for t in host if est.repacked([t], features)]
-    mapped += [t for t in host if t not in repacking]
-    repack = sum(t.nbytes for t in repacking)
+    repacked = [est.repacked([t], features) for t in host]
+    mapped += [t for t, copy in zip(host, repacked, strict=True) if not copy]
+    repack = sum(repacked)
     # The CPU's weights are the mapped range plus the repacked copies; what the layers' own
     # bytes do not cover (input weights, gaps, copies) is the input-weights share.
     host_weights = est.mapped_span(mapped) + repack
