@@ -20,6 +20,15 @@ GiB, MiB = 1 << 30, 1 << 20
 ROOMY = SystemInfo(total_memory=64 * GiB, free_memory=64 * GiB)
 
 
+def finish(w: gguf.GGUFWriter, path: Path) -> Path:
+    """Write the writer's header, metadata and tensors, and close it."""
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
 def write_model(path: Path, *, arch: str = "llama", blocks: int = 2, heads: int = 8,
                 kv_heads: int | list[int] = 2, embd: int = 64, ctx: int = 4096, tied: bool = False,
                 vocab: int = 16) -> Path:
@@ -37,11 +46,7 @@ def write_model(path: Path, *, arch: str = "llama", blocks: int = 2, heads: int 
     w.add_tensor("output_norm.weight", np.ones(embd, dtype=np.float32))
     if not tied:
         w.add_tensor("output.weight", np.ones((vocab, embd), dtype=np.float16))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return finish(w, path)
 
 
 def write_q4_model(path: Path, *, blocks: int) -> Path:
@@ -55,11 +60,7 @@ def write_q4_model(path: Path, *, blocks: int) -> Path:
         w.add_tensor(f"blk.{i}.attn_q.weight", np.zeros((64, 64 // 32 * 18), dtype=np.uint8),
                      raw_dtype=gguf.GGMLQuantizationType.Q4_0)
     w.add_tensor("output.weight", np.ones((16, 64), dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return finish(w, path)
 
 
 def block_bytes(embd: int = 64) -> int:
@@ -310,11 +311,7 @@ def write_projector(path: Path) -> Path:
         w.add_uint32(key, value)
     w.add_tensor("v.patch_embd.weight", np.ones((64, 588), dtype=np.float16))
     w.add_tensor("mm.0.weight", np.ones((64, 64), dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return finish(w, path)
 
 
 def test_a_projector_sits_on_the_first_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
