@@ -363,3 +363,18 @@ def test_host_blocks_run_on_the_gpu_in_use(tmp_path: Path) -> None:
     assert partial.cpu_layers == (0, 1, 2)
     assert partial.usage[-1].graph == full.usage[-1].graph
     assert partial.usage[0].graph == full.usage[0].graph
+
+
+def test_a_device_selector_that_matches_nothing_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    """--device with a well-formed selector that matches no device: one line, exit 1, as env."""
+    argv = ["fit", "--layers", "1MiB,1MiB", "--device", "library=rocm"]
+    assert main(argv, scout_factory=factory(gpu())) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "library=rocm" in err
+
+
+def test_a_malformed_device_selector_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """--device with a word that is no selector is a usage error."""
+    argv = ["fit", "--layers", "1MiB,1MiB", "--device", "nonsense=="]
+    assert main(argv, scout_factory=factory(gpu())) == 2
+    assert capsys.readouterr().err.count("\n") == 1

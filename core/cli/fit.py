@@ -146,8 +146,11 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
                 mmproj=mmproj, num_gpu=args.num_gpu, spread=args.spread)
             document = fit_document(result)
     except GpuscoutError as exc:
+        from gpuscout.select import NoMatchError
+
         sys.stderr.write(f"gpuscout: error: {common.printable(exc)[:400]}\n")
-        return common.USAGE_ERROR
+        # A well-formed --device selector that matches nothing is exit 1, as for env and exec.
+        return common.NO_MATCH if isinstance(exc, NoMatchError) else common.USAGE_ERROR
     if args.json:
         common.print_json(document)
     else:
