@@ -378,3 +378,26 @@ def test_a_malformed_device_selector_exits_2(capsys: pytest.CaptureFixture[str])
     argv = ["fit", "--layers", "1MiB,1MiB", "--device", "nonsense=="]
     assert main(argv, scout_factory=factory(gpu())) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_gpu_holding_no_layer_still_gets_the_offloaded_compute(tmp_path: Path) -> None:
+    """--num-gpu 0 with a GPU present: llama.cpp opens it and offloads batches to it, so it has
+    a compute buffer (and nothing else) and the host keeps only its staging buffer."""
+    path = write_model(tmp_path / "m.gguf", blocks=4)
+    alone = scout().fit(path, devices=[], system=ROOMY, ctx=2048, cpu_features=())
+    none = scout().fit(path, devices=[gpu()], system=ROOMY, ctx=2048, num_gpu=0, cpu_features=())
+    assert list(none.placement) == [] and none.cpu_layers == (0, 1, 2, 3, 4)
+    card = none.usage[0]
+    assert card.id == "GPU-0" and card.weights == card.kv_cache == 0 and card.graph > 0
+    assert none.usage[-1].graph < alone.usage[-1].graph
+
+
+def test_an_offloaded_host_attention_counts_its_kv_copy_on_the_gpu(tmp_path: Path) -> None:
+    """A host block's attention run on the GPU reads that block's K and V: with a wide KV cache
+    the GPU's compute buffer holds a copy of it, so it grows with the context."""
+    path = write_model(tmp_path / "m.gguf", blocks=4, heads=8, kv_heads=8, embd=512)
+    small = scout().fit(path, devices=[gpu()], system=ROOMY, ctx=2048, num_gpu=2, cpu_features=())
+    large = scout().fit(path, devices=[gpu()], system=ROOMY, ctx=32768, num_gpu=2, cpu_features=())
+    host_kv = large.usage[-1].kv_cache // 3  # one host block's K and V
+    assert large.usage[0].graph - small.usage[0].graph >= host_kv - small.usage[-1].kv_cache // 3
+    assert large.usage[0].graph > host_kv
