@@ -7,7 +7,7 @@ guide is docs/plugins.md. How the core calls these hooks:
 - **One implementation at a time.** The core never makes one pluggy hook call over all plugins
   (there, one exception aborts the call for everyone). It calls each implementation on its own,
   on a worker thread it waits for with a deadline: ``gpuscout_enumerate`` (and a plugin's
-  import) under ``enumerate_timeout`` (default 5 s), every other hook under ``hook_timeout``
+  import) under ``enumerate_timeout`` (default 15 s), every other hook under ``hook_timeout``
   (default 1 s) per call.
 - **Misbehaviour is contained.** An implementation that raises (``SystemExit`` included),
   answers the wrong type or returns a record with a bad field is reported ``failed`` and its

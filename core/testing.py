@@ -272,7 +272,7 @@ def scout_of(*plugins: Any, env: Mapping[str, str] | None = None, platform: str 
 
 def isolated_scout(
     plugin: Any, name: str = "under_test", *, env: Mapping[str, str] | None = None,
-    platform: str = "linux", root: str | os.PathLike[str] = "/", enumerate_timeout: float = 5.0,
+    platform: str = "linux", root: str | os.PathLike[str] = "/", enumerate_timeout: float = 15.0,
 ) -> Scout:
     """A Scout holding ``plugin`` alone under ``name``: no built-in, no entry point, and only
     ``env`` (default empty) for environment."""
@@ -356,7 +356,7 @@ _FOREIGN = "gpuscout-check-foreign"
 
 def check_plugin(
     plugin: Any, *, name: str = "under_test", env: Mapping[str, str] | None = None,
-    platform: str = "linux", root: str | os.PathLike[str] = "/", enumerate_timeout: float = 5.0,
+    platform: str = "linux", root: str | os.PathLike[str] = "/", enumerate_timeout: float = 15.0,
 ) -> list[str]:
     """Problems found with ``plugin`` (an empty list when there are none), each naming its hook
     or device.

@@ -98,7 +98,7 @@ def test_defaults_hold_when_no_global_option_is_given() -> None:
     """Without global options the Scout gets the documented defaults."""
     args = options_of(["list"])
     assert (args.verbose, args.log_format, args.color, args.plugins, args.disable, args.root,
-            args.timeout, args.isolated) == (0, "console", "auto", None, [], "/", 5.0, False)
+            args.timeout, args.isolated) == (0, "console", "auto", None, [], "/", 15.0, False)
 
 
 @pytest.mark.parametrize(("argv", "count"), [

@@ -171,8 +171,8 @@ def test_cli_root_and_timeout_reach_the_default_scout(scouts_built: list[Scout],
 
 def test_cli_default_root_and_timeout_reach_the_default_scout(scouts_built: list[Scout],
                                                                capsys: pytest.CaptureFixture[str]):
-    """Without the options the default Scout reads "/" with the 5 s deadline."""
+    """Without the options the default Scout reads "/" with the 15 s deadline."""
     from gpuscout.cli import main
 
     assert main(["list", "--json"]) == 0
-    assert [(s.root, s.enumerate_timeout) for s in scouts_built] == [("/", 5.0)]
+    assert [(s.root, s.enumerate_timeout) for s in scouts_built] == [("/", 15.0)]

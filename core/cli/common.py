@@ -34,7 +34,7 @@ INTERRUPTED = 130
 
 # Option defaults, also read when a command line is rebuilt for a child (``scout_argv``).
 DEFAULT_ROOT = "/"
-DEFAULT_TIMEOUT = 5.0
+DEFAULT_TIMEOUT = 15.0
 DEFAULT_LOG_FORMAT = "console"
 LOG_FORMATS = ("console", "json")
 DEFAULT_COLOR = "auto"
@@ -164,7 +164,7 @@ def _add_scout_options(p: argparse.ArgumentParser, after_command: bool, check: b
                    help="read /sys and /proc under this existing folder")
     p.add_argument("--timeout", type=typed(seconds), default=default(DEFAULT_TIMEOUT),
                    metavar="SECONDS",
-                   help=f"each plugin's enumerate deadline, > 0 (default {DEFAULT_TIMEOUT:g})")
+                   help=f"each plugin's enumerate deadline, > 0 (default {DEFAULT_TIMEOUT:g} s)")
     p.add_argument("--isolated", action="store_true", default=default(False),
                    help="import each plugin in a child first, and run each plugin's enumeration "
                         "in a child process of its own: a plugin or driver that crashes or "

@@ -86,7 +86,7 @@ def report(options: Mapping[str, Any], node_id: str = "") -> str:
     plugins: Sequence[str] | None = options.get("plugins")
     isolated = bool(options.get("isolated", True))
     scout = Scout(plugins=plugins, disable=tuple(options.get("disable", ())), env=env,
-                  enumerate_timeout=float(options.get("enumerate_timeout", 5.0)),
+                  enumerate_timeout=float(options.get("enumerate_timeout", 15.0)),
                   isolate_imports=isolated)
     found = scout.discover(include_software=bool(options.get("include_software", False)),
                            isolated=isolated)

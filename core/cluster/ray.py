@@ -103,7 +103,7 @@ def read_answer(base: NodeResult, text: Any, elapsed: float) -> NodeResult:
 
 def inventory(address: str | None = None, timeout: float = 60.0, *,
               include_software: bool = False, plugins: Sequence[str] | None = None,
-              disable: Sequence[str] = (), enumerate_timeout: float = 5.0,
+              disable: Sequence[str] = (), enumerate_timeout: float = 15.0,
               isolated: bool = True) -> Inventory:
     """Run gpuscout discovery once on every alive node of a Ray cluster.
 
