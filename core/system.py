@@ -1,7 +1,17 @@
 """System memory, cgroup-aware: what a process here may really use.
 
 /proc/meminfo reports the host's memory even inside a container; the cgroup memory limit (v1 or
-v2, the tightest one on the path to the root) caps both total and free.
+v2) caps both total and free. Total is capped by the smallest limit on the path to the root; free
+by the smallest headroom, ``limit - working set``, of any limited cgroup on that path.
+
+The working set is the cgroup's usage (v2 ``memory.current``, v1 ``memory.usage_in_bytes``) less
+the inactive file cache its ``memory.stat`` reports (v2 ``inactive_file``; v1
+``total_inactive_file``, which counts the descendants as usage does, else ``inactive_file``),
+never below 0. Usage counts page cache, so a container that has just read a model file would
+otherwise look full (ollama#15474), though the kernel reclaims inactive cache before it would
+kill anything for memory. The kubelet (through cAdvisor) computes the working set that its
+evictions go by the same way. Without a readable ``memory.stat`` the usage itself counts, as
+it did before.
 """
 
 from __future__ import annotations
@@ -17,6 +27,11 @@ _V1_UNLIMITED = 9223372036854771712
 _MEMINFO_KEYS = ("MemTotal", "MemAvailable", "MemFree", "SwapFree")
 #: Linux's PATH_MAX: no cgroup path is longer, and a longer one would mean thousands of ancestors.
 _PATH_MAX = 4096
+#: ``memory.stat`` keys for the inactive file cache, the first one present wins. v1's
+#: ``inactive_file`` is the cgroup's own; ``total_inactive_file`` adds its descendants', as
+#: ``memory.usage_in_bytes`` does (v2's ``memory.stat`` is hierarchical throughout).
+_V2_INACTIVE = ("inactive_file",)
+_V1_INACTIVE = ("total_inactive_file", "inactive_file")
 
 
 def _parse_meminfo(text: str) -> tuple[dict[str, int], set[str]]:
@@ -93,38 +108,102 @@ def _cgroup_paths(ctx: Context) -> tuple[str | None, str | None]:
     return v2, v1
 
 
+def _inactive_file(ctx: Context, path: str, keys: tuple[str, ...]) -> int | None:
+    """The inactive file cache (bytes) in ``memory.stat`` file ``path``: the value of the first of
+    ``keys`` present, or None.
+
+    None without a note when the file is missing or unreadable (a recorded tree may lack it) or
+    names none of ``keys``; ``Context.read_text`` notes a FIFO or an oversized file. A value
+    that is not a number below 2**64 gets a note and counts as absent; as in /proc/meminfo, the
+    last line for a key wins.
+    """
+    text = ctx.read_text(path)
+    if text is None:
+        return None
+    values: dict[str, int] = {}
+    bad: dict[str, str] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields or fields[0] not in keys:
+            continue
+        key = fields[0]
+        value = parse_u64(fields[1]) if len(fields) == 2 else None
+        if value is None:
+            values.pop(key, None)
+            bad[key] = " ".join(fields[1:])
+        else:
+            values[key] = value
+            bad.pop(key, None)
+    for key, raw in bad.items():
+        ctx.note(f"{path}: {key} {raw[:40]!r} is not a number below 2**64; ignored")
+    return next((values[key] for key in keys if key in values), None)
+
+
+def _headroom(ctx: Context, base: str, limit: int, usage_file: str,
+              keys: tuple[str, ...]) -> int | None:
+    """``limit`` less the working set of the cgroup at ``base``, in 0..limit; None when its
+    usage cannot be read.
+
+    The working set is usage less the inactive file cache of ``base/memory.stat`` (see the
+    module's docstring), never below 0; the usage itself without a readable figure.
+    """
+    usage = _read_limit(ctx, f"{base}/{usage_file}")
+    if usage is None:
+        return None
+    inactive = _inactive_file(ctx, f"{base}/memory.stat", keys)
+    working_set = usage if inactive is None else max(0, usage - inactive)
+    return max(0, limit - working_set)
+
+
 def cgroup_memory(ctx: Context) -> tuple[int | None, int | None, int | None]:
-    """(limit, usage, swap left) from the process's memory cgroup; None where there is none."""
+    """(limit, free, swap left) from the process's memory cgroups; None where there is none.
+
+    ``limit`` is the smallest limit on the path to the root (v1 and v2 both). ``free`` the
+    smallest ``limit - working set`` over every limited cgroup on that path whose usage can be
+    read, each from its own usage and ``memory.stat``: a parent with a larger limit can still
+    leave less room than its child, when its other children use it. ``swap left`` comes from the
+    cgroup with the smallest limit.
+    """
     v2, v1 = _cgroup_paths(ctx)
-    limit = usage = swap = None
-    candidates: list[tuple[str, str, str, str | None]] = []
+    limit = free = swap = None
+    candidates: list[tuple[str, str, str, str | None, tuple[str, ...]]] = []
     if v1 is not None:
         for p in _ancestors(v1):
             base = os.path.join("/sys/fs/cgroup/memory", p.lstrip("/")).rstrip("/")
-            candidates.append((base, "memory.limit_in_bytes", "memory.usage_in_bytes", None))
+            candidates.append((base, "memory.limit_in_bytes", "memory.usage_in_bytes", None,
+                               _V1_INACTIVE))
     if v2 is not None:
         for p in _ancestors(v2):
             base = os.path.join("/sys/fs/cgroup", p.lstrip("/")).rstrip("/")
-            candidates.append((base, "memory.max", "memory.current", "memory.swap.max"))
-    for base, limit_file, usage_file, swap_file in candidates:
+            candidates.append((base, "memory.max", "memory.current", "memory.swap.max",
+                               _V2_INACTIVE))
+    for base, limit_file, usage_file, swap_file, inactive_keys in candidates:
         if ctx.time_left() == 0:
-            # One note, not one per remaining ancestor; the tightest limit so far stands.
+            # One note, not one per remaining ancestor; the tightest figures so far stand.
             ctx.note("cgroup memory limits: deadline passed; the rest not read")
             break
         found = _read_limit(ctx, f"{base}/{limit_file}")
-        if found is None or (limit is not None and found >= limit):
+        if found is None:
+            continue
+        room = _headroom(ctx, base, found, usage_file, inactive_keys)
+        if room is not None and (free is None or room < free):
+            free = room
+        if limit is not None and found >= limit:
             continue
         limit = found
-        usage = _read_limit(ctx, f"{base}/{usage_file}")
         if swap_file is not None:
             swap_max = _read_limit(ctx, f"{base}/{swap_file}")
             swap_used = _read_limit(ctx, f"{base}/memory.swap.current") or 0
             swap = None if swap_max is None else max(0, swap_max - swap_used)
-    return limit, usage, swap
+    return limit, free, swap
 
 
 def read_system(ctx: Context) -> SystemInfo:
-    """System memory under ``ctx.root``; zeros where the files are missing (never an error)."""
+    """System memory under ``ctx.root``; zeros where the files are missing (never an error).
+
+    Free is MemAvailable (MemFree without it), capped by the cgroup free memory (limit less the
+    working set, page cache not counted; see ``cgroup_memory``) and by the total.
+    """
     if ctx.platform == "darwin" and ctx.root in ("", "/"):
         return _darwin_system()
     info, bad = _parse_meminfo(ctx.read_text("/proc/meminfo") or "")
@@ -135,11 +214,11 @@ def read_system(ctx: Context) -> SystemInfo:
     total = info.get("MemTotal", 0)
     free = info.get("MemAvailable", info.get("MemFree", 0))
     swap = info.get("SwapFree", 0)
-    limit, usage, swap_left = cgroup_memory(ctx)
+    limit, cgroup_free, swap_left = cgroup_memory(ctx)
     if limit is not None:
         total = min(total, limit) if total else limit
-        if usage is not None:
-            free = min(free, max(0, limit - usage)) if free else max(0, limit - usage)
+    if cgroup_free is not None:
+        free = min(free, cgroup_free) if free else cgroup_free
     if swap_left is not None:
         swap = min(swap, swap_left)
     return SystemInfo(total_memory=total, free_memory=min(free, total) if total else free,

@@ -46,6 +46,12 @@ cgroup_line = st.builds(
 )
 cgroup_text = st.one_of(st.lists(cgroup_line, max_size=4).map("\n".join), st.text(max_size=100))
 limit_text = st.one_of(numberish, st.just("max"), st.text(max_size=20))
+stat_line = st.builds(
+    lambda key, value: f"{key} {value}",
+    st.sampled_from(("inactive_file", "total_inactive_file", "active_file", "anon", "")),
+    numberish,
+)
+stat_text = st.one_of(st.lists(stat_line, max_size=6).map("\n".join), st.text(max_size=100))
 
 
 @settings(max_examples=500)
@@ -100,16 +106,17 @@ def test_cgroup_paths_never_lead_above_the_hierarchy(text: str) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(cgroup_text, limit_text, limit_text, limit_text)
+@given(cgroup_text, limit_text, limit_text, limit_text, stat_text)
 def test_cgroup_memory_never_raises_and_stays_in_u64(
-    cgroup: str, limit: str, usage: str, swap: str,
+    cgroup: str, limit: str, usage: str, swap: str, stat: str,
 ) -> None:
-    """Over any cgroup file and any limit files, limit, usage and swap are None or below 2**64."""
+    """Over any cgroup file and any limit and memory.stat files, limit, free and swap are None
+    or below 2**64."""
     files = {"/proc/self/cgroup": cgroup}
     for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/a", "/sys/fs/cgroup/memory/a"):
         files.update({f"{base}/memory.max": limit, f"{base}/memory.current": usage,
                       f"{base}/memory.swap.max": swap, f"{base}/memory.limit_in_bytes": limit,
-                      f"{base}/memory.usage_in_bytes": usage})
+                      f"{base}/memory.usage_in_bytes": usage, f"{base}/memory.stat": stat})
     with tempfile.TemporaryDirectory() as root:
         write_tree(root, files)
         found = cgroup_memory(Context(env={}, platform="linux", root=root))
@@ -119,18 +126,25 @@ def test_cgroup_memory_never_raises_and_stays_in_u64(
 @settings(max_examples=100, deadline=None)
 @given(st.integers(min_value=1, max_value=U64 // KIB - 1),
        st.integers(min_value=0, max_value=(1 << 62) - 1),
-       st.integers(min_value=0, max_value=(1 << 62) - 1))
-def test_well_formed_v2_limit_caps_total_and_free(total_kib: int, limit: int, used: int) -> None:
-    """A v2 limit caps total at the limit and free at limit minus usage."""
+       st.integers(min_value=0, max_value=(1 << 62) - 1),
+       st.none() | st.integers(min_value=0, max_value=U64 - 1))
+def test_well_formed_v2_limit_caps_total_and_free(
+    total_kib: int, limit: int, used: int, inactive: int | None,
+) -> None:
+    """A v2 limit caps total at the limit and free at the limit less the working set (usage
+    less inactive_file; both at least 0; all usage without memory.stat), so free never passes it."""
     files = {
         "/proc/meminfo": f"MemTotal: {total_kib} kB\nMemAvailable: {total_kib} kB\n",
         "/proc/self/cgroup": "0::/pod\n",
         "/sys/fs/cgroup/pod/memory.max": f"{limit}\n",
         "/sys/fs/cgroup/pod/memory.current": f"{used}\n",
     }
+    if inactive is not None:
+        files["/sys/fs/cgroup/pod/memory.stat"] = f"anon 4096\ninactive_file {inactive}\n"
     with tempfile.TemporaryDirectory() as root:
         write_tree(root, files)
         info = read_system(Context(env={}, platform="linux", root=root))
     total = min(total_kib * KIB, limit)
-    free = min(total_kib * KIB, max(0, limit - used))
+    free = min(total_kib * KIB, max(0, limit - max(0, used - (inactive or 0))))
     assert (info.total_memory, info.free_memory) == (total, min(free, total) if total else free)
+    assert info.free_memory <= limit
