@@ -7,8 +7,8 @@ guide is docs/plugins.md. How the core calls these hooks:
 - **One implementation at a time.** The core never makes one pluggy hook call over all plugins
   (there, one exception aborts the call for everyone). It calls each implementation on its own,
   on a worker thread it waits for with a deadline: ``gpuscout_enumerate`` (and a plugin's
-  import) under ``enumerate_timeout`` (default 15 s), every other hook under ``hook_timeout``
-  (default 1 s) per call.
+  import) and ``gpuscout_refresh`` under ``enumerate_timeout`` (default 15 s), every other
+  hook under ``hook_timeout`` (default 1 s) per call.
 - **Misbehaviour is contained.** An implementation that raises (``SystemExit`` included),
   answers the wrong type or returns a record with a bad field is reported ``failed`` and its
   answer is treated as None (no answer). One that overruns its deadline is reported
@@ -82,12 +82,14 @@ def gpuscout_refresh(
 ) -> Sequence[DeviceInfo] | None:
     """Report this backend's ``devices`` again with free memory brought up to date.
 
-    Called by ``Scout.refresh`` with devices of every library, under ``hook_timeout``: answer
-    only when it is cheap (a driver query, not a re-enumeration). Each returned record replaces
-    the passed device with the same ``(id, library)`` and must keep its identity (``pci_id`` and
-    ``uuid`` too); records of devices that were not passed are ignored. Returned records are
-    checked as ``gpuscout_enumerate``'s are. A device left out of every answer keeps its values
-    and is marked ``free_memory_stale``: leave out what you could not read, never answer 0 free.
+    Called by ``Scout.refresh`` with devices of every library, under ``enumerate_timeout`` (a
+    driver query may have to initialise the driver first, which can take seconds): still,
+    answer only when it is cheap (a driver query, not a re-enumeration). Each returned record
+    replaces the passed device with the same ``(id, library)`` and must keep its identity
+    (``pci_id`` and ``uuid`` too); records of devices that were not passed are ignored. Returned
+    records are checked as ``gpuscout_enumerate``'s are. A device left out of every answer keeps
+    its values and is marked ``free_memory_stale``: leave out what you could not read, never
+    answer 0 free.
 
     :param devices: the devices to refresh, of any library; leave other libraries' out of the
         answer.

@@ -2,8 +2,9 @@
 them, calls every hook implementation on its own under a deadline, checks the answers, and writes
 each plugin's report. Nothing a plugin does here can raise into, hang or change the host.
 
-Every call runs on a daemon thread that the host waits for with a deadline: imports and
-``gpuscout_enumerate`` get ``enumerate_timeout``, every rule hook ``hook_timeout`` per call. A
+Every call runs on a daemon thread that the host waits for with a deadline: imports,
+``gpuscout_enumerate`` and ``gpuscout_refresh`` (both may talk to a driver) get
+``enumerate_timeout``, every rule hook ``hook_timeout`` per call. A
 plugin that overruns is reported ``timeout``, treated as not answering, and never called again by
 this host (its thread is abandoned), so a hanging plugin costs its deadline once. Calls of one hook
 over many items (one per device in a merge) run as one batch on one thread, each call timed on
@@ -492,11 +493,12 @@ class PluginHost:
         return self.first_each(hook, [kwargs], check, expected)[0]
 
     def each(self, hook: str, check: Check, expected: str, registration_order: bool = False,
-             **kwargs: Any) -> list[tuple[str, Any]]:
-        """``(plugin, answer)`` for every implementation that gives a valid non-None answer."""
+             limit: float | None = None, **kwargs: Any) -> list[tuple[str, Any]]:
+        """``(plugin, answer)`` for every implementation that gives a valid non-None answer,
+        each call under ``limit`` seconds (default ``hook_timeout``)."""
         out: list[tuple[str, Any]] = []
         for impl in self.impls(hook, registration_order):
-            got = self.call(impl, hook, [kwargs], check, expected)
+            got = self.call(impl, hook, [kwargs], check, expected, limit)
             if got is not None and got[0] is not None:
                 out.append((impl.plugin_name, got[0]))
         return out

@@ -320,7 +320,9 @@ def validate_devices(
 
     ``checks`` pairs each device with the whole environment of its child, or None for a device
     that needs no check (kept as it is). Every child starts at once (one thread each) and
-    ``timeout`` covers the whole validation: a child still running then is killed. A crash, a
+    ``timeout`` covers the whole validation (``Scout.discover(validate=True)`` passes its
+    ``enumerate_timeout`` plus the child's ``START_ALLOWANCE``: each child initialises a driver
+    in a discovery of its own): a child still running then is killed. A crash, a
     timeout or an answer without the device drops it, with the reason; the kept devices and the
     dropped ones keep the order of ``checks``. ``progress(device, state, elapsed)`` (default:
     the one ``validation_progress`` set) hears "started" for each checked device, then "ok" or

@@ -178,7 +178,9 @@ class Scout:
         """Enumerate, merge duplicates, drop software devices (unless asked), rank.
 
         With ``validate`` each device that needs it is initialised in a child process first and
-        dropped when that fails (see ``gpuscout.runner``). With ``isolated`` every plugin's
+        dropped when that fails (see ``gpuscout.runner``), all children at once under one
+        deadline: ``enumerate_timeout`` plus 5 s for the child's own start
+        (``gpuscout.isolation.START_ALLOWANCE``). With ``isolated`` every plugin's
         enumerate runs in a child process of its own (``gpuscout.isolation``), with this Scout's
         env, platform, root and plugins: a driver that crashes or hangs there costs only its
         plugin, reported ``failed`` (with the signal and the child's last stderr line) or
@@ -196,9 +198,13 @@ class Scout:
             dropped.extend(Dropped(d, SOFTWARE_REASON) for d in kept if d.software)
             kept = [d for d in kept if not d.software]
         if validate:
+            from gpuscout.isolation import START_ALLOWANCE
             from gpuscout.runner import validate_devices
 
-            kept, failed = validate_devices([(d, self.init_check_env(d)) for d in kept])
+            # Each child initialises a driver (seconds without persistence mode) in a discovery
+            # of its own: the enumerate deadline, plus the child's start, as isolated discovery.
+            kept, failed = validate_devices([(d, self.init_check_env(d)) for d in kept],
+                                            timeout=self.enumerate_timeout + START_ALLOWANCE)
             dropped.extend(failed)
         # System memory is read under the enumerate deadline too (at least 1 s of it left).
         memory_ctx = self.context(deadline=max(deadline, time.monotonic() + 1.0))
@@ -247,10 +253,12 @@ class Scout:
         ``library``, ``pci_id`` and ``uuid``, case ignored); one that changes it fails that
         plugin for that device, which stays as it was, stale.
 
-        Deadline: the plugins are asked one after another, each call bounded by
-        ``hook_timeout``, so the whole refresh ends within ``hook_timeout`` times the number
-        of plugins that implement the hook (plus the record checks). A plugin that overruns
-        is reported ``timeout`` and not called again by this Scout.
+        Deadline: a refresh may talk to a driver (an NVML init takes seconds without
+        persistence mode), so each plugin's call is bounded by ``enumerate_timeout``, not
+        ``hook_timeout``; the plugins are asked one after another, so the whole refresh ends
+        within ``enumerate_timeout`` times the number of plugins that implement the hook (plus
+        the record checks). A plugin that overruns is reported ``timeout`` and not called again
+        by this Scout.
         """
         devices = device_list(devices, "refresh")
         with self._lock:
@@ -264,7 +272,8 @@ class Scout:
         # Per device identity, the plugins' valid answers in call order (the last one wins).
         answers: dict[Any, list[DeviceInfo]] = {}
         for plugin, answer in self._host.each(
-            "gpuscout_refresh", _is_device_list, "a list of DeviceInfo", devices=tuple(devices),
+            "gpuscout_refresh", _is_device_list, "a list of DeviceInfo",
+            limit=self.enumerate_timeout, devices=tuple(devices),
         ):
             try:
                 fresh = checked_devices(answer)

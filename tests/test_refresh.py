@@ -111,11 +111,11 @@ def test_a_raising_plugin_leaves_its_devices_stale_with_old_values(
     assert status(s, "boom")[0] == "failed" and "driver went away" in status(s, "boom")[1]
 
 
-def test_a_hanging_plugin_leaves_its_devices_stale_within_the_hook_timeout(
+def test_a_hanging_plugin_leaves_its_devices_stale_within_the_enumerate_timeout(
         gpuscout_scout: ScoutFactory, release: threading.Event) -> None:
-    """A refresh that overruns hook_timeout is cut off: its devices are stale, the rest fresh."""
+    """A refresh past enumerate_timeout is cut off: its devices are stale, the rest fresh."""
     s = gpuscout_scout(("acme", Backend("Acme", ["0"], freed(3))),
-                       ("slow", Backend("Slow", ["0"], hangs(release))), hook_timeout=0.2)
+                       ("slow", Backend("Slow", ["0"], hangs(release))), enumerate_timeout=0.2)
     devices = s.discover().devices
     start = time.monotonic()
     fresh = by_id(s.refresh(devices))
@@ -203,7 +203,7 @@ def test_no_failure_turns_into_zero_free(gpuscout_scout: ScoutFactory,
         ("moved", Backend("Moved", ["0"], lambda mine: [
             d.evolve(pci_id="0000:99:00.0", free_memory=0) for d in mine])),
         ("wrong", Backend("Wrong", ["0"], lambda mine: "not a list")),
-        hook_timeout=0.2)
+        enumerate_timeout=0.2)
     fresh = s.refresh(s.discover().devices)
     assert len(fresh) == 5
     assert all(d.free_memory == 10 * GIB and d.free_memory_stale for d in fresh)
