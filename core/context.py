@@ -61,6 +61,8 @@ _PLUGIN_LOG = get_logger("gpuscout.plugins")
 
 
 def _read_only(env: Mapping[str, str]) -> Mapping[str, str]:
+    if getattr(env, "_gpuscout_read_only", False):
+        return env  # a recording's environment, which notes the names read (read-only)
     return types.MappingProxyType(dict(env))
 
 
@@ -81,6 +83,11 @@ class Context:
     plugin: str = ""
     notes: list[str] = attrs.field(factory=list)
     log: Any = attrs.field(default=None)
+    #: This plugin's recorded driver answers while replaying a recording (``{}`` when the
+    #: recording holds none for it); None on a live machine. See ``replaying``.
+    answers: Mapping[str, Any] | None = None
+    #: Where ``record`` keeps answers while ``gpuscout record`` runs; None otherwise.
+    recorder: Any = attrs.field(default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.log is None:
@@ -205,6 +212,65 @@ class Context:
         except (OSError, ValueError):
             return None
         return sorted(names)
+
+    @property
+    def replaying(self) -> bool:
+        """Whether discovery runs against a recording: then a plugin asks no driver and answers
+        from ``recorded`` (files still come through ``read_text`` under the recorded root)."""
+        return self.answers is not None
+
+    @property
+    def recording(self) -> bool:
+        """Whether ``gpuscout record`` runs: a plugin then passes what its driver answered to
+        ``record`` (as well as using it as usual)."""
+        return self.recorder is not None
+
+    def recorded(self, key: str, default: Any = None) -> Any:
+        """The JSON value this plugin recorded under ``key`` (``default`` when there is none or
+        when not replaying). Values are plain JSON: dicts, lists, str, int, float, bool, None."""
+        if self.answers is None:
+            return default
+        return self.answers.get(key, default)
+
+    def record(self, key: str, value: Any) -> None:
+        """Keep ``value`` (plain JSON) as this plugin's driver answer ``key`` in the recording
+        being made; nothing when not recording. A later value for the same key replaces it."""
+        if self.recorder is not None:
+            self.recorder.answer(self.plugin, key, value)
+
+    def read_link(self, path: str) -> str | None:
+        """The target text of symbolic link ``path`` under the root (e.g. the ``driver`` link of
+        a PCI device in sysfs: ``../../../bus/pci/drivers/nvidia``), not followed; None when it
+        is not a link, is missing, or the deadline has passed."""
+        if not self._may_use(path, "read"):
+            return None
+        try:
+            return os.readlink(self.path(path))[:4096]
+        except (OSError, ValueError):
+            return None
+
+    def device_node(self, path: str) -> str:
+        """``"present"`` when device node ``path`` (e.g. ``/dev/nvidiactl``) under the root
+        exists and this process may open it read-write, ``"denied"`` when it exists and may not
+        be opened, ``"missing"`` otherwise; never opens it.
+
+        In a recorded tree (a root other than ``/``) a regular file stands for a node that is
+        present and permitted, and one whose text is ``denied`` for a node that is present but
+        not permitted (EACCES/EPERM).
+        """
+        if not self._may_use(path, "looked at"):
+            return "missing"
+        where = self.path(path)
+        try:
+            mode = os.stat(where).st_mode
+        except (OSError, ValueError):
+            return "missing"
+        if stat.S_ISREG(mode) and self.root not in ("", "/"):
+            text = self.read_text(path)
+            return "denied" if (text or "").strip() == "denied" else "present"
+        if not (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)):
+            return "missing"
+        return "present" if os.access(where, os.R_OK | os.W_OK) else "denied"
 
     def note(self, message: str) -> None:
         """Record why this plugin found what it found (shown in its report's ``note``).

@@ -18,3 +18,8 @@ class UnknownPluginError(GpuscoutError):
 class SelectionRefused(GpuscoutError):
     """No environment can make one child see the selection (a plugin raises it from
     ``gpuscout_visible_env``; its message says what to do instead)."""
+
+
+class RecordingError(GpuscoutError):
+    """A recording (``gpuscout record``) that cannot be replayed; the message names the file
+    and what is wrong. Plugins raise it for driver answers they cannot use."""

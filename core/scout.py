@@ -26,6 +26,7 @@ from gpuscout.records import (
     device_list,
     is_size,
 )
+from gpuscout.replay import Recording
 from gpuscout.results import SOFTWARE_REASON, Discovery, Dropped, PluginReport, PluginStatus
 from gpuscout.system import read_system
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from gpuscout.fit.placement import FitResult
     from gpuscout.load import Allocate, LoadResult
     from gpuscout.memory import BackendMemory
+    from gpuscout.recording import Recorder
 
 MIB = 1024 * 1024
 #: The seed's MinimumMemory for every library that does not answer otherwise.
@@ -70,10 +72,20 @@ def _timeout(value: Any, name: str) -> float:
     return float(value)
 
 
+def _recording(replay: Any) -> Recording | None:
+    if replay is None or isinstance(replay, Recording):
+        return replay
+    from gpuscout.replay import load
+
+    return load(replay)
+
+
 def _environment(env: Mapping[str, str] | None) -> Mapping[str, str]:
     source = os.environ if env is None else env
     if not isinstance(source, Mapping):
         raise GpuscoutError(f"env must be a mapping of str to str, got {type(source).__name__}")
+    if getattr(source, "_gpuscout_read_only", False):
+        return source  # a recording's tracked environment: read-only already
     copy = dict(source)
     bad = next(((k, v) for k, v in copy.items()
                 if not isinstance(k, str) or not isinstance(v, str)), None)
@@ -110,11 +122,24 @@ class Scout:
         env: Mapping[str, str] | None = None,
         platform: str | None = None,
         root: str | os.PathLike[str] = "/",
-        enumerate_timeout: float = 5.0,
+        enumerate_timeout: float = 15.0,
         hook_timeout: float = 1.0,
+        replay: str | os.PathLike[str] | Recording | None = None,
         *,
         isolate_imports: bool = False,
+        recorder: Recorder | None = None,
     ) -> None:
+        #: The recording discovery runs against (``replay``), or None on the live machine.
+        self.replay: Recording | None = _recording(replay)
+        if self.replay is not None and env is None:
+            env = self.replay.env  # the recorded environment, unless the caller passes one
+        if self.replay is not None and platform is None:
+            platform = self.replay.platform
+        self.recorder = recorder
+        if recorder is not None:
+            from gpuscout.recording import TrackedEnv
+
+            env = TrackedEnv(os.environ if env is None else env)
         self.env: Mapping[str, str] = _environment(env)
         if platform is not None and not isinstance(platform, str):
             raise GpuscoutError(f"platform must be a sys.platform string, got {platform!r:.60}")
@@ -125,6 +150,11 @@ class Scout:
             raise GpuscoutError(f"root must be a path, got {root!r:.60}") from None
         if not isinstance(root, str) or "\x00" in root:
             raise GpuscoutError(f"root must be a str path without NUL, got {root!r:.60}")
+        if self.replay is not None:
+            if root not in ("", "/"):
+                raise GpuscoutError("replay and root exclude each other: a recording brings "
+                                    "its own files (under root/)")
+            root = self.replay.root
         self.root = root
         self.enumerate_timeout = _timeout(enumerate_timeout, "enumerate_timeout")
         self.hook_timeout = _timeout(hook_timeout, "hook_timeout")
@@ -147,9 +177,17 @@ class Scout:
         return _log
 
     def context(self, plugin: str = "", deadline: float | None = None) -> Context:
-        """A fresh context for ``plugin`` carrying this Scout's env (read-only), platform, root."""
+        """A fresh context for ``plugin`` carrying this Scout's env (read-only), platform, root,
+        and, while replaying, the plugin's recorded driver answers (while recording, the
+        recorder that notes what it reads)."""
+        if self.recorder is not None:
+            from gpuscout.recording import RecordingContext
+
+            return RecordingContext(env=self.env, platform=self.platform, root=self.root,
+                                    deadline=deadline, plugin=plugin, recorder=self.recorder)
+        answers = None if self.replay is None else self.replay.answers_for(plugin)
         return Context(env=self.env, platform=self.platform, root=self.root,
-                       deadline=deadline, plugin=plugin)
+                       deadline=deadline, plugin=plugin, answers=answers)
 
     @property
     def reports(self) -> list[PluginReport]:
@@ -193,11 +231,17 @@ class Scout:
         start = time.perf_counter()
         deadline = time.monotonic() + self.enumerate_timeout
         self._host.start_run()
-        kept, dropped = self.merge(self.enumerate(isolated))
+        # A recording is replayed (and made) in this process: replaying asks no driver, and a
+        # recording must see what each plugin read, which a child's reads are not.
+        on_machine = self.replay is None and self.recorder is None
+        kept, dropped = self.merge(self.enumerate(isolated and on_machine))
         if not include_software:
             dropped.extend(Dropped(d, SOFTWARE_REASON) for d in kept if d.software)
             kept = [d for d in kept if not d.software]
-        if validate:
+        if validate and self.replay is not None:
+            self.log.info("discovery.validation_skipped", reason="replaying a recording: "
+                          "there is no driver to initialise")
+        elif validate:
             from gpuscout.isolation import START_ALLOWANCE
             from gpuscout.runner import validate_devices
 

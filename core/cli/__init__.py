@@ -1,7 +1,7 @@
 """The ``gpuscout`` command.
 
 One module per command (``gpuscout.cli.list``, ``.plugins``, ``.env``, ``.exec``, ``.runner``,
-``.fit``, ``.cluster``, ``.nfd``),
+``.fit``, ``.cluster``, ``.nfd``, ``.record``),
 each with ``add_parser(sub, help)`` and ``run(args, scout_factory)``; what they share is in
 ``gpuscout.cli.common``, the stdout guard in ``gpuscout.cli.output``. Only the command named on
 the command line is imported and given a parser, so start-up costs argparse and that module.
@@ -35,6 +35,7 @@ COMMANDS = {
     "fit": "plan where a GGUF model's layers land on these devices",
     "cluster": "every node's devices in a Ray cluster, and where Ray disagrees",
     "nfd": "write this node's Kubernetes Node Feature Discovery labels",
+    "record": "write a recording of this machine that --replay discovers on",
 }
 
 
@@ -139,6 +140,10 @@ def command_module(command: str) -> ModuleType:
         import gpuscout.cli.nfd as nfd_command
 
         return nfd_command
+    if command == "record":
+        import gpuscout.cli.record as record_command
+
+        return record_command
     raise KeyError(f"no command {command!r}")
 
 

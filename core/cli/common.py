@@ -165,6 +165,9 @@ def _add_scout_options(p: argparse.ArgumentParser, after_command: bool, check: b
     p.add_argument("--timeout", type=typed(seconds), default=default(DEFAULT_TIMEOUT),
                    metavar="SECONDS",
                    help=f"each plugin's enumerate deadline, > 0 (default {DEFAULT_TIMEOUT:g} s)")
+    p.add_argument("--replay", metavar="DIR", type=typed(_root), default=default(None),
+                   help="discover on a recording (gpuscout record DIR) instead of this machine: "
+                        "its files, driver answers and environment")
     p.add_argument("--isolated", action="store_true", default=default(False),
                    help="import each plugin in a child first, and run each plugin's enumeration "
                         "in a child process of its own: a plugin or driver that crashes or "
@@ -189,6 +192,8 @@ def scout_argv(args: argparse.Namespace) -> list[str]:
         out += ["--root", args.root]
     if getattr(args, "timeout", DEFAULT_TIMEOUT) != DEFAULT_TIMEOUT:
         out += ["--timeout", repr(args.timeout)]
+    if getattr(args, "replay", None):
+        out += ["--replay", args.replay]
     if getattr(args, "isolated", False):
         out.append("--isolated")
     return out
@@ -214,9 +219,14 @@ def default_scout(args: argparse.Namespace) -> Scout:
     """The Scout the scout options ask for (raises GpuscoutError for an unknown allowed plugin)."""
     from gpuscout.scout import Scout
 
+    replay = getattr(args, "replay", None)
+    if replay is not None and args.root != DEFAULT_ROOT:
+        raise UsageError("--replay and --root exclude each other: a recording brings its own "
+                         "files (under root/)")
     return Scout(plugins=args.plugins, disable=args.disable, root=args.root,
-                 enumerate_timeout=args.timeout,
-                 isolate_imports=bool(getattr(args, "isolated", False)))
+                 enumerate_timeout=args.timeout, replay=replay,
+                 isolate_imports=bool(getattr(args, "isolated", False)),
+                 recorder=getattr(args, "recorder", None))
 
 
 def open_scout(args: argparse.Namespace, scout_factory: ScoutFactory) -> Scout:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from gpuscout.plugin import Context
+from gpuscout.plugin import Context, RecordingError
 from gpuscout.plugins.cuda.names import ORDER_ENV, VISIBLE_ENV
 from gpuscout.plugins.cuda.readings import GpuReading
 
@@ -158,19 +158,37 @@ class DriverProbe:
     reason: str = ""
 
 
+def _recorded_probe(answer: object) -> tuple[int, str]:
+    """(status, output) of the probe as a recording holds it: ``{"status": 0, "output": "..."}``."""
+    if not isinstance(answer, Mapping):
+        raise RecordingError("answers/cuda.json: probe: expected an object {status, output}")
+    status, output = answer.get("status"), answer.get("output")
+    if isinstance(status, bool) or not isinstance(status, int) or not isinstance(output, str):
+        raise RecordingError("answers/cuda.json: probe: status must be a whole number and "
+                             "output a str")
+    return status, output
+
+
 def probe_driver(context: Context) -> DriverProbe:
     """Ask the CUDA driver in the probe child, within what the context's deadline leaves."""
     timeout = probe_timeout(context)
     if timeout <= 0:
         return DriverProbe(None, "no time left to ask the CUDA driver")
-    import subprocess  # only when the driver must be asked: it costs start-up time
+    if context.replaying:
+        answer = context.recorded("probe")
+        if answer is None:
+            return DriverProbe(None, "the recording holds no answer of the CUDA driver probe")
+        status, output = _recorded_probe(answer)
+    else:
+        import subprocess  # only when the driver must be asked: it costs start-up time
 
-    try:
-        status, output = run_probe(context, timeout)
-    except subprocess.TimeoutExpired:
-        return DriverProbe(None, f"the CUDA driver probe took over {timeout:.1f} s")
-    except OSError as exc:
-        return DriverProbe(None, f"could not start the CUDA driver probe: {exc}")
+        try:
+            status, output = run_probe(context, timeout)
+        except subprocess.TimeoutExpired:
+            return DriverProbe(None, f"the CUDA driver probe took over {timeout:.1f} s")
+        except OSError as exc:
+            return DriverProbe(None, f"could not start the CUDA driver probe: {exc}")
+        context.record("probe", {"status": status, "output": output[-65536:]})
     rows = parse_probe_rows(output) if status == 0 else None
     if rows is None:
         reason = output.strip().splitlines()[-1] if output.strip() else f"exit status {status}"

@@ -97,6 +97,30 @@ def default_first(framework: Any) -> tuple[list[Any], bool]:
     return [devices[at], *devices[:at], *devices[at + 1:]], True
 
 
+def _framework(context: Context) -> Any | None:
+    """pyobjc's ``Metal`` (while recording, its answers are kept), or the recorded answers
+    while replaying; None with a note when there is none."""
+    if context.replaying:
+        from gpuscout.plugins.metal.replay import ReplayedMetal
+
+        answers = context.recorded("metal")
+        if answers is None:
+            context.note(context.recorded("missing") or "Metal: the recording holds no answers")
+            return None
+        return ReplayedMetal(answers)
+    try:
+        import Metal  # type: ignore[import-not-found, unused-ignore]
+    except ImportError as exc:
+        context.record("missing", f"Metal: pyobjc-framework-Metal cannot be imported ({exc})")
+        context.note(f"Metal: pyobjc-framework-Metal cannot be imported ({exc})")
+        return None
+    if context.recording:
+        from gpuscout.plugins.metal.replay import capture
+
+        context.record("metal", capture(Metal))
+    return Metal
+
+
 def enumerate_devices(context: Context) -> list[DeviceInfo]:
     """Every Metal device on macOS, the system default one (ggml-metal's) first as id 0; none
     elsewhere, with a note, importing nothing Apple. With several devices a note says which
@@ -104,12 +128,10 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     if context.platform != "darwin":
         context.note(f"Metal: only on macOS (platform {context.platform!r})")
         return []
-    try:
-        import Metal  # type: ignore[import-not-found, unused-ignore]
-    except ImportError as exc:
-        context.note(f"Metal: pyobjc-framework-Metal cannot be imported ({exc})")
+    framework = _framework(context)
+    if framework is None:
         return []
-    devices, default_known = default_first(Metal)
+    devices, default_known = default_first(framework)
     if not devices:
         context.note("Metal: MTLCopyAllDevices and MTLCreateSystemDefaultDevice found no device")
     records = [device_info(d, i) for i, d in enumerate(devices)]

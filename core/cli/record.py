@@ -1,0 +1,56 @@
+"""``gpuscout record DIR``: a recording of this machine, which ``--replay DIR`` discovers on."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from gpuscout.cli import common
+
+if TYPE_CHECKING:
+    from gpuscout.cli.common import ScoutFactory, Subcommands
+
+DESCRIPTION = (
+    "Run one discovery in this process and write what it used to DIR (which must not exist, "
+    "or be empty): the files the plugins read under the root (each at most 1 MiB), what each "
+    "driver answered, the platform, and the environment variables discovery reads (never one "
+    "whose name looks like a secret's). The format is in docs/recordings.md. `gpuscout "
+    "--replay DIR list` then shows what this machine shows."
+)
+
+
+def add_parser(sub: Subcommands, help: str) -> None:
+    """Add ``record`` and its options to ``gpuscout``'s parser."""
+    p = common.command_parser(sub, "record", help, DESCRIPTION)
+    common.add_scout_options(p)
+    p.add_argument("dir", metavar="DIR", help="the recording's directory (created)")
+    p.add_argument("--anonymize", action="store_true",
+                   help="replace UUIDs, serial numbers, unique ids and the host name, "
+                        "consistently across the recording")
+    p.add_argument("--machine", default="", metavar="TEXT",
+                   help="a description of the machine, kept in the manifest")
+
+
+def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
+    """Discover with a recorder, then write the recording; one line says where it went."""
+    from gpuscout.recording import Recorder
+
+    if getattr(args, "replay", None):
+        raise common.UsageError("record writes a recording of this machine; it cannot record "
+                                "a replay (copy the recording's directory instead)")
+    recorder = Recorder()
+    args.recorder = recorder
+    scout = common.open_scout(args, scout_factory)
+    if getattr(scout, "recorder", None) is not recorder:
+        raise common.UsageError("record needs the Scout the command line describes")
+    found = scout.discover()
+    env = scout.env.recorded() if hasattr(scout.env, "recorded") else {}
+    manifest = recorder.write(args.dir, platform=scout.platform, env=env,
+                              anonymize=bool(args.anonymize), machine=str(args.machine)[:1000])
+    for problem in manifest.get("problems", ()):
+        common.warn(problem)
+    sys.stderr.write(common.printable(
+        f"gpuscout: recorded {len(found.devices)} device(s), {len(recorder.paths)} path(s) and "
+        f"the answers of {len(recorder.answers)} plugin(s) in {args.dir}") + "\n")
+    return common.SUCCESS
