@@ -29,6 +29,7 @@ from gpuscout.context import U64_LIMIT, Context, EnvEntry, parse_u64
 from gpuscout.errors import GpuscoutError, SelectionRefused
 from gpuscout.log import get_logger
 from gpuscout.markers import hookimpl
+from gpuscout.pcibus import PCI_DEVICES, PciGpu, binding_problem, module_loaded, pci_gpus
 from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
 
 #: The version of the hook API (hook names, arguments, answers, the names in this module).
@@ -135,20 +136,25 @@ def check_api_version(plugin: Any) -> str:
 __all__ = [
     "API_VERSION",
     "API_VERSION_ATTRIBUTE",
+    "PCI_DEVICES",
     "U64_LIMIT",
     "Context",
     "DeviceID",
     "DeviceInfo",
     "EnvEntry",
     "GpuscoutError",
+    "PciGpu",
     "SelectionRefused",
     "SystemInfo",
+    "binding_problem",
     "check_api_version",
     "declared_api_version",
     "devices_of",
     "for_library",
     "get_logger",
     "hookimpl",
+    "module_loaded",
     "parse_u64",
+    "pci_gpus",
     "system_memory",
 ]

@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from gpuscout.plugin import Context, DeviceInfo, SystemInfo, parse_u64, system_memory
+from gpuscout.plugins.cuda import diagnose
 from gpuscout.plugins.cuda.names import LIBRARY, VISIBLE_ENV
 from gpuscout.plugins.cuda.order import (
     DriverProbe,
@@ -318,23 +319,28 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     """NVIDIA GPUs (MIG instances for GPUs in MIG mode) that CUDA would show this environment."""
     nv = _load_nvml(context)
     if nv is None:
+        diagnose.explain_missing_library(context)
         return []
     try:
         nv.nvmlInit()
     except nv.NVMLError as exc:
         context.note(f"NVML could not start (NVIDIA driver): {_describe(exc)}")
+        diagnose.explain_init_failure(context, _error_code(exc))
         return []
     try:
         driver = read_driver(nv, context)
         gpus = read_gpus(nv, context)
     except nv.NVMLError as exc:
         context.note(f"NVML failed while enumerating GPUs: {_describe(exc)}")
+        diagnose.explain_no_gpu(context)
         return []
     finally:
         try:
             nv.nvmlShutdown()
         except nv.NVMLError:
             pass
+    if not gpus:
+        diagnose.explain_no_gpu(context)
     return build_devices(gpus, driver, context)
 
 
