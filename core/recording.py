@@ -97,13 +97,16 @@ class Recorder:
         self.paths: dict[str, str] = {}
         self.answers: dict[str, dict[str, Any]] = {}
         self.problems: list[str] = []
+        self._where: dict[str, str] = {}
 
-    def saw(self, path: str, how: str) -> None:
-        """Note that ``path`` (absolute, resolved by name) was used as ``how``."""
+    def saw(self, path: str, how: str, where: str | None = None) -> None:
+        """Note that ``path`` (absolute, resolved by name) was used as ``how``; ``where`` is
+        the file that stands for it (``path`` itself on the live root)."""
         with self._lock:
             # A read or a listing beats a bare lookup or a name seen in a listing.
             if self.paths.get(path) in (None, "path", "name"):
                 self.paths[path] = how
+                self._where[path] = where or path
 
     def answer(self, plugin: str, key: str, value: Any) -> None:
         """Keep ``value`` as ``plugin``'s answer ``key``, if it is plain JSON."""
@@ -172,10 +175,10 @@ class Recorder:
     def _copy_tree(self, root: str, anon: Anonymizer | None) -> None:
         os.mkdir(root)
         with self._lock:
-            paths = sorted(self.paths.items())
+            paths = sorted((p, how, self._where.get(p, p)) for p, how in self.paths.items())
         total = 0
-        for path, how in paths:
-            dest = os.path.join(root, path.lstrip("/"))
+        for logical, how, path in paths:
+            dest = os.path.join(root, logical.lstrip("/"))
             try:
                 info = os.lstat(path) if how == "link" else os.stat(path)
             except (OSError, ValueError):
@@ -243,7 +246,7 @@ class RecordingContext(Context):
         if inside is not None and self.recorder is not None:
             # Names are kept relative to the root the recording is made on (``/`` when live).
             relative = os.path.relpath(inside, self.root or "/")
-            self.recorder.saw("/" if relative == "." else "/" + relative, how)
+            self.recorder.saw("/" if relative == "." else "/" + relative, how, inside)
 
     def path(self, path: str) -> str:
         """As Context.path, noting the name."""

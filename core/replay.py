@@ -104,10 +104,25 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _int(text: str) -> int:
+    # Length first: int() of thousands of digits is slow; nothing recorded needs more than 64 bits.
+    if len(text.lstrip("-")) > 20 or not -(1 << 64) < int(text) < 1 << 64:
+        raise ValueError(f"{text[:24]}... does not fit in 64 bits")
+    return int(text)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text[:24]} does not fit in a double")
+    return value
+
+
 def _json(path: str, limit: int, what: str) -> Any:
     data = _read_file(path, limit, what)
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+        return json.loads(data.decode("utf-8"), parse_constant=_reject_constant,
+                          parse_int=_int, parse_float=_float)
     except UnicodeDecodeError as exc:
         raise RecordingError(f"{path}: not UTF-8 (byte {exc.start})") from None
     except RecursionError:

@@ -346,6 +346,53 @@ def gpuscout_scout(gpuscout_env: dict[str, str], gpuscout_platform: str) -> Scou
     return make
 
 
+class ReplayFactory(Protocol):
+    """What the ``gpuscout_replay`` fixture returns."""
+
+    def __call__(self, recording: str | os.PathLike[str], *plugins: Any,
+                 env: Mapping[str, str] | None = None, include_builtins: bool = True,
+                 **scout_options: Any) -> Scout: ...
+
+
+def replay_scout(recording: str | os.PathLike[str], *plugins: Any,
+                 env: Mapping[str, str] | None = None, include_builtins: bool = True,
+                 **scout_options: Any) -> Scout:
+    """A Scout that discovers on ``recording`` (a ``gpuscout record`` directory) with every
+    built-in (unless ``include_builtins=False``) and ``plugins``; no entry point loads.
+
+    The environment is the recording's unless ``env`` is given; the platform the recording's.
+    Raises ``RecordingError`` for a malformed recording.
+    """
+    from gpuscout.host import BUILTINS, normal_name
+    from gpuscout.scout import Scout
+
+    fixed = sorted(_FIXED & scout_options.keys())
+    if fixed:
+        raise TypeError(f"{', '.join(fixed)}: the kit's Scout holds exactly the plugins passed")
+    names: list[str] = [name for name, _ in BUILTINS] if include_builtins else []
+    extra: list[tuple[str, Any]] = []
+    for plugin in plugins:
+        if isinstance(plugin, str):
+            if normal_name(plugin) not in map(normal_name, names):
+                names.append(plugin)
+            continue
+        name, obj = plugin if isinstance(plugin, tuple) else (_plugin_name(plugin), plugin)
+        names.append(name)
+        extra.append((name, obj))
+    return Scout(plugins=names, extra=extra, entry_points=False, env=env, replay=recording,
+                 **scout_options)
+
+
+@pytest.fixture
+def gpuscout_replay() -> ReplayFactory:
+    """gpuscout: ``make(recording, *plugins, env=None, include_builtins=True, **scout_options)
+    -> Scout`` discovering on a recorded machine (docs/recordings.md): its files, driver
+    answers, platform and environment (``env`` replaces the latter). Plugins are built-in names
+    or plugin objects, as for ``gpuscout_scout``; an object plugin reads its own answers from
+    ``answers/<name>.json`` through ``context.recorded``."""
+    return replay_scout
+
+
 # -- check_plugin ----------------------------------------------------------------------------------
 
 #: Devices the rule hooks are asked about (the first ones a plugin reports).
@@ -549,12 +596,14 @@ __all__ = [
     "TEST_ENV_ATTRIBUTE",
     "Content",
     "InjectedDevices",
+    "ReplayFactory",
     "RootFactory",
     "ScoutFactory",
     "Symlink",
     "check_plugin",
     "gpuscout_env",
     "gpuscout_platform",
+    "gpuscout_replay",
     "gpuscout_root",
     "gpuscout_scout",
     "in_u64",
@@ -562,6 +611,7 @@ __all__ = [
     "isolated_scout",
     "plugin_test_env",
     "promptly",
+    "replay_scout",
     "scout_of",
     "write_tree",
 ]

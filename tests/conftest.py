@@ -296,8 +296,10 @@ def _machine_as(monkeypatch: pytest.MonkeyPatch, nvml_answer: Callable[[Any], An
         from gpuscout.plugins.cuda import nvml
 
         real = nvml._load_nvml
+        # A replay asks no driver: its recorded answers are hermetic already.
         monkeypatch.setattr(nvml, "_load_nvml", lambda context: (
-            real(context) if context.platform == "darwin" else nvml_answer(context)))
+            real(context) if context.platform == "darwin" or context.replaying
+            else nvml_answer(context)))
     if rocm_tree is not None:
         from gpuscout.plugins.rocm import discover
 

@@ -52,7 +52,8 @@ def open_error(context: Context, path: str) -> int:
     """0 when ``path`` (under the root) opens read-write, as libhsakmt opens it; else the errno.
 
     The file is closed at once and never read. Under a recorded tree anything but a regular file
-    or a directory (which fails with EISDIR) is refused with a note and counts as missing (ENOENT).
+    or a directory (which fails with EISDIR) is refused with a note and counts as missing (ENOENT),
+    and a file whose text is ``denied`` stands for a node not permitted (EACCES).
     """
     where = context.path(path)
     if context.root not in ("", "/"):
@@ -65,6 +66,8 @@ def open_error(context: Context, path: str) -> int:
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             context.note(f"{path}: not a plain file in the recorded tree; not opened")
             return errno.ENOENT
+        if stat.S_ISREG(mode) and context.device_node(path) == "denied":
+            return errno.EACCES  # a recorded node that this process was not permitted to open
     try:
         fd = os.open(where, _OPEN_FLAGS)
     except OSError as exc:
