@@ -260,3 +260,15 @@ def test_record_and_replay_through_the_command_line(tmp_path: Path,
     replayed = json.loads(capsys.readouterr().out)
     assert replayed["system"] == {"total_memory": 16384 * 1024, "free_memory": 8192 * 1024,
                                   "free_swap": 0}
+
+
+def test_scout_takes_replay_and_defaults_enumerate_to_15_seconds() -> None:
+    """The contract's names: Scout(..., enumerate_timeout=15.0, hook_timeout=1.0, replay=None)."""
+    import inspect
+
+    params = inspect.signature(Scout).parameters
+    assert params["enumerate_timeout"].default == 15.0
+    assert params["hook_timeout"].default == 1.0
+    assert params["replay"].default is None
+    names = list(params)
+    assert names.index("replay") == names.index("hook_timeout") + 1
