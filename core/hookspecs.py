@@ -12,8 +12,10 @@ guide is docs/plugins.md. How the core calls these hooks:
 - **Misbehaviour is contained.** An implementation that raises (``SystemExit`` included),
   answers the wrong type or returns a record with a bad field is reported ``failed`` and its
   answer is treated as None (no answer). One that overruns its deadline is reported
-  ``timeout``, treated as not answering, and never called again by that ``Scout``. The other
-  plugins are unaffected.
+  ``timeout``, treated as not answering, and not called again for the rest of that discovery
+  (or refresh); the next one asks it again, its report's note saying so, but never starts a
+  second call into it while the overrun one still runs (it waits for that one, within its own
+  deadline, and an enumerate uses its answer if it comes). The other plugins are unaffected.
 - **Order.** pluggy's call order: the last registered plugin first (built-ins are registered
   before entry points and ``Scout(extra=...)``), ``tryfirst``/``trylast`` respected. A
   ``firstresult`` hook stops at the first non-None answer in that order; the other hooks collect

@@ -4,19 +4,21 @@ each plugin's report. Nothing a plugin does here can raise into, hang or change 
 
 Every call runs on a daemon thread that the host waits for with a deadline: imports,
 ``gpuscout_enumerate`` and ``gpuscout_refresh`` (both may talk to a driver) get
-``enumerate_timeout``, every rule hook ``hook_timeout`` per call. A
-plugin that overruns is reported ``timeout``, treated as not answering, and never called again by
-this host (its thread is abandoned), so a hanging plugin costs its deadline once. Calls of one hook
-over many items (one per device in a merge) run as one batch on one thread, each call timed on
-its own.
+``enumerate_timeout``, every rule hook ``hook_timeout`` per call (``gpuscout.workers``). A
+plugin that overruns is reported ``timeout``, treated as not answering, and not called again for
+the rest of that run (a discovery, or a refresh); its thread is abandoned. The next run asks it
+again, its report's note saying that it overran before, since a slow driver may well answer then.
+While its abandoned call is still inside the plugin no second call is started: the next one
+waits for that call, up to its own deadline, and an enumerate uses that call's answer if it comes
+in time; so a plugin that hangs for good costs its deadline once per run, on one thread. Calls of
+one hook over many items (one per device in a merge) run as one batch on one thread, each call
+timed on its own.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import queue
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -32,6 +34,7 @@ from gpuscout.markers import PROJECT
 from gpuscout.plugin import check_api_version
 from gpuscout.records import DeviceInfo, RecordError, check_device
 from gpuscout.results import PluginReport, PluginStatus
+from gpuscout.workers import Batch, run_inline, set_inline
 
 #: Built-in backends: short name and module. Registered with the same ``hookimpl`` a third party
 #: uses, so they can be allowed or blocked by name like any other plugin.
@@ -99,104 +102,9 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text:.300}" if text else type(exc).__name__
 
 
-#: Seconds an idle worker thread waits for another call before it ends.
-_IDLE_EXIT = 2.0
-
-
-class _Worker:
-    """One daemon thread that runs calls handed to it, then waits in the pool for the next."""
-
-    def __init__(self, pool: _Pool) -> None:
-        self.pool = pool
-        self.jobs: queue.SimpleQueue[_Batch] = queue.SimpleQueue()
-
-    def loop(self) -> None:
-        while True:
-            try:
-                job = self.jobs.get(timeout=_IDLE_EXIT)
-            except queue.Empty:
-                with self.pool.lock:
-                    if self in self.pool.idle:
-                        self.pool.idle.remove(self)
-                        return
-                continue  # taken from the pool just now: its job is on the way
-            job.run()
-            with self.pool.lock:
-                self.pool.idle.append(self)
-
-
-class _Pool:
-    """Reuses idle worker threads: starting a thread costs far more than a rule hook call.
-
-    A worker stuck in a plugin that never returns simply never comes back; the host stops
-    calling that plugin, so at most one worker per plugin is lost that way.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.idle: list[_Worker] = []
-        #: Run every job on the caller's thread (see ``set_inline``).
-        self.inline = False
-
-    def submit(self, job: _Batch, label: str) -> None:
-        if self.inline:
-            job.run()
-            return
-        with self.lock:
-            worker = self.idle.pop() if self.idle else None
-        if worker is None:
-            worker = _Worker(self)
-            threading.Thread(target=worker.loop, name=label, daemon=True).start()
-        worker.jobs.put(job)
-
-
-_POOL = _Pool()
-
-
-def set_inline(inline: bool) -> None:
-    """Run every call on the calling thread, unbounded (the isolation child does so while it
-    imports the plugins, so that no other thread exists when it forks its workers; its host
-    bounds it from outside)."""
-    _POOL.inline = inline
-
-
-class _Batch:
-    """Calls ``fn(item)`` for each item on a worker thread; each call is timed on its own."""
-
-    def __init__(self, fn: Callable[[Any], Any], items: Sequence[Any], label: str) -> None:
-        self.fn = fn
-        self.items = items
-        #: (True, answer) or (False, exception), one per finished call.
-        self.results: list[tuple[bool, Any]] = []
-        self.created = self.started = time.monotonic()
-        self.done = threading.Event()
-        _POOL.submit(self, label)
-
-    def run(self) -> None:
-        try:
-            for item in self.items:
-                self.started = time.monotonic()
-                try:
-                    self.results.append((True, self.fn(item)))
-                except BaseException as exc:  # a plugin must never end the host
-                    self.results.append((False, exc))
-        finally:
-            self.done.set()
-
-    def wait(self, limit: float, total: float | None = None) -> bool:
-        """True when every call finished; False as soon as one runs past ``limit`` seconds or
-        the whole batch past ``total``."""
-        while not self.done.is_set():
-            remaining = self.started + limit - time.monotonic()
-            if total is not None:
-                remaining = min(remaining, self.created + total - time.monotonic())
-            if remaining <= 0:
-                return self.done.is_set()
-            self.done.wait(remaining)
-        return True
-
-
 Check = Callable[[Any], bool]
+#: A call into a plugin that overran: its hook, its batch, and (for an enumerate) its context.
+_Call = tuple[str, Batch, Context | None]
 
 
 class PluginHost:
@@ -234,8 +142,13 @@ class PluginHost:
         self.builtin: set[str] = set()
         #: Plugins a child process can load by name (built-ins and entry points, not ``extra``).
         self.by_name: set[str] = set()
-        #: Plugins that overran a deadline: never called again.
+        #: Plugins that overran a deadline in this run: not called again until the next one.
         self.banned: set[str] = set()
+        #: Per plugin, the call that overran and may still be inside it: ``(hook, batch,
+        #: context)``. No other call into that plugin starts before this one has finished.
+        self.running: dict[str, _Call] = {}
+        #: Per plugin, what its last overrun was, for its report's note in the next discovery.
+        self.overran: dict[str, str] = {}
         #: Sentences for the user about the plugin lists (unknown names in a deny list).
         self.warnings: list[str] = []
 
@@ -309,7 +222,7 @@ class PluginHost:
         """Import every allowed plugin at once, each under the enumerate deadline, then register
         them in candidate order (built-ins first) so that "found first" is stable. A plugin in
         ``probed`` (its import crashed or hung in the probe's child) is not imported."""
-        pending: list[tuple[PluginReport, _Batch]] = []
+        pending: list[tuple[PluginReport, Batch]] = []
         for name, load, version, distribution in candidates:
             report = PluginReport(name=name, version=version, distribution=distribution)
             if name in self.reports:
@@ -328,7 +241,7 @@ class PluginHost:
                 else:
                     self._load_failed(report, f"plugin {name!r}: {reason}")
                 continue
-            pending.append((report, _Batch(lambda f: f(), [load], f"gpuscout-load-{name}")))
+            pending.append((report, Batch(lambda f: f(), [load], f"gpuscout-load-{name}")))
         start = time.monotonic()
         for report, batch in pending:
             if not batch.wait(max(0.0, start + self.enumerate_timeout - time.monotonic())):
@@ -387,11 +300,19 @@ class PluginHost:
     # -- reports --------------------------------------------------------------------------------
 
     def start_run(self) -> None:
-        """Clear what the last discovery said about each plugin that may still be called."""
-        for name in self.loaded - self.banned:
+        """Start a discovery: clear what the last one said about each loaded plugin and ask
+        again those that overran (their report's note says so)."""
+        self.banned.clear()
+        for name in self.loaded:
             report = self.reports[name]
-            report.status, report.error, report.note = PluginStatus.OK, "", ""
+            report.status, report.error = PluginStatus.OK, ""
+            report.note = self.overran.pop(name, "")
             report.devices, report.elapsed = 0, 0.0
+
+    def start_refresh(self) -> None:
+        """Start a refresh: plugins that overran earlier are asked again (their reports stay
+        as the last discovery left them unless they fail again)."""
+        self.banned.clear()
 
     def snapshot(self) -> list[PluginReport]:
         """Copies of every report, in load order, that later runs will not change."""
@@ -404,14 +325,33 @@ class PluginHost:
             report.fail(PluginStatus.FAILED, f"{hook}: {problem}")
         self.log.warning("discovery.plugin_failed", plugin=plugin, hook=hook, error=problem)
 
-    def _timed_out(self, plugin: str, hook: str, problem: str) -> None:
+    def _timed_out(self, plugin: str, hook: str, problem: str, batch: Batch | None = None,
+                   context: Context | None = None, limit: float | None = None) -> None:
+        """Report that ``plugin`` overran ``limit`` in ``hook`` (``batch``: the call it
+        overran in); it is not called again in this run."""
         self.banned.add(plugin)
+        if batch is not None and batch.abandon():
+            self.running[plugin] = (hook, batch, context)
+        # A batch that never entered the plugin leaves the call it waited for as the one running.
+        if limit is not None:
+            what, run = _OVERRAN_IN.get(hook, (hook, "call"))
+            self.overran[plugin] = (f"overran its {what} deadline in an earlier {run} "
+                                    f"({limit:g} s); asked again")
         report = self.reports.get(plugin)
         if report is not None:
             report.fail(PluginStatus.TIMEOUT, problem)
         self.log.warning("discovery.plugin_timeout", plugin=plugin, hook=hook, error=problem)
 
     # -- calling --------------------------------------------------------------------------------
+
+    def in_flight(self, name: str) -> _Call | None:
+        """``name``'s call that overran and is still inside the plugin, or None. One that has
+        finished since is forgotten, its late answer unused: the next run calls anew."""
+        entry = self.running.get(name)
+        if entry is not None and entry[1].done.is_set():
+            del self.running[name]
+            return None
+        return entry
 
     def impls(self, hook: str, registration_order: bool = False) -> list[pluggy.HookImpl]:
         """The implementations of ``hook`` that may be called, in pluggy's call order (last
@@ -441,12 +381,19 @@ class PluginHost:
             return function(*(full[a] for a in argnames))
 
         if name in self.builtin and hook in PURE_HOOKS:
-            results = _inline(one, items)
+            # Pure functions of their arguments: safe even beside a call still in a driver.
+            results = run_inline(one, items)
         else:
-            batch = _Batch(one, items, f"gpuscout-{hook}-{name}")
-            if not batch.wait(limit, total):
-                self._timed_out(name, hook, f"{hook} did not answer within {limit:g} s per call "
-                                            f"({total:g} s for {len(items)} calls)")
+            earlier = self.in_flight(name)
+            after = earlier[1] if earlier is not None else None
+            batch = Batch(one, items, f"gpuscout-{hook}-{name}", after=after,
+                          until=time.monotonic() + limit)
+            if not batch.wait(limit, total) or batch.skipped:
+                problem = (f"{hook} did not answer within {limit:g} s per call "
+                           f"({total:g} s for {len(items)} calls)")
+                if earlier is not None and not earlier[1].done.is_set():
+                    problem += f"; its {earlier[0]} call from before was still running"
+                self._timed_out(name, hook, problem, batch, limit=limit)
                 return None
             results = batch.results
         answers: list[Any] = []
@@ -508,6 +455,8 @@ class PluginHost:
 
         All plugins run at once, each on its own thread under its own deadline; a plugin that
         raises, answers the wrong type, returns a bad record or overruns contributes nothing.
+        A plugin whose enumerate from an earlier discovery is still running is not called
+        again: that call is waited for, up to this deadline, and its answer used if it comes.
         With ``isolated`` each plugin a child can load by name runs in a child process of its
         own instead (``gpuscout.isolation``), where a crash costs only that plugin; plugins
         passed in-process (``extra``) still run here, and their report's note says so.
@@ -515,26 +464,43 @@ class PluginHost:
         impls = self.impls("gpuscout_enumerate", registration_order=True)
         isolated_names = [i.plugin_name for i in impls if i.plugin_name in self.by_name] \
             if isolated else []
-        runs: list[tuple[pluggy.HookImpl, Context, _Batch]] = []
+        start = time.monotonic()
+        deadline = start + self.enumerate_timeout
+        # (implementation, context, call, the earlier call still running that it waits for)
+        runs: list[tuple[pluggy.HookImpl, Context, Batch, _Call | None]] = []
         for impl in impls:
             name = impl.plugin_name
             if name in isolated_names:
                 continue
-            ctx = self.context(name, time.monotonic() + self.enumerate_timeout)
-            batch = _Batch(functools.partial(_call_with_context, impl), [ctx],
-                           f"gpuscout-enumerate-{name}")
-            runs.append((impl, ctx, batch))
+            earlier = self.in_flight(name)
+            if earlier is not None and earlier[0] == "gpuscout_enumerate" and earlier[2]:
+                # Its enumerate from an earlier discovery: wait for that one, no second call.
+                runs.append((impl, earlier[2], earlier[1], earlier))
+                continue
+            # After another hook's call still running, the worker waits for that one first.
+            ctx = self.context(name, deadline)
+            batch = Batch(functools.partial(_call_with_context, impl), [ctx],
+                          f"gpuscout-enumerate-{name}",
+                          after=earlier[1] if earlier is not None else None, until=deadline)
+            runs.append((impl, ctx, batch, earlier))
         # The children are waited for on this thread, so that an interrupt still kills them.
         per_plugin = self._enumerate_in_children(isolated_names) if isolated_names else {}
-        for impl, ctx, batch in runs:
+        for impl, ctx, batch, earlier in runs:
             name = impl.plugin_name
             report = self.reports[name]
-            finished = batch.wait(max(0.0, (ctx.deadline or 0.0) - time.monotonic()))
-            report.elapsed = time.monotonic() - batch.started
+            finished = batch.wait_until(deadline) and not batch.skipped
+            report.elapsed = time.monotonic() - start
             if not finished:
-                self._timed_out(name, "gpuscout_enumerate",
-                                f"enumerate did not finish within {self.enumerate_timeout:g} s")
+                problem = f"enumerate did not finish within {self.enumerate_timeout:g} s"
+                if earlier is not None and not earlier[1].done.is_set():
+                    problem += (f" (its {_OVERRAN_IN.get(earlier[0], (earlier[0],))[0]} call "
+                                "from before was still running)")
+                self._timed_out(name, "gpuscout_enumerate", problem, batch, ctx,
+                                self.enumerate_timeout)
                 continue
+            if earlier is not None and earlier[1] is batch:
+                self.running.pop(name, None)
+                _add_note(report, "this answer is from that earlier call, which finished late")
             ok, value = batch.results[0]
             if not ok:
                 self.record_failure(name, "gpuscout_enumerate", f"raised {describe_exception(value)}")
@@ -545,9 +511,8 @@ class PluginHost:
                 self.record_failure(name, "gpuscout_enumerate", str(exc))
                 continue
             report.devices = len(devices)
-            notes = [str(n) for n in ctx.notes] + ([_NOT_ISOLATED] if isolated else [])
-            if notes:
-                report.note = "; ".join(notes)[:2000]
+            for note in [str(n) for n in ctx.notes] + ([_NOT_ISOLATED] if isolated else []):
+                _add_note(report, note)
             per_plugin[name] = devices
         # Registration order, whichever way each plugin ran.
         return [(impl.plugin_name, d) for impl in impls
@@ -576,9 +541,8 @@ class PluginHost:
                                     "the isolation child said nothing about it")
                 continue
             report.elapsed = float(outcome.elapsed)
-            notes = [str(n) for n in outcome.notes][:50]
-            if notes:
-                report.note = "; ".join(notes)[:2000]
+            for note in [str(n) for n in outcome.notes][:50]:
+                _add_note(report, note)
             if outcome.status == PluginStatus.TIMEOUT:
                 report.fail(PluginStatus.TIMEOUT, outcome.error)
                 self.log.warning("discovery.plugin_timeout", plugin=name,
@@ -598,23 +562,22 @@ class PluginHost:
         return found
 
 
+#: What an overrun of a hook is called in the next report's note: (what, in which run).
+_OVERRAN_IN = {"gpuscout_enumerate": ("enumerate", "discovery"),
+               "gpuscout_refresh": ("refresh", "refresh")}
+
 #: The note of an in-process plugin in an isolated discovery.
 _NOT_ISOLATED = "ran in this process: a plugin passed as an object cannot be loaded in a child"
+
+
+def _add_note(report: PluginReport, note: str) -> None:
+    """Append ``note`` to the report's (all of them together at most 2,000 characters)."""
+    report.note = (f"{report.note}; {note}" if report.note else note)[:2000]
 
 
 def _call_with_context(impl: pluggy.HookImpl, context: Context) -> Any:
     # A hook whose parameters are not the spec's raises KeyError: a failure of that plugin.
     return impl.function(*({"context": context}[name] for name in impl.argnames))
-
-
-def _inline(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[tuple[bool, Any]]:
-    results: list[tuple[bool, Any]] = []
-    for item in items:
-        try:
-            results.append((True, fn(item)))
-        except (Exception, SystemExit) as exc:  # Ctrl-C still ends the host's call
-            results.append((False, exc))
-    return results
 
 
 def checked_devices(value: Any) -> list[DeviceInfo]:

@@ -301,8 +301,9 @@ class Scout:
         persistence mode), so each plugin's call is bounded by ``enumerate_timeout``, not
         ``hook_timeout``; the plugins are asked one after another, so the whole refresh ends
         within ``enumerate_timeout`` times the number of plugins that implement the hook (plus
-        the record checks). A plugin that overruns is reported ``timeout`` and not called again
-        by this Scout.
+        the record checks). A plugin that overruns is reported ``timeout``; a later refresh or
+        discovery asks it again, but while its overrun call is still running no second one is
+        started: the next waits for it, up to its own deadline.
         """
         devices = device_list(devices, "refresh")
         with self._lock:
@@ -310,6 +311,7 @@ class Scout:
 
     def _refresh(self, devices: list[DeviceInfo]) -> list[DeviceInfo]:
         start = time.perf_counter()
+        self._host.start_refresh()  # a plugin that overran before is asked again
         passed: dict[Any, list[DeviceInfo]] = {}
         for d in devices:
             passed.setdefault(d.device_id, []).append(d)

@@ -56,9 +56,9 @@ def hanging(hook: str, seconds: float = 30.0) -> Any:
 
 
 @pytest.mark.parametrize("hook", RULE_HOOKS)
-def test_a_rule_hook_that_hangs_costs_its_deadline_once(gpuscout_scout: ScoutFactory,
-                                                        hook: str) -> None:
-    """A hanging rule hook times out once, is reported, and is never called again."""
+def test_a_rule_hook_that_hangs_costs_its_deadline_once_per_discovery(
+        gpuscout_scout: ScoutFactory, hook: str) -> None:
+    """A hanging rule hook costs its deadline once per discovery, and is never called twice."""
     plugin = hanging(hook)
     twin = DeviceInfo(id="0", library="Vulkan", description="Acme", total_memory=8 * GIB)
     s = gpuscout_scout("cuda", "vulkan", ("hang", plugin), ("dev", Reports(CUDA_CARD, twin)),
@@ -94,8 +94,9 @@ def test_a_hanging_visible_env_hook_is_not_waited_for(gpuscout_scout: ScoutFacto
     assert status(s, "hang")[0] == "timeout"
 
 
-def test_a_plugin_whose_enumerate_hangs_is_skipped_next_time(gpuscout_scout: ScoutFactory) -> None:
-    """An enumerate that overran is not started again by the same Scout."""
+def test_a_plugin_whose_enumerate_hangs_is_waited_for_not_started_again(
+        gpuscout_scout: ScoutFactory) -> None:
+    """An enumerate still hanging is waited for by the next discovery, not started twice."""
     calls: list[int] = []
 
     class Hangs:
