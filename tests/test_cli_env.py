@@ -221,7 +221,7 @@ def test_the_verify_child_gets_the_scout_options_given(tmp_path: Any) -> None:
     given = ["--plugins", "cuda,vulkan", "--disable", "rocm", "--root", str(tmp_path),
              "--timeout", "2.5"]
     assert scout_argv(parser.parse_args(["env", *given])) == given
-    assert scout_argv(parser.parse_args(["env", "--root", "/", "--timeout", "5"])) == []
+    assert scout_argv(parser.parse_args(["env", "--root", "/", "--timeout", "15"])) == []
 
 
 def test_verify_mismatch_exits_3_with_a_report_and_no_environment(
