@@ -252,7 +252,13 @@ class Context:
     def device_node(self, path: str) -> str:
         """``"present"`` when device node ``path`` (e.g. ``/dev/nvidiactl``) under the root
         exists and this process may open it read-write, ``"denied"`` when it exists and may not
-        be opened, ``"missing"`` otherwise; never opens it.
+        be opened, ``"missing"`` otherwise.
+
+        A character device is opened read-write without blocking and closed at once, as a
+        driver library opens it (the ROCm runtime opens /dev/kfd so, NVML /dev/nvidiactl): only
+        an open sees a device cgroup that refuses it (a container whose access was revoked by a
+        ``systemctl daemon-reload``, nvidia-container-toolkit#48), which permission bits and
+        ``os.access`` do not. Anything else is never opened.
 
         In a recorded tree (a root other than ``/``) a regular file stands for a node that is
         present and permitted, and one whose text is ``denied`` for a node that is present but
@@ -268,9 +274,17 @@ class Context:
         if stat.S_ISREG(mode) and self.root not in ("", "/"):
             text = self.read_text(path)
             return "denied" if (text or "").strip() == "denied" else "present"
-        if not (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)):
+        if not stat.S_ISCHR(mode):
             return "missing"
-        return "present" if os.access(where, os.R_OK | os.W_OK) else "denied"
+        try:
+            fd = os.open(where, os.O_RDWR | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+                         | getattr(os, "O_CLOEXEC", 0))
+        except PermissionError:
+            return "denied"
+        except OSError:
+            return "missing"  # ENXIO, ENODEV: a node without a device behind it
+        os.close(fd)
+        return "present"
 
     def note(self, message: str) -> None:
         """Record why this plugin found what it found (shown in its report's ``note``).

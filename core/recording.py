@@ -98,6 +98,7 @@ class Recorder:
         self.answers: dict[str, dict[str, Any]] = {}
         self.problems: list[str] = []
         self._where: dict[str, str] = {}
+        self._nodes: dict[str, str] = {}
 
     def saw(self, path: str, how: str, where: str | None = None) -> None:
         """Note that ``path`` (absolute, resolved by name) was used as ``how``; ``where`` is
@@ -107,6 +108,11 @@ class Recorder:
             if self.paths.get(path) in (None, "path", "name"):
                 self.paths[path] = how
                 self._where[path] = where or path
+
+    def node(self, path: str, state: str) -> None:
+        """Note what device node ``path`` was found to be (kept as such in the recording)."""
+        with self._lock:
+            self._nodes[path] = state
 
     def answer(self, plugin: str, key: str, value: Any) -> None:
         """Keep ``value`` as ``plugin``'s answer ``key``, if it is plain JSON."""
@@ -207,11 +213,12 @@ class Recorder:
                 if anon:
                     data = anon.file(path, data)
                 _write_bytes(dest, data)
-            elif stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode):
+            elif stat.S_ISCHR(info.st_mode):
                 # A device node becomes a plain file: present and permitted, or "denied".
-                _ensure_dir(os.path.dirname(dest))
-                allowed = os.access(path, os.R_OK | os.W_OK)
-                _write_bytes(dest, b"" if allowed else b"denied\n")
+                state = self._nodes.get(logical) or Context(env={}, platform="").device_node(path)
+                if state != "missing":
+                    _ensure_dir(os.path.dirname(dest))
+                    _write_bytes(dest, b"" if state == "present" else b"denied\n")
 
 
 def _ensure_dir(path: str) -> None:
@@ -272,9 +279,12 @@ class RecordingContext(Context):
         return super().read_link(path)
 
     def device_node(self, path: str) -> str:
-        """As Context.device_node, noting the node."""
+        """As Context.device_node, noting the node and what it was found to be."""
         self._seen(path, "node")
-        return super().device_node(path)
+        state = super().device_node(path)
+        if self.recorder is not None:
+            self.recorder.node(path, state)
+        return state
 
 
 __all__ = ["SECRET_NAME", "Recorder", "RecordingContext", "TrackedEnv"]
