@@ -261,8 +261,8 @@ class Context:
         ``os.access`` do not. Anything else is never opened.
 
         In a recorded tree (a root other than ``/``) a regular file stands for a node that is
-        present and permitted, and one whose text is ``denied`` for a node that is present but
-        not permitted (EACCES/EPERM).
+        present and permitted, and one whose text is ``denied`` (EACCES) or ``denied EPERM``
+        for a node that is present but not permitted.
         """
         if not self._may_use(path, "looked at"):
             return "missing"
@@ -273,13 +273,15 @@ class Context:
             return "missing"
         if stat.S_ISREG(mode) and self.root not in ("", "/"):
             text = self.read_text(path)
-            return "denied" if (text or "").strip() == "denied" else "present"
+            return "denied" if (text or "").split()[:1] == ["denied"] else "present"
         if not stat.S_ISCHR(mode):
             return "missing"
         try:
             fd = os.open(where, os.O_RDWR | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
                          | getattr(os, "O_CLOEXEC", 0))
-        except PermissionError:
+        except PermissionError as exc:
+            if self.recorder is not None:
+                self.recorder.node_errno(path, exc.errno)
             return "denied"
         except OSError:
             return "missing"  # ENXIO, ENODEV: a node without a device behind it

@@ -12,6 +12,7 @@ seen half-written. The format is in ``gpuscout.replay`` and docs/recordings.md.
 from __future__ import annotations
 
 import datetime
+import errno
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import socket
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from gpuscout.context import Context
@@ -36,10 +37,29 @@ SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRI
 MAX_TOTAL_BYTES = 256 << 20
 
 
-#: Variables of these families change what discovery finds (visibility, loaders, drivers,
-#: gpuscout's own settings): recorded when set, even if read only by a driver or a child.
-DISCOVERY_PREFIXES = ("CUDA_", "NVIDIA_", "ROCR_", "HIP_", "HSA_", "GPU_DEVICE_ORDINAL", "GGML_",
-                      "VK_", "MESA_", "GPUSCOUT_", "OLLAMA_", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS")
+#: The module attribute by which a plugin names the variables that change what it finds
+#: (visibility, loaders, drivers), read by drivers or children rather than asked for through
+#: the context: names, or prefixes ending in ``*`` (``("CUDA_*", "NVIDIA_*")``). They are
+#: recorded when set, besides every variable discovery asked for by name.
+RECORDED_ENV_ATTRIBUTE = "GPUSCOUT_RECORDED_ENV"
+#: gpuscout's own settings, always recorded when set.
+OWN_PREFIX = "GPUSCOUT_"
+
+
+def declared_families(plugins: Iterable[Any]) -> list[str]:
+    """The ``GPUSCOUT_RECORDED_ENV`` entries of ``plugins`` (malformed ones ignored)."""
+    found: list[str] = []
+    for plugin in plugins:
+        declared = getattr(plugin, RECORDED_ENV_ATTRIBUTE, ())
+        if isinstance(declared, (tuple, list)):
+            found += [n for n in declared[:100] if isinstance(n, str) and 0 < len(n) <= 200]
+    return found
+
+
+def _wanted(name: str, families: Iterable[str]) -> bool:
+    if name.startswith(OWN_PREFIX):
+        return True
+    return any(name.startswith(f[:-1]) if f.endswith("*") else name == f for f in families)
 
 
 class TrackedEnv(Mapping[str, str]):
@@ -77,12 +97,13 @@ class TrackedEnv(Mapping[str, str]):
     def __len__(self) -> int:
         return len(self._env)
 
-    def recorded(self) -> dict[str, str]:
-        """The variables asked for and those of ``DISCOVERY_PREFIXES``, where set; never one
-        whose name looks like a secret's."""
+    def recorded(self, families: Iterable[str] = ()) -> dict[str, str]:
+        """The variables asked for, gpuscout's own and those of ``families`` (names, or
+        prefixes ending in ``*``), where set; never one whose name looks like a secret's."""
+        families = list(families)
         with self._lock:
             names = set(self.read)
-        names |= {n for n in self._env if n.startswith(DISCOVERY_PREFIXES)}
+        names |= {n for n in self._env if _wanted(n, families)}
         return {n: self._env[n] for n in sorted(names)
                 if n in self._env and not SECRET_NAME.search(n)}
 
@@ -99,6 +120,7 @@ class Recorder:
         self.problems: list[str] = []
         self._where: dict[str, str] = {}
         self._nodes: dict[str, str] = {}
+        self._node_errno: dict[str, int | None] = {}
 
     def saw(self, path: str, how: str, where: str | None = None) -> None:
         """Note that ``path`` (absolute, resolved by name) was used as ``how``; ``where`` is
@@ -113,6 +135,11 @@ class Recorder:
         """Note what device node ``path`` was found to be (kept as such in the recording)."""
         with self._lock:
             self._nodes[path] = state
+
+    def node_errno(self, path: str, code: int | None) -> None:
+        """Note the errno with which device node ``path`` refused to open."""
+        with self._lock:
+            self._node_errno[path] = code
 
     def answer(self, plugin: str, key: str, value: Any) -> None:
         """Keep ``value`` as ``plugin``'s answer ``key``, if it is plain JSON."""
@@ -218,7 +245,9 @@ class Recorder:
                 state = self._nodes.get(logical) or Context(env={}, platform="").device_node(path)
                 if state != "missing":
                     _ensure_dir(os.path.dirname(dest))
-                    _write_bytes(dest, b"" if state == "present" else b"denied\n")
+                    denied = b"denied EPERM\n" if self._node_errno.get(logical) == errno.EPERM \
+                        else b"denied\n"
+                    _write_bytes(dest, b"" if state == "present" else denied)
 
 
 def _ensure_dir(path: str) -> None:
@@ -287,4 +316,5 @@ class RecordingContext(Context):
         return state
 
 
-__all__ = ["SECRET_NAME", "Recorder", "RecordingContext", "TrackedEnv"]
+__all__ = ["RECORDED_ENV_ATTRIBUTE", "SECRET_NAME", "Recorder", "RecordingContext", "TrackedEnv",
+           "declared_families"]

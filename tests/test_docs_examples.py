@@ -193,12 +193,16 @@ def test_placeholders_are_few_and_named() -> None:
     so that nobody hides a runnable example behind a capital letter)."""
     left_out = sorted({c.command for c in ALL_COMMANDS if PLACEHOLDER.search(c.command)})
     assert left_out == [
+        "gpuscout --replay DIR list",  # a recording: tests/test_machines.py replays the zoo
+        "gpuscout --replay DIR list --json",
         "gpuscout cluster --ray HOST:PORT",  # needs a Ray cluster: tests/test_cluster_ray.py
         "gpuscout cluster --ray HOST:PORT --json",
         "gpuscout exec --device cuda:1 --isolate -- python train.py",
         "gpuscout fit MODEL.gguf --ctx 8192",  # a model file: tests/test_fit.py, tests/fit
         "gpuscout fit MODEL.gguf --ctx 8192 --json",
         "gpuscout list --watch [SECONDS]",
+        "gpuscout record DIR",  # writes a folder: tests/test_recordings.py records and replays
+        "gpuscout record DIR --anonymize",
         "gpuscout runner --port N",
         "python -m gpuscout ...",
     ]

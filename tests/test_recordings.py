@@ -52,14 +52,16 @@ def _tree(tmp_path: Path) -> Path:
     })
 
 
-def _record(tmp_path: Path, env: dict[str, str] | None = None, **options: Any) -> tuple[Path, Any]:
+def _record(tmp_path: Path, env: dict[str, str] | None = None, families: tuple[str, ...] = (),
+            **options: Any) -> tuple[Path, Any]:
     recorder = Recorder()
     scout = Scout(plugins=["mine"], extra=[ReadsAndRecords()], entry_points=False,
                   env=env if env is not None else {"MINE_VISIBLE": "0", "API_TOKEN": "s3cret"},
                   platform="linux", root=_tree(tmp_path), recorder=recorder)
     found = scout.discover()
     target = tmp_path / "rec"
-    recorder.write(str(target), platform=scout.platform, env=scout.env.recorded(), **options)
+    recorder.write(str(target), platform=scout.platform, env=scout.env.recorded(families),
+                   **options)
     return target, found
 
 
@@ -89,9 +91,12 @@ def test_a_recording_holds_only_what_discovery_read(tmp_path: Path) -> None:
 def test_a_recording_keeps_the_variables_read_and_never_a_secret(tmp_path: Path) -> None:
     """The manifest's env holds MINE_VISIBLE, which was read, and not API_TOKEN."""
     target, _ = _record(tmp_path, env={"MINE_VISIBLE": "0", "API_TOKEN": "s3cret",
-                                       "CUDA_VISIBLE_DEVICES": "1", "HOME": "/root"})
+                                       "CUDA_VISIBLE_DEVICES": "1", "HOME": "/root",
+                                       "GPUSCOUT_PLUGINS": "mine", "CUDA_TOKEN": "x"},
+                        families=("CUDA_*",))
     manifest = json.loads((target / "recording.json").read_text())
-    assert manifest["env"] == {"MINE_VISIBLE": "0", "CUDA_VISIBLE_DEVICES": "1"}
+    assert manifest["env"] == {"MINE_VISIBLE": "0", "CUDA_VISIBLE_DEVICES": "1",
+                               "GPUSCOUT_PLUGINS": "mine"}
     assert manifest["format"] == 1 and manifest["platform"] == "linux"
     assert "s3cret" not in "".join(p.read_text(errors="replace")
                                    for p in target.rglob("*") if p.is_file())
@@ -104,7 +109,17 @@ def test_a_tracked_environment_notes_lookups_but_not_copies() -> None:
     list(env.items())
     assert env.get("A") == "1" and "Z" not in env
     assert env.read == {"A", "Z"}
-    assert env.recorded() == {"A": "1", "CUDA_X": "3"}
+    assert env.recorded() == {"A": "1"}
+    assert env.recorded(["CUDA_*", "B"]) == {"A": "1", "B": "2", "CUDA_X": "3"}
+
+
+def test_the_built_in_plugins_declare_the_variables_that_change_what_they_find() -> None:
+    """cuda, rocm, vulkan and metal name their families; the recorder reads them off the Scout."""
+    from gpuscout.recording import declared_families
+
+    scout = Scout(entry_points=False, env={})
+    families = declared_families(scout.plugin_manager.get_plugins())
+    assert {"CUDA_*", "NVIDIA_*", "ROCR_*", "HIP_*", "GPU_DEVICE_ORDINAL", "GGML_VK_*"} <= set(families)
 
 
 def test_a_replay_uses_the_callers_environment_when_given(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ def add_parser(sub: Subcommands, help: str) -> None:
 
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     """Discover with a recorder, then write the recording; one line says where it went."""
-    from gpuscout.recording import Recorder
+    from gpuscout.recording import Recorder, declared_families
 
     if getattr(args, "replay", None):
         raise common.UsageError("record writes a recording of this machine; it cannot record "
@@ -45,7 +45,8 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     if getattr(scout, "recorder", None) is not recorder:
         raise common.UsageError("record needs the Scout the command line describes")
     found = scout.discover()
-    env = scout.env.recorded() if hasattr(scout.env, "recorded") else {}
+    families = declared_families(scout.plugin_manager.get_plugins())
+    env = scout.env.recorded(families) if hasattr(scout.env, "recorded") else {}
     manifest = recorder.write(args.dir, platform=scout.platform, env=env,
                               anonymize=bool(args.anonymize), machine=str(args.machine)[:1000])
     for problem in manifest.get("problems", ()):

@@ -1,10 +1,13 @@
 """CUDA backend: NVIDIA GPUs through NVML, CUDA_VISIBLE_DEVICES, the flash-attention gate.
 
 NVML (nvidia-ml-py) is imported only inside enumerate; importing this module costs nothing.
+Without a driver, enumerate costs nothing either: the library check runs here, and ``nvml``
+(with the reading, order and visibility modules it imports) is loaded only once NVML may work.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 
 from gpuscout.plugin import (
@@ -19,15 +22,59 @@ from gpuscout.plugin import (
 from gpuscout.plugins.cuda.names import INIT_ENV, LIBRARY, ORDER_ENV, VISIBLE_ENV
 
 GPUSCOUT_API_VERSION = 1
+#: Variables that change what this plugin finds, recorded by ``gpuscout record`` when set.
+GPUSCOUT_RECORDED_ENV = ("CUDA_*", "NVIDIA_*", "__NV_*")
 #: What keeps a test's Scout from the machine's real NVIDIA GPUs (the testing kit sets it unless
 #: a test passes its own environment): no device visible, and the bus order, so that no driver
 #: probe child is started to learn CUDA's order.
 GPUSCOUT_TEST_ENV = {VISIBLE_ENV: "", ORDER_ENV: "PCI_BUS_ID"}
 
 
+#: The module that holds the NVML seam (``_load_nvml``); see ``_surely_no_driver``.
+_NVML_MODULE = f"{__name__}.nvml"
+#: The library ``nvml`` loads on Linux (``nvml.LINUX_LIBRARY``, said again so as not to import it).
+_LINUX_LIBRARY = "libnvidia-ml.so.1"
+
+
+def _surely_no_driver(context: Context) -> str | None:
+    """The note ``nvml.enumerate_devices`` would give, when it would find nothing before
+    importing pynvml (no NVML library); None when it may find something, or when only it may
+    answer: a context replaying or making a recording, or ``nvml`` already imported (its seam
+    may be replaced, as the tests' fake machines do).
+
+    The same check as ``nvml._library_missing``, run here so that a driverless machine never
+    imports ``nvml``: keep the two in step.
+    """
+    if _NVML_MODULE in sys.modules:
+        return None
+    if getattr(context, "answers", None) is not None or getattr(context, "recorder", None) is not None:
+        return None
+    if context.platform == "darwin":
+        return "NVML does not exist on macOS (no NVIDIA driver)"
+    if not context.platform.startswith("linux"):
+        return None  # Windows: pynvml knows the DLL's two homes; nvml lets nvmlInit look.
+    # What ctypes.CDLL(name) calls on Linux (mode RTLD_LOCAL; dlopen adds RTLD_NOW), the same
+    # OSError included, without importing ctypes itself (3 ms, most of it not this call's).
+    import _ctypes
+
+    dlopen = getattr(_ctypes, "dlopen", None)  # none in a Windows process told "linux"
+    if dlopen is None:
+        return None
+    try:
+        dlopen(_LINUX_LIBRARY, _ctypes.RTLD_LOCAL)
+    except OSError as exc:
+        return (f"NVML library {_LINUX_LIBRARY} cannot be loaded"
+                f" (is the NVIDIA driver installed?): {exc}")
+    return None
+
+
 @hookimpl
 def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     """NVIDIA GPUs (and MIG instances) through NVML; none, with a note, without a driver."""
+    missing = _surely_no_driver(context)
+    if missing is not None:
+        context.note(missing)
+        return []
     from gpuscout.plugins.cuda.nvml import enumerate_devices
 
     return enumerate_devices(context)

@@ -11,6 +11,8 @@ from gpuscout.plugin import Context, DeviceInfo, EnvEntry, for_library, hookimpl
 from gpuscout.plugins.metal.names import LIBRARY
 
 GPUSCOUT_API_VERSION = 1
+#: Variables that change what this plugin finds, recorded by ``gpuscout record`` when set.
+GPUSCOUT_RECORDED_ENV = ("GGML_METAL_*", "MTL_*")
 MIB = 1024 * 1024
 #: The seed's MinimumMemory for Metal.
 MINIMUM_MEMORY = 512 * MIB

@@ -1,24 +1,75 @@
 """ROCm backend: AMD GPUs through amdsmi or Linux sysfs, ROCR/HIP visibility, gfx targets.
 
-amdsmi is imported only inside enumerate; importing this module costs nothing.
+amdsmi is imported only inside enumerate; importing this module costs nothing. Without an AMD
+driver, enumerate costs nothing either: with no KFD topology and no amdsmi installed the answer
+is given here, and ``discover`` (with the sysfs, amdsmi and rule modules it imports) is loaded
+only when there may be a GPU to find.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping, Sequence
 
 from gpuscout.plugin import Context, DeviceInfo, EnvEntry, devices_of, for_library, hookimpl
 from gpuscout.plugins.rocm.names import HIP, INIT_ENV, LIBRARY, ROCR
 
 GPUSCOUT_API_VERSION = 1
+#: Variables that change what this plugin finds, recorded by ``gpuscout record`` when set.
+GPUSCOUT_RECORDED_ENV = ("ROCR_*", "HIP_*", "HSA_*", "GPU_DEVICE_ORDINAL", "AMD_*", "ROCM_*")
 #: What keeps a test's Scout from the machine's real AMD GPUs (the testing kit sets it unless a
 #: test passes its own environment): ROCr reads an empty list as "no devices".
 GPUSCOUT_TEST_ENV = {ROCR: ""}
 
 
+#: The modules holding the seams of enumerate (``discover.enumerate_devices``,
+#: ``smi.import_amdsmi``, ``sysfs.read_kfd_gpu_nodes``, ``hsakmt.kfd_failure``): once one is
+#: imported it may have been replaced (the tests' fake machines do), and only the full path
+#: answers. See ``_surely_no_gpu``.
+_SEAMS = tuple(f"{__name__}.{m}" for m in ("discover", "smi", "sysfs", "hsakmt"))
+#: Where the KFD topology lives (``sysfs.TOPOLOGY``, said again so as not to import it).
+_TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
+
+
+def _surely_no_gpu(context: Context) -> str | None:
+    """The note ``discover.enumerate_devices`` would give, when it would find nothing: on a
+    live Linux root with no KFD topology and no amdsmi installed. None when it may find
+    something, or when only it may answer (a context replaying or making a recording, or one
+    of its modules already imported).
+
+    The same outcome as ``discover.enumerate_devices`` (``smi.import_amdsmi``, then
+    ``sysfs.read_kfd_gpu_nodes``), found with a directory check and a ``find_spec``, so that a
+    driverless machine imports neither ``discover`` nor amdsmi: keep the two in step.
+    """
+    if context.platform != "linux" or context.root not in ("", "/"):
+        return None
+    if any(m in sys.modules for m in _SEAMS) or "amdsmi" in sys.modules:
+        return None
+    if getattr(context, "answers", None) is not None or getattr(context, "recorder", None) is not None:
+        return None
+    if os.path.isdir(context.path(_TOPOLOGY)):
+        return None
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("amdsmi") is not None:
+            return None  # installed: importing it is the full path's to try (and to explain)
+    except (ImportError, ValueError):
+        return None
+    if context.list_dir(_TOPOLOGY) is not None:  # its notes (a passed deadline), as sysfs's
+        return None
+    return (f"no AMD GPU: no KFD topology (amdgpu not loaded?) under {context.path(_TOPOLOGY)}; "
+            "amdsmi unavailable (ModuleNotFoundError: No module named 'amdsmi')")
+
+
 @hookimpl
 def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     """AMD GPUs: amdsmi when it works and the root is live, else the KFD topology in sysfs."""
+    missing = _surely_no_gpu(context)
+    if missing is not None:
+        context.note(missing)
+        return []
     from gpuscout.plugins.rocm.discover import enumerate_devices
 
     return enumerate_devices(context)

@@ -53,7 +53,8 @@ def open_error(context: Context, path: str) -> int:
 
     The file is closed at once and never read. Under a recorded tree anything but a regular file
     or a directory (which fails with EISDIR) is refused with a note and counts as missing (ENOENT),
-    and a file whose text is ``denied`` stands for a node not permitted (EACCES).
+    and a file whose text is ``denied`` stands for a node not permitted (EACCES; ``denied
+    EPERM``: EPERM).
     """
     where = context.path(path)
     if context.root not in ("", "/"):
@@ -67,7 +68,10 @@ def open_error(context: Context, path: str) -> int:
             context.note(f"{path}: not a plain file in the recorded tree; not opened")
             return errno.ENOENT
         if stat.S_ISREG(mode) and context.device_node(path) == "denied":
-            return errno.EACCES  # a recorded node that this process was not permitted to open
+            # A recorded node this process was not permitted to open: EPERM from a device
+            # cgroup ("denied EPERM"), else EACCES from the permission bits.
+            text = (context.read_text(path) or "").split()
+            return errno.EPERM if text[1:2] == ["EPERM"] else errno.EACCES
     try:
         fd = os.open(where, _OPEN_FLAGS)
     except OSError as exc:

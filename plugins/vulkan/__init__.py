@@ -12,6 +12,8 @@ from gpuscout.plugin import Context, DeviceInfo, EnvEntry, devices_of, for_libra
 from gpuscout.plugins.vulkan.names import LIBRARY, VISIBLE_ENV
 
 GPUSCOUT_API_VERSION = 1
+#: Variables that change what this plugin finds, recorded by ``gpuscout record`` when set.
+GPUSCOUT_RECORDED_ENV = ("GGML_VK_*", "VK_*", "MESA_*", "DRI_PRIME", "__GLX_*")
 #: What keeps a test's Scout from the machine's real Vulkan drivers (the testing kit sets it
 #: unless a test passes its own environment): a driver manifest that does not exist.
 GPUSCOUT_TEST_ENV = {"VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json"}
