@@ -28,7 +28,7 @@ import pluggy
 
 import gpuscout.hookspecs as hookspecs
 from gpuscout.context import Context
-from gpuscout.errors import GpuscoutError, SelectionRefused, UnknownPluginError
+from gpuscout.errors import GpuscoutError, RecordingError, SelectionRefused, UnknownPluginError
 from gpuscout.log import get_logger
 from gpuscout.markers import PROJECT
 from gpuscout.plugin import check_api_version
@@ -149,6 +149,8 @@ class PluginHost:
         self.running: dict[str, _Call] = {}
         #: Per plugin, what its last overrun was, for its report's note in the next discovery.
         self.overran: dict[str, str] = {}
+        #: What plugins raised about a replayed recording's answers in this discovery.
+        self.recording_errors: list[RecordingError] = []
         #: Sentences for the user about the plugin lists (unknown names in a deny list).
         self.warnings: list[str] = []
 
@@ -303,6 +305,7 @@ class PluginHost:
         """Start a discovery: clear what the last one said about each loaded plugin and ask
         again those that overran (their report's note says so)."""
         self.banned.clear()
+        self.recording_errors = []
         for name in self.loaded:
             report = self.reports[name]
             report.status, report.error = PluginStatus.OK, ""
@@ -503,6 +506,8 @@ class PluginHost:
                 _add_note(report, "this answer is from that earlier call, which finished late")
             ok, value = batch.results[0]
             if not ok:
+                if isinstance(value, RecordingError):
+                    self.recording_errors.append(value)  # the recording's fault: the caller's
                 self.record_failure(name, "gpuscout_enumerate", f"raised {describe_exception(value)}")
                 continue
             try:

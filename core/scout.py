@@ -222,7 +222,8 @@ class Scout:
         enumerate runs in a child process of its own (``gpuscout.isolation``), with this Scout's
         env, platform, root and plugins: a driver that crashes or hangs there costs only its
         plugin, reported ``failed`` (with the signal and the child's last stderr line) or
-        ``timeout``; merge and rank stay here. Never raises for a plugin's fault.
+        ``timeout``; merge and rank stay here. Never raises for a plugin's fault; on a replayed
+        recording, raises ``RecordingError`` when a plugin found its recorded answers malformed.
         """
         with self._lock:
             return self._discover(include_software, validate, isolated)
@@ -235,6 +236,9 @@ class Scout:
         # recording must see what each plugin read, which a child's reads are not.
         on_machine = self.replay is None and self.recorder is None
         kept, dropped = self.merge(self.enumerate(isolated and on_machine))
+        if self._host.recording_errors:
+            # A malformed answer is the recording's fault, not the plugin's: the caller hears it.
+            raise self._host.recording_errors[0]
         if not include_software:
             dropped.extend(Dropped(d, SOFTWARE_REASON) for d in kept if d.software)
             kept = [d for d in kept if not d.software]
