@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import attrs
 
 from gpuscout.plugin import Context, DeviceInfo, system_memory
-from gpuscout.plugins.rocm import devices, gfx, hsakmt, smi, sysfs, visibility
+from gpuscout.plugins.rocm import devices, diagnose, gfx, hsakmt, smi, sysfs, visibility
 from gpuscout.plugins.rocm.names import LIBRARY
 
 
@@ -134,7 +134,8 @@ def _runtime_view(
     node ids, in facts_from_smi's order), or None, with a note, when it keeps no GPU at all."""
     why = hsakmt.kfd_failure(context)
     if why:
-        context.note(f"no AMD GPU: {why}")
+        hint = diagnose.kfd_problem(context)  # one note: callers read the last one for /dev/kfd
+        context.note(f"no AMD GPU: {why}" + (f"; {hint}" if hint else ""))
         return None
     if not nodes:
         ordered = sorted(gpus or [], key=lambda g: (g.kfd_node is None, g.kfd_node or 0))
@@ -142,12 +143,14 @@ def _runtime_view(
     survivors = hsakmt.supported_nodes(context, nodes)
     if survivors.failure:
         context.note(f"no AMD GPU: {survivors.failure}")
+        diagnose.explain_render_failure(context)
         return None
     for line in survivors.skipped:
         context.note(line)
     if not survivors.nodes:
         context.note(f"no AMD GPU: none of {len(nodes)} KFD GPU nodes has a render node "
                      "the HSA runtime can open")
+        diagnose.explain_render_failure(context)
         return None
     return survivors.nodes, list(survivors.hsa_ids)
 
@@ -165,6 +168,7 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
         where = "no KFD topology (amdgpu not loaded?)" if nodes is None else "no KFD GPU nodes"
         context.note(f"no AMD GPU: {where} under {context.path(sysfs.TOPOLOGY)}"
                      + (f"; {smi_why}" if smi_why and _is_live(context) else ""))
+        diagnose.explain_no_topology(context, topology=nodes is not None)
         return []
     view = _runtime_view(context, nodes, gpus)
     if view is None:
