@@ -6,7 +6,7 @@ words for it are the caller's. Everything is read through the context (its root,
 notes), so a recorded tree reads like the live ``/sys``; nothing here is read on a discovery
 that found devices.
 
-sysfs formats (Documentation/ABI/testing/sysfs-bus-pci): ``vendor`` holds ``0x10de\\n``,
+sysfs formats (Documentation/ABI/testing/sysfs-bus-pci): ``vendor`` holds ``0x1234\\n``,
 ``class`` the 24-bit class code ``0x030000\\n`` (base class in the top byte), ``driver`` is a
 symbolic link to ``../../../bus/pci/drivers/<name>`` while a driver is bound, and ``uevent``
 has a ``DRIVER=<name>`` line then (the fallback for a tree that recorded the link as a folder).
@@ -52,12 +52,12 @@ class PciGpu:
         return f"0x{self.pci_class:06x}"
 
     def describe(self, vendor_label: str) -> str:
-        """``GPU 0000:01:00.0 (NVIDIA, class 0x030200)``, with the caller's vendor label."""
+        """``GPU 0000:01:00.0 (Acme, class 0x030200)``, with the caller's vendor label."""
         return f"GPU {self.address} ({vendor_label}, class {self.class_text})"
 
 
 def parse_hex(text: str | None) -> int | None:
-    """``0x10de\\n`` as an int; None for anything else."""
+    """``0x1234\\n`` as an int; None for anything else."""
     value = (text or "").strip()
     return int(value, 16) if _HEX.fullmatch(value) else None
 
@@ -88,7 +88,7 @@ def bound_driver(context: Context, address: str) -> str:
 
 
 def pci_gpus(context: Context, vendor: int) -> list[PciGpu] | None:
-    """The GPU-class PCI functions of ``vendor`` (e.g. ``0x1002``) in address order; None when
+    """The GPU-class PCI functions of ``vendor`` (e.g. ``0x1234``) in address order; None when
     ``/sys/bus/pci/devices`` cannot be listed. At most ``MAX_PCI_ENTRIES`` entries are looked
     at (a note says when more were left); the scan stops when the deadline passes."""
     names = context.list_dir(PCI_DEVICES)
@@ -125,10 +125,10 @@ def binding_problem(
     other_drivers: Mapping[str, str] | None = None,
 ) -> str:
     """Why ``gpu`` is not driven by any of ``modules`` (the drivers its library needs, e.g.
-    ``("nvidia",)``), in one sentence; '' when it is bound to one of them.
+    ``("acmefb",)``), in one sentence; '' when it is bound to one of them.
 
     ``other_drivers`` maps a driver the library cannot use to the words that say so (e.g.
-    ``{"nouveau": "which NVML cannot use"}``).
+    ``{"oldfb": "which AcmeML cannot use"}``).
     """
     who = gpu.describe(vendor_label)
     wanted = " or ".join(modules)

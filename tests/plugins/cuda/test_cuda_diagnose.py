@@ -103,7 +103,8 @@ def test_card_bound_to_nvidia_without_the_library_says_the_kernel_driver_is_load
         gpuscout_root: RootFactory) -> None:
     """With the kernel driver bound, only the user-space library is what is missing."""
     note = cuda_note(discover_at(cuda_scout, gpuscout_root(nvidia_card("nvidia"))))
-    assert f"GPU {ADDRESS} (NVIDIA, class 0x030200) is bound to nvidia, so the kernel driver is loaded" in note
+    assert (f"GPU {ADDRESS} (NVIDIA, class 0x030200) is bound to nvidia, so the kernel driver "
+            "is loaded") in note
 
 
 def test_bus_without_an_nvidia_gpu_says_so(
