@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from gpuscout.hidden import set_aside
 from gpuscout.records import DeviceComparison, DeviceID, DeviceInfo
 from gpuscout.results import DUPLICATE_REASON, Dropped
 
@@ -89,10 +90,12 @@ def merge(
     answers one bool each). Without keys every such pair is asked; with ``is_duplicate`` None,
     none is.
 
-    DUPLICATE: the preferred library survives (the earlier one when neither or both are).
-    SAME_BACKEND: the newer library variant survives, else the earlier one; except that two
-    devices with different ids from the same plugin are partitions of one card (MIG instances,
-    MI300 compute partitions), which share the card's PCI id and are all kept.
+    DUPLICATE: the preferred library survives (when neither or both are, a visible one over one
+    hidden by a visibility variable, else the earlier one). SAME_BACKEND: a visible one over a
+    hidden one, else the newer library variant, else the earlier one; except that two devices
+    with different ids from the same plugin are partitions of one card (MIG instances, MI300
+    compute partitions), which share the card's PCI id and are all kept. Hidden survivors and
+    their duplicates then leave the list together (``gpuscout.hidden``).
     """
     items = list(found)
     raw_keys = duplicate_keys([d for _, d in items]) if duplicate_keys else [None] * len(items)
@@ -115,7 +118,11 @@ def merge(
                     and old.device_id != new.device_id):
                 continue
             if how is DeviceComparison.DUPLICATE:
-                replace = preferred(new, old) and not preferred(old, new)
+                new_first, old_first = preferred(new, old), preferred(old, new)
+                replace = (new_first and not old_first) or (
+                    new_first == old_first and bool(old.hidden_by) and not new.hidden_by)
+            elif bool(old.hidden_by) != bool(new.hidden_by):
+                replace = bool(old.hidden_by)
             else:
                 replace = is_better(old, new)
             if replace:
@@ -128,7 +135,7 @@ def merge(
         else:
             kept.append((source, new, new_keys))
             index.add(len(kept) - 1)
-    return [d for _, d, _ in kept], dropped
+    return set_aside([d for _, d, _ in kept], dropped)
 
 
 def _first_twin(

@@ -22,6 +22,7 @@ The hooks and what each may answer: ``gpuscout.hookspecs``; the guide: docs/plug
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -100,6 +101,25 @@ def devices_of(selection: Iterable[DeviceInfo], library: str) -> list[tuple[int,
     return [(i, d) for i, d in enumerate(selection) if d.library == library]
 
 
+#: A value shown bare in ``visibility_setting`` (anything else is single-quoted).
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.,:/@%+=-]+", re.ASCII)
+#: The longest value ``visibility_setting`` shows whole (four GPU UUIDs); a longer one is cut.
+SETTING_LIMIT = 200
+
+
+def visibility_setting(name: str, value: str) -> str:
+    """``NAME=value`` as a hidden device's ``hidden_by`` names what hides it (the reason then
+    reads ``hidden by CUDA_VISIBLE_DEVICES=0``): a plain value as it is, any other one in single
+    quotes as a shell reads it (``CUDA_VISIBLE_DEVICES=''`` when set but empty), and one longer
+    than ``SETTING_LIMIT`` characters cut there with its length said, so that no value can make
+    a reason long."""
+    shown = value[:SETTING_LIMIT]
+    text = shown if _PLAIN_VALUE.fullmatch(shown) else "'" + shown.replace("'", "'\\''") + "'"
+    if len(value) > SETTING_LIMIT:
+        text += f"... ({len(value)} characters)"
+    return f"{name}={text}"
+
+
 def system_memory(context: Context) -> SystemInfo:
     """System memory as this process may use it (cgroup limits applied), read through
     ``context`` (its root, deadline and notes): what a unified-memory device shares."""
@@ -157,4 +177,5 @@ __all__ = [
     "parse_u64",
     "pci_gpus",
     "system_memory",
+    "visibility_setting",
 ]

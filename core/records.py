@@ -52,8 +52,8 @@ class DeviceInfo:
     """One device as one library reports it (the seed's DeviceInfo, fields in snake_case).
 
     Extra fields of gpuscout's own (``uuid``, ``free_memory_unknown``, ``software``,
-    ``free_memory_stale``, ``unused_reason``, ``max_allocation``) default to empty and are left
-    out of the wire format when empty.
+    ``free_memory_stale``, ``unused_reason``, ``max_allocation``, ``hidden_by``) default to
+    empty and are left out of the wire format when empty.
     """
 
     id: str = ""
@@ -93,6 +93,12 @@ class DeviceInfo:
     #: unknown). ggml leaves a tensor or buffer larger than this on the CPU, with the ops that
     #: use it (Vulkan: maxStorageBufferRange, 128 MiB on lavapipe).
     max_allocation: int = attrs.field(default=0, validator=_non_negative)
+    #: What hides the device from its own library in the Scout's environment ("" = nothing):
+    #: the visibility variable as ``NAME=value`` (``CUDA_VISIBLE_DEVICES=0``), see
+    #: ``gpuscout.plugin.visibility_setting``. A plugin reports hidden devices too, so that the
+    #: merge can match their twins in other libraries (the Vulkan view of a card CUDA hides) and
+    #: drop them with it; ``discover`` never ranks, selects or hands a hidden device to a child.
+    hidden_by: str = ""
 
     @property
     def compute(self) -> str:
@@ -154,7 +160,7 @@ class RecordError(GpuscoutError):
 _INT_LIMIT = 2**63
 _PCI_ID = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", re.ASCII | re.IGNORECASE)
 _STR_FIELDS = ("id", "library", "name", "description", "filter_id", "pci_id", "gfx_target", "uuid",
-               "unused_reason")
+               "unused_reason", "hidden_by")
 _BOOL_FIELDS = ("integrated", "free_memory_unknown", "software", "free_memory_stale")
 _SIZE_FIELDS = ("total_memory", "free_memory", "max_allocation")
 _INT_FIELDS = ("compute_major", "compute_minor", "driver_major", "driver_minor",

@@ -13,6 +13,14 @@ from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
 #: Why a device left the ranked list.
 DUPLICATE_REASON = "duplicate"
 SOFTWARE_REASON = "software device"
+#: How the reason of a device hidden by a visibility variable starts (then ``NAME=value``).
+HIDDEN_PREFIX = "hidden by "
+
+
+def hidden_reason(device: DeviceInfo) -> str:
+    """``hidden by CUDA_VISIBLE_DEVICES=0``: why a hidden device (and each twin of it in another
+    library) left the ranked list, from the device's ``hidden_by``."""
+    return f"{HIDDEN_PREFIX}{device.hidden_by}"
 
 
 class PluginStatus(enum.StrEnum):
@@ -71,5 +79,5 @@ class Discovery:
     elapsed: float = 0.0
 
 
-__all__ = ["DUPLICATE_REASON", "SOFTWARE_REASON", "Discovery", "Dropped", "PluginReport",
-           "PluginStatus"]
+__all__ = ["DUPLICATE_REASON", "HIDDEN_PREFIX", "SOFTWARE_REASON", "Discovery", "Dropped",
+           "PluginReport", "PluginStatus", "hidden_reason"]

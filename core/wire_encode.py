@@ -38,7 +38,7 @@ OMIT_IF_EMPTY: dict[type, frozenset[str]] = {
     DeviceInfo: frozenset({"library", "filter_id", "integrated", "pci_id", "free_memory",
                            "driver_major", "driver_minor", "gfx_target", "uuid",
                            "free_memory_unknown", "software", "free_memory_stale",
-                           "unused_reason", "max_allocation"}),
+                           "unused_reason", "max_allocation", "hidden_by"}),
     SystemInfo: frozenset({"total_memory", "free_memory", "free_swap"}),
     DeviceMemory: frozenset({"library"}),
     BackendMemory: frozenset(),

@@ -94,7 +94,7 @@ def test_json_explain_lists_the_dropped_duplicate_and_its_survivor(
     """The Vulkan twin of the big card is dropped as a duplicate of the CUDA device."""
     assert explain_json(capsys)["dropped"] == [
         {"id": "0", "backend": "Vulkan", "reason": "duplicate",
-         "duplicate_of": {"id": "GPU-big", "backend": "CUDA"}}]
+         "duplicate_of": {"id": "GPU-big", "backend": "CUDA"}, "hidden_by": ""}]
 
 
 def test_json_explain_reports_every_plugin(capsys: pytest.CaptureFixture[str]) -> None:

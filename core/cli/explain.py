@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuscout.cli.common import printable
 from gpuscout.ranking import CRITERIA, deciding_criterion
+from gpuscout.results import DUPLICATE_REASON
 from gpuscout.sizes import human_bytes
 
 if TYPE_CHECKING:
@@ -29,8 +30,10 @@ def explain(found: Discovery) -> dict[str, Any]:
     ``ranking``: per ranked device its rank, id, library (``backend``), the values the ranking
     reads, the next device and the criterion that put this one before it (``decided_by``: a
     name from ``criteria``, or None for the last device or a full tie). ``dropped``: each
-    dropped device with its reason and ``duplicate_of``. ``plugins``: status, device count,
-    elapsed milliseconds, error and note of each plugin.
+    dropped device with its reason, ``duplicate_of`` and ``hidden_by``: the visibility
+    setting (``CUDA_VISIBLE_DEVICES=0``) that hides the device or the device it is a twin of,
+    "" when none does. ``plugins``: status, device count, elapsed milliseconds, error and note
+    of each plugin.
     """
     devices = found.devices
     ranking = []
@@ -46,11 +49,15 @@ def explain(found: Discovery) -> dict[str, Any]:
             "next": None if following is None else _ref(following),
             "decided_by": None if decided is None else decided.name,
         })
+    hidden = {d.device.device_id: d.device.hidden_by for d in found.dropped
+              if d.device.hidden_by and d.duplicate_of is None}
     return {
         "criteria": [c.name for c in CRITERIA],
         "ranking": ranking,
         "dropped": [{**_ref(drop.device), "reason": drop.reason,
-                     "duplicate_of": None if drop.duplicate_of is None else _ref(drop.duplicate_of)}
+                     "duplicate_of": None if drop.duplicate_of is None else _ref(drop.duplicate_of),
+                     "hidden_by": drop.device.hidden_by or (
+                         hidden.get(drop.duplicate_of, "") if drop.duplicate_of else "")}
                     for drop in found.dropped],
         "plugins": [{"name": r.name, "status": str(r.status), "devices": r.devices,
                      "elapsed_ms": round(r.elapsed * 1000, 3), "error": r.error, "note": r.note}
@@ -110,7 +117,11 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
     if data["dropped"]:
         lines.append("Dropped:")
     for drop in data["dropped"]:
-        of = f" of {_name(drop['duplicate_of'])}" if drop["duplicate_of"] else ""
+        of = ""
+        if drop["duplicate_of"]:
+            # "duplicate of CUDA 0"; a twin dropped for another reason says whose twin it is.
+            of = (f" of {_name(drop['duplicate_of'])}" if drop["reason"] == DUPLICATE_REASON
+                  else f" (the same card as {_name(drop['duplicate_of'])})")
         lines.append(printable(f"  {_name(drop)}: {drop['reason']}{of}"))
     lines.append("Plugins:")
     for r in data["plugins"]:

@@ -27,12 +27,13 @@ from rich.text import Text
 
 from gpuscout.cli.common import printable
 from gpuscout.cli.output import output
+from gpuscout.results import DUPLICATE_REASON
 from gpuscout.sizes import human_bytes
 
 if TYPE_CHECKING:
     from gpuscout.memory import BackendMemory
     from gpuscout.records import DeviceInfo
-    from gpuscout.results import Discovery, PluginReport
+    from gpuscout.results import Discovery, Dropped, PluginReport
 
 #: ``--color`` choices; "auto" colours a terminal unless ``NO_COLOR`` is set (to anything).
 COLOR_CHOICES = ("never", "auto", "always")
@@ -166,8 +167,18 @@ def _system_line(found: Discovery) -> str:
 def _dropped_line(found: Discovery, index: int) -> str:
     drop = found.dropped[index]
     d = drop.device
-    of = f" of {drop.duplicate_of.library} {drop.duplicate_of.id}" if drop.duplicate_of else ""
-    return printable(f"dropped: {d.library} {d.id} {d.description or d.name} ({drop.reason}{of})")
+    return printable(f"dropped: {d.library} {d.id} {d.description or d.name} "
+                     f"({drop.reason}{_twin_of(drop)})")
+
+
+def _twin_of(drop: Dropped) -> str:
+    """`` of CUDA 0`` after "duplicate"; after another reason (a hidden twin), whose twin."""
+    of = drop.duplicate_of
+    if of is None:
+        return ""
+    if drop.reason == DUPLICATE_REASON:
+        return f" of {of.library} {of.id}"
+    return f", the same card as {of.library} {of.id}"
 
 
 # -- plain lines ----------------------------------------------------------------------------------
@@ -187,9 +198,8 @@ def plain_discovery(found: Discovery) -> str:
                      "yes" if d.integrated else "no", "; ".join(notes)))
     for drop in found.dropped:
         d = drop.device
-        of = f" of {drop.duplicate_of.library} {drop.duplicate_of.id}" if drop.duplicate_of else ""
         rows.append(("# dropped", d.library, d.id, d.description or d.name, d.pci_id,
-                     f"{drop.reason}{of}"))
+                     f"{drop.reason}{_twin_of(drop)}"))
     lines = ["\t".join(_plain(v) for v in row) for row in rows]
     return "".join(f"{line}\n" for line in [*lines, _system_line(found)])
 

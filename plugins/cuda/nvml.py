@@ -33,6 +33,7 @@ from gpuscout.plugins.cuda.readings import (
 from gpuscout.plugins.cuda.visibility import (
     GpuSlot,
     MigSlot,
+    hidden_units,
     mig_uuids,
     one_process,
     visible_uuids,
@@ -280,7 +281,9 @@ def build_devices(
 
     CUDA_VISIBLE_DEVICES set: what one CUDA process started with it sees (``one_process``: at
     most one MIG instance). Unset: every device, each MIG instance included, so that a host can
-    give each instance to a child of its own; a note says what one process would see.
+    give each instance to a child of its own; a note says what one process would see. The
+    devices the variable hides follow, in CUDA order, marked ``hidden_by``
+    (``CUDA_VISIBLE_DEVICES=0``): the core drops them and their twins in other libraries.
     """
     gpus, probe = _ask_integrated(gpus, context)
     ordered = cuda_order(gpus, context, probe)  # one probe child answers both questions
@@ -294,6 +297,7 @@ def build_devices(
     for gpu in ordered:
         by_uuid.update(records(gpu, driver, system))
     devices = [by_uuid[uuid] for uuid in visible]
+    hiding = hidden_units(value, list(by_uuid), named, visible)
     for gpu in gpus:
         if gpu.mig_enabled and not gpu.mig:
             context.note(f"NVML GPU {gpu.index} is in MIG mode with no MIG instances")
@@ -312,7 +316,7 @@ def build_devices(
         context.note("unified-memory GPU: NVML has no memory figures and system memory is unknown")
     if any(not d.integrated and d.free_memory_unknown for d in devices):
         context.note("NVML has no memory figures for a discrete NVIDIA device: memory unknown")
-    return devices
+    return devices + [by_uuid[uuid].evolve(hidden_by=why) for uuid, why in hiding.items()]
 
 
 def enumerate_devices(context: Context) -> list[DeviceInfo]:

@@ -27,9 +27,12 @@ sees that instance alone, no other MIG instance and no whole GPU either.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import attrs
+
+from gpuscout.plugin import visibility_setting
+from gpuscout.plugins.cuda.names import VISIBLE_ENV
 
 
 @attrs.frozen
@@ -157,3 +160,20 @@ def one_process(uuids: Sequence[str], gpus: Sequence[GpuSlot]) -> list[str]:
     migs = mig_uuids(gpus)
     first = next((u for u in uuids if u in migs), None)
     return list(uuids) if first is None else [first]
+
+
+def hidden_units(
+    value: str | None, units: Sequence[str], named: Collection[str], visible: Collection[str]
+) -> dict[str, str]:
+    """The ``hidden_by`` of each of ``units`` (every device UUID, in CUDA order) that a process
+    started with CUDA_VISIBLE_DEVICES=``value`` does not see, in that order.
+
+    ``named`` is ``visible_uuids``' answer and ``visible`` ``one_process``' one. A device the
+    list does not select is hidden by the variable; one it names but the one-MIG-instance rule
+    leaves out says so too. Unset hides nothing.
+    """
+    if value is None:
+        return {}
+    setting = visibility_setting(VISIBLE_ENV, value)
+    one_mig = f"{setting} (a CUDA process enumerates one MIG instance)"
+    return {u: setting if u not in named else one_mig for u in units if u not in visible}

@@ -93,8 +93,11 @@ def build(
     unique: bool = True,
     override: gfx.Version | None = None,
     system_free: int = 0,
+    hidden_by: str = "",
 ) -> DeviceInfo:
-    """The DeviceInfo of ``facts`` as the ``position``-th visible device.
+    """The DeviceInfo of ``facts`` as the ``position``-th visible device, or, with
+    ``hidden_by`` (the setting that hides it, ``visibility.hidden_by``), as a hidden one: HIP
+    gives it no position, so its name is the library's alone.
 
     ``unique`` is False when another GPU node reports the same UUID (partitions on older
     kernels): ROCr cannot select by it, so id and filter_id fall back to the KFD ordinal.
@@ -114,7 +117,7 @@ def build(
     return DeviceInfo(
         id=ident,
         library=LIBRARY,
-        name=f"ROCm{position}",
+        name=LIBRARY if hidden_by else f"ROCm{position}",
         description=description(facts, gfx.target_name(facts.gfx_version)),
         filter_id=ident,
         integrated=integrated,
@@ -128,4 +131,5 @@ def build(
         gfx_target=target,
         uuid=uuid,
         free_memory_unknown=unknown,
+        hidden_by=hidden_by,
     )

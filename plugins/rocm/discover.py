@@ -105,7 +105,8 @@ def build_visible(
     facts: Sequence[devices.GpuFacts],
     overrides: Sequence[gfx.Version | None] = (),
 ) -> list[DeviceInfo]:
-    """The DeviceInfo of each GPU the environment leaves visible, in HIP's device order.
+    """The DeviceInfo of each GPU the environment leaves visible, in HIP's device order, then
+    each GPU it hides, in KFD order, marked ``hidden_by`` (the core drops them and their twins).
 
     ``overrides[i]`` is the gfx override libhsakmt applies to GPU i (none when left out).
     """
@@ -119,11 +120,16 @@ def build_visible(
     system_free = 0
     if any(devices.is_integrated(facts[i]) for i in order):
         system_free = system_memory(context).free_memory
-    return [
+    shown = [
         devices.build(facts[i], position, unique=repeated[uuids[i]] <= 1,
                       override=overrides[i] if i < len(overrides) else None,
                       system_free=system_free)
         for position, i in enumerate(order)
+    ]
+    return shown + [
+        devices.build(facts[i], -1, unique=repeated[uuids[i]] <= 1,
+                      override=overrides[i] if i < len(overrides) else None, hidden_by=why)
+        for i, why in visibility.hidden_by(context.env, uuids).items()
     ]
 
 
@@ -197,7 +203,7 @@ def refresh_devices(devices_in: Sequence[DeviceInfo], context: Context) -> list[
     fresh figure is unknown where the old one was known) is left out, so the core keeps its
     previous value, stale, instead of a guess or a 0 that only means "no reading".
     """
-    fresh = {d.id: d for d in enumerate_devices(context)}
+    fresh = {d.id: d for d in enumerate_devices(context) if not d.hidden_by}
     out = []
     for d in devices_in:
         now = fresh.get(d.id) if d.library == LIBRARY else None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from gpuscout.plugin import visibility_setting
 from gpuscout.plugins.rocm.names import CUDA, HIP, OPENCL_ORDINAL, ROCR
 
 #: What ROCr reports as the UUID of a GPU without one (unique_id 0).
@@ -127,5 +128,23 @@ def visible_order(env: Mapping[str, str], uuids: Sequence[str]) -> list[int]:
     return [survivors[i] for i in kept]
 
 
-__all__ = ["CUDA", "HIP", "NO_UUID", "OPENCL_ORDINAL", "ROCR", "hip_value", "hip_visible",
-           "rocr_uuid", "rocr_visible", "visible_order"]
+def hidden_by(env: Mapping[str, str], uuids: Sequence[str]) -> dict[int, str]:
+    """For each index into ``uuids`` (every KFD GPU node) that a HIP program does not see, in
+    KFD order, the setting that hides it: ROCR_VISIBLE_DEVICES for a GPU ROCr leaves out, else
+    the list HIP applies to ROCr's survivors (``HIP_VISIBLE_DEVICES``, or
+    ``CUDA_VISIBLE_DEVICES`` when HIP's is empty or unset, which the setting then says)."""
+    survivors = rocr_visible(env.get(ROCR), uuids)
+    seen = set(visible_order(env, uuids))
+    hip = env.get(HIP, "")
+    if hip:
+        by_hip = visibility_setting(HIP, hip)
+    else:
+        by_hip = (f"{visibility_setting(CUDA, env.get(CUDA, ''))} (HIP reads it when {HIP} "
+                  "is empty or unset)")
+    by_rocr = visibility_setting(ROCR, env.get(ROCR, ""))
+    return {i: by_rocr if i not in survivors else by_hip
+            for i in range(len(uuids)) if i not in seen}
+
+
+__all__ = ["CUDA", "HIP", "NO_UUID", "OPENCL_ORDINAL", "ROCR", "hidden_by", "hip_value",
+           "hip_visible", "rocr_uuid", "rocr_visible", "visible_order"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from gpuscout.plugin import visibility_setting
 from gpuscout.plugins.vulkan.devices import (
     DRIVER_ID_MOLTENVK,
     TYPE_CPU,
@@ -155,3 +156,15 @@ def reported_indices(
                      "is found, and a discrete one is")
     unused = {i: f"not in ggml-vulkan's default device set: {chosen.left_out[i]}" for i in rest}
     return order, notes, unused
+
+
+def hidden_indices(
+    raws: Sequence[RawDevice], visible: str | None, reported: Sequence[int],
+) -> dict[int, str]:
+    """The ``hidden_by`` of each raw index, in the loader's order, that GGML_VK_VISIBLE_DEVICES'
+    ``visible`` value leaves out of ``reported`` (``reported_indices``' answer); unset hides
+    nothing (the devices outside ggml's default set are reported, with ``unused_reason``)."""
+    if visible is None:
+        return {}
+    setting = visibility_setting(VISIBLE_ENV, visible)
+    return {r.index: setting for r in raws if r.index not in reported}

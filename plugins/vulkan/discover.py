@@ -23,7 +23,7 @@ from typing import Any
 
 from gpuscout.plugin import Context, DeviceInfo, RecordingError
 from gpuscout.plugins.vulkan import diagnose, loader
-from gpuscout.plugins.vulkan.default_set import reported_indices
+from gpuscout.plugins.vulkan.default_set import hidden_indices, reported_indices
 from gpuscout.plugins.vulkan.devices import to_device_info
 from gpuscout.plugins.vulkan.loader import ProbeResult
 from gpuscout.plugins.vulkan.names import VISIBLE_ENV
@@ -148,7 +148,10 @@ def _probe_live(context: Context) -> ProbeResult:
 
 def enumerate_devices(context: Context) -> list[DeviceInfo]:
     """Every device the loader lists, ggml-vulkan's default set first (notes name the others),
-    or those GGML_VK_VISIBLE_DEVICES names, in its order.
+    or those GGML_VK_VISIBLE_DEVICES names, in its order; then those it leaves out, marked
+    ``hidden_by``, with ids after the others' (the core drops them). Set but empty it asks no
+    loader at all (the user turned Vulkan off, perhaps for a driver that hangs), so nothing is
+    reported hidden.
 
     Never raises for a missing loader or driver: zero devices and a note naming the Vulkan error.
     """
@@ -172,6 +175,10 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     indices, notes, unused = reported_indices(result.devices, visible)
     for note in notes:
         context.note(note)
-    return [to_device_info(result.devices[index], ordinal, context.platform)
-            .evolve(unused_reason=unused.get(index, ""))
-            for ordinal, index in enumerate(indices)]
+    shown = [to_device_info(result.devices[index], ordinal, context.platform)
+             .evolve(unused_reason=unused.get(index, ""))
+             for ordinal, index in enumerate(indices)]
+    hidden = hidden_indices(result.devices, visible, indices)
+    return shown + [to_device_info(result.devices[index], ordinal, context.platform)
+                    .evolve(hidden_by=why)
+                    for ordinal, (index, why) in enumerate(hidden.items(), len(shown))]
