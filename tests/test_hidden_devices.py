@@ -145,6 +145,15 @@ def test_without_a_mask_both_cards_are_listed_through_cuda(box: Callable[..., Sc
         [GPU0, GPU1], ["duplicate", "duplicate"])
 
 
+def test_no_dev_files_hides_every_nvidia_card_and_both_vulkan_twins(
+        box: Callable[..., Scout]) -> None:
+    """Slurm's CUDA_VISIBLE_DEVICES=NoDevFiles (a job without GPUs) leaves no device at all."""
+    found = box("NoDevFiles").discover()
+    assert (found.devices, sorted((d.device.library, d.reason) for d in found.dropped)) == (
+        [], [("CUDA", "hidden by CUDA_VISIBLE_DEVICES=NoDevFiles")] * 2
+        + [("Vulkan", "hidden by CUDA_VISIBLE_DEVICES=NoDevFiles")] * 2)
+
+
 def test_explain_text_says_the_card_and_its_twin_are_hidden(
         box: Callable[..., Scout], capsys: pytest.CaptureFixture[str]) -> None:
     """`list --explain` names the variable for the hidden card and for its Vulkan twin."""

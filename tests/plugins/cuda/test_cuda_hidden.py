@@ -47,6 +47,21 @@ def test_discovery_drops_the_hidden_gpu_naming_the_variable(
         [GPU1], [(GPU0, "hidden by CUDA_VISIBLE_DEVICES=1")])
 
 
+def test_no_dev_files_hides_every_gpu(h100s: Callable[[str], Scout]) -> None:
+    """Slurm's NoDevFiles is an invalid first entry, which ends CUDA's list at once."""
+    found = h100s("NoDevFiles").discover()
+    assert (found.devices, [d.reason for d in found.dropped]) == (
+        [], ["hidden by CUDA_VISIBLE_DEVICES=NoDevFiles"] * 2)
+
+
+def test_an_empty_value_hides_every_gpu_and_quotes_the_value(
+        h100s: Callable[[str], Scout]) -> None:
+    """Set but empty shows no GPU to CUDA; the reason shows the empty value quoted."""
+    found = h100s("").discover()
+    assert (found.devices, [d.reason for d in found.dropped]) == (
+        [], ["hidden by CUDA_VISIBLE_DEVICES=''"] * 2)
+
+
 def test_a_uuid_value_hides_the_other_gpu(h100s: Callable[[str], Scout]) -> None:
     """A UUID prefix selects its GPU and hides the other."""
     found = h100s(GPU1[:12]).discover()

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from gpuscout import Discovery, Scout
+from gpuscout.plugins.rocm.visibility import hidden_by
 
 DGPU, IGPU = "GPU-2a9e4c7b10f3d685", "GPU-0000b2c41e5a7f09"
+UUIDS = [DGPU, IGPU]
 BY_CUDA = "(HIP reads it when HIP_VISIBLE_DEVICES is empty or unset)"
 
 
@@ -58,3 +62,34 @@ def test_nothing_is_hidden_without_a_visibility_variable(
     """No variable set: both GPUs listed, nothing dropped."""
     found = discover("mixed_apu_dgpu")
     assert (len(found.devices), found.dropped) == (2, [])
+
+
+# -- NoDevFiles and empty values (Slurm writes NoDevFiles for a job without GPUs) ---------------
+
+@pytest.mark.parametrize(("env", "why"), [
+    ({"ROCR_VISIBLE_DEVICES": "NoDevFiles"}, "ROCR_VISIBLE_DEVICES=NoDevFiles"),
+    ({"ROCR_VISIBLE_DEVICES": ""}, "ROCR_VISIBLE_DEVICES=''"),
+    ({"HIP_VISIBLE_DEVICES": "NoDevFiles"}, "HIP_VISIBLE_DEVICES=NoDevFiles"),
+    ({"CUDA_VISIBLE_DEVICES": "NoDevFiles"}, f"CUDA_VISIBLE_DEVICES=NoDevFiles {BY_CUDA}"),
+])
+def test_no_dev_files_or_an_empty_rocr_list_hides_every_gpu(env: dict[str, str], why: str) -> None:
+    """ROCr ends its list at the invalid token NoDevFiles (and shows nothing when set but
+    empty); HIP ends its list at it too, whether read from HIP_VISIBLE_DEVICES or CUDA's."""
+    assert hidden_by(env, UUIDS) == {0: why, 1: why}
+
+
+def test_an_empty_hip_list_hides_nothing() -> None:
+    """HIP_VISIBLE_DEVICES set but empty (CUDA's unset) filters nothing, unlike ROCr and CUDA."""
+    assert hidden_by({"HIP_VISIBLE_DEVICES": ""}, UUIDS) == {}
+
+
+def test_gpu_device_ordinal_hides_nothing() -> None:
+    """GPU_DEVICE_ORDINAL is OpenCL's in ROCclr: HIP programs still see every GPU."""
+    assert hidden_by({"GPU_DEVICE_ORDINAL": "NoDevFiles"}, UUIDS) == {}
+
+
+def test_no_dev_files_leaves_no_device_in_a_discovery(discover: Callable[..., Discovery]) -> None:
+    """On the recorded box ROCR_VISIBLE_DEVICES=NoDevFiles lists nothing and drops both GPUs."""
+    found = discover("mixed_apu_dgpu", {"ROCR_VISIBLE_DEVICES": "NoDevFiles"})
+    assert (found.devices, [r for _, r in reasons(found)]) == (
+        [], ["hidden by ROCR_VISIBLE_DEVICES=NoDevFiles"] * 2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from gpuscout.context import Context
 from gpuscout.plugins.vulkan import discover as vk_discover
 from gpuscout.plugins.vulkan.default_set import hidden_indices, reported_indices
 from gpuscout.plugins.vulkan.loader import ProbeResult, RawDevice
+from gpuscout.plugins.vulkan.visible import select_indices
 from gpuscout.testing import ScoutFactory
 
 GIB = 1024**3
@@ -60,6 +62,28 @@ def test_an_index_past_the_end_hides_every_device(vulkan: Callable[..., Scout]) 
     found = vulkan("-1").discover()
     assert (found.devices, [d.reason for d in found.dropped]) == (
         [], ["hidden by GGML_VK_VISIBLE_DEVICES=-1"] * 2)
+
+
+@pytest.mark.parametrize("value", ["NoDevFiles", "x,0"])
+def test_no_dev_files_hides_every_device(value: str) -> None:
+    """ggml reads indices with an istream: a first token that is no number ends the reading,
+    so NoDevFiles selects nothing and hides both devices."""
+    indices, _ = select_indices(value, len(RAWS))
+    assert (indices, list(hidden_indices(RAWS, value, indices).values())) == (
+        [], [f"GGML_VK_VISIBLE_DEVICES={value}"] * 2)
+
+
+def test_an_empty_value_asks_no_loader_and_reports_nothing(
+        monkeypatch: pytest.MonkeyPatch, gpuscout_scout: ScoutFactory) -> None:
+    """Set but empty turns Vulkan off: the loader is not asked, so nothing is reported at all."""
+
+    def probe(context: Any) -> ProbeResult:
+        raise AssertionError("the loader must not be asked")
+
+    monkeypatch.setattr(vk_discover, "probe", probe)
+    found = gpuscout_scout("vulkan", env={"GGML_VK_VISIBLE_DEVICES": ""},
+                           platform=sys.platform).discover()
+    assert (found.devices, found.dropped) == ([], [])
 
 
 def test_unset_hides_nothing() -> None:
