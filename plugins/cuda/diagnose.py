@@ -62,12 +62,13 @@ def _nodes(names: list[str]) -> str:
 
 
 def device_node_problems(context: Context) -> tuple[list[str], list[str]]:
-    """(sentences about missing or refused device nodes, the nodes present and permitted)."""
+    """(sentences about missing or refused device nodes, the nodes that exist when both the
+    control node and a GPU node do, else [])."""
     gpu_nodes = sorted((n for n in context.list_dir("/dev") or [] if _GPU_NODE.fullmatch(n)),
                        key=lambda n: int(n[len("nvidia"):]))
     states = {path: context.device_node(path)
               for path in [CONTROL_NODE, *(f"/dev/{n}" for n in gpu_nodes[:MAX_DESCRIBED])]}
-    usable = [p for p, s in states.items() if s == "present"]
+    existing = [p for p, s in states.items() if s != "missing"]
     denied = [p for p, s in states.items() if s == "denied"]
     found: list[str] = []
     if denied:
@@ -87,15 +88,15 @@ def device_node_problems(context: Context) -> tuple[list[str], list[str]]:
     elif gpus_missing:
         found.append(f"{CONTROL_NODE} exists but no /dev/nvidia<N> GPU node does: no NVIDIA GPU "
                      f"is exposed to this process ({why})")
-    return found, usable
+    return found, [] if control_missing or gpus_missing else existing
 
 
-def unknown_error_hint(context: Context, usable: list[str]) -> str:
-    """The hint for nvmlInit's Unknown Error while the device nodes are present (after a
-    ``systemctl daemon-reload`` revoked a container's device access)."""
+def unknown_error_hint(context: Context, existing: list[str]) -> str:
+    """The hint for nvmlInit's Unknown Error while the device nodes exist (after a ``systemctl
+    daemon-reload`` revoked a container's device access, opening them may be refused too)."""
     masked = context.list_dir(PROC_DRIVER) is None
-    return (f"NVML answered Unknown Error ({UNKNOWN_ERROR}) although {_nodes(usable)} "
-            f"{'is' if len(usable) == 1 else 'are'} present"
+    return (f"NVML answered Unknown Error ({UNKNOWN_ERROR}) although {_nodes(existing)} "
+            f"{'is' if len(existing) == 1 else 'are'} present"
             + (f" (and {PROC_DRIVER} is not visible, as when a container masks it)" if masked else "")
             + ": in a container this is what a `systemctl daemon-reload` on the host does when "
             "it revokes the container's device access (NVIDIA/nvidia-container-toolkit#48); "
@@ -144,8 +145,8 @@ def explain_init_failure(context: Context, code: int | None) -> None:
     device nodes, the Unknown Error hint when they are present, the PCI GPUs."""
     if not _is_linux(context):
         return
-    nodes, usable = device_node_problems(context)
-    hint = unknown_error_hint(context, usable) if code == UNKNOWN_ERROR and not nodes else ""
+    nodes, existing = device_node_problems(context)
+    hint = unknown_error_hint(context, existing) if code == UNKNOWN_ERROR and existing else ""
     _note_all(context, [exposed_no_gpu(context.env), *nodes, hint, *pci_problems(context)])
 
 

@@ -204,6 +204,18 @@ def test_unknown_error_with_the_nodes_present_gives_the_daemon_reload_hint(
             "a container this is what a `systemctl daemon-reload` on the host does") in note
 
 
+def test_unknown_error_with_refused_nodes_still_gives_the_daemon_reload_hint(
+        init_fails: Callable[[str], Any], cuda_scout: Callable[..., Scout],
+        gpuscout_root: RootFactory) -> None:
+    """A device cgroup revoked by a daemon-reload refuses the open (EPERM) of nodes that exist:
+    the hint is given beside the refusal."""
+    _unknown_error(init_fails("NotFound"))
+    root = gpuscout_root({"/dev/nvidiactl": "denied EPERM", "/dev/nvidia0": "denied EPERM"})
+    note = cuda_note(discover_at(cuda_scout, root))
+    assert ("/dev/nvidiactl and /dev/nvidia0 are present but this process lacks access to them"
+            in note, "NVIDIA/nvidia-container-toolkit#48" in note) == (True, True)
+
+
 def test_unknown_error_without_the_nodes_gives_no_daemon_reload_hint(
         init_fails: Callable[[str], Any], cuda_scout: Callable[..., Scout],
         gpuscout_root: RootFactory) -> None:
