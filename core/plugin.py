@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from gpuscout.context import U64_LIMIT, Context, EnvEntry, parse_u64
-from gpuscout.errors import GpuscoutError, SelectionRefused
+from gpuscout.errors import GpuscoutError, RecordingError, SelectionRefused
 from gpuscout.log import get_logger
 from gpuscout.markers import hookimpl
 from gpuscout.pcibus import PCI_DEVICES, PciGpu, binding_problem, module_loaded, pci_gpus
@@ -164,6 +164,7 @@ __all__ = [
     "EnvEntry",
     "GpuscoutError",
     "PciGpu",
+    "RecordingError",
     "SelectionRefused",
     "SystemInfo",
     "binding_problem",

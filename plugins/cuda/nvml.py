@@ -79,15 +79,30 @@ def _load_nvml(context: Context) -> Any | None:
 
     The one seam tests replace with a recorded stand-in.
     """
+    if context.replaying:
+        from gpuscout.plugins.cuda.replay import ReplayedNvml
+
+        answers = context.recorded("nvml")
+        if answers is None:
+            context.note(context.recorded("missing")
+                         or "the recording holds no NVML answers (no NVIDIA driver was asked)")
+            return None
+        return ReplayedNvml(answers)
     missing = _library_missing(context.platform)
     if missing is not None:
+        context.record("missing", missing)
         context.note(missing)
         return None
     try:
         import pynvml  # type: ignore[import-untyped]
     except ImportError as exc:
+        context.record("missing", f"NVML bindings (nvidia-ml-py) cannot be imported: {exc}")
         context.note(f"NVML bindings (nvidia-ml-py) cannot be imported: {exc}")
         return None
+    if context.recording:
+        from gpuscout.plugins.cuda.replay import RecordingNvml
+
+        return RecordingNvml(pynvml, context)
     return pynvml
 
 
