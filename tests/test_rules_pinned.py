@@ -32,15 +32,17 @@ def rocm_env(env: dict[str, str], platform: str = "linux") -> dict[str, str]:
 ALL_THREE = {"HIP_VISIBLE_DEVICES": "1", "GPU_DEVICE_ORDINAL": "2", "CUDA_VISIBLE_DEVICES": "3"}
 
 
-@pytest.mark.parametrize(("unset", "chosen"), [
-    ((), "HIP_VISIBLE_DEVICES"),
-    (("HIP_VISIBLE_DEVICES",), "GPU_DEVICE_ORDINAL"),
-    (("HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"), "CUDA_VISIBLE_DEVICES"),
+@pytest.mark.parametrize(("unset", "chosen", "also"), [
+    ((), "HIP_VISIBLE_DEVICES", {"GPU_DEVICE_ORDINAL": "0"}),
+    (("HIP_VISIBLE_DEVICES",), "GPU_DEVICE_ORDINAL", {"HIP_VISIBLE_DEVICES": "0"}),
+    (("HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"), "CUDA_VISIBLE_DEVICES", {}),
 ])
-def test_linux_ordinal_goes_to_the_first_numeric_variable_in_seed_order(unset, chosen):
-    """On Linux the child's ordinal goes to HIP_, else GPU_DEVICE_ORDINAL, else CUDA_."""
+def test_linux_ordinal_goes_to_the_first_numeric_variable_in_seed_order(unset, chosen, also):
+    """On Linux the child's ordinal goes to HIP_, else GPU_DEVICE_ORDINAL, else CUDA_; the
+    other inherited lists that would index into the child's ROCr list get it as well (``also``:
+    a set GPU_DEVICE_ORDINAL, and HIP_VISIBLE_DEVICES when HIP would read CUDA's list)."""
     env = {k: v for k, v in ALL_THREE.items() if k not in unset}
-    assert rocm_env(env) == {"ROCR_VISIBLE_DEVICES": ROCM.filter_id, chosen: "0"}
+    assert rocm_env(env) == {"ROCR_VISIBLE_DEVICES": ROCM.filter_id, chosen: "0", **also}
 
 
 @pytest.mark.parametrize(("unset", "chosen"), [
@@ -55,9 +57,11 @@ def test_windows_selects_through_the_first_numeric_variable_in_seed_order(unset,
 
 
 def test_a_non_numeric_earlier_variable_passes_the_ordinal_on():
-    """A HIP_VISIBLE_DEVICES holding a UUID is not numeric: GPU_DEVICE_ORDINAL gets the ordinal."""
+    """A HIP_VISIBLE_DEVICES holding a UUID is not numeric: GPU_DEVICE_ORDINAL gets the seed's
+    ordinal (and the inherited HIP list is rewritten to the child's ordinal as well)."""
     env = {"HIP_VISIBLE_DEVICES": "GPU-4a1b", "GPU_DEVICE_ORDINAL": "0"}
-    assert rocm_env(env) == {"ROCR_VISIBLE_DEVICES": ROCM.filter_id, "GPU_DEVICE_ORDINAL": "0"}
+    assert rocm_env(env) == {"ROCR_VISIBLE_DEVICES": ROCM.filter_id, "GPU_DEVICE_ORDINAL": "0",
+                             "HIP_VISIBLE_DEVICES": "0"}
 
 
 # -- blanks in numeric lists ---------------------------------------------------------------------
@@ -69,11 +73,14 @@ def test_blank_entries_do_not_stop_a_list_being_numeric(value):
         "ROCR_VISIBLE_DEVICES": ROCM.filter_id, "CUDA_VISIBLE_DEVICES": "0"}
 
 
-@pytest.mark.parametrize("value", [",", " , ", ""])
-def test_a_list_of_only_blanks_is_not_numeric(value):
-    """A list needs one entry: only blanks leave the ordinal to the next variable."""
+@pytest.mark.parametrize(("value", "also"), [
+    (",", {"HIP_VISIBLE_DEVICES": "0"}), (" , ", {"HIP_VISIBLE_DEVICES": "0"}), ("", {})])
+def test_a_list_of_only_blanks_is_not_numeric(value, also):
+    """A list needs one entry: only blanks leave the seed's ordinal to the next variable (a
+    non-empty HIP list, which HIP would apply instead of CUDA's, is rewritten too)."""
     env = {"HIP_VISIBLE_DEVICES": value, "CUDA_VISIBLE_DEVICES": "0"}
-    assert rocm_env(env) == {"ROCR_VISIBLE_DEVICES": ROCM.filter_id, "CUDA_VISIBLE_DEVICES": "0"}
+    assert rocm_env(env) == {"ROCR_VISIBLE_DEVICES": ROCM.filter_id, "CUDA_VISIBLE_DEVICES": "0",
+                             **also}
 
 
 # -- GPULayersList at a sum of exactly one ---------------------------------------------------------

@@ -46,6 +46,28 @@ def linux_ordinal_variable(env: Mapping[str, str]) -> str:
     return _first_numeric(env)
 
 
+def inherited_ordinal_variables(env: Mapping[str, str], written: str) -> list[str]:
+    """On Linux, the variables besides the seed's ``written`` one (``linux_ordinal_variable``)
+    that also need the child's ordinals, because the child inherits them from ``env`` and they
+    would index into its new ROCr list: an intended fix over the seed, which writes none when
+    ROCR_VISIBLE_DEVICES is set.
+
+    A Slurm job with AMD gres has ROCR_VISIBLE_DEVICES=2,3; if HIP_VISIBLE_DEVICES=1 is set too
+    the job sees GPU 3 alone, and a child given ROCR_VISIBLE_DEVICES=<GPU 3's UUID> that kept
+    HIP_VISIBLE_DEVICES=1 would ask HIP for the second GPU of a one-GPU list: none. So whenever
+    HIP applies a list (its own, or CUDA_VISIBLE_DEVICES when its own is empty) that the seed's
+    rule did not rewrite, HIP_VISIBLE_DEVICES gets the ordinals (HIP then ignores CUDA's); and
+    a set GPU_DEVICE_ORDINAL does too (ROCm's docs say HIP reads it, ROCclr reads it for OpenCL).
+    """
+    out: list[str] = []
+    hip_reads = HIP if env.get(HIP, "") else CUDA if env.get(CUDA, "") else ""
+    if hip_reads and hip_reads != written:
+        out.append(HIP)
+    if env.get(OPENCL_ORDINAL, "") and written != OPENCL_ORDINAL:
+        out.append(OPENCL_ORDINAL)
+    return out
+
+
 def non_linux_variable(env: Mapping[str, str]) -> str:
     """Off Linux there is no ROCr filter: the first numeric candidate, else HIP_VISIBLE_DEVICES."""
     return _first_numeric(env) or HIP
@@ -54,11 +76,16 @@ def non_linux_variable(env: Mapping[str, str]) -> str:
 def visible_entries(
     selection: Sequence[DeviceInfo], env: Mapping[str, str], platform: str
 ) -> list[EnvEntry]:
-    """The seed's updateVisibleDevicesEnv for every ROCm device of ``selection``."""
+    """The seed's updateVisibleDevicesEnv for every ROCm device of ``selection``, plus (Linux)
+    the child's ordinals in the inherited variables that would otherwise index into its ROCr
+    list (``inherited_ordinal_variables``)."""
+    ordinal_variables: list[str] = []
     if platform == "linux":
-        variable, ordinal_variable = ROCR, linux_ordinal_variable(env)
+        variable, seed_ordinal = ROCR, linux_ordinal_variable(env)
+        ordinal_variables = [v for v in (seed_ordinal,) if v]
+        ordinal_variables += inherited_ordinal_variables(env, seed_ordinal)
     else:
-        variable, ordinal_variable = non_linux_variable(env), ""
+        variable = non_linux_variable(env)
     entries: list[EnvEntry] = []
     ordinal = 0
     for i, d in enumerate(selection):
@@ -66,8 +93,7 @@ def visible_entries(
             continue
         token = d.filter_id or d.id
         entries.append(EnvEntry(i, variable, token))
-        if ordinal_variable:
-            entries.append(EnvEntry(i, ordinal_variable, str(ordinal)))
+        entries.extend(EnvEntry(i, name, str(ordinal)) for name in ordinal_variables)
         # The child's ordinal counts the non-blank tokens already in the variable.
         if token.strip():
             ordinal += 1

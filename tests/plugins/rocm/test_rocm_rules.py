@@ -38,13 +38,13 @@ def test_rocm_devices_are_validated_with_deep_init(scout: Callable[..., Scout]) 
     ({"HIP_VISIBLE_DEVICES": "3,2"}, "linux",
      {"ROCR_VISIBLE_DEVICES": "GPU-a,GPU-b", "HIP_VISIBLE_DEVICES": "0,1"}),
     ({"ROCR_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "0"}, "linux",
-     {"ROCR_VISIBLE_DEVICES": "GPU-a,GPU-b"}),
+     {"ROCR_VISIBLE_DEVICES": "GPU-a,GPU-b", "HIP_VISIBLE_DEVICES": "0,1"}),
     ({}, "win32", {"HIP_VISIBLE_DEVICES": "GPU-a,GPU-b"}),
     ({"GPU_DEVICE_ORDINAL": "1"}, "win32", {"GPU_DEVICE_ORDINAL": "GPU-a,GPU-b"}),
 ])
 def test_visible_env_always_filters_rocm(scout: Callable[..., Scout], env: dict[str, str],
                                          platform: str, expected: dict[str, str]) -> None:
-    """ROCR_VISIBLE_DEVICES on Linux (plus the child's ordinals where a numeric list is set),
-    the first numeric variable (else HIP_VISIBLE_DEVICES) elsewhere."""
+    """ROCR_VISIBLE_DEVICES on Linux (plus the child's ordinals where a numeric list, or an
+    inherited HIP list, is set), the first numeric variable (else HIP_VISIBLE_DEVICES) elsewhere."""
     devices = [card("GPU-a"), card("GPU-b")]
     assert scout(env, platform).visible_env(devices) == expected
