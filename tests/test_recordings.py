@@ -287,3 +287,17 @@ def test_scout_takes_replay_and_defaults_enumerate_to_15_seconds() -> None:
     assert params["replay"].default is None
     names = list(params)
     assert names.index("replay") == names.index("hook_timeout") + 1
+
+
+MACHINES = Path(__file__).parent / "machines"
+SELECTING = sorted(p.parent.name for p in MACHINES.glob("*/expected.json")
+                   if json.loads(p.read_text()).get("env_best"))
+
+
+@pytest.mark.parametrize("machine", SELECTING)
+def test_a_child_of_a_replay_sees_exactly_what_env_best_chose(
+        machine: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """env best --verify on a recorded machine: the child, given the recording's environment
+    and the selection (--replay-env process), discovers exactly the chosen device."""
+    assert main(["--replay", str(MACHINES / machine), "env", "best", "--verify"]) == 0
+    assert "the child sees exactly the 1 selected device(s)" in capsys.readouterr().err

@@ -35,6 +35,8 @@ INTERRUPTED = 130
 # Option defaults, also read when a command line is rebuilt for a child (``scout_argv``).
 DEFAULT_ROOT = "/"
 DEFAULT_TIMEOUT = 15.0
+DEFAULT_REPLAY_ENV = "recorded"
+REPLAY_ENVS = ("recorded", "process")
 DEFAULT_LOG_FORMAT = "console"
 LOG_FORMATS = ("console", "json")
 DEFAULT_COLOR = "auto"
@@ -168,6 +170,10 @@ def _add_scout_options(p: argparse.ArgumentParser, after_command: bool, check: b
     p.add_argument("--replay", metavar="DIR", type=typed(_root), default=default(None),
                    help="discover on a recording (gpuscout record DIR) instead of this machine: "
                         "its files, driver answers and environment")
+    p.add_argument("--replay-env", choices=REPLAY_ENVS if check else None,
+                   default=default(DEFAULT_REPLAY_ENV),
+                   help="with --replay: discover with the recording's environment (default) or "
+                        "with this process's (what a --verify child of a replay uses)")
     p.add_argument("--isolated", action="store_true", default=default(False),
                    help="import each plugin in a child first, and run each plugin's enumeration "
                         "in a child process of its own: a plugin or driver that crashes or "
@@ -193,7 +199,9 @@ def scout_argv(args: argparse.Namespace) -> list[str]:
     if getattr(args, "timeout", DEFAULT_TIMEOUT) != DEFAULT_TIMEOUT:
         out += ["--timeout", repr(args.timeout)]
     if getattr(args, "replay", None):
-        out += ["--replay", args.replay]
+        # The child is given its environment (the recording's, plus the selection): it must
+        # discover with that, not with the recording's again.
+        out += ["--replay", args.replay, "--replay-env", "process"]
     if getattr(args, "isolated", False):
         out.append("--isolated")
     return out
@@ -223,7 +231,9 @@ def default_scout(args: argparse.Namespace) -> Scout:
     if replay is not None and args.root != DEFAULT_ROOT:
         raise UsageError("--replay and --root exclude each other: a recording brings its own "
                          "files (under root/)")
+    process_env = getattr(args, "replay_env", DEFAULT_REPLAY_ENV) == "process"
     return Scout(plugins=args.plugins, disable=args.disable, root=args.root,
+                 env=os.environ if replay is not None and process_env else None,
                  enumerate_timeout=args.timeout, replay=replay,
                  isolate_imports=bool(getattr(args, "isolated", False)),
                  recorder=getattr(args, "recorder", None))
