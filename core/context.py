@@ -102,6 +102,12 @@ class Context:
         inside = self._inside(path)
         return os.path.join(self.root or "/", _OUTSIDE_ROOT) if inside is None else inside
 
+    def shown(self, path: str) -> str:
+        """How a note names ``path``: the file under a recorded tree's root (``--root``), the
+        name itself on the live machine and in a replay (whose root is the recording's, not the
+        user's business)."""
+        return path if self.replaying or self.root in ("", "/") else self.path(path)
+
     def _inside(self, path: str) -> str | None:
         """``path`` joined to the root with ``.`` and ``..`` resolved; None when it escapes."""
         parts: list[str] = []

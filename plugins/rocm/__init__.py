@@ -59,7 +59,7 @@ def _surely_no_gpu(context: Context) -> str | None:
         return None
     if context.list_dir(_TOPOLOGY) is not None:  # its notes (a passed deadline), as sysfs's
         return None
-    return (f"no AMD GPU: no KFD topology (amdgpu not loaded?) under {context.path(_TOPOLOGY)}; "
+    return (f"no AMD GPU: no KFD topology (amdgpu not loaded?) under {context.shown(_TOPOLOGY)}; "
             "amdsmi unavailable (ModuleNotFoundError: No module named 'amdsmi')")
 
 

@@ -172,7 +172,7 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     nodes = sysfs.read_kfd_gpu_nodes(context)
     if not nodes and not gpus:
         where = "no KFD topology (amdgpu not loaded?)" if nodes is None else "no KFD GPU nodes"
-        context.note(f"no AMD GPU: {where} under {context.path(sysfs.TOPOLOGY)}"
+        context.note(f"no AMD GPU: {where} under {context.shown(sysfs.TOPOLOGY)}"
                      + (f"; {smi_why}" if smi_why and _is_live(context) else ""))
         diagnose.explain_no_topology(context, topology=nodes is not None)
         return []

@@ -87,7 +87,7 @@ def kfd_failure(context: Context) -> str:
     code = open_error(context, KFD_DEVICE)
     if not code:
         return ""
-    return (f"{context.path(KFD_DEVICE)} cannot be opened read-write ({errno.errorcode.get(code, code)}"
+    return (f"{context.shown(KFD_DEVICE)} cannot be opened read-write ({errno.errorcode.get(code, code)}"
             f": {os.strerror(code)}), so the HSA runtime finds no GPU")
 
 
@@ -119,12 +119,12 @@ def supported_nodes(context: Context, nodes: Sequence[KfdNode]) -> Survivors:
         code = open_error(context, path)
         name = errno.errorcode.get(code, str(code))
         if code in _NODE_SKIPPED:
-            skipped.append(f"KFD node {node.node} left out: {context.path(path)} cannot be "
+            skipped.append(f"KFD node {node.node} left out: {context.shown(path)} cannot be "
                            f"opened read-write ({name})")
             continue
         if code:
             return Survivors(failure=(
-                f"{context.path(path)} of KFD node {node.node} cannot be opened read-write "
+                f"{context.shown(path)} of KFD node {node.node} cannot be opened read-write "
                 f"({name}: {os.strerror(code)}): topology init fails, so the HSA runtime "
                 "finds no GPU"))
         kept.append(node)
