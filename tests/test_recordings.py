@@ -301,3 +301,33 @@ def test_a_child_of_a_replay_sees_exactly_what_env_best_chose(
     and the selection (--replay-env process), discovers exactly the chosen device."""
     assert main(["--replay", str(MACHINES / machine), "env", "best", "--verify"]) == 0
     assert "the child sees exactly the 1 selected device(s)" in capsys.readouterr().err
+
+
+def _listing(*argv: str) -> dict[str, Any]:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "gpuscout", *argv, "list", "--json",
+                           "--include-software"], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    listing: dict[str, Any] = json.loads(done.stdout)
+    for report in listing["plugins"]:
+        report.pop("elapsed_ms")
+    listing["system"].pop("free_memory", None)  # it moves between two runs
+    for device in listing["devices"]:
+        if device.get("integration") or device.get("software"):
+            device.pop("free_memory", None)  # system memory, which moves too
+    return listing
+
+
+@pytest.mark.real_machine
+def test_a_recording_of_this_machine_replays_as_this_machine_lists(tmp_path: Path) -> None:
+    """gpuscout record here, then --replay: the same list --json as this machine gives."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "gpuscout", "record", str(tmp_path / "here")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert _listing("--replay", str(tmp_path / "here")) == _listing()

@@ -24,15 +24,22 @@ def _is_live(context: Context) -> bool:
 
 
 def _read_smi(context: Context) -> tuple[list[smi.SmiGpu] | None, str]:
-    """amdsmi's GPUs, or (None, why not). Only on the live root: amdsmi cannot read a tree."""
+    """amdsmi's GPUs, or (None, why not). Only on the live root: amdsmi cannot read a tree.
+
+    A replay never asks amdsmi (the recorded sysfs answers); why it was not used when the
+    recording was made is kept as the answer ``amdsmi`` and said again."""
+    if context.replaying:
+        return None, str(context.recorded("amdsmi", ""))[:500]
     if not _is_live(context):
         return None, f"amdsmi not used for root {context.root!r}"
     module, why = smi.import_amdsmi()
     if module is None:
+        context.record("amdsmi", why)
         return None, why
     try:
         return smi.read_all(module), ""
     except Exception as exc:  # amdsmi raises its own exceptions for a missing or old driver
+        context.record("amdsmi", f"amdsmi failed ({type(exc).__name__}: {exc})")
         return None, f"amdsmi failed ({type(exc).__name__}: {exc})"
 
 
@@ -173,7 +180,8 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     if not nodes and not gpus:
         where = "no KFD topology (amdgpu not loaded?)" if nodes is None else "no KFD GPU nodes"
         context.note(f"no AMD GPU: {where} under {context.shown(sysfs.TOPOLOGY)}"
-                     + (f"; {smi_why}" if smi_why and _is_live(context) else ""))
+                     + (f"; {smi_why}" if smi_why and (_is_live(context) or context.replaying)
+                        else ""))
         diagnose.explain_no_topology(context, topology=nodes is not None)
         return []
     view = _runtime_view(context, nodes, gpus)
