@@ -515,7 +515,8 @@ class PluginHost:
             except RecordError as exc:
                 self.record_failure(name, "gpuscout_enumerate", str(exc))
                 continue
-            report.devices = len(devices)
+            # Devices its library's visibility variable hides are reported, not found.
+            report.devices = sum(not d.hidden_by for d in devices)
             for note in [str(n) for n in ctx.notes] + ([_NOT_ISOLATED] if isolated else []):
                 _add_note(report, note)
             per_plugin[name] = devices
@@ -562,7 +563,8 @@ class PluginHost:
             except (RecordError, ValueError) as exc:
                 self.record_failure(name, "gpuscout_enumerate", str(exc))
                 continue
-            report.devices = len(devices)
+            # Devices its library's visibility variable hides are reported, not found.
+            report.devices = sum(not d.hidden_by for d in devices)
             found[name] = devices
         return found
 

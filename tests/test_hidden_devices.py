@@ -238,3 +238,16 @@ def test_a_hidden_device_survives_the_isolation_childs_encoding() -> None:
     drops the same devices as an in-process one."""
     hidden = CUDA_CARD.evolve(hidden_by="CUDA_VISIBLE_DEVICES=0")
     assert decode_device(json.loads(json.dumps(encode_device(hidden))), "[0]") == hidden
+
+
+def test_a_plugins_device_count_leaves_out_the_devices_it_reports_hidden() -> None:
+    """The report counts the devices a plugin found visible, not those it reports hidden."""
+    from gpuscout import DeviceInfo, Scout
+    from gpuscout.testing import injected
+
+    name, plugin = injected([DeviceInfo(id="a", library="Mine", total_memory=1),
+                             DeviceInfo(id="b", library="Mine", total_memory=1,
+                                        hidden_by="MINE_VISIBLE=a")])
+    found = Scout(plugins=[name], extra=[(name, plugin)], entry_points=False, env={}).discover()
+    assert [d.id for d in found.devices] == ["a"]
+    assert next(p for p in found.plugins if p.name == name).devices == 1
