@@ -37,17 +37,17 @@ _LINUX_LIBRARY = "libnvidia-ml.so.1"
 
 
 def _surely_no_driver(context: Context) -> str | None:
-    """The note ``nvml.enumerate_devices`` would give, when it would find nothing before
-    importing pynvml (no NVML library); None when it may find something, or when only it may
-    answer: a context replaying or making a recording, or ``nvml`` already imported (its seam
-    may be replaced, as the tests' fake machines do).
+    """The first note ``nvml.enumerate_devices`` would give (``diagnose`` adds the rest), when
+    it would find nothing before importing pynvml (no NVML library); None when it may find
+    something, or when only it may answer: a replay or a recording being made, or ``nvml``
+    already imported (its seam may be replaced, as the tests' fake machines do).
 
     The same check as ``nvml._library_missing``, run here so that a driverless machine never
-    imports ``nvml``: keep the two in step.
+    imports ``nvml``: keep the two in step (tests/test_plugin_cost.py compares their reports).
     """
     if _NVML_MODULE in sys.modules:
         return None
-    if getattr(context, "answers", None) is not None or getattr(context, "recorder", None) is not None:
+    if context.replaying or context.recording:
         return None
     if context.platform == "darwin":
         return "NVML does not exist on macOS (no NVIDIA driver)"
@@ -73,7 +73,10 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     """NVIDIA GPUs (and MIG instances) through NVML; none, with a note, without a driver."""
     missing = _surely_no_driver(context)
     if missing is not None:
+        from gpuscout.plugins.cuda.diagnose import explain_missing_library
+
         context.note(missing)
+        explain_missing_library(context)  # as nvml.enumerate_devices does after this note
         return []
     from gpuscout.plugins.cuda.nvml import enumerate_devices
 

@@ -33,20 +33,21 @@ _TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
 
 
 def _surely_no_gpu(context: Context) -> str | None:
-    """The note ``discover.enumerate_devices`` would give, when it would find nothing: on a
-    live Linux root with no KFD topology and no amdsmi installed. None when it may find
-    something, or when only it may answer (a context replaying or making a recording, or one
-    of its modules already imported).
+    """The first note ``discover.enumerate_devices`` would give (``diagnose`` adds the rest),
+    when it would find nothing: on a live Linux root with no KFD topology and no amdsmi
+    installed. None when it may find something, or when only it may answer (a replay or a
+    recording being made, or one of its modules already imported).
 
     The same outcome as ``discover.enumerate_devices`` (``smi.import_amdsmi``, then
     ``sysfs.read_kfd_gpu_nodes``), found with a directory check and a ``find_spec``, so that a
-    driverless machine imports neither ``discover`` nor amdsmi: keep the two in step.
+    driverless machine imports neither ``discover`` nor amdsmi: keep the two in step
+    (tests/test_plugin_cost.py compares their reports).
     """
     if context.platform != "linux" or context.root not in ("", "/"):
         return None
     if any(m in sys.modules for m in _SEAMS) or "amdsmi" in sys.modules:
         return None
-    if getattr(context, "answers", None) is not None or getattr(context, "recorder", None) is not None:
+    if context.replaying or context.recording:
         return None
     if os.path.isdir(context.path(_TOPOLOGY)):
         return None
@@ -68,7 +69,10 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     """AMD GPUs: amdsmi when it works and the root is live, else the KFD topology in sysfs."""
     missing = _surely_no_gpu(context)
     if missing is not None:
+        from gpuscout.plugins.rocm.diagnose import explain_no_topology
+
         context.note(missing)
+        explain_no_topology(context, topology=False)  # as discover.enumerate_devices does
         return []
     from gpuscout.plugins.rocm.discover import enumerate_devices
 
