@@ -26,7 +26,6 @@ from gpuscout.records import (
     device_list,
     is_size,
 )
-from gpuscout.replay import Recording
 from gpuscout.results import SOFTWARE_REASON, Discovery, Dropped, PluginReport, PluginStatus
 from gpuscout.system import read_system
 
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from gpuscout.load import Allocate, LoadResult
     from gpuscout.memory import BackendMemory
     from gpuscout.recording import Recorder
+    from gpuscout.replay import Recording
 
 MIB = 1024 * 1024
 #: The seed's MinimumMemory for every library that does not answer otherwise.
@@ -73,11 +73,11 @@ def _timeout(value: Any, name: str) -> float:
 
 
 def _recording(replay: Any) -> Recording | None:
-    if replay is None or isinstance(replay, Recording):
-        return replay
-    from gpuscout.replay import load
+    if replay is None:
+        return None
+    from gpuscout.replay import Recording, load  # only a replay pays for it
 
-    return load(replay)
+    return replay if isinstance(replay, Recording) else load(replay)
 
 
 def _environment(env: Mapping[str, str] | None) -> Mapping[str, str]:
