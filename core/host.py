@@ -589,10 +589,45 @@ def _call_with_context(impl: pluggy.HookImpl, context: Context) -> Any:
 
 def checked_devices(value: Any) -> list[DeviceInfo]:
     """``value`` as a list of plain, valid DeviceInfo records; RecordError names the first
-    problem (``[3].pci_id: expected str, got 1234``)."""
+    problem (``[3].pci_id: expected str, got 1234``, ``[0].id: empty ...``).
+
+    Beyond the record's own checks, a device's ``id`` (and ``filter_id`` when set) must be a
+    usable visibility token: see ``visibility_id_problem``.
+    """
     if not isinstance(value, (list, tuple)):
         raise RecordError(f"returned {type(value).__name__}, expected a list of DeviceInfo")
-    return [check_device(d, f"[{i}]") for i, d in enumerate(value)]
+    devices = [check_device(d, f"[{i}]") for i, d in enumerate(value)]
+    for i, d in enumerate(devices):
+        problem = visibility_id_problem(d)
+        if problem:
+            raise RecordError(f"[{i}].{problem}")
+    return devices
+
+
+#: What separates the tokens of every library's visibility variable (CUDA_VISIBLE_DEVICES,
+#: HIP/ROCR_VISIBLE_DEVICES, GGML_VK_VISIBLE_DEVICES and a plugin's own).
+VISIBILITY_SEPARATOR = ","
+
+
+def visibility_id_problem(device: DeviceInfo) -> str:
+    """Why ``device``'s ``id`` or ``filter_id`` cannot stand in a visibility list, as
+    ``"<field>: <why>"``; ``""`` when both can.
+
+    The visible token is ``filter_id or id``: an empty (or blank) token makes the libraries see no
+    device at all, and one holding the separator is read as two devices. Anything else (quotes,
+    ``$()``, spaces inside) is only text and is quoted where it is written.
+    """
+    fields = [("id", device.id)] + ([("filter_id", device.filter_id)] if device.filter_id else [])
+    for field, token in fields:
+        if not token.strip():
+            return (f"{field}: {'empty' if not token else f'blank ({token!r:.40})'}, which in "
+                    "a visibility variable would hide every device")
+        if VISIBILITY_SEPARATOR in token:
+            count = token.count(VISIBILITY_SEPARATOR) + 1
+            return (f"{field}: {token!r:.80} holds the visibility separator "
+                    f"{VISIBILITY_SEPARATOR!r}, so a visibility variable would read it as "
+                    f"{count} devices")
+    return ""
 
 
 def _safe_repr(value: Any) -> str:
@@ -617,5 +652,5 @@ def _name_of(obj: Any) -> str:
     return name if isinstance(name, str) else type(obj).__name__
 
 
-__all__ = ["BUILTINS", "PluginHost", "PluginReport", "PluginStatus", "checked_devices",
-           "describe_exception", "set_inline"]
+__all__ = ["BUILTINS", "VISIBILITY_SEPARATOR", "PluginHost", "PluginReport", "PluginStatus",
+           "checked_devices", "describe_exception", "set_inline", "visibility_id_problem"]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuscout.context import Context, EnvEntry
 from gpuscout.errors import GpuscoutError
-from gpuscout.host import PluginHost, checked_devices
+from gpuscout.host import PluginHost, checked_devices, visibility_id_problem
 from gpuscout.layers import GPULayersList
 from gpuscout.log import get_logger
 from gpuscout.merge import compare, merge
@@ -510,10 +510,19 @@ class Scout:
 
         Raises ``SelectionRefused`` when a plugin says no environment can do that (CUDA: several
         MIG instances, of which a process enumerates only one); its message says what to do.
+        Raises ``GpuscoutError`` for a device whose visible token (``filter_id or id``) is empty
+        or holds the list separator ``,``, naming the device and the field.
         """
         devices = device_list(devices, "visible_env")
         if not devices:
             return {}
+        for i, d in enumerate(devices):
+            # A hand-built record can hold what no plugin may return: an id that hides every
+            # device or stands for two.
+            problem = visibility_id_problem(d)
+            if problem:
+                raise GpuscoutError(f"visible_env: device [{i}] ({d.library} {d.id!r:.80}) "
+                                    f"cannot be made visible: {problem}")
         per_device: list[list[EnvEntry]] = [[] for _ in devices]
         for plugin, answer in self._host.each(
             "gpuscout_visible_env", _is_entry_list, "a list of EnvEntry or None",
