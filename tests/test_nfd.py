@@ -255,6 +255,53 @@ def test_a_library_that_slugs_like_a_builtin_does_not_take_its_key() -> None:
             and ".model." not in k and ".integrated." not in k]
 
 
+def _node_wide(got: dict[str, str]) -> dict[str, str]:
+    """The labels of ``got`` that no library's slug starts (built-ins and hashed ones)."""
+    return {k: v for k, v in got.items() if k.split(".")[0] in nfd.NODE_WORDS}
+
+
+def test_every_node_wide_label_starts_with_a_node_word() -> None:
+    """NODE_WORDS holds the first word of every node-wide label, with devices or without."""
+    for devices in ([], MIXED):
+        got = labels_of(devices)
+        libraries = {d.library.lower() for d in devices} | {"cuda", "rocm", "metal", "vulkan"}
+        firsts = {k.split(".")[0] for k in got if k.split(".")[0] not in libraries}
+        assert firsts <= nfd.NODE_WORDS and "integrated" in firsts
+
+
+HOSTILE_LIBRARIES = [*sorted(nfd.NODE_WORDS), "Integrated", "INTEGRATED", "integrated!",
+                     " integrated ", "memory.total-mib", "discovery.problems", "integrated.count",
+                     "Devices", "version 2", "homogeneous?"]
+
+
+@pytest.mark.parametrize("library", HOSTILE_LIBRARIES)
+def test_a_library_named_like_a_node_wide_word_keeps_its_own_count(library: str) -> None:
+    """A library called ``integrated`` (or ``memory``, ``devices``, ...) gets a count of its own
+    (under a hashed slug when it slugs to a node word); the node-wide labels keep the node's."""
+    mine = [DeviceInfo(id=str(i), library=library, name="X", total_memory=GIB) for i in range(3)]
+    got = labels_of([*MIXED, *mine])
+    builtins = {"cuda", "rocm", "metal", "vulkan"}
+    own = [k for k in got if re.fullmatch(r"[a-z0-9-]+\.count", k)
+           and k.split(".")[0] not in builtins | nfd.NODE_WORDS]
+    assert [got[k] for k in own] == ["3"]
+    if nfd.slug(library) in nfd.NODE_WORDS:
+        assert re.fullmatch(rf"{nfd.slug(library)}-[0-9a-f]{{8}}\.count", own[0])
+    assert _node_wide(got) == {**_node_wide(labels_of(MIXED)), "devices": "8",
+                               "memory.total-mib": str(401920 + 3 * 1024),
+                               "homogeneous": "false"}
+    assert got["integrated.count"] == "1"
+
+
+def test_two_libraries_named_after_node_words_do_not_share_a_key() -> None:
+    """``integrated`` and ``Integrated!`` each get a count, and the node's stays the node's."""
+    got = labels_of([DeviceInfo(id="0", library="integrated", name="X", integrated=True),
+                     DeviceInfo(id="1", library="Integrated!", name="Y"),
+                     DeviceInfo(id="2", library="Integrated!", name="Y")])
+    counts = sorted(v for k, v in got.items()
+                    if re.fullmatch(r"integrated-[0-9a-f]{8}\.count", k))
+    assert counts == ["1", "2"] and got["integrated.count"] == "1" and got["devices"] == "3"
+
+
 def test_an_invalid_version_is_sanitized_and_an_empty_one_refused() -> None:
     """A value with characters outside the rules is cleaned; one with none left fails loudly."""
     assert nfd.sanitize_value("version", "1.0+dirty build") == "1.0-dirty-build"
@@ -445,7 +492,8 @@ def test_an_interrupt_while_writing_leaves_no_temporary_file(
 _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=120)
 _DEVICES = st.lists(st.builds(
     DeviceInfo, id=st.text(max_size=8), library=st.one_of(
-        st.sampled_from(["CUDA", "ROCm", "Metal", "Vulkan", "cuda", "Cuda!"]), _TEXT),
+        st.sampled_from(["CUDA", "ROCm", "Metal", "Vulkan", "cuda", "Cuda!", *sorted(nfd.NODE_WORDS)]),
+        _TEXT),
     name=_TEXT, description=_TEXT, integrated=st.booleans(),
     total_memory=st.integers(0, 2**63 - 1), compute_major=st.integers(-1, 200),
     compute_minor=st.integers(-1, 300), driver_major=st.integers(0, 10**6),
@@ -470,5 +518,6 @@ def test_any_devices_give_a_valid_stable_file(devices: list[DeviceInfo], flash: 
     assert nfd.render(labels_of(shuffled, lambda d: flash)) == text
     got = parse(text)
     assert got["gpuscout.io/devices"] == str(len(devices))
+    assert got["gpuscout.io/integrated.count"] == str(sum(d.integrated for d in devices))
     counts = [int(v) for k, v in got.items() if k.endswith(".count") and ".model." in k]
     assert sum(counts) == len(devices)

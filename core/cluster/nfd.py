@@ -67,6 +67,11 @@ _UNIT_SECONDS = {"ns": Fraction(1, 10**9), "us": Fraction(1, 10**6), "µs": Frac
 #: library leaves room for a model slug.
 _MAX_LIBRARY_SLUG = 24
 _HASH = 8
+#: The first words of gpuscout's node-wide labels (``devices``, ``memory.total-mib``, ...). No
+#: library's labels start with one: a library whose name slugs to one of them gets the hashed
+#: slug (``integrated-<hash8>.count``), so ``integrated.count`` keeps one meaning. Library slugs
+#: hold no ".", so a library's labels can only clash with a node-wide one through its first word.
+NODE_WORDS = frozenset({"devices", "discovery", "homogeneous", "integrated", "memory", "version"})
 
 
 # -- label names ----------------------------------------------------------------------------------
@@ -95,10 +100,12 @@ def _short(text: str, room: int) -> str:
     return f"{s[:room - _HASH - 1].rstrip('-')}-{_digest(text)}"
 
 
-def _slugs(names: Iterable[str], room: int, keep: Callable[[str, str], bool]) -> dict[str, str]:
+def _slugs(names: Iterable[str], room: int, keep: Callable[[str, str], bool],
+           reserved: frozenset[str] = frozenset()) -> dict[str, str]:
     """A distinct slug of at most ``room`` characters for each of ``names``. Names that slug
     alike all get ``-<hash8>`` of their own text, except one that ``keep(name, slug)`` (its
-    lower-cased name is the slug itself: a built-in library)."""
+    lower-cased name is the slug itself: a built-in library); so do names whose slug is one of
+    ``reserved``, always."""
     first = {name: _short(name, room) for name in sorted(set(names))}
     seen: dict[str, list[str]] = {}
     for name, s in first.items():
@@ -106,7 +113,7 @@ def _slugs(names: Iterable[str], room: int, keep: Callable[[str, str], bool]) ->
     out: dict[str, str] = {}
     for s, group in seen.items():
         for name in group:
-            if len(group) == 1 or keep(name, s):
+            if s not in reserved and (len(group) == 1 or keep(name, s)):
                 out[name] = s
             else:
                 base = slug(name)[:room - _HASH - 1].rstrip("-") or "unnamed"
@@ -180,12 +187,14 @@ def device_labels(devices: Sequence[DeviceInfo], flash: Callable[[DeviceInfo], b
 
     ``flash`` says whether flash attention is safe on a device; ``libraries`` are slugs that
     get a ``.count`` even without a device (the built-in ones); ``problems`` is the number of
-    plugins that failed or timed out. Libraries are told apart case-insensitively.
+    plugins that failed or timed out. Libraries are told apart case-insensitively. A library
+    whose name slugs to a word of ``NODE_WORDS`` is keyed by its hashed slug, so its labels and
+    the node-wide ones never share a key.
     """
     by_library: dict[str, list[DeviceInfo]] = {lib: [] for lib in libraries}
     for d in devices:
         by_library.setdefault(d.library.lower(), []).append(d)
-    lib_slugs = _slugs(by_library, _MAX_LIBRARY_SLUG, lambda name, s: name == s)
+    lib_slugs = _slugs(by_library, _MAX_LIBRARY_SLUG, lambda name, s: name == s, NODE_WORDS)
     out: dict[str, str] = {}
     for name, lib in lib_slugs.items():
         _library_labels(out, lib, by_library[name], flash)
@@ -394,5 +403,5 @@ def _sync_directory(folder: Path, target: Path) -> None:
 
 
 __all__ = ["DEFAULT_NAME", "DEFAULT_PREFIX", "MAX_FILE_BYTES", "NFD_DIR", "NFD_DOMAINS",
-           "RESERVED_DOMAINS", "check_labels", "check_prefix", "device_labels", "labels",
+           "NODE_WORDS", "RESERVED_DOMAINS", "check_labels", "check_prefix", "device_labels", "labels",
            "parse_duration", "render", "sanitize_value", "slug", "write"]
