@@ -23,10 +23,12 @@ from gpuscout.context import Context
 from gpuscout.host import PluginHost, describe_exception, set_inline
 from gpuscout.isolation import (
     MAX_ANSWER,
-    STDERR_TAIL,
+    Tail,
+    become_subreaper,
     die_with_parent,
     encode_device,
     exit_text,
+    kill_descendants,
     last_line,
 )
 from gpuscout.records import DeviceInfo
@@ -36,8 +38,12 @@ _POLL = 0.05
 
 
 def _end_group(*_: Any) -> None:
-    """Kill this child's whole process group (itself, its workers and what they started)."""
-    os.killpg(0, signal.SIGKILL)
+    """Kill every descendant of this child (those that left its group included: it is their
+    subreaper), then its whole process group (itself, its workers and what they started)."""
+    try:
+        kill_descendants()
+    finally:
+        os.killpg(0, signal.SIGKILL)
 
 
 def _orphaned(parent: int | None) -> bool:
@@ -53,6 +59,9 @@ def _start() -> tuple[int, dict[str, Any]]:
     # down.
     signal.signal(signal.SIGTERM, _end_group)
     die_with_parent(signal.SIGTERM)
+    # Helpers that leave the group (setsid) are reparented here, not to init, and are killed
+    # with the rest when this child ends (at exit, or by _end_group).
+    become_subreaper()
     answer_fd = os.dup(1)
     os.dup2(2, 1)  # from here on, what anyone prints goes to stderr
     request: dict[str, Any] = json.loads(sys.stdin.buffer.read())
@@ -91,6 +100,9 @@ def main() -> int:
     else:
         outcomes += [_in_process(impl, context, timeout) for impl in impls]
     data = json.dumps({"plugins": outcomes}).encode()
+    # Nothing started for this call outlives it: the descendants go before the answer does
+    # (the host kills this child's group once it has the answer).
+    kill_descendants()
     with os.fdopen(answer_fd, "wb") as answer:
         answer.write(data)
     return 0
@@ -130,7 +142,7 @@ class _Worker:
         for fd in self.open:
             os.set_blocking(fd, False)
         self.answer = bytearray()
-        self.tail = bytearray()
+        self.tail = Tail()
         self.started = time.monotonic()
         self.status: int | None = None
         #: Why it was killed: "" (it was not), "timeout" or "answer too large".
@@ -150,9 +162,7 @@ class _Worker:
                 self.open.discard(fd)
                 return
             if fd == self.stderr_fd:
-                self.tail += chunk
-                if len(self.tail) > 2 * STDERR_TAIL:
-                    del self.tail[:-STDERR_TAIL]  # only the last words matter
+                self.tail.add(chunk)
             else:
                 self.answer += chunk
                 if len(self.answer) > MAX_ANSWER:
@@ -240,7 +250,7 @@ def _fork_all(impls: list[Any], context: Any, timeout: float,
 
 def _outcome(w: _Worker, timeout: float) -> dict[str, Any]:
     base = {"name": w.name, "elapsed": time.monotonic() - w.started}
-    words = last_line(bytes(w.tail))
+    words = last_line(w.tail.bytes())
     last = f"; last stderr: {words}" if words else ""
     if w.killed == "timeout":
         return {**base, "status": "timeout",

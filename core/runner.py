@@ -35,7 +35,7 @@ from contextvars import ContextVar
 from typing import IO
 
 from gpuscout.errors import GpuscoutError
-from gpuscout.isolation import STDERR_TAIL, last_line
+from gpuscout.isolation import TERM_GRACE, Tail, last_line
 from gpuscout.log import get_logger
 from gpuscout.records import DeviceInfo
 from gpuscout.results import Dropped
@@ -185,6 +185,14 @@ def _check_command(command: object) -> list[str]:
 
 
 def _kill_group(child: subprocess.Popen[bytes]) -> None:
+    # Asked to end first, gpuscout's runner kills its descendants (it is their subreaper, so
+    # those that left its group with setsid() too) before it exits.
+    if child.poll() is None:
+        try:
+            child.terminate()
+            child.wait(TERM_GRACE)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
     # The child leads its own session, so its pid is the group of everything it started that
     # did not leave it. The group outlives a reaped leader while any member lives.
     try:
@@ -269,7 +277,7 @@ class _StderrTail:
     megabytes must neither block nor cost memory); the thread ends when the pipe closes."""
 
     def __init__(self, child: subprocess.Popen[bytes]) -> None:
-        self.data = bytearray()
+        self.data = Tail()
         self.done = threading.Event()
         stream = child.stderr
         if stream is None:
@@ -282,9 +290,7 @@ class _StderrTail:
         try:
             fd = stream.fileno()
             while chunk := os.read(fd, 1 << 16):
-                self.data += chunk
-                if len(self.data) > 2 * STDERR_TAIL:
-                    del self.data[:-STDERR_TAIL]
+                self.data.add(chunk)
         except (OSError, ValueError):
             pass
         finally:
@@ -293,7 +299,7 @@ class _StderrTail:
     def last_words(self) -> str:
         """The last non-empty line the child wrote (waiting briefly for the pipe's end)."""
         self.done.wait(CRASH_GRACE)
-        return last_line(bytes(self.data[-STDERR_TAIL:]))
+        return last_line(self.data.bytes())
 
 
 @contextmanager

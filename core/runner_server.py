@@ -36,7 +36,7 @@ from types import FrameType
 from typing import Any
 
 from gpuscout.errors import GpuscoutError
-from gpuscout.isolation import die_with_parent
+from gpuscout.isolation import become_subreaper, die_with_parent
 from gpuscout.log import get_logger
 from gpuscout.records import DeviceInfo
 
@@ -263,6 +263,8 @@ def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int, idle_exit: flo
     try:
         if parent is not None:
             die_with_parent()
+            # What its plugins start and leave behind (setsid() included) is killed at its exit.
+            become_subreaper()
         if announce is not None:
             announce(int(server.server_address[1]))
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": _TICK},
