@@ -10,10 +10,12 @@ The protocol, as gpuscout's host (``gpuscout.runner``) speaks it:
   from another process answering on that port. The body stays the bare device array.
 - ``/info`` answers 200 with the device array, 500 with ``{"error": ...}`` when discovery
   fails; any other path is 404 and any other method 501, with a JSON error body.
-- Limits: a connection must deliver its whole request head within READ_TIMEOUT seconds of being
-  accepted (a client sending half a request is cut off); at most MAX_CONNECTIONS connections are
-  served at once, and one more is answered 503 at once (without waiting for its request) and
-  closed half a second later.
+- Limits: a connection must deliver its whole request head (at most MAX_REQUEST_HEAD bytes)
+  within READ_TIMEOUT seconds of being accepted, in total however it trickles, or it is cut off.
+  Heads are read by one thread for up to MAX_PENDING connections at once (one more drops the
+  oldest), so slow or silent clients hold no handler: a request gets one of MAX_CONNECTIONS
+  handlers only once its head is in, and one more is answered 503 at once and closed half a
+  second later. An ordinary request (the host's) is served however many slow clients wait.
 - Lifetime: the runner exits (0) on SIGTERM, after ``idle_exit`` seconds without a connection,
   and when its parent dies: on Linux the kernel sends it SIGTERM then (``PR_SET_PDEATHSIG``,
   bound to the thread that started it), and everywhere it checks ``getppid()`` every 50 ms.
@@ -22,16 +24,19 @@ The protocol, as gpuscout's host (``gpuscout.runner``) speaks it:
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
+import re
+import selectors
 import signal
 import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import FrameType
 from typing import Any
 
@@ -47,8 +52,12 @@ HOST = "127.0.0.1"
 IDLE_EXIT = 60.0
 #: Seconds a connection has, from its accept, to deliver its request line and headers.
 READ_TIMEOUT = 5.0
-#: Connections served at once; one more is answered 503 and closed.
+#: Requests served at once; one more whose head is in is answered 503 and closed.
 MAX_CONNECTIONS = 8
+#: Connections whose request head is being read at once; one more drops the oldest of them.
+MAX_PENDING = 256
+#: Bytes of request line and headers read before a handler looks at them (over: 414/431/400).
+MAX_REQUEST_HEAD = 2 * 65536
 #: The environment variable through which the host hands its child the token.
 TOKEN_ENV = "GPUSCOUT_RUNNER_TOKEN"
 #: The reply header that carries the token back.
@@ -58,62 +67,159 @@ _TICK = 0.05
 # A connection answered 503 is closed this long after (at most this many wait at once).
 _REFUSED_LINGER = 0.5
 _MAX_REFUSED = 64
+# Connections taken per readiness of the listening socket; bytes per recv of a request head.
+_ACCEPT_BATCH = 64
+_RECV_SIZE = 16384
+# The blank line that ends a request head (bare LF lines are accepted, as http.server does).
+_HEAD_END = re.compile(rb"\n\r?\n")
 
 
 def _json_error(text: str) -> bytes:
     return json.dumps({"error": text}).encode()
 
 
-class _Server(ThreadingHTTPServer):
-    """ThreadingHTTPServer with a bounded number of handler threads and a watchdog for requests
-    that are not read in time (driven by ``serve``'s main loop)."""
-
-    daemon_threads = True
-    request_queue_size = 64
+class _Server(HTTPServer):
+    """An HTTP server that reads every request head on one thread (``run``), with a deadline
+    per connection, and gives a handler thread (one of ``max_connections``) only to a request
+    whose head is in: a slow or silent client costs a buffer, never a slot."""
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 read_timeout: float, max_connections: int, busy_reply: bytes) -> None:
+                 read_timeout: float, max_connections: int, busy_reply: bytes,
+                 max_pending: int = MAX_PENDING) -> None:
         self.read_timeout = read_timeout
         self.busy_reply = busy_reply
+        self.max_pending = max_pending
         self.slots = threading.BoundedSemaphore(max_connections)
         self.guard = threading.Lock()
-        #: Connections whose request head is not read yet, with the time they are cut off.
-        self.reading: dict[socket.socket, float] = {}
+        #: Connections whose request head is not in yet (in accept order): deadline, bytes so far.
+        self.pending: dict[socket.socket, tuple[float, bytearray]] = {}
+        #: Request heads read, waiting for their handler to pick them up.
+        self.heads: dict[socket.socket, bytes] = {}
         #: Connections answered 503, with the time they are closed.
         self.refused: list[tuple[float, socket.socket]] = []
-        self.active = 0
+        self.active = 0  # connections pending or being handled
         self.last_activity = time.monotonic()
         super().__init__(address, handler)
+        self.socket.setblocking(False)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.socket, selectors.EVENT_READ)
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
-            self._refuse(request)
-            return
-        with self.guard:
-            self.active += 1
-            self.last_activity = time.monotonic()
-            self.reading[request] = self.last_activity + self.read_timeout
+    def run(self, stop: threading.Event) -> None:
+        """Accept connections and read their request heads until ``stop`` is set."""
         try:
-            super().process_request(request, client_address)
+            while not stop.is_set():
+                now = time.monotonic()
+                wait = min([_TICK, *(until - now for until, _ in self.pending.values())])
+                for key, _ in self.selector.select(max(0.0, wait)):
+                    if key.fileobj is self.socket:
+                        self._accept()
+                    else:
+                        self._read(key.fileobj)  # type: ignore[arg-type]
+                self._cut_late(time.monotonic())
+        finally:
+            for conn in list(self.pending):
+                self._drop(conn)
+            self.selector.close()
+
+    def _accept(self) -> None:
+        for _ in range(_ACCEPT_BATCH):
+            try:
+                conn, _address = self.socket.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # out of descriptors, say: try again at the next tick
+                _log.debug("runner.accept_error", error=repr(exc)[:200])
+                return
+            if len(self.pending) >= self.max_pending:
+                # The oldest is the slowest: it goes, so that newcomers are always read.
+                self._drop(next(iter(self.pending)), "too many connections reading")
+            conn.setblocking(False)
+            self.pending[conn] = (time.monotonic() + self.read_timeout, bytearray())
+            self.selector.register(conn, selectors.EVENT_READ)
+            with self.guard:
+                self.active += 1
+                self.last_activity = time.monotonic()
+
+    def _read(self, conn: socket.socket) -> None:
+        entry = self.pending.get(conn)
+        if entry is None:  # dropped earlier in this round
+            return
+        buf = entry[1]
+        try:
+            data = conn.recv(_RECV_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._drop(conn)
+            return
+        buf += data
+        if data and not _HEAD_END.search(buf, max(0, len(buf) - len(data) - 3)) \
+                and len(buf) <= MAX_REQUEST_HEAD:
+            return
+        if not buf:  # closed without a word
+            self._drop(conn)
+            return
+        # A whole head, a client that stopped sending (read what came) or an over-long head (the
+        # handler answers 414/431/400): a handler takes it from here.
+        self.selector.unregister(conn)
+        del self.pending[conn]
+        if not self.slots.acquire(blocking=False):
+            self._refuse(conn)
+            self._finished()
+            return
+        conn.setblocking(True)
+        self.heads[conn] = bytes(buf)
+        try:
+            threading.Thread(target=self._handle, args=(conn,), name="gpuscout-runner-request",
+                             daemon=True).start()
         except BaseException:
-            self._done(request)
+            self.heads.pop(conn, None)
+            self.shutdown_request(conn)
+            self._done()
             raise
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def _handle(self, conn: socket.socket) -> None:
         try:
-            super().process_request_thread(request, client_address)
+            self.finish_request(conn, conn.getpeername() if conn.fileno() >= 0 else None)
+        except Exception:
+            self.handle_error(conn, None)
         finally:
-            self._done(request)
+            self.heads.pop(conn, None)
+            self.shutdown_request(conn)
+            self._done()
 
-    def _done(self, request: socket.socket) -> None:
+    def _finished(self) -> None:
         with self.guard:
-            self.reading.pop(request, None)
             self.active -= 1
             self.last_activity = time.monotonic()
+
+    def _done(self) -> None:
+        self._finished()
         self.slots.release()
 
+    def _drop(self, conn: socket.socket, reason: str = "") -> None:
+        """Close a connection whose head is not in (late, evicted, gone)."""
+        self.pending.pop(conn, None)
+        try:
+            self.selector.unregister(conn)
+        except (KeyError, ValueError):
+            pass
+        try:
+            conn.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        conn.close()
+        self._finished()
+        if reason:
+            _log.debug("runner.request_cut", reason=reason, read_timeout=self.read_timeout)
+
+    def _cut_late(self, now: float) -> None:
+        late = [conn for conn, (until, _) in self.pending.items() if until <= now]
+        for conn in late:
+            self._drop(conn, "request not read in time")
+
     def _refuse(self, request: socket.socket) -> None:
-        # Runs on the accepting thread: nothing here may block. Closing a socket with unread
+        # Runs on the reading thread: nothing here may block. Closing a socket with unread
         # bytes sends RST, which can overtake the 503, so the socket is closed a moment later.
         try:
             request.setblocking(False)
@@ -139,27 +245,8 @@ class _Server(ThreadingHTTPServer):
                 pass
             self.close_request(conn)
 
-    def request_read(self, request: socket.socket) -> bool:
-        """The request head of ``request`` is in: stop its clock. False if it was cut off."""
-        with self.guard:
-            return self.reading.pop(request, None) is not None
-
-    def cut_slow(self, now: float) -> None:
-        """Shut down every connection whose request head is late."""
-        with self.guard:
-            late = [conn for conn, until in self.reading.items() if until <= now]
-            for conn in late:
-                del self.reading[conn]
-        for conn in late:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            _log.debug("runner.request_cut", reason="request not read in time",
-                       read_timeout=self.read_timeout)
-
     def idle_for(self, now: float) -> float:
-        """Seconds since the last connection ended, 0 while one is being served."""
+        """Seconds since the last connection ended, 0 while one is open."""
         with self.guard:
             return 0.0 if self.active else now - self.last_activity
 
@@ -176,10 +263,11 @@ def _handler(devices: Callable[[], Sequence[DeviceInfo]], token: str | None,
         timeout = read_timeout  # each read and write on the connection
         server: _Server
 
-        def parse_request(self) -> bool:
-            parsed = super().parse_request()  # reads the headers too
-            on_time = self.server.request_read(self.connection)
-            return parsed and on_time
+        def setup(self) -> None:
+            super().setup()
+            # The server has read the request head already: the handler parses it from there.
+            self.rfile.close()
+            self.rfile = io.BytesIO(self.server.heads.pop(self.connection, b""))
 
         def do_GET(self) -> None:
             if self.path.split("?", 1)[0] != "/info":
@@ -253,6 +341,7 @@ def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int, idle_exit: flo
     except OSError as exc:  # in use, or not allowed: one line for the CLI, not a traceback
         raise GpuscoutError(f"cannot listen on {HOST}:{port}: {exc.strerror or exc}") from None
     stop = threading.Event()
+    stopped = threading.Event()  # tells the reading thread to end
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         stop.set()
@@ -267,8 +356,8 @@ def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int, idle_exit: flo
             become_subreaper()
         if announce is not None:
             announce(int(server.server_address[1]))
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": _TICK},
-                                  name="gpuscout-runner", daemon=True)
+        thread = threading.Thread(target=server.run, args=(stopped,), name="gpuscout-runner",
+                                  daemon=True)
         thread.start()
         # The parent is checked after die_with_parent, so a death before it is not missed.
         while not stop.is_set():
@@ -276,17 +365,20 @@ def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int, idle_exit: flo
             if server.idle_for(now) >= idle_exit:
                 _log.debug("runner.exit", reason="idle", idle_exit=idle_exit)
                 break
+            if not thread.is_alive():
+                _log.debug("runner.exit", reason="the reading thread ended")
+                break
             if parent is not None and os.getppid() != parent:
                 _log.debug("runner.exit", reason="parent gone", parent=parent)
                 break
-            server.cut_slow(now)
             server.close_refused(now)
             time.sleep(_TICK)
     except KeyboardInterrupt:
         pass
     finally:
         if thread is not None:
-            server.shutdown()
+            stopped.set()
+            thread.join()
         server.close_refused()
         server.server_close()
         if on_main and previous is not None:
