@@ -83,6 +83,8 @@ class _Server(HTTPServer):
     per connection, and gives a handler thread (one of ``max_connections``) only to a request
     whose head is in: a slow or silent client costs a buffer, never a slot."""
 
+    request_queue_size = 256  # the listen backlog: bursts of reconnects wait there, not in SYN retries
+
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
                  read_timeout: float, max_connections: int, busy_reply: bytes,
                  max_pending: int = MAX_PENDING) -> None:
