@@ -3,28 +3,45 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, SupportsIndex
 
 import attrs
 
 from gpuscout.gofmt import go_plus_v
-from gpuscout.records import DeviceID
+from gpuscout.records import DeviceID, RecordError, show_value
 
 #: Go's math.MaxInt on 64-bit platforms: the first layer of an empty assignment.
 MAX_INT = 2**63 - 1
 
 
-def _int_list(value: Iterable[int] | None) -> list[int]:
-    return list(value) if value else []
+def _int_list(value: Any) -> list[int]:
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise RecordError(f"GPULayers.layers: expected a list of layer indexes, "
+                          f"got {show_value(value)}", "layers")
+    items = list(value)
+    bad = next((i for i, v in enumerate(items) if isinstance(v, bool) or not isinstance(v, int)
+                or not -MAX_INT - 1 <= v <= MAX_INT), None)
+    if bad is not None:
+        raise RecordError(f"GPULayers.layers[{bad}]: expected an int in -2**63..2**63-1, "
+                          f"got {show_value(items[bad])}", "layers")
+    return items
+
+
+def _is_str(instance: Any, attribute: attrs.Attribute[str], value: Any) -> None:
+    if not isinstance(value, str):
+        raise RecordError(f"GPULayers.{attribute.name}: expected str, got {show_value(value)}",
+                          attribute.name)
 
 
 @attrs.define(eq=True)
 class GPULayers:
     """The layers placed on one GPU."""
 
-    id: str = ""
-    library: str = ""
+    id: str = attrs.field(default="", validator=_is_str)
+    library: str = attrs.field(default="", validator=_is_str)
     layers: list[int] = attrs.field(factory=list, converter=_int_list)
 
     @property
@@ -55,7 +72,15 @@ class GPULayersList(list[GPULayers]):
     """Layer assignments across GPUs (a list of GPULayers)."""
 
     def __init__(self, iterable: Iterable[GPULayers] = ()) -> None:
-        super().__init__(iterable)
+        if isinstance(iterable, (str, bytes, Mapping)) or not isinstance(iterable, Iterable):
+            raise RecordError(f"GPULayersList: expected an iterable of GPULayers, "
+                              f"got {show_value(iterable)}")
+        items = list(iterable)
+        bad = next((i for i, g in enumerate(items) if not isinstance(g, GPULayers)), None)
+        if bad is not None:
+            raise RecordError(f"GPULayersList[{bad}]: expected a GPULayers, "
+                              f"got {show_value(items[bad])}")
+        super().__init__(items)
 
     def sum(self) -> int:
         """Total number of layers over all GPUs."""

@@ -3,32 +3,69 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import attrs
 
 from gpuscout.errors import GpuscoutError
 from gpuscout.gofmt import go_plus_v
+from gpuscout.records import MAX_BYTES, RecordError, is_bytes, show_value
 from gpuscout.sizes import human_bytes
 
 
-def _int_tuple(value: Iterable[int] | None) -> tuple[int, ...]:
-    return tuple(value) if value else ()
+def _tuple(value: Any, name: str, ok: Any, expected: str) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise RecordError(f"{name}: expected a sequence of {expected}, got {show_value(value)}",
+                          name.rpartition(".")[2])
+    items = tuple(value)
+    bad = next((i for i, v in enumerate(items) if not ok(v)), None)
+    if bad is not None:
+        raise RecordError(f"{name}[{bad}]: expected {expected}, got {show_value(items[bad])}",
+                          name.rpartition(".")[2])
+    return items
 
 
-def _memory_tuple(value: Iterable[DeviceMemory] | None) -> tuple[DeviceMemory, ...]:
-    return tuple(value) if value else ()
+def _is_size(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_BYTES
+
+
+def _weights(value: Any) -> tuple[int, ...]:
+    return _tuple(value, "DeviceMemory.weights", _is_size, "an int of bytes in 0..2**64-1")
+
+
+def _cache(value: Any) -> tuple[int, ...]:
+    return _tuple(value, "DeviceMemory.cache", _is_size, "an int of bytes in 0..2**64-1")
+
+
+def _memory_tuple(value: Any) -> tuple[DeviceMemory, ...]:
+    return _tuple(value, "BackendMemory.gpus", lambda v: isinstance(v, DeviceMemory),
+                  "a DeviceMemory")
+
+
+def _is_str(instance: Any, attribute: attrs.Attribute[str], value: Any) -> None:
+    if not isinstance(value, str):
+        raise RecordError(f"{type(instance).__name__}.{attribute.name}: expected str, "
+                          f"got {show_value(value)}", attribute.name)
+
+
+def _is_device_memory(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, DeviceMemory):
+        raise RecordError(f"{type(instance).__name__}.{attribute.name}: expected a DeviceMemory, "
+                          f"got {show_value(value)}", attribute.name)
 
 
 @attrs.frozen
 class DeviceMemory:
     """Memory one device needs: per-layer weights and cache, plus the compute graph."""
 
-    id: str = ""
-    library: str = ""
-    name: str = ""
-    weights: tuple[int, ...] = attrs.field(default=(), converter=_int_tuple)
-    cache: tuple[int, ...] = attrs.field(default=(), converter=_int_tuple)
-    graph: int = 0
+    id: str = attrs.field(default="", validator=_is_str)
+    library: str = attrs.field(default="", validator=_is_str)
+    name: str = attrs.field(default="", validator=_is_str)
+    weights: tuple[int, ...] = attrs.field(default=(), converter=_weights)
+    cache: tuple[int, ...] = attrs.field(default=(), converter=_cache)
+    graph: int = attrs.field(default=0, validator=is_bytes)
 
     @property
     def size(self) -> int:
@@ -47,8 +84,8 @@ class DeviceMemory:
 class BackendMemory:
     """Memory a model load needs: input weights (always on the CPU), the CPU part and each GPU's."""
 
-    input_weights: int = 0
-    cpu: DeviceMemory = attrs.field(factory=DeviceMemory)
+    input_weights: int = attrs.field(default=0, validator=is_bytes)
+    cpu: DeviceMemory = attrs.field(factory=DeviceMemory, validator=_is_device_memory)
     gpus: tuple[DeviceMemory, ...] = attrs.field(default=(), converter=_memory_tuple)
 
     @property

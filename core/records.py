@@ -20,31 +20,121 @@ from gpuscout.errors import GpuscoutError
 CPU_LIBRARY = "cpu"
 
 
-def _non_negative(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
-    if value < 0:
-        raise ValueError(f"{type(instance).__name__}.{attribute.name} must be >= 0, got {value}")
+class RecordError(GpuscoutError, ValueError):
+    """A record that cannot be built, or one from a plugin that the core cannot use; the
+    message names the field and the value, and ``field`` holds the field's name ("" for the
+    record as a whole)."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
-def _str_tuple(value: Iterable[str] | None) -> tuple[str, ...]:
+#: Largest memory field (bytes): Go's uint64.
+MAX_BYTES = 2**64 - 1
+#: Range of the other number fields: whatever 64 bits hold, Go's int64 or uint64 (a driver
+#: version a plugin parsed as unsigned).
+_INT64 = (-(2**63), 2**64 - 1)
+
+
+def show_value(value: Any) -> str:
+    """``value``'s repr cut to 60 characters, for an error message (a huge int by its size)."""
+    try:
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+            return f"an int of {value.bit_length()} bits"  # no repr: it may not even print
+        return f"{value!r:.60}"
+    except Exception:
+        return f"a {type(value).__name__} that cannot be printed"
+
+
+def _refuse(instance: Any, name: str, expected: str, value: Any, where: str = "") -> RecordError:
+    where = where or f"{type(instance).__name__}.{name}"
+    return RecordError(f"{where}: expected {expected}, got {show_value(value)}", name)
+
+
+def _is_str(instance: Any, attribute: attrs.Attribute[str], value: Any) -> None:
+    if not isinstance(value, str):
+        raise _refuse(instance, attribute.name, "str", value)
+
+
+def _is_bool(instance: Any, attribute: attrs.Attribute[bool], value: Any) -> None:
+    if not isinstance(value, bool):
+        raise _refuse(instance, attribute.name, "bool", value)
+
+
+def _in_range(low: int, high: int, expected: str) -> Any:
+    def check(instance: Any, attribute: attrs.Attribute[int], value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _refuse(instance, attribute.name, expected, value)
+        if not low <= value <= high:
+            bound = f">= {low}" if value < low else f"<= {high_text}"
+            raise RecordError(f"{type(instance).__name__}.{attribute.name} must be {bound}, "
+                              f"got {show_value(value)}", attribute.name)
+    high_text = "2**64-1" if high == 2**64 - 1 else str(high)
+    return check
+
+
+#: Validator of a byte count: an int (not a bool) in 0..2**64-1.
+is_bytes = _in_range(0, MAX_BYTES, "an int of bytes in 0..2**64-1")
+#: Validator of a number field: an int (not a bool) that 64 bits hold.
+is_int64 = _in_range(*_INT64, "an int in -2**63..2**64-1")
+
+
+def _library_path(value: Any) -> tuple[str, ...]:
+    name = "library_path"
     if value is None:
         return ()
     if isinstance(value, str):
         # A lone string is one path, not a sequence of one-character paths.
         return (value,)
-    return tuple(value)
+    if isinstance(value, (bytes, Mapping)) or not isinstance(value, Iterable):
+        raise _refuse(None, name, "a sequence of str", value, f"DeviceInfo.{name}")
+    items = tuple(value)
+    bad = next((i for i, v in enumerate(items) if not isinstance(v, str)), None)
+    if bad is not None:
+        raise _refuse(None, name, "str", items[bad], f"DeviceInfo.{name}[{bad}]")
+    return items
 
 
-def _str_dict(value: Mapping[str, str] | None) -> Mapping[str, str]:
+def _str_dict(value: Any) -> Mapping[str, str]:
     # A private, read-only copy: a frozen record must not change under whoever holds it.
-    return types.MappingProxyType(dict(value) if value else {})
+    if not value:
+        if value is None or isinstance(value, Mapping):
+            return types.MappingProxyType({})
+    if not isinstance(value, Mapping):
+        raise _refuse(None, "runner_env_overrides", "a mapping of str to str", value,
+                      "DeviceInfo.runner_env_overrides")
+    copy = dict(value)
+    odd = next(((k, v) for k, v in copy.items()
+                if not isinstance(k, str) or not isinstance(v, str)), None)
+    if odd is not None:
+        raise RecordError(f"DeviceInfo.runner_env_overrides: expected a mapping of str to str, "
+                          f"got {show_value(odd[0])} -> {show_value(odd[1])}", "runner_env_overrides")
+    return types.MappingProxyType(copy)
+
+
+def _text(default: str = "") -> Any:
+    return attrs.field(default=default, validator=_is_str)
+
+
+def _flag() -> Any:
+    return attrs.field(default=False, validator=_is_bool)
+
+
+def _bytes() -> Any:
+    return attrs.field(default=0, validator=is_bytes)
+
+
+def _number() -> Any:
+    return attrs.field(default=0, validator=is_int64)
 
 
 @attrs.frozen(order=True)
 class DeviceID:
     """Minimal identity of a device: its ``id`` is unique only among devices of one ``library``."""
 
-    id: str = ""
-    library: str = ""
+    id: str = _text()
+    library: str = _text()
 
 
 @attrs.frozen
@@ -56,49 +146,49 @@ class DeviceInfo:
     empty and are left out of the wire format when empty.
     """
 
-    id: str = ""
-    library: str = ""
-    name: str = ""
-    description: str = ""
-    filter_id: str = ""
-    integrated: bool = False
-    pci_id: str = ""
-    total_memory: int = attrs.field(default=0, validator=_non_negative)
-    free_memory: int = attrs.field(default=0, validator=_non_negative)
-    compute_major: int = 0
-    compute_minor: int = 0
-    driver_major: int = 0
-    driver_minor: int = 0
-    nvidia_driver_major: int = 0
-    gfx_target: str = ""
-    library_path: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    id: str = _text()
+    library: str = _text()
+    name: str = _text()
+    description: str = _text()
+    filter_id: str = _text()
+    integrated: bool = _flag()
+    pci_id: str = _text()
+    total_memory: int = _bytes()
+    free_memory: int = _bytes()
+    compute_major: int = _number()
+    compute_minor: int = _number()
+    driver_major: int = _number()
+    driver_minor: int = _number()
+    nvidia_driver_major: int = _number()
+    gfx_target: str = _text()
+    library_path: tuple[str, ...] = attrs.field(default=(), converter=_library_path)
     # Compared, but not hashed: a dict has no hash and the overrides never identify a device.
     runner_env_overrides: Mapping[str, str] = attrs.field(
         factory=dict, converter=_str_dict, hash=False
     )
     #: Vendor UUID in the vendor's own spelling, for matching across processes and libraries.
-    uuid: str = ""
+    uuid: str = _text()
     #: True when the library could not say how much memory is free (free_memory is then a guess).
-    free_memory_unknown: bool = False
+    free_memory_unknown: bool = _flag()
     #: True for software renderers (a CPU posing as a GPU, e.g. llvmpipe).
-    software: bool = False
+    software: bool = _flag()
     #: True when ``Scout.refresh`` could not bring free_memory up to date (no plugin refreshed
     #: the device): free_memory is then the previous value, not a fresh reading.
-    free_memory_stale: bool = False
+    free_memory_stale: bool = _flag()
     #: Why the runtime in a child would not use this device unless it is selected ("" = it
     #: would): outside ggml-vulkan's default device set, not Metal's system default device.
     #: Such devices rank after the others.
-    unused_reason: str = ""
+    unused_reason: str = _text()
     #: Largest single buffer or tensor, in bytes, that the device's runtime can allocate (0 =
     #: unknown). ggml leaves a tensor or buffer larger than this on the CPU, with the ops that
     #: use it (Vulkan: maxStorageBufferRange, 128 MiB on lavapipe).
-    max_allocation: int = attrs.field(default=0, validator=_non_negative)
+    max_allocation: int = _bytes()
     #: What hides the device from its own library in the Scout's environment ("" = nothing):
     #: the visibility variable as ``NAME=value`` (``CUDA_VISIBLE_DEVICES=0``), see
     #: ``gpuscout.plugin.visibility_setting``. A plugin reports hidden devices too, so that the
     #: merge can match their twins in other libraries (the Vulkan view of a card CUDA hides) and
     #: drop them with it; ``discover`` never ranks, selects or hands a hidden device to a child.
-    hidden_by: str = ""
+    hidden_by: str = _text()
 
     @property
     def compute(self) -> str:
@@ -126,9 +216,9 @@ class DeviceInfo:
 class SystemInfo:
     """System memory in bytes; zeros where the machine did not say."""
 
-    total_memory: int = attrs.field(default=0, validator=_non_negative)
-    free_memory: int = attrs.field(default=0, validator=_non_negative)
-    free_swap: int = attrs.field(default=0, validator=_non_negative)
+    total_memory: int = _bytes()
+    free_memory: int = _bytes()
+    free_swap: int = _bytes()
 
 
 class DeviceComparison(enum.IntEnum):
@@ -152,10 +242,6 @@ class FlashAttention(enum.IntEnum):
         return {-1: "Auto", 0: "Disabled", 1: "Enabled"}[self.value]
 
 
-class RecordError(GpuscoutError):
-    """A record from a plugin that the core cannot use; the message names the field and value."""
-
-
 #: Largest magnitude of a number field: the wire format is Go's int64/uint64.
 _INT_LIMIT = 2**63
 _PCI_ID = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", re.ASCII | re.IGNORECASE)
@@ -171,7 +257,7 @@ _MAX_TEXT = 4096
 
 def _plain_str(value: Any, where: str) -> str:
     if not isinstance(value, str):
-        raise RecordError(f"{where}: expected str, got {_show(value)}")
+        raise RecordError(f"{where}: expected str, got {show_value(value)}")
     if len(value) > _MAX_TEXT:
         raise RecordError(f"{where}: text of {len(value)} characters, at most {_MAX_TEXT} allowed")
     return str.__str__(value)
@@ -179,19 +265,12 @@ def _plain_str(value: Any, where: str) -> str:
 
 def _plain_int(value: Any, where: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise RecordError(f"{where}: expected int, got {_show(value)}")
+        raise RecordError(f"{where}: expected int, got {show_value(value)}")
     if not minimum <= value < _INT_LIMIT:
         shown = f"{value}" if abs(value) < 10**30 else f"a {len(str(abs(value)))}-digit number" \
             if value.bit_length() < 10000 else "a number of over 3000 digits"
         raise RecordError(f"{where}: expected an int in {minimum}..2**63-1, got {shown}")
     return int.__index__(value)
-
-
-def _show(value: Any) -> str:
-    try:
-        return f"{value!r:.60}"
-    except Exception:
-        return f"a {type(value).__name__} that cannot be printed"
 
 
 def check_device(value: Any, where: str = "") -> DeviceInfo:
@@ -202,14 +281,14 @@ def check_device(value: Any, where: str = "") -> DeviceInfo:
     Raises RecordError naming the field and the value (``[0].pci_id: expected str, got 1234``).
     """
     if not isinstance(value, DeviceInfo):
-        raise RecordError(f"{where or '$'}: expected DeviceInfo, got {_show(value)}")
+        raise RecordError(f"{where or '$'}: expected DeviceInfo, got {show_value(value)}")
     fields: dict[str, Any] = {}
     for name in _STR_FIELDS:
         fields[name] = _plain_str(getattr(value, name), f"{where}.{name}")
     for name in _BOOL_FIELDS:
         flag = getattr(value, name)
         if not isinstance(flag, bool):
-            raise RecordError(f"{where}.{name}: expected bool, got {_show(flag)}")
+            raise RecordError(f"{where}.{name}: expected bool, got {show_value(flag)}")
         fields[name] = bool(flag)
     for name in _SIZE_FIELDS:
         fields[name] = _plain_int(getattr(value, name), f"{where}.{name}", 0)
@@ -217,15 +296,15 @@ def check_device(value: Any, where: str = "") -> DeviceInfo:
         fields[name] = _plain_int(getattr(value, name), f"{where}.{name}", -_INT_LIMIT)
     if fields["pci_id"] and not _PCI_ID.fullmatch(fields["pci_id"]):
         raise RecordError(f"{where}.pci_id: expected a PCI id like 0000:c4:00.0, "
-                          f"got {_show(fields['pci_id'])}")
+                          f"got {show_value(fields['pci_id'])}")
     paths = value.library_path
     if not isinstance(paths, tuple):
-        raise RecordError(f"{where}.library_path: expected a sequence of str, got {_show(paths)}")
+        raise RecordError(f"{where}.library_path: expected a sequence of str, got {show_value(paths)}")
     fields["library_path"] = tuple(
         _plain_str(p, f"{where}.library_path[{i}]") for i, p in enumerate(paths))
     overrides = value.runner_env_overrides
     if not isinstance(overrides, Mapping):
-        raise RecordError(f"{where}.runner_env_overrides: expected a mapping, got {_show(overrides)}")
+        raise RecordError(f"{where}.runner_env_overrides: expected a mapping, got {show_value(overrides)}")
     fields["runner_env_overrides"] = {
         _plain_str(k, f"{where}.runner_env_overrides key"):
         _plain_str(v, f"{where}.runner_env_overrides[{k!r:.40}]") for k, v in overrides.items()
@@ -251,8 +330,9 @@ def device_list(value: Any, where: str) -> list[DeviceInfo]:
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         raise GpuscoutError(f"{where}: expected a list of DeviceInfo, got {type(value).__name__}")
     items = list(value)
-    bad = next((d for d in items if not isinstance(d, DeviceInfo)), None)
+    bad = next((i for i, d in enumerate(items) if not isinstance(d, DeviceInfo)), None)
     if bad is not None:
-        raise GpuscoutError(f"{where}: expected a list of DeviceInfo, found a {type(bad).__name__}")
+        raise GpuscoutError(f"{where}[{bad}]: expected a DeviceInfo, found "
+                            f"{type(items[bad]).__name__}")
     return items
 

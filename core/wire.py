@@ -19,6 +19,7 @@ import array
 import functools
 import itertools
 import json
+import math
 import operator
 from collections.abc import Mapping
 from functools import cache
@@ -32,7 +33,7 @@ from cattrs.gen import make_dict_structure_fn, override
 from gpuscout.errors import GpuscoutError
 from gpuscout.layers import GPULayers, GPULayersList
 from gpuscout.memory import BackendMemory, DeviceMemory
-from gpuscout.records import DeviceInfo
+from gpuscout.records import DeviceInfo, RecordError
 from gpuscout.results import Discovery, Dropped, PluginReport, PluginStatus
 from gpuscout.wire_encode import KEYS as _KEYS
 from gpuscout.wire_encode import NEVER as _NEVER
@@ -44,9 +45,23 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+class _NonFinite:
+    """What JSON's NaN, Infinity and -Infinity read as: no field accepts it, so the error
+    names its path."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def __repr__(self) -> str:
+        return self.token
+
+
 def _strict_int(value: Any, _: type) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"expected int, got {value!r}")
+        raise TypeError(f"expected int, got {value!r:.60}")
+    if not -(2**63) <= value < 2**64:
+        raise ValueError(f"expected an int that 64 bits hold, got an int of "
+                         f"{value.bit_length()} bits")
     return value
 
 
@@ -64,8 +79,14 @@ def _strict_bool(value: Any, _: type) -> bool:
 
 def _strict_float(value: Any, _: type) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"expected number, got {value!r}")
-    return float(value)
+        raise TypeError(f"expected number, got {value!r:.60}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"expected a finite number, got {value!r:.60}")
+    return number
 
 
 def _status(value: Any, _: type) -> PluginStatus:
@@ -207,7 +228,7 @@ def from_json(text: str | bytes, cls: type[T] | Any) -> T:
         raise GpuscoutError(f"not readable JSON: arrays and objects nested more than "
                             f"{MAX_JSON_DEPTH} deep")
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_NonFinite)
     except (ValueError, TypeError, RecursionError) as exc:
         raise GpuscoutError(f"not valid JSON: {exc}") from None
     result: T = structure(data, cls)
@@ -342,7 +363,11 @@ def _first_problem(exc: BaseException, cls: type | None) -> tuple[str, str]:
                 if index is not None:
                     where, problem = _first_problem(sub, _item_type(cls))
                     return f"[{index}]" + where, problem
-            return _first_problem(sub, None)
+            return _first_problem(sub, cls)  # the record's own check (RecordError)
+    if isinstance(exc, RecordError) and exc.field and cls is not None:
+        # A record's own check: its field, by its wire key, extends the path.
+        keys = _KEYS.get(cls) or _DOCUMENT_KEYS.get(cls, {})
+        return "." + keys.get(exc.field, exc.field), str(exc)
     if isinstance(exc, (ValueError, TypeError)) and str(exc):
         return "", str(exc)
     return "", f"{type(exc).__name__}: {exc}"

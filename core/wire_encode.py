@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from gpuscout.errors import GpuscoutError
 from gpuscout.layers import GPULayers
 from gpuscout.memory import BackendMemory, DeviceMemory
 from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
@@ -143,7 +144,16 @@ def to_json(obj: Any, indent: int | None = None) -> str:
     A Discovery becomes the ``gpuscout list --json`` document.
     """
     separators = (",", ":") if indent is None else (",", ": ")
-    return json.dumps(unstructure(obj), indent=indent, separators=separators)
+    return dumps(unstructure(obj), indent=indent, separators=separators)
 
 
-__all__ = ["KEYS", "NEVER", "NULL_IF_EMPTY", "OMIT_IF_EMPTY", "to_json", "unstructure"]
+def dumps(data: Any, **options: Any) -> str:
+    """``json.dumps`` that writes only JSON: a NaN or infinite float (which Python would write
+    as the non-JSON token ``NaN``) raises GpuscoutError instead."""
+    try:
+        return json.dumps(data, allow_nan=False, **options)
+    except ValueError as exc:
+        raise GpuscoutError(f"cannot write JSON: {exc}") from None
+
+
+__all__ = ["KEYS", "NEVER", "NULL_IF_EMPTY", "OMIT_IF_EMPTY", "dumps", "to_json", "unstructure"]

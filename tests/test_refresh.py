@@ -183,7 +183,7 @@ def test_an_invalid_record_fails_the_plugin_and_leaves_its_devices_stale(
         mine[0].evolve(free_memory=1), mine[1].evolve(name=5)])))
     fresh = s.refresh(s.discover().devices)
     assert [(d.free_memory, d.free_memory_stale) for d in fresh] == [(10 * GIB, True)] * 2
-    assert status(s, "bad")[0] == "failed" and "[1].name" in status(s, "bad")[1]
+    assert status(s, "bad")[0] == "failed" and "DeviceInfo.name" in status(s, "bad")[1]
 
 
 def test_a_device_no_plugin_answers_for_is_stale(gpuscout_scout: ScoutFactory) -> None:

@@ -104,7 +104,7 @@ def test_markup_in_a_plugin_report_prints_literally() -> None:
     assert "\x1b]8;" not in out
 
 
-@pytest.mark.parametrize("total", [2**63, 10**30, 2**64 - 1])
+@pytest.mark.parametrize("total", [2**63, 10**19, 2**64 - 1])
 def test_a_huge_memory_size_prints(total: int) -> None:
     """A total memory far beyond any real card still makes a table row."""
     found = _discovery(DeviceInfo(id="0", library="Vulkan", total_memory=total,

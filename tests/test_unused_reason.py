@@ -8,7 +8,7 @@ import json
 
 from gpuscout import DeviceInfo, from_json, rank, to_json
 from gpuscout.cli.explain import explain, explain_lines
-from gpuscout.records import RecordError, SystemInfo, check_device
+from gpuscout.records import RecordError, SystemInfo
 from gpuscout.results import Discovery
 
 GIB = 1 << 30
@@ -32,9 +32,9 @@ def test_the_reason_is_on_the_wire_only_when_set() -> None:
 
 def test_a_plugin_must_give_text() -> None:
     try:
-        check_device(DeviceInfo(id="x", library="L", unused_reason=3), "[0]")  # type: ignore[arg-type]
+        DeviceInfo(id="x", library="L", unused_reason=3)  # type: ignore[arg-type]
     except RecordError as exc:
-        assert str(exc) == "[0].unused_reason: expected str, got 3"
+        assert str(exc) == "DeviceInfo.unused_reason: expected str, got 3"
     else:
         raise AssertionError("an int unused_reason was accepted")
 

@@ -265,5 +265,10 @@ def warn_failed_plugins(reports: Sequence[PluginReport]) -> None:
 
 
 def print_json(data: Any) -> None:
-    """``data`` as indented JSON on gpuscout's stdout."""
-    output().write(json.dumps(data, indent=2) + "\n")
+    """``data`` as indented JSON on gpuscout's stdout; GpuscoutError, with nothing written, for a
+    NaN or infinite float (Python would write the non-JSON token ``NaN``)."""
+    try:
+        text = json.dumps(data, indent=2, allow_nan=False)
+    except ValueError as exc:
+        raise GpuscoutError(f"cannot write JSON: {exc}") from None
+    output().write(text + "\n")

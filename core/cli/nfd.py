@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 NFD_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 DEFAULT_PREFIX = "gpuscout.io"
 DEFAULT_NAME = "gpuscout"
+#: Longest --expiry text read (``2562047h47m16.854775807s``, Go's longest, is 24 characters).
+_MAX_DURATION = 64
 
 DESCRIPTION = ("Discover this node's accelerators and write their labels as one Node Feature "
                "Discovery local feature file (device counts per library and per model, memory, "
@@ -51,6 +53,11 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     nfd.check_prefix(args.prefix)  # a bad option fails before any discovery
     expiry = None
     if args.expiry is not None:
+        if len(args.expiry) > _MAX_DURATION:
+            # Longer than any duration a feature file can carry; parsing it could exceed
+            # Python's limit on int digits.
+            raise GpuscoutError(f"--expiry: expected a duration such as 90s, 30m, 1h or 2h30m, "
+                                f"got {len(args.expiry)} characters (at most {_MAX_DURATION})")
         try:
             expiry = nfd.parse_duration(args.expiry)
         except GpuscoutError as exc:

@@ -61,7 +61,23 @@ def _split(address: str) -> tuple[str, int] | None:
         raise GpuscoutError(f"not a Ray address (host:port): {address!r}") from None
     if not host or not 0 < number < 65536:
         raise GpuscoutError(f"not a Ray address (host:port): {address!r}")
+    _check_host(host, address)
     return host, number
+
+
+def _check_host(host: str, address: str) -> None:
+    """GpuscoutError unless ``host`` is an IP address or a host name whose every label is 1 to
+    63 characters (what the resolver would otherwise refuse with a UnicodeError)."""
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        raise GpuscoutError(f"not a Ray address (host:port): {address!r:.100}: each part of a "
+                            f"host name between dots must be 1 to 63 characters") from None
 
 
 def _is_loopback(host: str) -> bool:
