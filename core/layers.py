@@ -106,7 +106,12 @@ class GPULayersList(list[GPULayers]):
         for g in self:
             if g.layers:
                 h.update(g.id.encode() + b"\0" + g.library.encode() + b"\0")
-                h.update(struct.pack(f"<{len(g.layers)}q", *g.layers))
+                try:
+                    h.update(struct.pack(f"<{len(g.layers)}q", *g.layers))
+                except struct.error:  # layers changed in place after the checks
+                    _int_list(g.layers)  # says which layer, as RecordError
+                    raise RecordError(f"GPULayers.layers: cannot hash {show_value(g.layers)}",
+                                      "layers") from None
         return int.from_bytes(h.digest(), "big")
 
     def __hash__(self) -> int:  # type: ignore[override]

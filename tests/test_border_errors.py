@@ -178,3 +178,11 @@ def test_any_items_give_a_layers_list_or_one_gpuscout_error(items: list[Any]) ->
         assert all(isinstance(g, GPULayers) for g in GPULayersList(items))
     except GpuscoutError:
         pass
+
+
+def test_hash_of_a_layer_changed_in_place_beyond_64_bits_is_a_gpuscout_error() -> None:
+    """A layer appended after construction that 64 bits cannot hold fails hash() with RecordError."""
+    g = GPULayers(id="0", layers=[1])
+    g.layers.append(HUGE)
+    with pytest.raises(RecordError, match=r"layers\[1\]"):
+        GPULayersList([g]).hash()
