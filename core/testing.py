@@ -230,19 +230,11 @@ class RootFactory(Protocol):
 _FIXED = frozenset({"plugins", "extra", "entry_points"})
 
 
-def scout_of(*plugins: Any, env: Mapping[str, str] | None = None, platform: str = "linux",
-             root: str | os.PathLike[str] = "/", include_builtins: bool = False,
-             defaults: Mapping[str, str] = DEFAULT_ENV, **scout_options: Any) -> Scout:
-    """A Scout that holds exactly ``plugins`` (the fixture-free ``gpuscout_scout``).
-
-    Each plugin is a built-in's name (``"cuda"``), a plugin object or module (registered under
-    its ``__name__``, or its class's name), or a ``(name, plugin)`` pair, in any mix and order;
-    ``include_builtins`` adds every built-in. No entry point loads. ``env`` defaults to the
-    plugins' ``plugin_test_env`` with ``defaults`` over it; ``scout_options`` go to Scout
-    (``enumerate_timeout``, ``hook_timeout``, ``disable``).
-    """
+def _plugin_lists(plugins: Sequence[Any], include_builtins: bool,
+                  scout_options: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, Any]]]:
+    """(allowed names, ``extra`` pairs) of the kit's Scouts: built-in names, plugin objects or
+    modules, ``(name, plugin)`` pairs, and every built-in with ``include_builtins``."""
     from gpuscout.host import BUILTINS, normal_name
-    from gpuscout.scout import Scout
 
     fixed = sorted(_FIXED & scout_options.keys())
     if fixed:
@@ -264,6 +256,23 @@ def scout_of(*plugins: Any, env: Mapping[str, str] | None = None, platform: str 
             raise ValueError(f"two plugins named {name!r}: pass (name, plugin) pairs")
         names.append(name)
         extra.append((name, obj))
+    return names, extra
+
+
+def scout_of(*plugins: Any, env: Mapping[str, str] | None = None, platform: str = "linux",
+             root: str | os.PathLike[str] = "/", include_builtins: bool = False,
+             defaults: Mapping[str, str] = DEFAULT_ENV, **scout_options: Any) -> Scout:
+    """A Scout that holds exactly ``plugins`` (the fixture-free ``gpuscout_scout``).
+
+    Each plugin is a built-in's name (``"cuda"``), a plugin object or module (registered under
+    its ``__name__``, or its class's name), or a ``(name, plugin)`` pair, in any mix and order;
+    ``include_builtins`` adds every built-in. No entry point loads. ``env`` defaults to the
+    plugins' ``plugin_test_env`` with ``defaults`` over it; ``scout_options`` go to Scout
+    (``enumerate_timeout``, ``hook_timeout``, ``disable``).
+    """
+    from gpuscout.scout import Scout
+
+    names, extra = _plugin_lists(plugins, include_builtins, scout_options)
     if env is None:
         env = {**plugin_test_env(*names, *(obj for _, obj in extra)), **defaults}
     return Scout(plugins=names, extra=extra, entry_points=False, env=dict(env),
@@ -363,22 +372,9 @@ def replay_scout(recording: str | os.PathLike[str], *plugins: Any,
     The environment is the recording's unless ``env`` is given; the platform the recording's.
     Raises ``RecordingError`` for a malformed recording.
     """
-    from gpuscout.host import BUILTINS, normal_name
     from gpuscout.scout import Scout
 
-    fixed = sorted(_FIXED & scout_options.keys())
-    if fixed:
-        raise TypeError(f"{', '.join(fixed)}: the kit's Scout holds exactly the plugins passed")
-    names: list[str] = [name for name, _ in BUILTINS] if include_builtins else []
-    extra: list[tuple[str, Any]] = []
-    for plugin in plugins:
-        if isinstance(plugin, str):
-            if normal_name(plugin) not in map(normal_name, names):
-                names.append(plugin)
-            continue
-        name, obj = plugin if isinstance(plugin, tuple) else (_plugin_name(plugin), plugin)
-        names.append(name)
-        extra.append((name, obj))
+    names, extra = _plugin_lists(plugins, include_builtins, scout_options)
     return Scout(plugins=names, extra=extra, entry_points=False, env=env, replay=recording,
                  **scout_options)
 
