@@ -173,7 +173,7 @@ class PluginHost:
         self._check_names({normal_name(c[0]) for c in candidates}, allow_from)
         probed: dict[str, tuple[str, str]] = {}
         if contain_imports:
-            from gpuscout.import_probe import probe_imports
+            from gpuscout.isolation.probe import probe_imports
 
             # Third-party entry points. The built-ins import nothing native when imported
             # (tests/test_isolation.py checks it), so a child for them would only cost time.

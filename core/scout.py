@@ -108,7 +108,7 @@ class Scout:
     file plugins read (a missing folder is fine: plugins find nothing there).
     ``enumerate_timeout`` bounds each plugin's import and enumerate, ``hook_timeout`` each call
     of a rule hook, in seconds (finite, > 0). ``isolate_imports`` imports the plugins in a child
-    process first (``gpuscout.import_probe``): one whose import crashes or hangs there is
+    process first (``gpuscout.isolation.probe``): one whose import crashes or hangs there is
     reported failed or timed out and never imported here (the command line's ``--isolated``).
     Raises only ``GpuscoutError`` for bad arguments.
     """

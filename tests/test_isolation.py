@@ -224,10 +224,16 @@ def test_a_host_killed_outright_leaves_nothing_behind(site: Path, marker: str,
         host.wait()
 
 
+def parent_of(pid: int) -> int:
+    """``pid``'s parent (Linux /proc)."""
+    return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+
+
 def test_a_worker_dies_with_its_zygote_however_the_zygote_dies(site: Path, marker: str,
                                                                nothing_left: None) -> None:
     """A host's own clean-up may SIGKILL its direct children (Ray's workers do on exit), which
-    leaves the zygote no chance to kill its group: each plugin's worker dies with it anyway."""
+    leaves the zygote no chance to kill its group: each plugin's worker, and the supervisor
+    that watches it, die with it anyway."""
     env = {**os.environ, "PYTHONPATH": str(site), "GPUSCOUT_TEST_MARK": marker}
     host = subprocess.Popen(
         [sys.executable, "-m", "gpuscout", "list", "--isolated", "--json", "--timeout", "60",
@@ -235,14 +241,15 @@ def test_a_worker_dies_with_its_zygote_however_the_zygote_dies(site: Path, marke
 
     def isolation() -> list[int]:
         return [p for p in processes_with_env("GPUSCOUT_TEST_MARK", marker)
-                if p != host.pid and b"isolation_child" in Path(f"/proc/{p}/cmdline").read_bytes()]
+                if p != host.pid and b"gpuscout.isolation.child" in Path(f"/proc/{p}/cmdline").read_bytes()]
 
     try:
-        assert eventually(lambda: len(isolation()) == 2, within=30), "zygote and worker"
-        zygote = next(p for p in isolation() if os.getpgid(p) == p)
-        worker = next(p for p in isolation() if p != zygote)
+        assert eventually(lambda: len(isolation()) == 3, within=30), "zygote, supervisor, worker"
+        zygote = next(p for p in isolation() if parent_of(p) == host.pid)
+        below = [p for p in isolation() if p != zygote]
         os.kill(zygote, 9)
-        assert eventually(lambda: not running(worker), within=5), "the worker outlived its zygote"
+        assert eventually(lambda: not any(running(p) for p in below), within=5), \
+            "the worker or its supervisor outlived the zygote"
     finally:
         host.kill()
         host.wait()

@@ -72,7 +72,7 @@ def test_the_gpuscout_runner_reports_what_the_child_sees(child_site: Path) -> No
 
 def test_a_crashing_child_is_reported_as_a_crash() -> None:
     """A child that dies before answering is a crash with its exit code."""
-    with pytest.raises(RunnerError, match=r"runner crashed \(exit code 3\)"):
+    with pytest.raises(RunnerError, match=r"runner exited with status 3"):
         discover_in_child(os.environ, timeout=10,
                           command=[sys.executable, "-c", "raise SystemExit(3)"])
 
@@ -138,8 +138,8 @@ def test_a_device_whose_init_crashes_the_child_is_dropped(
     scout = scout_for(child_env(child_site, CHILD_CRASH_ON_INIT="1"))
     found = scout.discover(validate=True)
     assert found.devices == []
-    assert [d.reason for d in found.dropped] == ["init validation failed: runner crashed "
-                                                 "(exit code 134)"]
+    assert [d.reason for d in found.dropped] == ["init validation failed: runner exited with "
+                                                 "status 134"]
 
 
 def test_devices_that_need_no_validation_are_not_started(
@@ -223,7 +223,7 @@ def test_devices_are_validated_at_once_and_only_the_crashing_one_is_dropped(
     assert time.monotonic() - start < 10
     assert [d.id for d in kept] == ["GPU-a", "GPU-b"]
     assert [(d.device.id, d.reason) for d in dropped] == [
-        ("GPU-crash", "init validation failed: runner crashed (exit code 134)")]
+        ("GPU-crash", "init validation failed: runner exited with status 134")]
     assert check.children_gone()
 
 

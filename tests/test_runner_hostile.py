@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscout import runner as runner_module
 from gpuscout.cli import main
 from gpuscout.errors import GpuscoutError
 from gpuscout.records import DeviceInfo
 from gpuscout.runner import MAX_BODY, RunnerError, discover_in_child, parse_reply, serve
-from gpuscout.runner_reply import read_reply
+from gpuscout.runner import client as runner_module
+from gpuscout.runner.reply import read_reply
 from gpuscout.testing import eventually, running
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc to find leftovers")
@@ -163,7 +163,7 @@ def test_an_unparsable_body_is_named_when_the_deadline_passes(env: dict[str, str
 
 def test_a_child_killed_by_a_signal_is_a_crash_named_by_the_signal(env: dict[str, str]) -> None:
     """A negative exit code is reported as the signal's name."""
-    with pytest.raises(RunnerError, match=r"runner crashed \(SIGSEGV\)$"):
+    with pytest.raises(RunnerError, match=r"runner crashed: SIGSEGV$"):
         discover_in_child(env, timeout=10, command=fake("os.kill(os.getpid(), signal.SIGSEGV)"))
 
 
@@ -174,7 +174,7 @@ def test_a_child_that_dies_mid_reply_is_a_crash(env: dict[str, str]) -> None:
         conn.sendall(b"HTTP/1.0 200 OK\\r\\nContent-Length: 100\\r\\n\\r\\n0123456789")
         os.kill(os.getpid(), signal.SIGSEGV)
     """
-    with pytest.raises(RunnerError, match=r"runner crashed \(SIGSEGV\): .* after 10 of 100 body bytes"):
+    with pytest.raises(RunnerError, match=r"runner crashed: SIGSEGV: .* after 10 of 100 body bytes"):
         discover_in_child(env, timeout=10, command=fake(script))
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from gpuscout import DeviceInfo
-from gpuscout import runner as runner_module
 from gpuscout.runner import MAX_PORT_LINE, TOKEN_ENV, RunnerError, discover_in_child, serve
-from gpuscout.runner_reply import ReplyHead, parse_whole_reply
+from gpuscout.runner import client as runner_module
+from gpuscout.runner.reply import ReplyHead, parse_whole_reply
 from gpuscout.testing import eventually, promptly, running
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc to find leftovers")
@@ -327,7 +327,7 @@ def test_a_custom_runner_with_another_token_is_refused(env: dict[str, str]) -> N
     ("import os, time; os.close(1); time.sleep(300)",
      r"runner closed its stdout before announcing its port; it printed b''"),
     ("import sys; sys.stdout.write('half'); sys.exit(3)",
-     r"runner crashed \(exit code 3\) before announcing its port; it printed b'half'"),
+     r"runner exited with status 3 before announcing its port; it printed b'half'"),
     ("import sys, time; sys.stdout.write('x' * 10000); sys.stdout.flush(); time.sleep(300)",
      f"first stdout line is longer than {MAX_PORT_LINE} bytes"),
     ("import time; time.sleep(300)",
@@ -391,5 +391,5 @@ def test_a_runner_that_dies_is_reported_with_its_last_stderr_line(tmp_path: Path
         discover_in_child({"PATH": os.environ.get("PATH", "")}, timeout=20,
                           command=[sys.executable, str(script), "{port}"])
     message = str(caught.value)
-    assert "exit code 3" in message
+    assert "exited with status 3" in message
     assert message.endswith("; last stderr: driver: GPU fell off the bus")

@@ -3,7 +3,7 @@
 Its one line on stdout, ``{"port": N}`` (the port it bound; with ``--port 0`` one the system
 picked), is written to ``gpuscout.cli.output.output()``, since ``sys.stdout`` leads to stderr
 while it runs. The protocol (token header, limits, lifetime) is described in
-``gpuscout.runner_server``.
+``gpuscout.runner.server``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ DESCRIPTION = ("Serve GET /info on 127.0.0.1:PORT: each request runs one discove
 
 def add_parser(sub: Subcommands, help: str) -> None:
     """Add ``runner`` and its options to ``gpuscout``'s parser."""
-    from gpuscout.runner_server import IDLE_EXIT, READ_TIMEOUT
+    from gpuscout.runner.server import IDLE_EXIT, READ_TIMEOUT
 
     p = common.command_parser(sub, "runner", help, DESCRIPTION)
     common.add_scout_options(p)
@@ -63,7 +63,7 @@ def _leave(signum: int, frame: FrameType | None) -> None:
 def _load(args: argparse.Namespace, scout_factory: ScoutFactory, parent: int) -> Scout:
     """The Scout, its plugins loaded. SIGTERM or the parent's death while plugins load (which
     may take seconds) ends the runner with 0, as it does once it serves."""
-    from gpuscout.isolation import die_with_parent
+    from gpuscout.children import die_with_parent
 
     on_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _leave) if on_main else None
@@ -80,7 +80,7 @@ def _load(args: argparse.Namespace, scout_factory: ScoutFactory, parent: int) ->
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     """Serve until SIGTERM, the parent's death or idleness; each request is one discovery by
     the same Scout."""
-    from gpuscout.runner_server import TOKEN_ENV, serve
+    from gpuscout.runner.server import TOKEN_ENV, serve
 
     parent = os.getppid()
     # The token is for the reply header alone: the Scout (os.environ) and its plugins never see it.

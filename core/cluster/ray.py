@@ -31,6 +31,8 @@ from typing import Any
 
 import attrs
 
+from gpuscout import children
+from gpuscout.children import Bounded, Tail, boot_code, child_argv, exit_text, kill_group, last_words
 from gpuscout.cluster.inventory import Inventory, NodeResult, NodeStatus, summarize
 from gpuscout.cluster.ray_driver import (
     CANCEL_GRACE,
@@ -48,7 +50,6 @@ from gpuscout.cluster.ray_driver import (
     resolve_address,
 )
 from gpuscout.errors import GpuscoutError
-from gpuscout.isolation import boot_code, child_argv, exit_text, kill_group, last_line
 
 #: The largest answer read from one node.
 MAX_ANSWER = 16 << 20
@@ -171,26 +172,27 @@ def _gather_in_child(address: str | None, timeout: float,
     request = json.dumps({"address": target, "timeout": timeout, "options": dict(options),
                           "parent": os.getpid()}).encode()
     try:
-        child = subprocess.Popen(child_argv(_BOOT), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, env=env, start_new_session=True,
-                                 close_fds=True)
+        child = children.start(child_argv(_BOOT), env=env, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except (OSError, ValueError) as exc:
         raise GpuscoutError(f"cannot start the Ray inventory's process: {exc}") from None
+    out, err = Bounded(MAX_ANSWER), Tail()
+    limit = timeout + CANCEL_GRACE + CHILD_ALLOWANCE
     try:
         try:
-            out, err = child.communicate(request, timeout=timeout + CANCEL_GRACE + CHILD_ALLOWANCE)
-        except subprocess.TimeoutExpired:
-            raise GpuscoutError(f"the Ray inventory did not end within "
-                                f"{timeout + CANCEL_GRACE + CHILD_ALLOWANCE:g} s") from None
+            children.communicate(child, request, time.monotonic() + limit, out.add, err)
+        except TimeoutError:
+            raise GpuscoutError(f"the Ray inventory did not end within {limit:g} s") from None
     finally:
         kill_group(child)
+    if out.over:
+        raise GpuscoutError(f"the Ray inventory's process answered over {MAX_ANSWER} bytes")
     try:
-        document = json.loads(out)
-    except ValueError:
-        words = last_line(err[-8192:])
+        document = json.loads(out.data)
+    except (ValueError, RecursionError):
         raise GpuscoutError(
             f"the Ray inventory's process {exit_text(child.returncode or 0)} without an answer"
-            f"{'; last stderr: ' + words if words else ''}") from None
+            f"{last_words(err.bytes())}") from None
     if isinstance(document, dict) and "error" in document:
         cls = RayMissing if document.get("kind") == "ray_missing" else GpuscoutError
         raise cls(str(document["error"]))

@@ -313,7 +313,7 @@ def gathered_json(found: Sequence[Gathered]) -> list[dict[str, Any]]:
 def child_main() -> int:
     """The inventory's child: request on stdin, ``{"nodes": [...]}`` or ``{"error", "kind"}``
     on the stdout it had at start."""
-    from gpuscout.isolation import die_with_parent
+    from gpuscout.children import die_with_parent
 
     die_with_parent(signal.SIGKILL)  # the host gone: Ray ends this job's tasks with its driver
     answer = os.fdopen(os.dup(1), "w")

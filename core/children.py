@@ -1,24 +1,16 @@
-"""Isolated discovery, the host's side: every plugin's enumerate in a child process of its own.
+"""gpuscout's child processes, one home for all of them: how one is started, told to end,
+killed with everything it started, and reaped, and the one wording of how a child ended.
 
-One child (the "zygote", ``gpuscout.isolation_child``) is started from a fresh interpreter with
-exactly the Scout's environment. It imports gpuscout and the plugins once, then forks one worker
-per plugin before any driver is loaded; each worker calls its plugin's enumerate and writes the
-records back through a pipe. A worker that crashes (a segfaulting driver), exits or hangs costs
-only its plugin: the zygote reports it with the signal name or exit status and the worker's last
-stderr line, or kills it at the deadline. Merge and rank stay in the host.
-
-The zygote runs in its own session; its whole process group is killed when the call ends,
-however it ends, so no worker or anything a driver started is left behind. Where ``os.fork``
-does not exist (Windows) one child per plugin is started instead.
-
-The exchange is JSON: the host writes the request on the child's stdin and reads one JSON object
-from its stdout (the child moves its own stdout to stderr before importing any plugin, so
-nothing a plugin prints can corrupt it).
+Every child gpuscout starts (the isolation child, the import probe, the runner, the cluster
+driver's child) leads a session of its own, so that its process group is everything it started
+that did not leave it; on Linux it is also a child subreaper (``become_subreaper``), so that what
+left the group (``setsid()``, a daemon's double fork) is reparented to it and killed with it
+(``kill_descendants``). ``kill_group`` ends a child the same way for every caller; ``exit_text``
+says how it ended (``crashed: SIGSEGV``, ``exited with status 3``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
@@ -26,19 +18,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import IO, Any
 
-import attrs
-
-from gpuscout.records import DeviceInfo
-
-#: Seconds the zygote may take for its own start (interpreter, gpuscout, the plugins' imports)
-#: beyond the enumerate deadline, before the host gives up on it.
-START_ALLOWANCE = 5.0
-#: Most bytes of answer read from the zygote, and from one worker.
-MAX_ANSWER = 32 << 20
-#: Bytes of a worker's stderr kept (its last words are the last line of these).
+#: Bytes of a child's stderr kept (its last words are the last line of these).
 STDERR_TAIL = 8192
 #: How long to wait for a killed process group to be reaped.
 REAP_GRACE = 5.0
@@ -64,6 +47,7 @@ class Tail:
     def bytes(self) -> bytes:
         return bytes(self.data[-self.size:])
 
+
 def boot_code(module: str, function: str) -> str:
     """The ``-c`` code of a gpuscout child: the host's ``sys.path`` (filled in by
     ``child_argv``), then ``module.function()`` as the exit status."""
@@ -75,16 +59,6 @@ def child_argv(code: str) -> list[str]:
     """A fresh, isolated interpreter (``-I``) with the host's ``sys.path``, running ``code``
     (a ``boot_code``, a format string: literal braces doubled)."""
     return [sys.executable, "-I", "-c", code.format(path=list(sys.path))]
-
-
-_BOOT = boot_code("gpuscout.isolation_child", "main")
-
-
-class IsolationError(Exception):
-    """The zygote itself failed (could not start, crashed, answered garbage, overran)."""
-
-
-# -- records across the process boundary ----------------------------------------------------------
 
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -179,119 +153,50 @@ def die_with_parent(sig: int = signal.SIGTERM) -> bool:
     return _prctl(_PR_SET_PDEATHSIG, sig)
 
 
-def encode_device(device: DeviceInfo) -> dict[str, Any]:
-    """Every field of ``device`` as JSON values (unlike the wire format, nothing is left out:
-    the host must get the very record the plugin returned)."""
-    out: dict[str, Any] = {}
-    for f in attrs.fields(DeviceInfo):
-        value = getattr(device, f.name)
-        if isinstance(value, tuple):
-            value = list(value)
-        elif isinstance(value, Mapping):
-            value = dict(value)
-        out[f.name] = value
-    return out
+def start(argv: list[str], *, env: Mapping[str, str], stdin: int | IO[bytes] | None,
+          stdout: int | IO[bytes] | None, stderr: int | IO[bytes] | None) -> subprocess.Popen[bytes]:
+    """Start ``argv`` as a gpuscout child: in a session (and process group) of its own, with
+    exactly ``env`` and no descriptor but its three standard ones. Raises OSError, ValueError
+    or TypeError as ``subprocess.Popen`` does (the caller words them)."""
+    return subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr, env=dict(env),
+                            start_new_session=True, close_fds=True)
 
 
-def decode_device(data: Any, where: str) -> DeviceInfo:
-    """The DeviceInfo ``encode_device`` wrote; ValueError naming ``where`` for anything else."""
-    if not isinstance(data, dict):
-        raise ValueError(f"{where}: expected an object, got {type(data).__name__}")
+def exit_code(child: subprocess.Popen[bytes], grace: float) -> int | None:
+    """The child's exit code once it has exited, waiting up to ``grace`` seconds; else None."""
     try:
-        return DeviceInfo(**data)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        return child.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        return None
 
 
-# -- the host's side --------------------------------------------------------------------------------
+class Bounded:
+    """What a child's stdout said, up to ``limit`` bytes; ``over`` once it said more (what
+    came after is not kept)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.data = bytearray()
+        self.over = False
+
+    def add(self, chunk: bytes) -> None:
+        if not self.over:
+            self.data += chunk
+            if len(self.data) > self.limit:
+                self.over = True
+                del self.data[:]
 
 
-@attrs.define
-class PluginOutcome:
-    """What became of one plugin in its child: ``status`` "ok", "failed" or "timeout", why
-    (``error``), its notes, its records encoded by ``encode_device`` (the host decodes and checks
-    them) and its enumerate's wall time in seconds."""
-
-    name: str
-    status: str
-    error: str = ""
-    notes: list[str] = attrs.field(factory=list)
-    devices: list[Any] = attrs.field(factory=list)
-    elapsed: float = 0.0
-
-
-def enumerate_isolated(
-    plugins: Sequence[str], *, env: Mapping[str, str], platform: str, root: str,
-    timeout: float,
-) -> dict[str, PluginOutcome]:
-    """Run each named plugin's enumerate in a child process of its own, in parallel.
-
-    ``plugins`` are names the child can load by itself (built-ins and entry points). Returns
-    one outcome per plugin. Raises IsolationError when the zygote itself fails; the caller
-    reports that for every plugin.
-    """
-    if not plugins:
-        return {}
-    if not hasattr(os, "fork"):
-        # No fork: one child per plugin, each loading and enumerating its plugin alone.
-        results: dict[str, PluginOutcome] = {}
-        errors: list[BaseException] = []
-
-        def one(name: str) -> None:
-            try:
-                results.update(_run_child([name], env, platform, root, timeout, fork=False))
-            except BaseException as exc:  # reported below, per plugin
-                errors.append(exc)
-                results[name] = PluginOutcome(name, "failed", f"isolation child: {exc}")
-
-        threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in plugins]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return results
-    return _run_child(list(plugins), env, platform, root, timeout, fork=True)
-
-
-def _run_child(plugins: list[str], env: Mapping[str, str], platform: str, root: str,
-               timeout: float, fork: bool) -> dict[str, PluginOutcome]:
-    request = json.dumps({"plugins": plugins, "env": dict(env), "platform": platform,
-                          "root": root, "timeout": timeout, "fork": fork,
-                          "parent": os.getpid()}).encode()
-    try:
-        child = subprocess.Popen(
-            child_argv(_BOOT), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=dict(env), start_new_session=True, close_fds=True)
-    except (OSError, ValueError) as exc:
-        raise IsolationError(f"cannot start the isolation child: {exc}") from None
-    try:
-        limit = timeout + START_ALLOWANCE
-        out, err = exchange(child, request, time.monotonic() + limit, limit)
-        if child.returncode != 0:
-            raise IsolationError(f"the isolation child {exit_text(child.returncode)}"
-                                 f"{_last_words(err)}")
-        try:
-            answer = json.loads(out)
-            return {item["name"]: PluginOutcome(**item) for item in answer["plugins"]}
-        except (ValueError, TypeError, KeyError) as exc:
-            raise IsolationError(f"the isolation child answered something unreadable: {exc}"
-                                 f"{_last_words(err)}") from None
-    finally:
-        kill_group(child)
-
-
-def exchange(child: subprocess.Popen[bytes], request: bytes, deadline: float,
-             limit: float) -> tuple[bytes, bytes]:
-    """Write ``request`` on ``child``'s stdin, then read its stdout (at most MAX_ANSWER bytes)
-    and the last STDERR_TAIL bytes of its stderr until it has exited and its pipes are drained,
-    every read and write non-blocking and under ``deadline`` (a monotonic time; ``limit`` is
-    the seconds the message names). Returns (stdout, stderr's tail), ``child.returncode`` set.
-    Raises IsolationError at the deadline or for an answer over MAX_ANSWER."""
+def communicate(child: subprocess.Popen[bytes], request: bytes, deadline: float,
+                out: Callable[[bytes], None], err: Tail) -> None:
+    """Write ``request`` on ``child``'s stdin, hand what its stdout says to ``out`` as it
+    comes and keep the last bytes of its stderr in ``err``, until it has exited and its pipes
+    are drained; every read and write is non-blocking and under ``deadline`` (a monotonic
+    time). ``child.returncode`` is then set. Raises TimeoutError at the deadline. ``out``
+    bounds what it keeps (see ``Bounded``); ``err`` keeps only the last bytes."""
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
-    out = bytearray()
-    err = Tail()
     if os.name == "nt":  # pragma: no cover - select takes no pipes there
-        return _exchange_threads(child, request, deadline, limit)
+        return _communicate_threads(child, request, deadline, out, err)
     stdin_fd, out_fd, err_fd = (child.stdin.fileno(), child.stdout.fileno(),
                                 child.stderr.fileno())
     for fd in (stdin_fd, out_fd, err_fd):
@@ -302,14 +207,10 @@ def exchange(child: subprocess.Popen[bytes], request: bytes, deadline: float,
     if not pending:
         child.stdin.close()
 
-    def late() -> IsolationError:
-        return IsolationError(f"the isolation child did not answer within {limit:g} s"
-                              f"{_last_words(err.bytes())}")
-
     def drain(fd: int) -> None:
         while fd in readers:
             if time.monotonic() >= deadline:
-                raise late()
+                raise TimeoutError
             try:
                 chunk = os.read(fd, 1 << 16)
             except BlockingIOError:
@@ -321,15 +222,12 @@ def exchange(child: subprocess.Popen[bytes], request: bytes, deadline: float,
             elif fd == err_fd:
                 err.add(chunk)
             else:
-                out.extend(chunk)
-                if len(out) > MAX_ANSWER:
-                    raise IsolationError(f"the isolation child answered over {MAX_ANSWER} "
-                                         "bytes")
+                out(chunk)
 
     while readers:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise late()
+            raise TimeoutError
         if child.poll() is not None:
             # It has ended: what it wrote is in the pipes. A descendant still holding them (a
             # helper it started) must not keep the answer waiting.
@@ -355,33 +253,26 @@ def exchange(child: subprocess.Popen[bytes], request: bytes, deadline: float,
     try:
         child.wait(max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
-        raise late() from None
-    return bytes(out), err.bytes()
+        raise TimeoutError from None
 
 
-def _exchange_threads(child: subprocess.Popen[bytes], request: bytes, deadline: float,
-                      limit: float) -> tuple[bytes, bytes]:  # pragma: no cover - Windows
-    """``exchange`` where pipes cannot be selected (Windows): one reader thread per pipe."""
+def _communicate_threads(child: subprocess.Popen[bytes], request: bytes, deadline: float,
+                         out: Callable[[bytes], None],
+                         err: Tail) -> None:  # pragma: no cover - Windows
+    """``communicate`` where pipes cannot be selected (Windows): one reader thread per pipe."""
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
-    out = bytearray()
-    err = Tail()
-    over = threading.Event()
+    lock = threading.Lock()
 
-    def read(stream: Any, into: Any) -> None:
+    def read(stream: Any, into: Callable[[bytes], None]) -> None:
         try:
             while chunk := stream.read1(1 << 16):
-                if into is out:
-                    out.extend(chunk)
-                    if len(out) > MAX_ANSWER:
-                        over.set()
-                        return
-                else:
-                    err.add(chunk)
+                with lock:
+                    into(chunk)
         except (OSError, ValueError):
             pass
 
     readers = [threading.Thread(target=read, args=(child.stdout, out), daemon=True),
-               threading.Thread(target=read, args=(child.stderr, err), daemon=True)]
+               threading.Thread(target=read, args=(child.stderr, err.add), daemon=True)]
     for t in readers:
         t.start()
     try:
@@ -391,19 +282,19 @@ def _exchange_threads(child: subprocess.Popen[bytes], request: bytes, deadline: 
         pass
     for t in readers:
         t.join(max(0.0, deadline - time.monotonic()))
-    if over.is_set():
-        raise IsolationError(f"the isolation child answered over {MAX_ANSWER} bytes")
     try:
         child.wait(max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
-        raise IsolationError(f"the isolation child did not answer within {limit:g} s") from None
-    return bytes(out), err.bytes()
+        raise TimeoutError from None
 
 
-def kill_group(child: subprocess.Popen[bytes]) -> None:
+
+def kill_group(child: subprocess.Popen[bytes]) -> bool:
     """Ask ``child`` to end (SIGTERM: a gpuscout child then kills its descendants, those that
     left its group included), give it TERM_GRACE seconds, then kill its whole process group (it
-    leads its own session) and reap ``child``."""
+    leads its own session, and the group outlives a reaped leader while any member lives),
+    reap ``child`` and close its pipes. Whether it was reaped within REAP_GRACE (a process stuck
+    in the kernel, in a driver, is not)."""
     if child.poll() is None:
         try:
             child.terminate()
@@ -428,6 +319,7 @@ def kill_group(child: subprocess.Popen[bytes]) -> None:
                 stream.close()
             except OSError:
                 pass
+    return child.returncode is not None
 
 
 def exit_text(status: int) -> str:
@@ -450,25 +342,12 @@ def last_line(tail: bytes) -> str:
     return ""
 
 
-def _last_words(err: bytes) -> str:
+def last_words(err: bytes) -> str:
+    """``; last stderr: ...`` for a non-empty last line of ``err``, else ''."""
     line = last_line(err[-STDERR_TAIL:])
     return f"; last stderr: {line}" if line else ""
 
-
-__all__ = [
-    "IsolationError",
-    "PluginOutcome",
-    "Tail",
-    "become_subreaper",
-    "boot_code",
-    "child_argv",
-    "decode_device",
-    "descendants",
-    "encode_device",
-    "enumerate_isolated",
-    "exchange",
-    "exit_text",
-    "kill_descendants",
-    "kill_group",
-    "last_line",
-]
+__all__ = ["REAP_GRACE", "STDERR_TAIL", "TERM_GRACE", "Bounded", "Tail", "become_subreaper",
+           "boot_code", "child_argv", "communicate", "descendants", "die_with_parent",
+           "exit_code", "exit_text", "kill_descendants", "kill_group", "last_line", "last_words",
+           "start"]

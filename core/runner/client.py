@@ -6,10 +6,10 @@ child to have, polls every 10 ms until a deadline, and tells a crash, a 404 (a r
 runs each device that needs it in such a child, with only that device visible, all at once.
 
 The child may be hostile or broken, so the host speaks HTTP over a plain socket
-(``gpuscout.runner_reply``): one deadline covers the whole exchange, replies are bounded, every
+(``gpuscout.runner.reply``): one deadline covers the whole exchange, replies are bounded, every
 failure is a RunnerError, and the child's whole process group is killed when the call ends.
 
-gpuscout's own runner (``gpuscout runner --port 0``, see ``gpuscout.runner_server``) binds its
+gpuscout's own runner (``gpuscout runner --port 0``, see ``gpuscout.runner.server``) binds its
 port itself and announces it as ``{"port": N}`` on the first line of its stdout, which the host
 reads (at most MAX_PORT_LINE bytes) before polling; each child gets a fresh token in
 ``GPUSCOUT_RUNNER_TOKEN`` and must send it back in an ``X-Gpuscout-Token`` header, so that a
@@ -21,60 +21,42 @@ from __future__ import annotations
 import hmac
 import math
 import os
-import queue
 import secrets
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO
 
+from gpuscout import children
+from gpuscout.children import Tail, exit_code, exit_text, kill_group, last_line
 from gpuscout.errors import GpuscoutError
-from gpuscout.isolation import TERM_GRACE, Tail, last_line
 from gpuscout.log import get_logger
 from gpuscout.records import DeviceInfo
-from gpuscout.results import Dropped
-from gpuscout.runner_reply import (
+from gpuscout.runner.reply import (
     CRASH_GRACE,
-    MAX_BODY,
-    MAX_HEAD,
-    MAX_PORT_LINE,
     ReplyHead,
     RunnerError,
-    describe_exit,
-    exit_code,
-    parse_reply,
     read_port_line,
     read_reply,
     remaining,
     timed_out,
 )
-from gpuscout.runner_server import HOST, IDLE_EXIT, TOKEN_ENV, TOKEN_HEADER, serve
+from gpuscout.runner.server import HOST, TOKEN_ENV, TOKEN_HEADER
 
 _log = get_logger(__name__)
 
 POLL_INTERVAL = 0.010
 #: Longer timeouts are clamped to this, which sockets and waits still accept (about 11 days).
 MAX_TIMEOUT = 1e6
-#: How long to wait for the child to die after SIGKILL; one stuck in the kernel cannot be reaped.
-REAP_GRACE = 5.0
 
 # HTTP/1.0 so that a conforming server neither chunks the body nor keeps the connection open.
 _REQUEST = "GET /info HTTP/1.0\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n\r\n"
 # Python ignores SIGPIPE, but a host embedding it may not; a closed peer must be an OSError.
 _SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
 _TOKEN_KEY = TOKEN_HEADER.lower()
-
-#: ``progress(device, state, elapsed)``: state "started", then "ok" or "failed"; elapsed seconds
-#: since the validation began.
-Progress = Callable[[DeviceInfo, str, float], None]
-_progress: ContextVar[Progress | None] = ContextVar("gpuscout_validation_progress", default=None)
-
 
 def free_port() -> int:
     """A port on 127.0.0.1 that was free a moment ago (another process may take it before the
@@ -115,7 +97,7 @@ def _check_token(head: ReplyHead, port: int, token: str | None, required: bool) 
 def _broken_reply(exc: RunnerError, child: subprocess.Popen[bytes]) -> RunnerError:
     # A reply cut short is often a child dying mid-write: say so when it has exited.
     code = exit_code(child, CRASH_GRACE)
-    return RunnerError(f"runner crashed ({describe_exit(code)}): {exc}") if code else exc
+    return RunnerError(f"runner {exit_text(code)}: {exc}") if code else exc
 
 
 def poll_runner(port: int, child: subprocess.Popen[bytes], deadline: float, timeout: float, *,
@@ -142,7 +124,7 @@ def poll_runner(port: int, child: subprocess.Popen[bytes], deadline: float, time
         except OSError as exc:
             code = child.poll()
             if code is not None:
-                raise RunnerError(f"runner crashed ({describe_exit(code)})") from None
+                raise RunnerError(f"runner {exit_text(code)}") from None
             last_problem = exc.strerror or str(exc)
             time.sleep(max(0.0, min(POLL_INTERVAL, deadline - time.monotonic())))
             continue
@@ -167,7 +149,7 @@ def poll_runner(port: int, child: subprocess.Popen[bytes], deadline: float, time
         return devices
 
 
-def _check_timeout(timeout: object) -> float:
+def check_timeout(timeout: object) -> float:
     # NaN fails both comparisons; min() before float() keeps a huge int from overflowing.
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
         raise RunnerError(f"timeout must be a finite number of seconds > 0, got {timeout!r:.80}")
@@ -184,27 +166,11 @@ def _check_command(command: object) -> list[str]:
     return list(command)
 
 
-def _kill_group(child: subprocess.Popen[bytes]) -> None:
+def _end(child: subprocess.Popen[bytes]) -> None:
     # Asked to end first, gpuscout's runner kills its descendants (it is their subreaper, so
     # those that left its group with setsid() too) before it exits.
-    if child.poll() is None:
-        try:
-            child.terminate()
-            child.wait(TERM_GRACE)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    # The child leads its own session, so its pid is the group of everything it started that
-    # did not leave it. The group outlives a reaped leader while any member lives.
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        child.wait(timeout=REAP_GRACE)
-    except subprocess.TimeoutExpired:  # stuck in the kernel (a driver): nothing more to do
+    if not kill_group(child):  # stuck in the kernel (a driver): nothing more to do
         _log.warning("runner.not_reaped", pid=child.pid)
-    if child.stdout is not None:
-        child.stdout.close()
 
 
 def discover_in_child(
@@ -227,11 +193,11 @@ def discover_in_child(
     an error, the timeout, KeyboardInterrupt); the child is reaped. Installs no signal handler,
     so any thread may call it. Raises RunnerError, and only that.
     """
-    seconds = _check_timeout(timeout)
-    return _discover(env, time.monotonic() + seconds, seconds, command)
+    seconds = check_timeout(timeout)
+    return discover_under(env, time.monotonic() + seconds, seconds, command)
 
 
-def _discover(env: Mapping[str, str], deadline: float, seconds: float,
+def discover_under(env: Mapping[str, str], deadline: float, seconds: float,
               command: Sequence[str] | None,
               started: Callable[[subprocess.Popen[bytes]], None] | None = None) -> list[DeviceInfo]:
     """``discover_in_child`` under a given ``deadline``; ``started(child)`` is called once the
@@ -248,9 +214,9 @@ def _discover(env: Mapping[str, str], deadline: float, seconds: float,
         argv = default_command()
     token = secrets.token_hex(16)
     try:
-        child = subprocess.Popen(argv, env={**env, TOKEN_ENV: token}, stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.PIPE if port is None else subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, start_new_session=True)
+        child = children.start(argv, env={**env, TOKEN_ENV: token}, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE if port is None else subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
     except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise RunnerError(f"cannot start runner: {argv[0]!r}: {reason}") from None
@@ -269,7 +235,7 @@ def _discover(env: Mapping[str, str], deadline: float, seconds: float,
             raise RunnerError(f"{exc}; last stderr: {words}") from None
         raise
     finally:
-        _kill_group(child)
+        _end(child)
 
 
 class _StderrTail:
@@ -302,127 +268,4 @@ class _StderrTail:
         return last_line(self.data.bytes())
 
 
-@contextmanager
-def validation_progress(progress: Progress | None) -> Iterator[None]:
-    """While the block runs, ``validate_devices`` calls without a ``progress`` of their own (as
-    ``Scout.discover(validate=True)`` makes) report to ``progress``. Scoped to the calling
-    context (thread or task), so it is no global state."""
-    mark = _progress.set(progress)
-    try:
-        yield
-    finally:
-        _progress.reset(mark)
-
-
-class _Cancelled(Exception):
-    pass
-
-
-def validate_devices(
-    checks: Sequence[tuple[DeviceInfo, Mapping[str, str] | None]], timeout: float = 30.0, *,
-    progress: Progress | None = None, command: Sequence[str] | None = None,
-) -> tuple[list[DeviceInfo], list[Dropped]]:
-    """Initialise each device in a child process that sees only it, all devices at once.
-
-    ``checks`` pairs each device with the whole environment of its child, or None for a device
-    that needs no check (kept as it is). Every child starts at once (one thread each) and
-    ``timeout`` covers the whole validation (``Scout.discover(validate=True)`` passes its
-    ``enumerate_timeout`` plus the child's ``START_ALLOWANCE``: each child initialises a driver
-    in a discovery of its own): a child still running then is killed. A crash, a
-    timeout or an answer without the device drops it, with the reason; the kept devices and the
-    dropped ones keep the order of ``checks``. ``progress(device, state, elapsed)`` (default:
-    the one ``validation_progress`` set) hears "started" for each checked device, then "ok" or
-    "failed"; it is called on the calling thread. ``command`` is the runner, as for
-    ``discover_in_child``. Every child's process group is killed, also on KeyboardInterrupt.
-    """
-    seconds = _check_timeout(timeout)
-    start = time.monotonic()
-    deadline = start + seconds
-    report = progress if progress is not None else _progress.get()
-    pending = [(i, device, env) for i, (device, env) in enumerate(checks) if env is not None]
-    reasons: dict[int, str | None] = {}
-    done: queue.SimpleQueue[tuple[int, str | None]] = queue.SimpleQueue()
-    lock = threading.Lock()
-    children: list[subprocess.Popen[bytes]] = []
-    cancelled = False
-
-    def started(child: subprocess.Popen[bytes]) -> None:
-        with lock:
-            if cancelled:
-                raise _Cancelled
-            children.append(child)
-
-    def check(i: int, device: DeviceInfo, env: Mapping[str, str]) -> None:
-        reason: str | None = "init validation failed: cancelled"
-        try:
-            seen = _discover(env, deadline, seconds, command, started)
-        except RunnerError as exc:
-            reason = f"init validation failed: {exc}"
-        except BaseException as exc:  # the caller waits to hear from every thread
-            if not isinstance(exc, _Cancelled):
-                reason = f"init validation failed: {exc!r:.200}"
-        else:
-            seen_it = any(_same_device(device, other) for other in seen)
-            reason = None if seen_it else "init validation failed: device not seen by the child"
-        done.put((i, reason))
-
-    workers = [threading.Thread(target=check, args=item, name="gpuscout-validate", daemon=True)
-               for item in pending]
-    try:
-        for _, device, _ in pending:
-            if report is not None:
-                report(device, "started", 0.0)
-        for worker in workers:
-            worker.start()
-        # Every worker answers by the deadline plus the time to kill and reap its child.
-        give_up = deadline + REAP_GRACE + 1.0
-        while len(reasons) < len(pending):
-            try:
-                i, reason = done.get(timeout=max(0.01, min(0.1, give_up - time.monotonic())))
-            except queue.Empty:
-                if time.monotonic() < give_up:
-                    continue
-                for i, _, _ in pending:
-                    reasons.setdefault(i, f"failed to finish validation before timeout ({seconds:g} s)")
-                break
-            reasons[i] = reason
-            if report is not None:
-                report(checks[i][0], "ok" if reason is None else "failed", time.monotonic() - start)
-    except BaseException:
-        with lock:
-            cancelled = True
-            victims = list(children)
-        for child in victims:
-            try:
-                os.killpg(child.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        for worker in workers:
-            if worker.is_alive():
-                worker.join(REAP_GRACE)
-        raise
-    kept: list[DeviceInfo] = []
-    dropped: list[Dropped] = []
-    for i, (device, env) in enumerate(checks):
-        reason = reasons.get(i)
-        if env is None or reason is None:
-            kept.append(device)
-        else:
-            dropped.append(Dropped(device, reason))
-    return kept, dropped
-
-
-def _same_device(a: DeviceInfo, b: DeviceInfo) -> bool:
-    if a.library != b.library:
-        return False
-    if a.uuid and b.uuid:
-        return a.uuid.lower() == b.uuid.lower()
-    if a.pci_id and b.pci_id:
-        return a.pci_id.lower() == b.pci_id.lower()
-    return a.id == b.id
-
-
-__all__ = ["HOST", "IDLE_EXIT", "MAX_BODY", "MAX_HEAD", "MAX_PORT_LINE", "TOKEN_ENV",
-           "TOKEN_HEADER", "Progress", "RunnerError", "default_command", "discover_in_child",
-           "parse_reply", "poll_runner", "read_port_line", "serve", "validate_devices",
-           "validation_progress"]
+__all__ = ["POLL_INTERVAL", "default_command", "discover_in_child", "free_port", "poll_runner"]

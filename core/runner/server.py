@@ -40,8 +40,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import FrameType
 from typing import Any
 
+from gpuscout.children import become_subreaper, die_with_parent
 from gpuscout.errors import GpuscoutError
-from gpuscout.isolation import become_subreaper, die_with_parent
 from gpuscout.log import get_logger
 from gpuscout.records import DeviceInfo
 

@@ -13,12 +13,12 @@ import json
 import os
 import re
 import selectors
-import signal
 import socket
 import subprocess
 import time
 from typing import NamedTuple
 
+from gpuscout.children import exit_code, exit_text
 from gpuscout.errors import GpuscoutError
 
 #: Most bytes of status line and headers the host reads from a runner.
@@ -167,24 +167,6 @@ def read_reply(sock: socket.socket, deadline: float) -> tuple[ReplyHead, bytes]:
             raise _too_long(f"more than {len(data) - body_at}")
 
 
-def describe_exit(code: int) -> str:
-    """``exit code 3`` for an exit, ``SIGSEGV`` for a death by signal (a negative Popen code)."""
-    if code >= 0:
-        return f"exit code {code}"
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-def exit_code(child: subprocess.Popen[bytes], grace: float) -> int | None:
-    """The child's exit code once it has exited, waiting up to ``grace`` seconds; else None."""
-    try:
-        return child.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        return None
-
-
 def timed_out(timeout: float, last_problem: str) -> RunnerError:
     """The error for a deadline passed, naming the last problem seen."""
     last = f"; last attempt: {last_problem}" if last_problem else ""
@@ -213,8 +195,7 @@ def read_port_line(child: subprocess.Popen[bytes], deadline: float, timeout: flo
             chunk = os.read(fd, MAX_PORT_LINE + 1 - len(data))
             if not chunk:
                 code = exit_code(child, CRASH_GRACE)
-                what = ("runner closed its stdout" if code is None else
-                        f"runner crashed ({describe_exit(code)})" if code else "runner exited (exit code 0)")
+                what = "runner closed its stdout" if code is None else f"runner {exit_text(code)}"
                 raise RunnerError(f"{what} before announcing its port; it printed {show(data)}")
             data += chunk
     line = bytes(data[:end]).removesuffix(b"\r")
@@ -230,5 +211,5 @@ def read_port_line(child: subprocess.Popen[bytes], deadline: float, timeout: flo
 
 
 __all__ = ["CRASH_GRACE", "MAX_BODY", "MAX_HEAD", "MAX_PORT_LINE", "ReplyHead", "RunnerError",
-           "describe_exit", "exit_code", "find_head_end", "parse_head", "parse_reply",
+           "find_head_end", "parse_head", "parse_reply",
            "parse_whole_reply", "read_port_line", "read_reply", "remaining", "show", "timed_out"]

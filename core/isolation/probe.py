@@ -22,17 +22,11 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 
-from gpuscout.isolation import (
-    START_ALLOWANCE,
-    STDERR_TAIL,
-    boot_code,
-    child_argv,
-    exit_text,
-    kill_group,
-    last_line,
-)
+from gpuscout import children
+from gpuscout.children import STDERR_TAIL, boot_code, child_argv, exit_text, kill_group, last_line
+from gpuscout.isolation import START_ALLOWANCE
 
-_BOOT = boot_code("gpuscout.isolation_child", "probe_main")
+_BOOT = boot_code("gpuscout.isolation.child", "probe_main")
 #: How often the host looks at the child while it imports.
 _POLL = 0.05
 
@@ -60,9 +54,8 @@ def _probe_once(names: list[str], env: Mapping[str, str],
     """One child over ``names``: the plugins it got through, and the culprit that stopped it
     (None when it finished). A child that cannot even start blames nobody."""
     try:
-        child = subprocess.Popen(child_argv(_BOOT), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, env=dict(env), start_new_session=True,
-                                 close_fds=True)
+        child = children.start(child_argv(_BOOT), env=env, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except (OSError, ValueError):
         return set(names), None
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
@@ -96,6 +89,8 @@ def _probe_once(names: list[str], env: Mapping[str, str],
                 else:
                     buffer += chunk
                     *lines, buffer = buffer.split(b"\n")
+                    if len(buffer) > MAX_EVENT:
+                        raise ValueError("the probe child's line is too long")
                     for line in lines:
                         event = json.loads(line)
                         if "start" in event:
@@ -118,6 +113,8 @@ def _probe_once(names: list[str], env: Mapping[str, str],
                                      f"not imported here){'; last stderr: ' + words if words else ''}")
 
 
+#: Most bytes of one line the probe child writes (``{"start": name}``).
+MAX_EVENT = 64 << 10
 #: Seconds to wait for the child's exit once its pipes closed.
 REAP_WAIT = 5.0
 
