@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
 
 GiB = 1 << 30
@@ -35,5 +39,31 @@ def test_message_names_what_did_not_fit_where() -> None:
     assert "CUDA" not in str(InsufficientMemoryError(MEMORY, free={"GPU-a": 40 * GiB}))
 
 
-def test_log_summary_logs_each_row(capsys) -> None:  # type: ignore[no-untyped-def]
-    MEMORY.log_summary()  # quiet by default; must not raise
+def test_log_summary_logs_each_row(caplog: pytest.LogCaptureFixture) -> None:
+    """Each summary row is one ``memory.summary`` event with its device, size and bytes."""
+    caplog.set_level(logging.INFO, logger="gpuscout")
+    MEMORY.log_summary()
+    events = [r.__dict__["gpuscout"] for r in caplog.records if r.name.startswith("gpuscout")]
+    assert [(e["event"], e["what"], e["device"], e["bytes"]) for e in events] == [
+        ("memory.summary", "model weights", "CUDA GPU-a (CUDA0)", 28 * GiB),
+        ("memory.summary", "model weights", "CPU", 3 * GiB),
+        ("memory.summary", "kv cache", "CUDA GPU-a (CUDA0)", 3 * GiB // 2),
+        ("memory.summary", "kv cache", "CPU", GiB // 2),
+        ("memory.summary", "compute graph", "CUDA GPU-a (CUDA0)", GiB // 2),
+        ("memory.summary", "total memory", "", 67 * GiB // 2),
+    ]
+    assert events[0]["size"] == "28.0 GiB"
+
+
+def test_log_summary_is_quiet_below_the_hosts_level(caplog: pytest.LogCaptureFixture) -> None:
+    """At the default warning level the info rows are not emitted."""
+    caplog.set_level(logging.WARNING, logger="gpuscout")
+    MEMORY.log_summary()
+    assert [r for r in caplog.records if r.name.startswith("gpuscout")] == []
+
+
+def test_a_device_with_exactly_the_memory_it_needs_is_not_named() -> None:
+    """``describe`` names only devices that need more than they have; equal is enough."""
+    need = MEMORY.gpus[0].size
+    assert "GPU-a" not in MEMORY.describe(free={"GPU-a": need})
+    assert "GPU-a" in MEMORY.describe(free={"GPU-a": need - 1})
