@@ -21,6 +21,7 @@ from gpuscout.testing import ScoutFactory
 
 RECORDED = pathlib.Path(__file__).parent / "recorded"
 
+
 class FakeNvmlRecorded(ReplayedNvml):
     """Replays one recorded machine through pynvml's function names (the plugin's own
     ``ReplayedNvml``), counting NVML sessions so tests can check each one is closed. Not a
@@ -40,6 +41,13 @@ class FakeNvmlRecorded(ReplayedNvml):
         self.open_sessions -= 1
 
 
+#: What the fixtures below return, for the annotations of the tests that take them.
+Recording = Callable[[str], dict[str, Any]]
+FakeNvml = Callable[[str | dict[str, Any]], FakeNvmlRecorded]
+RecordedProbe = Callable[[int, str], list[float]]
+CudaScout = Callable[..., Scout]
+
+
 def load_recording(name: str) -> dict[str, Any]:
     """The recording ``recorded/<name>.json`` as a fresh dict (tests may alter their copy)."""
     data: dict[str, Any] = json.loads((RECORDED / f"{name}.json").read_text())
@@ -47,13 +55,13 @@ def load_recording(name: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def recording() -> Callable[[str], dict[str, Any]]:
+def recording() -> Recording:
     """Loads a recording by name."""
     return load_recording
 
 
 @pytest.fixture
-def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> Callable[[str | dict[str, Any]], FakeNvmlRecorded]:
+def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> FakeNvml:
     """Installs a FakeNvmlRecorded for a recording (name or dict) as the plugin's NVML."""
 
     def install(source: str | dict[str, Any]) -> FakeNvmlRecorded:
@@ -65,7 +73,7 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> Callable[[str | dict[str, Any]
 
 
 @pytest.fixture
-def recorded_probe(monkeypatch: pytest.MonkeyPatch) -> Callable[[int, str], list[float]]:
+def recorded_probe(monkeypatch: pytest.MonkeyPatch) -> RecordedProbe:
     """Replaces the CUDA order probe child with a recorded (exit status, output)."""
 
     def install(status: int, output: str) -> list[float]:
@@ -92,7 +100,7 @@ def no_probe(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def cuda_scout(gpuscout_scout: ScoutFactory) -> Callable[..., Scout]:
+def cuda_scout(gpuscout_scout: ScoutFactory) -> CudaScout:
     """A Scout holding only the cuda plugin, on Linux, with the given env and root."""
 
     def make(env: Mapping[str, str] | None = None, root: str = "/", **kwargs: Any) -> Scout:

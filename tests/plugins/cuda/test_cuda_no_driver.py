@@ -5,15 +5,18 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from gpuscout import Discovery, PluginReport
+from gpuscout.testing import ScoutFactory
+
 # The whole contract of this file assumes no NVIDIA driver; fail loudly if one appears.
 NO_DRIVER_NOTE = "NVML library libnvidia-ml.so.1 cannot be loaded"
 
 
-def _cuda_report(found):
+def _cuda_report(found: Discovery) -> PluginReport:
     return next(r for r in found.plugins if r.name == "cuda")
 
 
-def test_missing_driver_gives_no_devices_and_an_ok_report(gpuscout_scout):
+def test_missing_driver_gives_no_devices_and_an_ok_report(gpuscout_scout: ScoutFactory) -> None:
     """Without libnvidia-ml the plugin finds nothing, is ok, and names NVML in its error."""
     found = gpuscout_scout("cuda").discover()
     report = _cuda_report(found)
@@ -21,7 +24,7 @@ def test_missing_driver_gives_no_devices_and_an_ok_report(gpuscout_scout):
     assert report.note.startswith(NO_DRIVER_NOTE)
 
 
-def test_missing_driver_path_does_not_import_pynvml():
+def test_missing_driver_path_does_not_import_pynvml() -> None:
     """The library check comes first, so pynvml is never imported without a driver."""
     code = (
         "import sys\n"
@@ -33,16 +36,16 @@ def test_missing_driver_path_does_not_import_pynvml():
     assert out.stdout.strip().splitlines()[-1] == "False"
 
 
-def test_importing_the_plugin_does_not_import_pynvml():
+def test_importing_the_plugin_does_not_import_pynvml() -> None:
     """Importing gpuscout.plugins.cuda loads neither pynvml nor ctypes' NVML."""
     code = "import sys, gpuscout.plugins.cuda\nprint('pynvml' in sys.modules)\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "False"
 
 
-def test_pynvml_itself_reports_library_not_found_here():
+def test_pynvml_itself_reports_library_not_found_here() -> None:
     """Past the fast path, nvmlInit on this machine raises LibraryNotFound (value 12)."""
-    import pynvml
+    import pynvml  # type: ignore[import-untyped]
 
     try:
         pynvml.nvmlInit()
@@ -53,13 +56,13 @@ def test_pynvml_itself_reports_library_not_found_here():
         raise AssertionError("nvmlInit succeeded: this machine has an NVIDIA driver")
 
 
-def test_macos_reports_that_nvml_does_not_exist(gpuscout_scout):
+def test_macos_reports_that_nvml_does_not_exist(gpuscout_scout: ScoutFactory) -> None:
     """On darwin the plugin does not look for NVML and says why."""
     found = gpuscout_scout("cuda", platform="darwin").discover()
     assert _cuda_report(found).note == "NVML does not exist on macOS (no NVIDIA driver)"
 
 
-def test_enumeration_without_a_driver_is_fast(gpuscout_scout):
+def test_enumeration_without_a_driver_is_fast(gpuscout_scout: ScoutFactory) -> None:
     """The missing-driver path costs well under a tenth of a second."""
     scout = gpuscout_scout("cuda")
     found = scout.discover()

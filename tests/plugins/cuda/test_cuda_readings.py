@@ -20,8 +20,8 @@ from gpuscout.plugins.cuda.readings import (
     (0, 2, 0, b"00000000:02:00.1", "0000:02:00.1"),
     (0, 2, 0, "", "0000:02:00.0"),
 ])
-def test_pci_id_is_lower_case_with_at_least_four_domain_digits(domain, bus, device, bus_id,
-                                                               expected):
+def test_pci_id_is_lower_case_with_at_least_four_domain_digits(domain: int, bus: int, device: int,
+                                                               bus_id: str | bytes, expected: str) -> None:
     """NVML's integers become the contract's pci_id; the function comes from busId."""
     assert pci_location(domain, bus, device, bus_id).pci_id == expected
 
@@ -30,7 +30,7 @@ def test_pci_id_is_lower_case_with_at_least_four_domain_digits(domain, bus, devi
     (12040, (12, 4)), (12080, (12, 8)), (13000, (13, 0)), (11040, (11, 4)), (12090, (12, 9)),
     (0, (0, 0)),
 ])
-def test_cuda_driver_version_splits_into_major_and_minor(value, expected):
+def test_cuda_driver_version_splits_into_major_and_minor(value: int, expected: tuple[int, int]) -> None:
     """12040 is CUDA 12.4."""
     assert cuda_version(value) == expected
 
@@ -38,11 +38,11 @@ def test_cuda_driver_version_splits_into_major_and_minor(value, expected):
 @pytest.mark.parametrize(("version", "expected"), [
     ("580.126.09", 580), ("550.54.15", 550), ("470.256.02", 470), ("", 0), ("n/a", 0),
 ])
-def test_kernel_driver_major_is_the_branch(version, expected):
+def test_kernel_driver_major_is_the_branch(version: str, expected: int) -> None:
     """The kernel driver's branch is the number before the first dot."""
     assert kernel_driver_major(version) == expected
 
 
-def test_bytes_from_old_bindings_are_decoded():
+def test_bytes_from_old_bindings_are_decoded() -> None:
     """Very old pynvml returned bytes for names; they read as str."""
     assert text(b"NVIDIA H200") == "NVIDIA H200"
