@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import pathlib
 import sys
+from typing import TYPE_CHECKING
 
-from gpuscout import Context
+from gpuscout import Context, Scout
 from gpuscout.plugins.cuda import order
 from gpuscout.plugins.cuda.readings import GpuReading, PciLocation
+
+if TYPE_CHECKING:
+    from tests.plugins.cuda.conftest import CudaScout, FakeNvml, RecordedProbe
 
 RTX = "GPU-7c3e1a9d-2b5f-4e80-b6a4-d1f9c2e8a305"
 H100 = "GPU-e4b8d2f6-1a3c-4b9e-8f7d-3a6c9e2b5d18"
@@ -14,36 +19,40 @@ H100 = "GPU-e4b8d2f6-1a3c-4b9e-8f7d-3a6c9e2b5d18"
 H100_FIRST = "0 65 0\n0 1 0\n"
 
 
-def _ids(scout):
+def _ids(scout: Scout) -> list[str]:
     return [d.id for d in scout.discover().devices]
 
 
-def _cuda_error(scout):
+def _cuda_error(scout: Scout) -> str:
     return next(r for r in scout.discover().plugins if r.name == "cuda").note
 
 
-def test_pci_bus_id_order_indexes_by_pci_address(fake_nvml, cuda_scout, no_probe):
+def test_pci_bus_id_order_indexes_by_pci_address(fake_nvml: FakeNvml, cuda_scout: CudaScout,
+                                                 no_probe: None) -> None:
     """With PCI_BUS_ID, index 0 is the lowest PCI address and no probe runs."""
     fake_nvml("rtx4090_h100_pcie")
     env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"}
     assert _ids(cuda_scout(env)) == [RTX]
 
 
-def test_same_model_box_uses_pci_order_without_a_probe(fake_nvml, cuda_scout, no_probe):
+def test_same_model_box_uses_pci_order_without_a_probe(fake_nvml: FakeNvml, cuda_scout: CudaScout,
+                                                       no_probe: None) -> None:
     """FASTEST_FIRST on identical GPUs is PCI order; the driver is not asked."""
     fake_nvml("h100_sxm_x2")
     ids = _ids(cuda_scout({"CUDA_VISIBLE_DEVICES": "1"}))
     assert ids == ["GPU-a1d7e3b2-4f6c-4a8e-8d2b-6c9e1f3a5b07"]
 
 
-def test_mixed_box_learns_fastest_first_from_the_probe(fake_nvml, cuda_scout, recorded_probe):
+def test_mixed_box_learns_fastest_first_from_the_probe(fake_nvml: FakeNvml, cuda_scout: CudaScout,
+                                                       recorded_probe: RecordedProbe) -> None:
     """FASTEST_FIRST on mixed GPUs indexes in the order the driver probe printed."""
     fake_nvml("rtx4090_h100_pcie")
     recorded_probe(0, H100_FIRST)
     assert _ids(cuda_scout({"CUDA_VISIBLE_DEVICES": "0"})) == [H100]
 
 
-def test_probe_timeout_stays_inside_the_enumerate_deadline(fake_nvml, cuda_scout, recorded_probe):
+def test_probe_timeout_stays_inside_the_enumerate_deadline(fake_nvml: FakeNvml, cuda_scout: CudaScout,
+                                                           recorded_probe: RecordedProbe) -> None:
     """The probe gets what the plugin's deadline leaves, less a margin."""
     fake_nvml("rtx4090_h100_pcie")
     timeouts = recorded_probe(0, H100_FIRST)
@@ -51,7 +60,8 @@ def test_probe_timeout_stays_inside_the_enumerate_deadline(fake_nvml, cuda_scout
     assert len(timeouts) == 1 and 0 < timeouts[0] <= 2.0 - order.PROBE_MARGIN
 
 
-def test_failed_probe_falls_back_to_pci_order_with_a_note(fake_nvml, cuda_scout, recorded_probe):
+def test_failed_probe_falls_back_to_pci_order_with_a_note(fake_nvml: FakeNvml, cuda_scout: CudaScout,
+                                                          recorded_probe: RecordedProbe) -> None:
     """A probe that cannot init CUDA leaves PCI order and says so in the report."""
     fake_nvml("rtx4090_h100_pcie")
     recorded_probe(3, "error: cuInit returned 999\n")
@@ -61,27 +71,27 @@ def test_failed_probe_falls_back_to_pci_order_with_a_note(fake_nvml, cuda_scout,
         _cuda_error(scout))
 
 
-def test_real_probe_without_libcuda_reports_the_missing_library(tmp_path):
+def test_real_probe_without_libcuda_reports_the_missing_library(tmp_path: pathlib.Path) -> None:
     """The real child on this driverless machine cannot load libcuda and exits non-zero."""
     context = Context(env={"PATH": "/usr/bin:/bin"}, platform="linux")
     status, output = order.run_probe(context, timeout=30.0)
     assert (status, output.startswith("error: cannot load libcuda.so.1")) == (2, True)
 
 
-def test_probe_child_sees_every_gpu_in_default_order():
+def test_probe_child_sees_every_gpu_in_default_order() -> None:
     """The child's env drops CUDA_VISIBLE_DEVICES and asks for FASTEST_FIRST."""
     env = order.probe_env({"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
                            "HOME": "/root"})
     assert env == {"HOME": "/root", "CUDA_DEVICE_ORDER": "FASTEST_FIRST"}
 
 
-def test_probe_output_is_parsed_to_pci_triples():
+def test_probe_output_is_parsed_to_pci_triples() -> None:
     """Each line 'domain bus device' is one CUDA ordinal; anything else is a failure."""
     assert order.parse_probe_output("0 65 0\n15 1 0\n") == [(0, 65, 0), (15, 1, 0)]
     assert order.parse_probe_output("error: cuInit returned 100\n") is None
 
 
-def test_gpus_the_probe_missed_follow_in_pci_order():
+def test_gpus_the_probe_missed_follow_in_pci_order() -> None:
     """A GPU absent from the probe (e.g. its MIG instances hidden) goes after the listed ones."""
     def gpu(bus: int) -> GpuReading:
         return GpuReading(index=bus, name=str(bus), uuid=f"GPU-{bus}",
@@ -91,7 +101,7 @@ def test_gpus_the_probe_missed_follow_in_pci_order():
     assert [g.pci.bus for g in ordered] == [3, 1, 2]
 
 
-def test_no_time_left_skips_the_probe_with_a_note():
+def test_no_time_left_skips_the_probe_with_a_note() -> None:
     """An exhausted deadline gives PCI order at once and a note."""
     import time
 
@@ -102,7 +112,8 @@ def test_no_time_left_skips_the_probe_with_a_note():
     assert "no time left" in context.notes[0]
 
 
-def test_hidden_devices_are_not_reported_and_are_counted(fake_nvml, cuda_scout, no_probe):
+def test_hidden_devices_are_not_reported_and_are_counted(fake_nvml: FakeNvml, cuda_scout: CudaScout,
+                                                         no_probe: None) -> None:
     """CUDA_VISIBLE_DEVICES=0 on two GPUs reports one and notes one hidden."""
     fake_nvml("h100_sxm_x2")
     scout = cuda_scout({"CUDA_VISIBLE_DEVICES": "0"})
@@ -110,7 +121,8 @@ def test_hidden_devices_are_not_reported_and_are_counted(fake_nvml, cuda_scout, 
     assert _cuda_error(scout) == "1 NVIDIA device(s) hidden by CUDA_VISIBLE_DEVICES"
 
 
-def test_mig_uuid_in_visible_devices_selects_that_instance(fake_nvml, cuda_scout, no_probe):
+def test_mig_uuid_in_visible_devices_selects_that_instance(fake_nvml: FakeNvml, cuda_scout: CudaScout,
+                                                           no_probe: None) -> None:
     """A MIG id in CUDA_VISIBLE_DEVICES reports that instance alone."""
     fake_nvml("a100_mig")
     scout = cuda_scout({"CUDA_VISIBLE_DEVICES": "MIG-2a7b9e4d"})
