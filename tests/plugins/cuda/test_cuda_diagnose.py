@@ -261,9 +261,10 @@ def test_hostile_tree_gives_reasons_without_hanging_or_raising(
         missing_library: None, cuda_scout: Callable[..., Scout],
         gpuscout_root: RootFactory) -> None:
     """A FIFO class file and a looping driver link end in notes, promptly."""
+    unbound: dict[str, Content] = {"vendor": "0x10de\n", "class": "0x030000\n",
+                                   "driver": Symlink("driver")}
     files = {**nvidia_card(), f"{DEVICES}/{ADDRESS}/class": FIFO,
-             **{f"{DEVICES}/0000:02:00.0/{k}": v for k, v in {
-                 "vendor": "0x10de\n", "class": "0x030000\n", "driver": Symlink("driver")}.items()}}
+             **{f"{DEVICES}/0000:02:00.0/{k}": v for k, v in unbound.items()}}
     note = cuda_note(discover_at(cuda_scout, gpuscout_root(files)))
     assert (f"{DEVICES}/{ADDRESS}/class: not a regular file" in note,
             "GPU 0000:02:00.0 (NVIDIA, class 0x030000) has no driver bound" in note) == (True, True)
