@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -31,7 +31,7 @@ def lavapipe_raw(env: dict[str, str]) -> RawDevice:
 
 
 def check_lavapipe_refresh(before: DeviceInfo, after: DeviceInfo, raw: RawDevice,
-                           logs: list[dict[str, Any]]) -> None:
+                           logs: Sequence[Mapping[str, Any]]) -> None:
     """Fresh with a plausible figure when lavapipe offers the budget; otherwise stale, unchanged,
     with the reason logged (Mesa 22.3's lavapipe has no VK_EXT_memory_budget)."""
     if EXT_MEMORY_BUDGET in raw.extensions:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import struct
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -12,6 +13,8 @@ from gpuscout.plugins.vulkan import vkstructs as vk
 from gpuscout.plugins.vulkan.loader import LIBRARY_NAMES, Instance, Loader
 
 CANARY = 0xA5
+#: An open instance on lavapipe and its one physical device handle.
+LavapipeDevice = tuple[Instance, int | None]
 
 # sizeof/offsetof printed by a C program compiled against vulkan_core.h 1.3.239 (x86_64).
 HEADER_SIZES = {
@@ -82,7 +85,7 @@ def as_pointer(buf: ctypes.Array[ctypes.c_char], cls: type[ctypes.Structure]) ->
 
 
 @pytest.fixture
-def lavapipe_device(lavapipe_icd: str, monkeypatch: pytest.MonkeyPatch) -> object:
+def lavapipe_device(lavapipe_icd: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[LavapipeDevice]:
     """An open instance on lavapipe alone and its one physical device handle."""
     monkeypatch.setenv("VK_DRIVER_FILES", lavapipe_icd)
     with Instance(Loader(LIBRARY_NAMES[sys.platform])) as inst:
@@ -91,9 +94,9 @@ def lavapipe_device(lavapipe_icd: str, monkeypatch: pytest.MonkeyPatch) -> objec
         yield inst, handles[0]
 
 
-def test_driver_writes_exactly_the_properties_struct(lavapipe_device: object) -> None:
+def test_driver_writes_exactly_the_properties_struct(lavapipe_device: LavapipeDevice) -> None:
     """vkGetPhysicalDeviceProperties fills the struct to its last member and not beyond."""
-    inst, handle = lavapipe_device  # type: ignore[misc]
+    inst, handle = lavapipe_device
     buf = canary_buffer(vk.PhysicalDeviceProperties)
     inst.device_calls()["props"](handle, as_pointer(buf, vk.PhysicalDeviceProperties))
     size = ctypes.sizeof(vk.PhysicalDeviceProperties)
@@ -105,9 +108,9 @@ def test_driver_writes_exactly_the_properties_struct(lavapipe_device: object) ->
     assert atom > 0 and atom & (atom - 1) == 0  # a power of two, not canary bytes
 
 
-def test_properties2_embeds_the_same_properties(lavapipe_device: object) -> None:
+def test_properties2_embeds_the_same_properties(lavapipe_device: LavapipeDevice) -> None:
     """vkGetPhysicalDeviceProperties2 writes the same bytes at offset 16, nothing past the end."""
-    inst, handle = lavapipe_device  # type: ignore[misc]
+    inst, handle = lavapipe_device
     calls = inst.device_calls()
     plain = vk.PhysicalDeviceProperties()
     calls["props"](handle, ctypes.byref(plain))
@@ -120,9 +123,9 @@ def test_properties2_embeds_the_same_properties(lavapipe_device: object) -> None
 
 
 def test_driver_properties_tail_member_is_read_where_the_driver_wrote_it(
-        lavapipe_device: object) -> None:
+        lavapipe_device: LavapipeDevice) -> None:
     """Through a pNext chain the driver name and the last member (conformance) read sanely."""
-    inst, handle = lavapipe_device  # type: ignore[misc]
+    inst, handle = lavapipe_device
     head = struct.pack("<I4xQ", vk.ST_DRIVER_PROPERTIES, 0)
     buf = canary_buffer(vk.PhysicalDeviceDriverProperties, head)
     props2 = vk.PhysicalDeviceProperties2(sType=vk.ST_PROPERTIES_2,
@@ -135,9 +138,9 @@ def test_driver_properties_tail_member_is_read_where_the_driver_wrote_it(
     assert set(buf.raw[size:]) == {CANARY}
 
 
-def test_memory_properties_fill_the_struct_and_not_beyond(lavapipe_device: object) -> None:
+def test_memory_properties_fill_the_struct_and_not_beyond(lavapipe_device: LavapipeDevice) -> None:
     """vkGetPhysicalDeviceMemoryProperties writes within the struct; heap 0 is device-local."""
-    inst, handle = lavapipe_device  # type: ignore[misc]
+    inst, handle = lavapipe_device
     buf = canary_buffer(vk.PhysicalDeviceMemoryProperties)
     inst.device_calls()["mem"](handle, as_pointer(buf, vk.PhysicalDeviceMemoryProperties))
     size = ctypes.sizeof(vk.PhysicalDeviceMemoryProperties)
@@ -147,10 +150,10 @@ def test_memory_properties_fill_the_struct_and_not_beyond(lavapipe_device: objec
     assert memory.memoryHeaps[0].flags & 1 and memory.memoryHeaps[0].size > 0
 
 
-def test_driver_writes_16_bit_storage_features_within_the_struct(lavapipe_device: object) -> None:
+def test_driver_writes_16_bit_storage_features_within_the_struct(lavapipe_device: LavapipeDevice) -> None:
     """Through vkGetPhysicalDeviceFeatures2 the 16-bit storage struct is filled, not overrun;
     lavapipe has storageBuffer16BitAccess (what ggml-vulkan's default set requires)."""
-    inst, handle = lavapipe_device  # type: ignore[misc]
+    inst, handle = lavapipe_device
     head = struct.pack("<I4xQ", vk.ST_16BIT_STORAGE_FEATURES, 0)
     buf = canary_buffer(vk.PhysicalDevice16BitStorageFeatures, head)
     feats2 = vk.PhysicalDeviceFeatures2(sType=vk.ST_FEATURES_2, pNext=ctypes.addressof(buf))
