@@ -83,7 +83,7 @@ def listing(*uuids: str) -> dict[str, Any]:
 
 
 @no_driver_only
-def test_check_without_driver_stops_at_once_with_exit_2():
+def test_check_without_driver_stops_at_once_with_exit_2() -> None:
     """Without libnvidia-ml the check says so on stderr and exits 2, no traceback."""
     done = subprocess.run([sys.executable, str(SCRIPT), "--gpuscout", "false"],
                           capture_output=True, text=True, timeout=30, check=False)
@@ -93,7 +93,7 @@ def test_check_without_driver_stops_at_once_with_exit_2():
 
 
 @no_driver_only
-def test_nvml_probe_without_driver_prints_the_load_error_as_json():
+def test_nvml_probe_without_driver_prints_the_load_error_as_json() -> None:
     """The NVML probe child reports a missing library as data and exits 0."""
     done = subprocess.run([sys.executable, str(PROBES), "nvml"], capture_output=True, text=True,
                           timeout=30, check=False)
@@ -101,70 +101,70 @@ def test_nvml_probe_without_driver_prints_the_load_error_as_json():
     assert "libnvidia-ml.so.1" in json.loads(done.stdout)["load_error"]
 
 
-def test_matrix_for_one_gpu_tries_every_spelling_of_it():
+def test_matrix_for_one_gpu_tries_every_spelling_of_it() -> None:
     """One GPU gives the unset, empty, index, UUID and malformed cases in a fixed order."""
     values = [c.value for c in dc.matrix_cases([UUID])]
     assert values == [None, "", "-1", "0,0", "0", "1", UUID, UUID[:12], UUID.upper(),
                       UUID.removeprefix("GPU-"), " 0", "0gpu"]
 
 
-def test_matrix_indexes_every_gpu_and_one_past_the_end():
+def test_matrix_indexes_every_gpu_and_one_past_the_end() -> None:
     """Two GPUs give indices 0 and 1 and the invalid index 2."""
     values = [c.value for c in dc.matrix_cases([UUID, "GPU-1"])]
     assert ["0", "1", "2"] == [v for v in values if v in ("0", "1", "2")]
 
 
-def test_case_env_unset_removes_the_variable_and_empty_keeps_it():
+def test_case_env_unset_removes_the_variable_and_empty_keeps_it() -> None:
     """An unset case drops CUDA_VISIBLE_DEVICES; an empty case sets it to ''."""
     base = {"CUDA_VISIBLE_DEVICES": "0", "PATH": "/bin"}
     assert dc.case_env(base, dc.Case("unset", None)) == {"PATH": "/bin"}
     assert dc.case_env(base, dc.Case("empty", ""))["CUDA_VISIBLE_DEVICES"] == ""
 
 
-def test_matrix_row_agrees_when_both_see_the_same_uuid_in_any_case():
+def test_matrix_row_agrees_when_both_see_the_same_uuid_in_any_case() -> None:
     """The same device seen by CUDA and gpuscout (case ignored) is an agreement."""
     row = dc.matrix_row(dc.Case("full UUID", UUID), raw_cuda(UUID), listing(UUID.upper()))
     assert row.status == dc.AGREE
 
 
-def test_matrix_row_disagrees_when_gpuscout_shows_a_hidden_gpu():
+def test_matrix_row_disagrees_when_gpuscout_shows_a_hidden_gpu() -> None:
     """CUDA seeing nothing while gpuscout lists the GPU is a disagreement, with CUDA's reason."""
     row = dc.matrix_row(dc.Case("empty", ""), raw_cuda(), listing(UUID))
     assert (row.status, row.cuda) == (dc.DIFFER, "- [CUDA_ERROR_NO_DEVICE]")
 
 
-def test_matrix_row_fails_when_a_side_gave_no_answer():
+def test_matrix_row_fails_when_a_side_gave_no_answer() -> None:
     """A child that timed out makes the row FAILED, naming why."""
     row = dc.matrix_row(dc.Case("unset", None), raw_cuda(UUID), "timed out after 60 s")
     assert (row.status, row.gpuscout) == (dc.FAILED, "timed out after 60 s")
 
 
-def test_nvml_and_cuda_views_of_one_h200_agree():
+def test_nvml_and_cuda_views_of_one_h200_agree() -> None:
     """Matching UUID, PCI address, compute capability and CUDA version leave no failing row."""
     rows = dc.nvml_rows(raw_nvml(), raw_cuda(UUID))
     assert [r.check for r in rows if r.status in dc.BAD] == []
     assert any(r.status == dc.AGREE and "PCI" in r.check for r in rows)
 
 
-def test_a_different_pci_bus_in_cuda_is_a_disagreement():
+def test_a_different_pci_bus_in_cuda_is_a_disagreement() -> None:
     """CUDA naming another bus than NVML for one UUID fails the PCI row."""
     rows = dc.nvml_rows(raw_nvml(), raw_cuda(UUID, pci_bus=26))
     assert [r.status for r in rows if "PCI" in r.check] == [dc.DIFFER]
 
 
-def test_gpuscout_records_are_checked_against_nvml():
+def test_gpuscout_records_are_checked_against_nvml() -> None:
     """gpuscout's pci_id, CUDA total, integrated flag and compute capability all agree."""
     rows = dc.record_rows(raw_nvml(), raw_cuda(UUID), listing(UUID))
     assert [r.status for r in rows] == [dc.AGREE] * 4
 
 
-def test_gpuscout_total_other_than_cuda_total_is_a_disagreement():
+def test_gpuscout_total_other_than_cuda_total_is_a_disagreement() -> None:
     """A gpuscout total that is NVML's v2 total, not cuDeviceTotalMem_v2, is flagged."""
     rows = dc.record_rows(raw_nvml(), raw_cuda(UUID, total_mem=150141403136 - 2**20), listing(UUID))
     assert [r.status for r in rows if "total_memory" in r.check] == [dc.DIFFER]
 
 
-def test_table_and_exit_status_follow_the_rows():
+def test_table_and_exit_status_follow_the_rows() -> None:
     """The table has a header and one line per row; a DISAGREE row makes the exit status 1."""
     rows = [dc.Row("a", "1", "1", dc.AGREE), dc.Row("long check", "x", "y", dc.DIFFER)]
     lines = dc.render(rows).splitlines()
@@ -175,7 +175,7 @@ def test_table_and_exit_status_follow_the_rows():
     assert dc.exit_status(rows[:1], installed=False) == 3
 
 
-def test_one_gpu_without_mig_names_the_recorded_cases_that_cover_the_rest():
+def test_one_gpu_without_mig_names_the_recorded_cases_that_cover_the_rest() -> None:
     """MIG and multi-GPU order are reported as covered, by files that exist."""
     rows = dc.covered_rows(gpu_count=1, mig_seen=False)
     text = " ".join(r.gpuscout for r in rows)
@@ -183,7 +183,8 @@ def test_one_gpu_without_mig_names_the_recorded_cases_that_cover_the_rest():
     assert "a100_mig.json" in text and "h100_sxm_x2.json" in text and "MISSING" not in text
 
 
-def test_written_fixture_replays_through_the_recorded_nvml_fake(tmp_path, monkeypatch):
+def test_written_fixture_replays_through_the_recorded_nvml_fake(tmp_path: pathlib.Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The captured card, as written to disk, discovers the same H200 through FakeNvmlRecorded."""
     conftest = _load("cuda_conftest_for_device_check", CUDA_TESTS / "conftest.py")
     raw = raw_nvml(memory_v1={"error": "NotSupported", "code": 3})

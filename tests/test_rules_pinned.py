@@ -37,7 +37,8 @@ ALL_THREE = {"HIP_VISIBLE_DEVICES": "1", "GPU_DEVICE_ORDINAL": "2", "CUDA_VISIBL
     (("HIP_VISIBLE_DEVICES",), "GPU_DEVICE_ORDINAL", {"HIP_VISIBLE_DEVICES": "0"}),
     (("HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"), "CUDA_VISIBLE_DEVICES", {}),
 ])
-def test_linux_ordinal_goes_to_the_first_numeric_variable_in_seed_order(unset, chosen, also):
+def test_linux_ordinal_goes_to_the_first_numeric_variable_in_seed_order(unset: tuple[str, ...], chosen: str,
+                                                                        also: dict[str, str]) -> None:
     """On Linux the child's ordinal goes to HIP_, else GPU_DEVICE_ORDINAL, else CUDA_; the
     other inherited lists that would index into the child's ROCr list get it as well (``also``:
     a set GPU_DEVICE_ORDINAL, and HIP_VISIBLE_DEVICES when HIP would read CUDA's list)."""
@@ -50,13 +51,14 @@ def test_linux_ordinal_goes_to_the_first_numeric_variable_in_seed_order(unset, c
     (("HIP_VISIBLE_DEVICES",), "GPU_DEVICE_ORDINAL"),
     (("HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"), "CUDA_VISIBLE_DEVICES"),
 ])
-def test_windows_selects_through_the_first_numeric_variable_in_seed_order(unset, chosen):
+def test_windows_selects_through_the_first_numeric_variable_in_seed_order(unset: tuple[str, ...],
+                                                                          chosen: str) -> None:
     """Off Linux the device goes to HIP_, else GPU_DEVICE_ORDINAL, else CUDA_ (first numeric)."""
     env = {k: v for k, v in ALL_THREE.items() if k not in unset}
     assert rocm_env(env, platform="win32") == {chosen: ROCM.filter_id}
 
 
-def test_a_non_numeric_earlier_variable_passes_the_ordinal_on():
+def test_a_non_numeric_earlier_variable_passes_the_ordinal_on() -> None:
     """A HIP_VISIBLE_DEVICES holding a UUID is not numeric: GPU_DEVICE_ORDINAL gets the seed's
     ordinal (and the inherited HIP list is rewritten to the child's ordinal as well)."""
     env = {"HIP_VISIBLE_DEVICES": "GPU-4a1b", "GPU_DEVICE_ORDINAL": "0"}
@@ -67,7 +69,7 @@ def test_a_non_numeric_earlier_variable_passes_the_ordinal_on():
 # -- blanks in numeric lists ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("value", ["0,,1", " 0 , 1 ", "1,", ",2"])
-def test_blank_entries_do_not_stop_a_list_being_numeric(value):
+def test_blank_entries_do_not_stop_a_list_being_numeric(value: str) -> None:
     """Empty and space-padded entries are skipped: "0,,1" and " 0 , 1 " are numeric lists."""
     assert rocm_env({"CUDA_VISIBLE_DEVICES": value}) == {
         "ROCR_VISIBLE_DEVICES": ROCM.filter_id, "CUDA_VISIBLE_DEVICES": "0"}
@@ -75,7 +77,7 @@ def test_blank_entries_do_not_stop_a_list_being_numeric(value):
 
 @pytest.mark.parametrize(("value", "also"), [
     (",", {"HIP_VISIBLE_DEVICES": "0"}), (" , ", {"HIP_VISIBLE_DEVICES": "0"}), ("", {})])
-def test_a_list_of_only_blanks_is_not_numeric(value, also):
+def test_a_list_of_only_blanks_is_not_numeric(value: str, also: dict[str, str]) -> None:
     """A list needs one entry: only blanks leave the seed's ordinal to the next variable (a
     non-empty HIP list, which HIP would apply instead of CUDA's, is rewritten too)."""
     env = {"HIP_VISIBLE_DEVICES": value, "CUDA_VISIBLE_DEVICES": "0"}
@@ -85,13 +87,13 @@ def test_a_list_of_only_blanks_is_not_numeric(value, also):
 
 # -- GPULayersList at a sum of exactly one ---------------------------------------------------------
 
-def test_layer_list_with_one_layer_prints_its_sum():
+def test_layer_list_with_one_layer_prints_its_sum() -> None:
     """A sum of one is > 0, so Go prints the sum before the list: ``1[ID:0 Layers:1(5..5)]``."""
     layers = GPULayersList([GPULayers(id="0", library="CUDA", layers=[5])])
     assert str(layers) == "1[ID:0 Layers:1(5..5)]"
 
 
-def test_layer_list_with_one_layer_and_an_empty_entry_prints_its_sum():
+def test_layer_list_with_one_layer_and_an_empty_entry_prints_its_sum() -> None:
     """An empty entry prints as nothing, and the sum of one still leads: ``1[ID:0 Layers:1(0..0) ]``."""
     layers = GPULayersList([GPULayers(id="0", library="CUDA", layers=[0]),
                             GPULayers(id="1", library="CUDA")])
@@ -101,7 +103,8 @@ def test_layer_list_with_one_layer_and_an_empty_entry_prints_its_sum():
 # -- a duplicate pair that both libraries prefer ---------------------------------------------------
 
 @pytest.mark.parametrize(("first", "second"), [(CUDA, ROCM), (ROCM, CUDA)])
-def test_when_both_twins_are_preferred_the_earlier_one_survives(first, second):
+def test_when_both_twins_are_preferred_the_earlier_one_survives(
+        first: DeviceInfo, second: DeviceInfo) -> None:
     """CUDA and ROCm both win over anything: of two such twins the one found first is kept."""
     scout = scout_of("cuda", "rocm", injected([first], "found_first"),
                      injected([second], "found_second"), env={"CUDA_VISIBLE_DEVICES": "",
@@ -131,7 +134,7 @@ class Slow:
         return [DeviceInfo(id="0", library="Slow")]
 
 
-def test_a_plugin_three_times_over_its_deadline_costs_about_one_deadline():
+def test_a_plugin_three_times_over_its_deadline_costs_about_one_deadline() -> None:
     """A 3x overrun is reported as a timeout after about 1x the limit, not after 3x."""
     slow = Slow()
     scout = scout_of(("slow", slow), enumerate_timeout=LIMIT)
@@ -168,7 +171,7 @@ def scouts_built(monkeypatch: pytest.MonkeyPatch) -> list[Scout]:
 
 
 def test_cli_root_and_timeout_reach_the_default_scout(scouts_built: list[Scout], tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]):
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """``list --root DIR --timeout 0.7`` without a factory builds a Scout on DIR with 0.7 s."""
     from gpuscout.cli import main
 
@@ -177,7 +180,7 @@ def test_cli_root_and_timeout_reach_the_default_scout(scouts_built: list[Scout],
 
 
 def test_cli_default_root_and_timeout_reach_the_default_scout(scouts_built: list[Scout],
-                                                               capsys: pytest.CaptureFixture[str]):
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
     """Without the options the default Scout reads "/" with the 15 s deadline."""
     from gpuscout.cli import main
 
