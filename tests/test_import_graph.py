@@ -58,8 +58,8 @@ def _imports(module: str, path: Path) -> set[str]:
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.orelse:
-                visit(child)
+            for statement in node.orelse:
+                visit(statement)
             return
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)

@@ -489,7 +489,7 @@ def test_an_interrupt_while_writing_leaves_no_temporary_file(
 
 # -- any devices at all -----------------------------------------------------------------------------
 
-_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=120)
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=120)
 _DEVICES = st.lists(st.builds(
     DeviceInfo, id=st.text(max_size=8), library=st.one_of(
         st.sampled_from(["CUDA", "ROCm", "Metal", "Vulkan", "cuda", "Cuda!", *sorted(nfd.NODE_WORDS)]),

@@ -8,8 +8,8 @@ import tempfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscout.context import Context
-from gpuscout.system import _cgroup_paths, cgroup_memory, parse_meminfo, parse_u64, read_system
+from gpuscout.context import Context, parse_u64
+from gpuscout.system import _cgroup_paths, cgroup_memory, parse_meminfo, read_system
 from gpuscout.testing import in_u64, write_tree
 
 U64 = 1 << 64

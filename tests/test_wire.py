@@ -47,7 +47,8 @@ FULL = DeviceInfo(
 
 def test_a_runner_info_reply_reads_into_records() -> None:
     """The runner's array reads field by field; null LibraryPath and unknown keys are fine."""
-    cuda, vulkan = from_json(RUNNER_INFO, list[DeviceInfo])
+    devices: list[DeviceInfo] = from_json(RUNNER_INFO, list[DeviceInfo])
+    cuda, vulkan = devices
     assert cuda.id == "GPU-452cac9f-6960-839c-4fb3-0cec83699196" and cuda.library == "CUDA"
     assert (cuda.compute, cuda.driver, cuda.free_memory) == ("8.9", "12.8", 25048383488)
     assert cuda.library_path == ("/usr/lib/ollama", "/usr/lib/ollama/cuda_v12")
@@ -135,7 +136,7 @@ def test_gpu_layers_use_the_seed_keys_and_read_back_as_a_list() -> None:
     """GPULayers writes id, backend, Layers; a list reads back as a GPULayersList."""
     layers = GPULayersList([GPULayers("0", "CUDA", [1, 2])])
     assert to_json(layers) == '[{"id":"0","backend":"CUDA","Layers":[1,2]}]'
-    back = from_json(to_json(layers), list[GPULayers])
+    back: list[GPULayers] = from_json(to_json(layers), list[GPULayers])
     assert isinstance(back, GPULayersList) and back == layers
 
 
