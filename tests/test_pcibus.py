@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,7 @@ def context_at(root: Path, deadline: float | None = None) -> Context:
     return Context(env={}, platform="linux", root=str(root), deadline=deadline)
 
 
-def gpus_in(tmp_path: Path, files: dict[str, Content], vendor: int = ACME) -> list[PciGpu] | None:
+def gpus_in(tmp_path: Path, files: Mapping[str, Content], vendor: int = ACME) -> list[PciGpu] | None:
     return pci_gpus(context_at(write_tree(tmp_path, files)), vendor)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ HugePages_Total:       0
 MIB = 1024**2
 
 
-def tree(root: Path, files: dict[str, Content]) -> str:
+def tree(root: Path, files: Mapping[str, Content]) -> str:
     return str(write_tree(root, files))
 
 
