@@ -108,7 +108,7 @@ def nothing_left(marker: str) -> Iterator[None]:
 
 
 def scout(site: Path, marker: str, monkeypatch: pytest.MonkeyPatch, *names: str,
-          timeout: float = 2.0, extra: tuple[object, ...] = ()) -> Scout:
+          timeout: float = 2.0, extra: tuple[tuple[str, object], ...] = ()) -> Scout:
     monkeypatch.syspath_prepend(str(site))
     env = {"GPUSCOUT_TEST_MARK": marker, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     return Scout(plugins=[*names, *(n for n, _ in extra)], extra=list(extra), env=env,
