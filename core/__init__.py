@@ -8,8 +8,6 @@ The public API (binding for host applications, see the project's DESIGN contract
     env = scout.visible_env(found.devices[:1])
 """
 
-from __future__ import annotations
-
 # Not typing.TYPE_CHECKING: importing typing is most of what ``import gpuscout`` would cost.
 TYPE_CHECKING = False
 
@@ -38,6 +36,8 @@ if TYPE_CHECKING:
     from gpuscout.wire_encode import to_json
 
 from gpuscout.version import VERSION  # noqa: E402 (after the folder-name guard)
+
+del TYPE_CHECKING  # read only above; kept out of the package namespace
 
 __version__ = VERSION
 
@@ -77,7 +77,9 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    """The public names only: no import machinery (``TYPE_CHECKING``), no submodule that an
+    import happened to bind (``version``), no private helper."""
+    return sorted(__all__)
 
 
 __all__ = [

@@ -5,15 +5,24 @@ Everything comes from the discovery itself, never from a list of vendors: the de
 (software ones, and the option that keeps them), the plugins' notes (a missing driver library,
 devices hidden by a visibility variable) and, for each environment variable a note names, the
 value it has here (set but empty shows as ``''``).
+
+A hint says only what the lines before it do not: a plugin's error is not repeated (every
+command has already written it as ``gpuscout: plugin NAME failed|timeout: ...``), after a
+listing (``listed=True``) the dropped devices are not described again, a note does not repeat
+its plugin's name, and no hint is given twice. On a terminal each hint is wrapped between words
+to its width (``COLUMNS`` first), continuation lines indented; in a pipe each is one line, so
+``grep 'hint:'`` finds it whole.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from gpuscout.cli.common import printable
 
@@ -21,33 +30,44 @@ if TYPE_CHECKING:
     from gpuscout.results import Discovery, Dropped, PluginReport
     from gpuscout.scout import Scout
 
+#: What starts every hint line on stderr.
+PREFIX = "gpuscout: hint: "
+
 # An environment variable's name as notes spell it: upper case, digits, underscores.
 _VARIABLE = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 
 
-def hints(found: Discovery, env: Mapping[str, str]) -> list[str]:
+def hints(found: Discovery, env: Mapping[str, str], *, listed: bool = False) -> list[str]:
     """One line per reason that may explain why ``found`` ranks no device: dropped devices (with
-    ``--include-software`` for software ones), each plugin's note or error, and the value in
-    ``env`` of every variable those notes name."""
-    return _lines(found.dropped, found.plugins, env)
+    ``--include-software`` for software ones), each plugin's note, and the value in ``env`` of
+    every variable those notes name; each once. ``listed``: ``found`` was just printed (its
+    dropped devices with their reasons), so they are not described again."""
+    return _lines(found.dropped, found.plugins, env, listed)
 
 
 def _lines(dropped: Sequence[Dropped], reports: Sequence[PluginReport],
-           env: Mapping[str, str]) -> list[str]:
+           env: Mapping[str, str], listed: bool = False) -> list[str]:
     from gpuscout.results import SOFTWARE_REASON
 
     lines: list[str] = []
     software = [drop.device for drop in dropped if drop.reason == SOFTWARE_REASON]
     if software:
-        named = ", ".join(f"{d.library} {d.id} ({d.description or d.name or 'unnamed'})"
-                          for d in software)
-        lines.append(f"dropped {len(software)} software device(s): {named}; "
-                     "--include-software keeps them")
-    for drop in dropped:
-        if drop.reason != SOFTWARE_REASON and drop.duplicate_of is None:
-            lines.append(f"dropped {drop.device.library} {drop.device.id}: {drop.reason}")
+        n = len(software)
+        which = "it" if n == 1 else "them"
+        if listed:
+            lines.append(f"dropped {n} software device{'' if n == 1 else 's'} (listed above); "
+                         f"--include-software ranks {which}")
+        else:
+            named = ", ".join(f"{d.library} {d.id} ({d.description or d.name or 'unnamed'})"
+                              for d in software)
+            lines.append(f"dropped {n} software device{'' if n == 1 else 's'}: {named}; "
+                         f"--include-software ranks {which}")
+    if not listed:
+        for drop in dropped:
+            if drop.reason != SOFTWARE_REASON and drop.duplicate_of is None:
+                lines.append(f"dropped {drop.device.library} {drop.device.id}: {drop.reason}")
     lines.extend(_plugin_hints(reports, env))
-    return [printable(line) for line in lines]
+    return list(dict.fromkeys(printable(line) for line in lines))
 
 
 def _plugin_hints(reports: Sequence[PluginReport], env: Mapping[str, str]) -> list[str]:
@@ -58,12 +78,18 @@ def _plugin_hints(reports: Sequence[PluginReport], env: Mapping[str, str]) -> li
         lines.append("no plugin ran: every plugin is disabled or none is installed "
                      "(see 'gpuscout plugins')")
     for r in reports:
-        said = [text for text in (r.error, r.note) if text]
-        if r.status is PluginStatus.DISABLED or not said:
+        # A failed plugin's error is on stderr already (``gpuscout: plugin NAME failed: ...``).
+        if r.status is PluginStatus.DISABLED or not r.note:
             continue
-        text = "; ".join(said)
-        lines.append(f"plugin {r.name}: {text}{_values(text, env)}")
+        note = _without_name(r.note, r.name)
+        lines.append(f"plugin {r.name}: {note}{_values(note, env)}")
     return lines
+
+
+def _without_name(note: str, name: str) -> str:
+    """``note`` without a leading ``Name: `` that repeats the plugin's name (``Metal: ...``)."""
+    head, sep, rest = note.partition(": ")
+    return rest if sep and rest and head.strip().lower() == name.lower() else note
 
 
 def _values(text: str, env: Mapping[str, str]) -> str:
@@ -73,25 +99,63 @@ def _values(text: str, env: Mapping[str, str]) -> str:
     return f" ({', '.join(shown)})" if shown else ""
 
 
-def print_for(target: Scout | Discovery, env: Mapping[str, str] | None = None) -> None:
-    """Write the hints for ``target`` on stderr, one ``gpuscout: hint:`` line each; ``env`` is
-    the environment the plugins saw (default: a Scout's own, else this process's).
+def format_hints(lines: Sequence[str], width: int | None = None) -> str:
+    """``lines`` as stderr text, ``gpuscout: hint: `` before each; with a ``width``, each
+    wrapped between words to it (a word longer than the width stays whole), continuation
+    lines indented under the hint's text."""
+    if width is None:
+        return "".join(f"{PREFIX}{line}\n" for line in lines)
+    indent = " " * len(PREFIX)
+    return "".join(
+        textwrap.fill(line, width=max(width, len(PREFIX) + 20), initial_indent=PREFIX,
+                      subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+        + "\n" for line in lines)
+
+
+def terminal_width(stream: TextIO) -> int | None:
+    """The width to wrap hints to on ``stream``: None unless it is a terminal; ``COLUMNS``
+    when set, else the terminal's own width."""
+    try:
+        if not stream.isatty():
+            return None
+    except (AttributeError, OSError, ValueError):  # closed, or not a file at all
+        return None
+    return shutil.get_terminal_size().columns if os.environ.get("COLUMNS") else _size(stream)
+
+
+def _size(stream: TextIO) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        return shutil.get_terminal_size().columns
+
+
+def write_hints(lines: Sequence[str], stream: TextIO | None = None) -> None:
+    """Write ``lines`` as hints on ``stream`` (default stderr), wrapped on a terminal."""
+    out = sys.stderr if stream is None else stream
+    if lines:
+        out.write(format_hints(lines, terminal_width(out)))
+
+
+def print_for(target: Scout | Discovery, env: Mapping[str, str] | None = None, *,
+              listed: bool = False) -> None:
+    """Write the hints for ``target`` on stderr (``write_hints``); ``env`` is the environment
+    the plugins saw (default: a Scout's own, else this process's); ``listed`` as for
+    ``hints``: ``list`` passes True, having just printed the discovery.
 
     A Discovery gives every hint, and none when it ranks a device (the hints explain an empty
     list, not a selector that missed the devices there are); a Scout gives its plugins' notes
-    and errors as its last discovery left them (not the devices it dropped), without running
-    another one.
+    as its last discovery left them (not the devices it dropped), without running another one.
     """
     from gpuscout.results import Discovery
 
     if isinstance(target, Discovery):
         if target.devices:
             return
-        lines = hints(target, os.environ if env is None else env)
+        lines = hints(target, os.environ if env is None else env, listed=listed)
     else:
         lines = _lines([], target.reports, target.env if env is None else env)
-    for line in lines:
-        sys.stderr.write(f"gpuscout: hint: {line}\n")
+    write_hints(lines)
 
 
-__all__ = ["hints", "print_for"]
+__all__ = ["PREFIX", "format_hints", "hints", "print_for", "terminal_width", "write_hints"]

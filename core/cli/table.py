@@ -3,8 +3,11 @@ plain tab-separated lines in a pipe (rich is imported here and nowhere else).
 
 Text from plugins and devices is data: every cell is a ``rich.text.Text``, so rich never reads
 ``[bold]`` or ``:emoji:`` in it, and control characters are shown escaped. The table fits the
-terminal: descriptions wrap and shorten first, then the less important columns drop; ids and PCI
-ids are never cut (too narrow for even the smallest table, each device gets a block of lines).
+terminal: a description is one line, ended with "…" when long (``CELL_CAP``), then the less
+important columns drop, and a line under the table names them; ids and PCI ids are never cut
+(too narrow for even the smallest table, each device gets a block of lines). The lines after
+the table wrap between words. Unknown free memory shows as ``?`` with a legend line
+(``gpuscout.cli.labels``).
 
 The plain form (``render_discovery(..., terminal=False)``): a header line, then one line per device
 or plugin, fields separated by one tab; no value holds a tab or a line break, and an unknown one is
@@ -26,6 +29,15 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscout.cli.common import printable
+from gpuscout.cli.labels import (
+    UNKNOWN_LEGEND,
+    compute_label,
+    devices_free_of_total,
+    driver_label,
+    memory_bar,
+    memory_label,
+    system_line,
+)
 from gpuscout.cli.output import output
 from gpuscout.results import DUPLICATE_REASON
 from gpuscout.sizes import human_bytes
@@ -45,14 +57,6 @@ DROPPED_COLUMNS = ("# dropped", "library", "id", "description", "pci_id", "reaso
 PLUGIN_COLUMNS = ("name", "status", "devices", "ms", "version", "distribution", "error/note")
 
 _STATUS_STYLE = {"ok": "green", "failed": "bold red", "timeout": "bold red", "disabled": "dim"}
-
-
-def memory_bar(free: int, total: int, width: int = 10) -> str:
-    """A bar of used memory: ``[###-------]`` is 30 % used."""
-    if total <= 0:
-        return "[" + "?" * width + "]"
-    used = min(width, max(0, round(width * (total - free) / total)))
-    return "[" + "#" * used + "-" * (width - used) + "]"
 
 
 def use_color(choice: str, terminal: bool) -> bool:
@@ -106,30 +110,6 @@ def _plain(value: object) -> str:
     return text or "-"
 
 
-def compute_label(d: DeviceInfo) -> str:
-    """The compute version, ``-`` when unknown (major -1, or 0.0 from a library without one)."""
-    unknown = d.compute_major < 0 or (d.compute_major == 0 and d.compute_minor == 0)
-    return "-" if unknown else d.compute
-
-
-def driver_label(d: DeviceInfo) -> str:
-    """The driver version, ``-`` when unknown (0.0)."""
-    return "-" if d.driver_major == 0 and d.driver_minor == 0 else d.driver
-
-
-def memory_label(d: DeviceInfo) -> str:
-    """``20.0/24.0 GiB`` (free/total, the unit once when both share it), ``?`` after a free
-    figure that is a guess, `` (stale)`` after one that is not fresh."""
-    free, total = human_bytes(d.free_memory), human_bytes(d.total_memory)
-    mark = "?" if d.free_memory_unknown else ""
-    free_number, _, free_unit = free.partition(" ")
-    if free_unit == total.partition(" ")[2]:
-        text = f"{free_number}{mark}/{total}"
-    else:
-        text = f"{free}{mark}/{total}"
-    return text + (" (stale)" if d.free_memory_stale else "")
-
-
 def _description(d: DeviceInfo) -> str:
     text = d.description or d.name
     if d.software:
@@ -140,7 +120,8 @@ def _description(d: DeviceInfo) -> str:
 
 
 def summary_line(found: Discovery) -> str:
-    """``2 devices: 1 CUDA, 1 ROCm; 104.0 GiB free of 112.0 GiB; 1 dropped``."""
+    """``2 devices: 1 CUDA, 1 ROCm; 104.0 GiB free of 112.0 GiB; 1 dropped`` (a free figure
+    that is unknown is never added in: see ``gpuscout.cli.labels``)."""
     devices = found.devices
     libraries: dict[str, int] = {}
     for d in devices:
@@ -149,19 +130,10 @@ def summary_line(found: Discovery) -> str:
     if libraries:
         parts[0] += ": " + ", ".join(f"{n} {lib}" for lib, n in libraries.items())
     if devices:
-        free = sum(d.free_memory for d in devices)
-        total = sum(d.total_memory for d in devices)
-        guess = "?" if any(d.free_memory_unknown for d in devices) else ""
-        parts.append(f"{human_bytes(free)}{guess} free of {human_bytes(total)}")
+        parts.append(devices_free_of_total(devices))
     if found.dropped:
         parts.append(f"{len(found.dropped)} dropped")
     return printable("; ".join(parts))
-
-
-def _system_line(found: Discovery) -> str:
-    s = found.system
-    return (f"System memory: {human_bytes(s.free_memory)} free of {human_bytes(s.total_memory)}, "
-            f"swap free {human_bytes(s.free_swap)}")
 
 
 def _dropped_line(found: Discovery, index: int) -> str:
@@ -201,7 +173,7 @@ def plain_discovery(found: Discovery) -> str:
         rows.append(("# dropped", d.library, d.id, d.description or d.name, d.pci_id,
                      f"{drop.reason}{_twin_of(drop)}"))
     lines = ["\t".join(_plain(v) for v in row) for row in rows]
-    return "".join(f"{line}\n" for line in [*lines, _system_line(found)])
+    return "".join(f"{line}\n" for line in [*lines, system_line(found.system)])
 
 
 def plain_plugins(reports: Sequence[PluginReport]) -> str:
@@ -214,43 +186,63 @@ def plain_plugins(reports: Sequence[PluginReport]) -> str:
 
 # -- terminal tables ------------------------------------------------------------------------------
 
+#: How a column gives way to a narrow terminal: ``whole`` never (its cells are printed entire),
+#: ``short`` by ending its one line in "…" (at most ``CELL_CAP`` wide: the whole text is in the
+#: plain form, ``--json`` and ``--explain``), ``wrap`` by wrapping onto more lines.
+WHOLE, SHORT, WRAP = "whole", "short", "wrap"
+#: The widest a ``short`` column is drawn, and the narrowest a ``short`` or ``wrap`` one gets.
+CELL_CAP = 60
+_NARROWEST = 12
+
+#: A column of a terminal table: header, cells, how it gives way (``WHOLE``, ``SHORT``, ``WRAP``).
+Column = tuple[str, list[Text], str]
+
 
 def _cell(value: object, style: str = "") -> Text:
     return Text(printable(value), style=style)
 
 
-def _fitted_table(title: str, columns: Sequence[tuple[str, list[Text], bool]],
-                  drop_order: Sequence[str], width: int) -> Table | None:
-    """The table of ``columns`` (header, cells, wrappable) that fits ``width``: the wrappable
-    ones shorten first, then columns leave in ``drop_order``; None when even the smallest set
-    would cut a cell that must stay whole."""
+def _fitted_table(title: str, columns: Sequence[Column], drop_order: Sequence[str],
+                  width: int) -> tuple[Table, list[str]] | None:
+    """The table of ``columns`` that fits ``width``, and the headers of the columns left out:
+    ``short`` and ``wrap`` columns shrink first, then columns leave in ``drop_order``; None when
+    even the smallest set would cut a cell that must stay whole."""
     dropped: list[str] = []
     for leave in [None, *drop_order]:
         if leave is not None:
             dropped.append(leave)
         kept = [c for c in columns if c[0] not in dropped]
-        # Each kept column at its narrowest (a wrappable one at most 12 wide), two spaces apart.
-        needed = sum(min(12, _natural(c)) if c[2] else _natural(c) for c in kept)
+        # Each kept column at its narrowest, two spaces apart.
+        needed = sum(_natural(c) if c[2] == WHOLE else min(_NARROWEST, _natural(c)) for c in kept)
         if needed + 2 * (len(kept) - 1) > width:
             continue
+        # A short column takes what the others leave (rich would squeeze every column alike).
+        shorts = [c for c in kept if c[2] == SHORT]
+        spare = width - 2 * (len(kept) - 1) - sum(
+            _natural(c) if c[2] == WHOLE else min(_NARROWEST, _natural(c))
+            for c in kept if c[2] != SHORT)
+        short_width = min(CELL_CAP, spare // len(shorts)) if shorts else 0
         table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
                       pad_edge=False, collapse_padding=True)
-        for name, cells, wrap in kept:
-            table.add_column(name, no_wrap=not wrap, overflow="ellipsis" if wrap else "ignore",
-                             min_width=min(12, _natural((name, cells, wrap))) if wrap else None)
+        for column in kept:
+            name, _, kind = column
+            table.add_column(name, no_wrap=kind != WRAP,
+                             overflow="ignore" if kind == WHOLE else "ellipsis",
+                             min_width=None if kind == WHOLE else min(_NARROWEST, _natural(column)),
+                             max_width=short_width if kind == SHORT else None)
         for i in range(len(kept[0][1]) if kept else 0):
             table.add_row(*(cells[i] for _, cells, _ in kept))
-        if _fits(table, [c for c in kept if not c[2]], width):
-            return table
+        if _fits(table, [c for c in kept if c[2] == WHOLE], width):
+            return table, [name for name, _, _ in columns if name in dropped]
     return None
 
 
-def _natural(column: tuple[str, list[Text], bool]) -> int:
+def _natural(column: Column) -> int:
     name, cells, _ = column
     return max(len(name), *(c.cell_len for c in cells)) if cells else len(name)
 
 
-def _fits(table: Table, whole: Sequence[tuple[str, list[Text], bool]], width: int) -> bool:
+def _fits(table: Table, whole: Sequence[Column], width: int) -> bool:
     """Whether ``table`` drawn at ``width`` keeps every cell of the ``whole`` columns uncut."""
     probe = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None)
     with probe.capture() as capture:
@@ -260,48 +252,61 @@ def _fits(table: Table, whole: Sequence[tuple[str, list[Text], bool]], width: in
         cell.plain in text and name in text for name, cells, _ in whole for cell in cells)
 
 
-def _device_columns(found: Discovery) -> list[tuple[str, list[Text], bool]]:
+def left_out_line(columns: Sequence[str], width: int, how: str = "use --json") -> str:
+    """``columns left out at 80 columns: used, compute; widen the terminal or use --json``."""
+    names = ", ".join("rank" if name == "#" else name for name in columns)
+    return f"columns left out at {width} columns: {names}; widen the terminal or {how}"
+
+
+def _device_columns(found: Discovery) -> list[Column]:
     devices = found.devices
     return [
-        ("#", [_cell(rank) for rank in range(len(devices))], False),
-        ("library", [_cell(d.library, "bold") for d in devices], False),
-        ("id", [_cell(d.id, "cyan") for d in devices], False),
-        ("description", [_cell(_description(d)) for d in devices], True),
-        ("PCI id", [_cell(d.pci_id or "-") for d in devices], False),
+        ("#", [_cell(rank) for rank in range(len(devices))], WHOLE),
+        ("library", [_cell(d.library, "bold") for d in devices], WHOLE),
+        ("id", [_cell(d.id, "cyan") for d in devices], WHOLE),
+        ("description", [_cell(_description(d)) for d in devices], SHORT),
+        ("PCI id", [_cell(d.pci_id or "-") for d in devices], WHOLE),
         ("free/total", [_cell(memory_label(d), "yellow" if d.free_memory_stale
-                              or d.free_memory_unknown else "") for d in devices], False),
-        ("used", [_cell(memory_bar(d.free_memory, d.total_memory), "magenta") for d in devices],
-         False),
-        ("compute", [_cell(compute_label(d)) for d in devices], False),
-        ("driver", [_cell(driver_label(d)) for d in devices], False),
-        ("integrated", [_cell("yes" if d.integrated else "no") for d in devices], False),
+                              or d.free_memory_unknown else "") for d in devices], WHOLE),
+        ("used", [_cell(_bar(d), "magenta") for d in devices], WHOLE),
+        ("compute", [_cell(compute_label(d)) for d in devices], WHOLE),
+        ("driver", [_cell(driver_label(d)) for d in devices], WHOLE),
+        ("integrated", [_cell("yes" if d.integrated else "no") for d in devices], WHOLE),
     ]
 
 
+def _bar(d: DeviceInfo) -> str:
+    return memory_bar(d.free_memory, d.total_memory, unknown=d.free_memory_unknown)
+
+
 #: Device columns in the order they leave a table too wide for the terminal.
-_DEVICE_DROP_ORDER = ("used", "driver", "integrated", "compute", "description", "#")
+_DEVICE_DROP_ORDER = ("used", "integrated", "driver", "compute", "description", "#")
 _PLUGIN_DROP_ORDER = ("distribution", "version", "ms")
 
 
 def _device_blocks(found: Discovery, console: Console) -> None:
-    """Each device as a few lines, for a terminal narrower than the smallest table: lines are
-    never cut (the terminal wraps them)."""
-    console.print(Text("Devices, best first", style="italic"), soft_wrap=True)
+    """Each device as a few lines, for a terminal narrower than the smallest table: the first
+    line (rank, library, id) is never cut; a long value wraps between words, indented."""
+    console.print(Text("Devices, best first", style="italic"))
     for rank, d in enumerate(found.devices):
         console.print(Text.assemble(f"#{rank} ", (printable(d.library), "bold"), " ",
                                     (printable(d.id), "cyan")), soft_wrap=True)
+        block = Table.grid(padding=(0, 1), pad_edge=True)
+        block.add_column(no_wrap=True)
+        block.add_column(overflow="fold")
         for label, value in (("description", _description(d)), ("PCI id", d.pci_id or "-"),
-                             ("free/total", memory_label(d)),
-                             ("used", memory_bar(d.free_memory, d.total_memory)),
+                             ("free/total", memory_label(d)), ("used", _bar(d)),
                              ("compute", compute_label(d)), ("driver", driver_label(d)),
                              ("integrated", "yes" if d.integrated else "no")):
-            console.print(_cell(f"  {label}: {value}"), soft_wrap=True)
+            block.add_row(_cell(f" {label}:"), _cell(value))
+        console.print(block)
 
 
 def print_discovery(found: Discovery, console: Console | None = None, *,
                     color: str = "auto") -> None:
     """The ``gpuscout list`` output: on a terminal (or a given ``console``) the table fitted to
-    its width, a summary line, dropped devices and system memory; in a pipe the plain form.
+    its width, what it left out, a summary line, dropped devices and system memory, each line
+    wrapped between words; in a pipe the plain form.
 
     ``color`` is ``--color``: ``always`` also draws the terminal table in a pipe (``less -R``).
     """
@@ -312,48 +317,56 @@ def print_discovery(found: Discovery, console: Console | None = None, *,
             return
         console = stdout_console(use_color(color, terminal))
     if found.devices:
-        table = _fitted_table("Devices, best first", _device_columns(found), _DEVICE_DROP_ORDER,
-                              console.width)
-        if table is None:
+        fitted = _fitted_table("Devices, best first", _device_columns(found), _DEVICE_DROP_ORDER,
+                               console.width)
+        if fitted is None:
             _device_blocks(found, console)
         else:
-            console.print(table)
+            console.print(fitted[0])
+        if any(d.free_memory_unknown for d in found.devices) and (
+                fitted is None or "free/total" not in fitted[1]):
+            console.print(Text(UNKNOWN_LEGEND, style="dim"))
+        if fitted is not None and fitted[1]:
+            console.print(Text(left_out_line(fitted[1], console.width), style="dim"))
     else:
         console.print(Text("No accelerators found."))
-    console.print(Text(summary_line(found), style="bold"), soft_wrap=True)
+    console.print(Text(summary_line(found), style="bold"))
     for i in range(len(found.dropped)):
-        console.print(Text(_dropped_line(found, i), style="dim"), soft_wrap=True)
-    console.print(Text(_system_line(found)), soft_wrap=True)
+        console.print(Text(_dropped_line(found, i), style="dim"))
+    console.print(Text(system_line(found.system)))
 
 
 def print_plugins(reports: Sequence[PluginReport], console: Console | None = None, *,
                   color: str = "auto") -> None:
     """The ``gpuscout plugins`` output: a table fitted to the terminal (or a given ``console``),
-    or in a pipe one plain line per plugin. ``color`` as for ``print_discovery``."""
+    saying which columns it left out, or in a pipe one plain line per plugin. ``color`` as for
+    ``print_discovery``."""
     if console is None:
         terminal = _on_terminal()
         if not terminal and color != "always":
             _stdout().write(plain_plugins(reports))
             return
         console = stdout_console(use_color(color, terminal))
-    columns = [
-        ("name", [_cell(r.name, "bold") for r in reports], False),
+    columns: list[Column] = [
+        ("name", [_cell(r.name, "bold") for r in reports], WHOLE),
         ("status", [_cell(r.status, _STATUS_STYLE.get(str(r.status), "")) for r in reports],
-         False),
-        ("devices", [_cell(r.devices) for r in reports], False),
-        ("ms", [_cell(f"{r.elapsed * 1000:.1f}") for r in reports], False),
-        ("version", [_cell(r.version or "-") for r in reports], False),
-        ("distribution", [_cell(r.distribution or "-") for r in reports], False),
+         WHOLE),
+        ("devices", [_cell(r.devices) for r in reports], WHOLE),
+        ("ms", [_cell(f"{r.elapsed * 1000:.1f}") for r in reports], WHOLE),
+        ("version", [_cell(r.version or "-") for r in reports], WHOLE),
+        ("distribution", [_cell(r.distribution or "-") for r in reports], WHOLE),
         ("error/note", [_cell(r.error or r.note or "-", "red" if r.error else "dim")
-                        for r in reports], True),
+                        for r in reports], WRAP),
     ]
-    table = _fitted_table("Plugins", columns, _PLUGIN_DROP_ORDER, console.width)
-    if table is None:  # a plugin name wider than the terminal: one line each, never cut
+    fitted = _fitted_table("Plugins", columns, _PLUGIN_DROP_ORDER, console.width)
+    if fitted is None:  # a plugin name wider than the terminal: one line each, never cut
         for r in reports:
             console.print(_cell(f"{r.name} {r.status} {r.devices} {r.elapsed * 1000:.1f} ms "
                                 f"{r.error or r.note or '-'}"), soft_wrap=True)
-    else:
-        console.print(table)
+        return
+    console.print(fitted[0])
+    if fitted[1]:
+        console.print(Text(left_out_line(fitted[1], console.width), style="dim"))
 
 
 def print_memory(memory: BackendMemory, *, color: str = "auto") -> bool:
