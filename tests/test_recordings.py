@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ def _record(tmp_path: Path, env: dict[str, str] | None = None, families: tuple[s
                   platform="linux", root=_tree(tmp_path), recorder=recorder)
     found = scout.discover()
     target = tmp_path / "rec"
+    assert isinstance(scout.env, TrackedEnv)  # a Scout with a recorder notes what is read
     recorder.write(str(target), platform=scout.platform, env=scout.env.recorded(families),
                    **options)
     return target, found
@@ -180,23 +182,33 @@ def _manifest(path: Path, **data: Any) -> Path:
     return path
 
 
-HOSTILE: dict[str, tuple[Any, str]] = {
+def _manifest_text(path: Path, text: str) -> Path:
+    """A recording whose manifest holds exactly ``text``."""
+    path.mkdir()
+    (path / "recording.json").write_text(text)
+    return path
+
+
+def _fifo_manifest(path: Path) -> Path:
+    """A recording whose manifest is a FIFO."""
+    path.mkdir()
+    os.mkfifo(path / "recording.json")
+    return path
+
+
+HOSTILE: dict[str, tuple[Callable[[Path], object], str]] = {
     "missing manifest": (lambda p: p.mkdir(), "recording.json: missing"),
     "wrong version": (lambda p: _manifest(p, format=2), "format 2 is not one"),
     "format as text": (lambda p: _manifest(p, format="1"), "format '1' is not one"),
-    "no platform": (lambda p: (p.mkdir(), (p / "recording.json").write_text('{"format": 1}')),
-                    "no 'platform' key"),
-    "manifest a list": (lambda p: (p.mkdir(), (p / "recording.json").write_text("[]")),
-                        "expected a JSON object"),
-    "manifest not json": (lambda p: (p.mkdir(), (p / "recording.json").write_text("{")),
-                          "not valid JSON"),
-    "NaN": (lambda p: (p.mkdir(), (p / "recording.json").write_text(
-        '{"format": 1, "platform": "linux", "x": NaN}')), "not valid JSON"),
-    "10^400": (lambda p: (p.mkdir(), (p / "recording.json").write_text(
-        '{"format": 1, "platform": "linux", "x": 1' + "0" * 400 + "}")), "not valid JSON"),
+    "no platform": (lambda p: _manifest_text(p, '{"format": 1}'), "no 'platform' key"),
+    "manifest a list": (lambda p: _manifest_text(p, "[]"), "expected a JSON object"),
+    "manifest not json": (lambda p: _manifest_text(p, "{"), "not valid JSON"),
+    "NaN": (lambda p: _manifest_text(p, '{"format": 1, "platform": "linux", "x": NaN}'),
+            "not valid JSON"),
+    "10^400": (lambda p: _manifest_text(
+        p, '{"format": 1, "platform": "linux", "x": 1' + "0" * 400 + "}"), "not valid JSON"),
     "env not str": (lambda p: _manifest(p, env={"A": 1}), "env['A'] must be a str"),
-    "manifest a FIFO": (lambda p: (p.mkdir(), os.mkfifo(p / "recording.json")),
-                        "not a regular file"),
+    "manifest a FIFO": (_fifo_manifest, "not a regular file"),
     "FIFO in the tree": (lambda p: write_tree(_manifest(p) / "root", {"/sys/x": FIFO}),
                          "not a regular file, directory or link"),
     "huge file in the tree": (lambda p: write_tree(_manifest(p) / "root",
