@@ -28,6 +28,12 @@ guide is docs/plugins.md. How the core calls these hooks:
   calls implementations one by one, and any ``hookimpl``-decorated ``gpuscout_*`` function that
   names no hook below (a misspelling must not pass silently). The plugin is reported ``failed``.
 
+**The facts of each hook** (firstresult, pure, the timeout that bounds it, the argument
+``for_library`` guards, whether it must decline another library's device, the check its answer
+passes and the words a refusal uses) are written once, in the ``_spec(...)`` line above its spec,
+and gathered in ``HOOKS``: the host, the Scout, ``gpuscout.plugin`` and ``check_plugin`` read
+them there, and tests/test_hook_facts.py checks the README's hook table against them.
+
 Treat every argument as read-only (records are frozen, mappings are read-only copies).
 ``context`` (``gpuscout.plugin.Context``) is a plugin's only window onto the process environment
 and the filesystem.
@@ -35,20 +41,127 @@ and the filesystem.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING
+import types
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from gpuscout.markers import hookspec
+import attrs
+
+from gpuscout.markers import PROJECT, hookspec
+from gpuscout.records import DeviceInfo, is_size
 
 if TYPE_CHECKING:
     from gpuscout.context import Context, EnvEntry
-    from gpuscout.records import DeviceInfo
+
+
+# -- The facts of each hook: how the core calls it and what it accepts back ---------------------
+
+
+@attrs.frozen
+class HookFacts:
+    """What the core knows about one hook, written once next to its spec (``HOOKS``): the host,
+    the Scout's answer checks, ``for_library``, ``check_plugin`` and the README read it here."""
+
+    #: The hook's name (``gpuscout_enumerate``).
+    name: str
+    #: The spec's arguments, in order.
+    args: tuple[str, ...]
+    #: What a plugin returns, in a phrase (the README's hook table).
+    returns: str
+    #: Whether an answer passes the border check (None is always let through: no answer).
+    check: Callable[[Any], bool] = attrs.field(eq=False)
+    #: The check in words, as a failed plugin's report says what was expected.
+    expected: str
+    #: Stops at the first non-None answer (pluggy's ``firstresult``).
+    firstresult: bool = False
+    #: Cheap and a function of its arguments alone (no file, driver or clock): the built-ins'
+    #: answers are called inline instead of on a worker thread.
+    pure: bool = True
+    #: Which of the Scout's timeouts bounds each call.
+    timeout: Literal["hook_timeout", "enumerate_timeout"] = "hook_timeout"
+    #: Called in registration order, not pluggy's call order (last registered first).
+    registration_order: bool = False
+    #: The argument ``for_library`` guards: ``device`` (called only for a device of the
+    #: library), ``devices`` (only when one of them is), ``""`` (it cannot guard this hook).
+    guard: Literal["device", "devices", ""] = ""
+    #: Must answer None about another library's device (``check_plugin`` asks it about one).
+    declines_foreign: bool = False
+    #: May raise ``SelectionRefused``, which reaches the caller instead of failing the plugin.
+    may_refuse: bool = False
+    #: What a report calls the hook's call, and the run it belongs to, when it overran.
+    label: str = ""
+    run: str = "call"
+
+    @property
+    def signature(self) -> str:
+        """``gpuscout_visible_env(selection, context)``: the hook as the docs name it."""
+        return f"{self.name}({', '.join(self.args)})"
+
+
+_HOOKS: dict[str, HookFacts] = {}
+#: Every hook's facts, by name, in the order of this module (discovery, rules, child processes).
+HOOKS: Mapping[str, HookFacts] = types.MappingProxyType(_HOOKS)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _spec(returns: str, check: Callable[[Any], bool], expected: str,
+          **facts: Any) -> Callable[[F], F]:
+    """``hookspec`` (``firstresult`` taken from ``facts``) that records the hook's facts."""
+
+    def register(function: F) -> F:
+        code = function.__code__
+        hook = HookFacts(name=function.__name__, args=code.co_varnames[:code.co_argcount],
+                         returns=returns, check=check, expected=expected, **facts)
+        if not hook.name.startswith(f"{PROJECT}_") or hook.name in _HOOKS:
+            raise TypeError(f"hook spec {hook.name!r}: not a new {PROJECT}_* name")
+        _HOOKS[hook.name] = attrs.evolve(hook, label=hook.label or hook.name)
+        marked: F = hookspec(firstresult=hook.firstresult)(function)
+        return marked
+
+    return register
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except Exception:
+        return False
+    return True
+
+
+def _is_str_map(value: Any) -> bool:
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
+
+
+def _is_device_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(d, DeviceInfo) for d in value)
+
+
+def _is_entry_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(
+        isinstance(e, tuple) and len(e) == 3 and type(e[0]) is int
+        and isinstance(e[1], str) and isinstance(e[2], str)
+        for e in value
+    )
+
+
+_BOOL = "bool or None"
+_STR_MAP = "a str->str mapping or None"
 
 
 # -- Discovery: what is on this machine ----------------------------------------------------------
 
 
-@hookspec
+@_spec("list of DeviceInfo", _is_device_list, "a list of DeviceInfo", pure=False,
+       timeout="enumerate_timeout", registration_order=True, label="enumerate",
+       run="discovery")
 def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     """Report every device this backend finds.
 
@@ -78,7 +191,9 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     raise NotImplementedError
 
 
-@hookspec
+@_spec("your devices with fresh free memory, or None", _is_device_list,
+       "a list of DeviceInfo", pure=False, timeout="enumerate_timeout", guard="devices",
+       label="refresh", run="refresh")
 def gpuscout_refresh(
     devices: Sequence[DeviceInfo], context: Context
 ) -> Sequence[DeviceInfo] | None:
@@ -115,7 +230,8 @@ def gpuscout_refresh(
 # files, drivers or clock).
 
 
-@hookspec(firstresult=True)
+@_spec("a hashable key (or a frozenset of keys) that every twin shares, or None", _is_hashable,
+       "a hashable key or None", firstresult=True)
 def gpuscout_duplicate_key(device: DeviceInfo) -> Hashable | None:
     """Give a key that every likely twin of ``device`` shares, so that the merge need not ask
     ``gpuscout_is_duplicate`` about every pair.
@@ -139,7 +255,7 @@ def gpuscout_duplicate_key(device: DeviceInfo) -> Hashable | None:
     raise NotImplementedError
 
 
-@hookspec
+@_spec("True/None", _is_bool, _BOOL)
 def gpuscout_is_duplicate(a: DeviceInfo, b: DeviceInfo) -> bool | None:
     """Say whether ``a`` and ``b`` are likely the same card seen through different libraries.
 
@@ -155,7 +271,8 @@ def gpuscout_is_duplicate(a: DeviceInfo, b: DeviceInfo) -> bool | None:
     raise NotImplementedError
 
 
-@hookspec(firstresult=True)
+@_spec("True/False/None", _is_bool, _BOOL, firstresult=True, guard="device",
+       declines_foreign=True)
 def gpuscout_preferred_library(device: DeviceInfo, other: DeviceInfo) -> bool | None:
     """Say whether ``device``'s library wins over ``other``'s for the same card.
 
@@ -176,7 +293,8 @@ def gpuscout_preferred_library(device: DeviceInfo, other: DeviceInfo) -> bool | 
     raise NotImplementedError
 
 
-@hookspec(firstresult=True)
+@_spec("True/False/None", _is_bool, _BOOL, firstresult=True, guard="device",
+       declines_foreign=True)
 def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
     """Say whether flash attention is safe on ``device``.
 
@@ -196,7 +314,8 @@ def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
     raise NotImplementedError
 
 
-@hookspec(firstresult=True)
+@_spec("bytes or None", is_size, "a non-negative int or None", firstresult=True,
+       guard="device", declines_foreign=True)
 def gpuscout_minimum_memory(device: DeviceInfo) -> int | None:
     """Give the bytes to hold back on ``device`` (memory a program must not plan to use).
 
@@ -221,7 +340,8 @@ def gpuscout_minimum_memory(device: DeviceInfo) -> int | None:
 # (``context.deadline`` is None here).
 
 
-@hookspec
+@_spec("list of `EnvEntry(position, name, value)` for your devices", _is_entry_list,
+       "a list of EnvEntry or None", may_refuse=True)
 def gpuscout_visible_env(
     selection: Sequence[DeviceInfo], context: Context
 ) -> Sequence[EnvEntry] | None:
@@ -253,7 +373,8 @@ def gpuscout_visible_env(
     raise NotImplementedError
 
 
-@hookspec
+@_spec("variables that hide your unselected devices (`--isolate`), or None", _is_str_map,
+       _STR_MAP, registration_order=True)
 def gpuscout_isolate_env(
     selection: Sequence[DeviceInfo], env: Mapping[str, str], context: Context
 ) -> Mapping[str, str] | None:
@@ -279,7 +400,8 @@ def gpuscout_isolate_env(
     raise NotImplementedError
 
 
-@hookspec
+@_spec("env for a deep-init check in a child, or None", _is_str_map, _STR_MAP,
+       guard="device", declines_foreign=True)
 def gpuscout_validate_init(device: DeviceInfo, context: Context) -> Mapping[str, str] | None:
     """Ask for a deep-initialisation check of ``device`` in a child process before it is used
     (the seed's NeedsInitValidation/AddInitValidation).
@@ -301,3 +423,6 @@ def gpuscout_validate_init(device: DeviceInfo, context: Context) -> Mapping[str,
             return {"ACME_INIT_CHECK": "1"}
     """
     raise NotImplementedError
+
+
+__all__ = ["HOOKS", "HookFacts", *HOOKS]

@@ -29,6 +29,7 @@ import pluggy
 import gpuscout.hookspecs as hookspecs
 from gpuscout.context import Context
 from gpuscout.errors import GpuscoutError, RecordingError, SelectionRefused, UnknownPluginError
+from gpuscout.hookspecs import HOOKS, HookFacts
 from gpuscout.log import get_logger
 from gpuscout.markers import PROJECT
 from gpuscout.plugin import check_api_version
@@ -46,17 +47,11 @@ BUILTINS: tuple[tuple[str, str], ...] = (
 )
 
 #: Rule hooks that the built-in plugins answer with pure functions of their arguments (no file,
-#: driver or clock): the host calls the built-ins' answers inline, since a thread hand-off per
-#: call (about 0.1 ms) would dominate a merge of thousands of devices. Third-party plugins, and
-#: every import, enumerate and refresh, always run bounded on a worker thread.
-PURE_HOOKS = frozenset({
-    "gpuscout_duplicate_key", "gpuscout_is_duplicate", "gpuscout_preferred_library",
-    "gpuscout_flash_attention", "gpuscout_minimum_memory", "gpuscout_visible_env",
-    "gpuscout_isolate_env", "gpuscout_validate_init",
-})
-
-#: Hooks through which a plugin may refuse a selection (SelectionRefused reaches the caller).
-_REFUSING_HOOKS = frozenset({"gpuscout_visible_env"})
+#: driver or clock; ``HookFacts.pure``): the host calls the built-ins' answers inline, since a
+#: thread hand-off per call (about 0.1 ms) would dominate a merge of thousands of devices.
+#: Third-party plugins, and every import, enumerate and refresh, always run bounded on a worker
+#: thread.
+PURE_HOOKS = frozenset(name for name, facts in HOOKS.items() if facts.pure)
 
 ENTRY_POINT_GROUP = PROJECT
 _log = get_logger(__name__)
@@ -102,7 +97,6 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text:.300}" if text else type(exc).__name__
 
 
-Check = Callable[[Any], bool]
 #: A call into a plugin that overran: its hook, its batch, and (for an enumerate) its context.
 _Call = tuple[str, Batch, Context | None]
 
@@ -266,7 +260,7 @@ class PluginHost:
         try:
             unknown = [
                 attr for attr in dir(obj)
-                if attr.startswith(f"{PROJECT}_") and not hasattr(hookspecs, attr)
+                if attr.startswith(f"{PROJECT}_") and attr not in HOOKS
                 and self.pm.parse_hookimpl_opts(obj, attr) is not None
             ]
         except Exception as exc:
@@ -337,7 +331,8 @@ class PluginHost:
             self.running[plugin] = (hook, batch, context)
         # A batch that never entered the plugin leaves the call it waited for as the one running.
         if limit is not None:
-            what, run = _OVERRAN_IN.get(hook, (hook, "call"))
+            facts = HOOKS.get(hook)
+            what, run = (facts.label, facts.run) if facts is not None else (hook, "call")
             self.overran[plugin] = (f"overran its {what} deadline in an earlier {run} "
                                     f"({limit:g} s); asked again")
         report = self.reports.get(plugin)
@@ -356,22 +351,31 @@ class PluginHost:
             return None
         return entry
 
-    def impls(self, hook: str, registration_order: bool = False) -> list[pluggy.HookImpl]:
+    def limit(self, hook: str) -> float:
+        """The seconds each call of ``hook`` may take (``HookFacts.timeout``)."""
+        timeout = HOOKS[hook].timeout
+        return self.enumerate_timeout if timeout == "enumerate_timeout" else self.hook_timeout
+
+    def impls(self, hook: str, registration_order: bool | None = None) -> list[pluggy.HookImpl]:
         """The implementations of ``hook`` that may be called, in pluggy's call order (last
-        registered first, tryfirst/trylast respected) or in registration order when asked."""
+        registered first, tryfirst/trylast respected) or in registration order: as its facts
+        say (``HookFacts.registration_order``) unless ``registration_order`` is given."""
+        if registration_order is None:
+            registration_order = HOOKS[hook].registration_order
         found = getattr(self.pm.hook, hook).get_hookimpls()
         ordered = found if registration_order else list(reversed(found))
         return [i for i in ordered if i.plugin_name not in self.banned]
 
     def call(
         self, impl: pluggy.HookImpl, hook: str, items: Sequence[Mapping[str, Any]],
-        check: Check, expected: str, limit: float | None = None,
     ) -> list[Any] | None:
         """Call one implementation once per item (keyword arguments; ``context`` is added per
-        plugin); answers that raise or fail ``check`` become None. None for all when it overran."""
+        plugin), each call under the hook's timeout; answers that raise or fail the hook's
+        check (``HookFacts.check``) become None. None for all when it overran."""
+        facts: HookFacts = HOOKS[hook]
         name = impl.plugin_name
         function, argnames = impl.function, impl.argnames
-        limit = self.hook_timeout if limit is None else limit
+        limit = self.limit(hook)
         # A batch (one call per device) also has a total: a plugin that takes nearly the
         # limit on every call would otherwise cost it once per device.
         total = max(limit, self.enumerate_timeout)
@@ -383,7 +387,7 @@ class PluginHost:
             full = {**kwargs, "context": context} if context is not None else kwargs
             return function(*(full[a] for a in argnames))
 
-        if name in self.builtin and hook in PURE_HOOKS:
+        if name in self.builtin and facts.pure:
             # Pure functions of their arguments: safe even beside a call still in a driver.
             results = run_inline(one, items)
         else:
@@ -402,15 +406,15 @@ class PluginHost:
         answers: list[Any] = []
         problem = ""
         for ok, value in results:
-            if not ok and isinstance(value, SelectionRefused) and hook in _REFUSING_HOOKS:
+            if not ok and isinstance(value, SelectionRefused) and facts.may_refuse:
                 # Not a fault of the plugin: the selection cannot be shown to one child.
                 raise SelectionRefused(f"{name}: {str(value)[:1000]}") from None
             if not ok:
                 problem = problem or f"raised {describe_exception(value)}"
                 answers.append(None)
-            elif value is not None and not check(value):
+            elif value is not None and not facts.check(value):
                 problem = problem or f"returned {type(value).__name__} {_safe_repr(value)}, " \
-                                     f"expected {expected}"
+                                     f"expected {facts.expected}"
                 answers.append(None)
             else:
                 answers.append(value)
@@ -418,15 +422,14 @@ class PluginHost:
             self.record_failure(name, hook, problem)
         return answers
 
-    def first_each(self, hook: str, items: Sequence[Mapping[str, Any]], check: Check,
-                   expected: str) -> list[Any]:
+    def first_each(self, hook: str, items: Sequence[Mapping[str, Any]]) -> list[Any]:
         """For a firstresult hook: per item, the first valid non-None answer in call order."""
         answers: list[Any] = [None] * len(items)
         pending = list(range(len(items)))
         for impl in self.impls(hook):
             if not pending:
                 break
-            got = self.call(impl, hook, [items[i] for i in pending], check, expected)
+            got = self.call(impl, hook, [items[i] for i in pending])
             if got is None:
                 continue
             still: list[int] = []
@@ -438,17 +441,16 @@ class PluginHost:
             pending = still
         return answers
 
-    def first(self, hook: str, check: Check, expected: str, **kwargs: Any) -> Any:
+    def first(self, hook: str, **kwargs: Any) -> Any:
         """The first valid non-None answer to a firstresult hook, or None."""
-        return self.first_each(hook, [kwargs], check, expected)[0]
+        return self.first_each(hook, [kwargs])[0]
 
-    def each(self, hook: str, check: Check, expected: str, registration_order: bool = False,
-             limit: float | None = None, **kwargs: Any) -> list[tuple[str, Any]]:
-        """``(plugin, answer)`` for every implementation that gives a valid non-None answer,
-        each call under ``limit`` seconds (default ``hook_timeout``)."""
+    def each(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
+        """``(plugin, answer)`` for every implementation that gives a valid non-None answer, in
+        the hook's order."""
         out: list[tuple[str, Any]] = []
-        for impl in self.impls(hook, registration_order):
-            got = self.call(impl, hook, [kwargs], check, expected, limit)
+        for impl in self.impls(hook):
+            got = self.call(impl, hook, [kwargs])
             if got is not None and got[0] is not None:
                 out.append((impl.plugin_name, got[0]))
         return out
@@ -464,11 +466,13 @@ class PluginHost:
         own instead (``gpuscout.isolation``), where a crash costs only that plugin; plugins
         passed in-process (``extra``) still run here, and their report's note says so.
         """
-        impls = self.impls("gpuscout_enumerate", registration_order=True)
+        hook = _ENUMERATE
+        impls = self.impls(hook.name)
         isolated_names = [i.plugin_name for i in impls if i.plugin_name in self.by_name] \
             if isolated else []
         start = time.monotonic()
-        deadline = start + self.enumerate_timeout
+        limit = self.limit(hook.name)
+        deadline = start + limit
         # (implementation, context, call, the earlier call still running that it waits for)
         runs: list[tuple[pluggy.HookImpl, Context, Batch, _Call | None]] = []
         for impl in impls:
@@ -476,7 +480,7 @@ class PluginHost:
             if name in isolated_names:
                 continue
             earlier = self.in_flight(name)
-            if earlier is not None and earlier[0] == "gpuscout_enumerate" and earlier[2]:
+            if earlier is not None and earlier[0] == hook.name and earlier[2]:
                 # Its enumerate from an earlier discovery: wait for that one, no second call.
                 runs.append((impl, earlier[2], earlier[1], earlier))
                 continue
@@ -494,12 +498,11 @@ class PluginHost:
             finished = batch.wait_until(deadline) and not batch.skipped
             report.elapsed = time.monotonic() - start
             if not finished:
-                problem = f"enumerate did not finish within {self.enumerate_timeout:g} s"
+                problem = f"{hook.label} did not finish within {limit:g} s"
                 if earlier is not None and not earlier[1].done.is_set():
-                    problem += (f" (its {_OVERRAN_IN.get(earlier[0], (earlier[0],))[0]} call "
-                                "from before was still running)")
-                self._timed_out(name, "gpuscout_enumerate", problem, batch, ctx,
-                                self.enumerate_timeout)
+                    before = HOOKS[earlier[0]].label if earlier[0] in HOOKS else earlier[0]
+                    problem += f" (its {before} call from before was still running)"
+                self._timed_out(name, hook.name, problem, batch, ctx, limit)
                 continue
             if earlier is not None and earlier[1] is batch:
                 self.running.pop(name, None)
@@ -508,12 +511,12 @@ class PluginHost:
             if not ok:
                 if isinstance(value, RecordingError):
                     self.recording_errors.append(value)  # the recording's fault: the caller's
-                self.record_failure(name, "gpuscout_enumerate", f"raised {describe_exception(value)}")
+                self.record_failure(name, hook.name, f"raised {describe_exception(value)}")
                 continue
             try:
                 devices = checked_devices(value)
             except RecordError as exc:
-                self.record_failure(name, "gpuscout_enumerate", str(exc))
+                self.record_failure(name, hook.name, str(exc))
                 continue
             # Devices its library's visibility variable hides are reported, not found.
             report.devices = sum(not d.hidden_by for d in devices)
@@ -535,7 +538,7 @@ class PluginHost:
                                           root=probe.root, timeout=self.enumerate_timeout)
         except IsolationError as exc:
             for name in names:
-                self.record_failure(name, "gpuscout_enumerate", str(exc))
+                self.record_failure(name, _ENUMERATE.name, str(exc))
                 self.reports[name].elapsed = time.monotonic() - start
             return {}
         found: dict[str, list[DeviceInfo]] = {}
@@ -543,7 +546,7 @@ class PluginHost:
             report = self.reports[name]
             outcome = outcomes.get(name)
             if outcome is None:
-                self.record_failure(name, "gpuscout_enumerate",
+                self.record_failure(name, _ENUMERATE.name,
                                     "the isolation child said nothing about it")
                 continue
             report.elapsed = float(outcome.elapsed)
@@ -552,16 +555,16 @@ class PluginHost:
             if outcome.status == PluginStatus.TIMEOUT:
                 report.fail(PluginStatus.TIMEOUT, outcome.error)
                 self.log.warning("discovery.plugin_timeout", plugin=name,
-                                 hook="gpuscout_enumerate", error=outcome.error)
+                                 hook=_ENUMERATE.name, error=outcome.error)
                 continue
             if outcome.status != PluginStatus.OK:
-                self.record_failure(name, "gpuscout_enumerate", outcome.error or "failed")
+                self.record_failure(name, _ENUMERATE.name, outcome.error or "failed")
                 continue
             try:
                 devices = checked_devices(
                     [decode_device(d, f"[{i}]") for i, d in enumerate(outcome.devices)])
             except (RecordError, ValueError) as exc:
-                self.record_failure(name, "gpuscout_enumerate", str(exc))
+                self.record_failure(name, _ENUMERATE.name, str(exc))
                 continue
             # Devices its library's visibility variable hides are reported, not found.
             report.devices = sum(not d.hidden_by for d in devices)
@@ -569,9 +572,8 @@ class PluginHost:
         return found
 
 
-#: What an overrun of a hook is called in the next report's note: (what, in which run).
-_OVERRAN_IN = {"gpuscout_enumerate": ("enumerate", "discovery"),
-               "gpuscout_refresh": ("refresh", "refresh")}
+#: The hook a discovery calls first; the host calls it itself, all plugins at once.
+_ENUMERATE = HOOKS["gpuscout_enumerate"]
 
 #: The note of an in-process plugin in an isolated discovery.
 _NOT_ISOLATED = "ran in this process: a plugin passed as an object cannot be loaded in a child"
@@ -595,7 +597,7 @@ def checked_devices(value: Any) -> list[DeviceInfo]:
     usable visibility token: see ``visibility_id_problem``.
     """
     if not isinstance(value, (list, tuple)):
-        raise RecordError(f"returned {type(value).__name__}, expected a list of DeviceInfo")
+        raise RecordError(f"returned {type(value).__name__}, expected {_ENUMERATE.expected}")
     devices = [check_device(d, f"[{i}]") for i, d in enumerate(value)]
     for i, d in enumerate(devices):
         problem = visibility_id_problem(d)

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from gpuscout.context import U64_LIMIT, Context, EnvEntry, parse_u64
 from gpuscout.errors import GpuscoutError, RecordingError, SelectionRefused
+from gpuscout.hookspecs import HOOKS
 from gpuscout.log import get_logger
 from gpuscout.markers import hookimpl
 from gpuscout.pcibus import PCI_DEVICES, PciGpu, binding_problem, module_loaded, pci_gpus
@@ -43,13 +44,12 @@ API_VERSION = 1
 #: The attribute a plugin declares its API version with.
 API_VERSION_ATTRIBUTE = "GPUSCOUT_API_VERSION"
 
-#: Hooks whose first argument is one device: ``for_library`` answers None for any other library.
-DEVICE_HOOKS = frozenset({
-    "gpuscout_validate_init", "gpuscout_preferred_library", "gpuscout_flash_attention",
-    "gpuscout_minimum_memory",
-})
-#: Hooks over a list of devices: ``for_library`` answers None when none is of the library.
-DEVICES_HOOKS = frozenset({"gpuscout_refresh"})
+#: Hooks whose first argument is one device: ``for_library`` answers None for any other library
+#: (``HookFacts.guard`` is ``device``).
+DEVICE_HOOKS = frozenset(name for name, facts in HOOKS.items() if facts.guard == "device")
+#: Hooks over a list of devices: ``for_library`` answers None when none is of the library
+#: (``HookFacts.guard`` is ``devices``).
+DEVICES_HOOKS = frozenset(name for name, facts in HOOKS.items() if facts.guard == "devices")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -61,28 +61,31 @@ def for_library(library: str, **options: Any) -> Callable[[F], F]:
     For ``gpuscout_validate_init``, ``gpuscout_preferred_library``, ``gpuscout_flash_attention``
     and ``gpuscout_minimum_memory`` the function is called only when ``device.library`` is
     ``library`` (other devices get None, "not mine"); for ``gpuscout_refresh`` only when at
-    least one of ``devices`` is. Any other hook raises TypeError when decorated: those see a
-    whole selection and decide for themselves (use ``devices_of``).
+    least one of ``devices`` is (each hook's ``gpuscout.hookspecs.HOOKS[name].guard``). Any
+    other hook raises TypeError when decorated: those see a whole selection, or must answer
+    for every library, and decide for themselves (use ``devices_of``).
     """
     if not isinstance(library, str) or not library:
         raise TypeError(f"for_library needs a library name, got {library!r}")
 
     def decorate(function: F) -> F:
         name = getattr(function, "__name__", "")
-        if name in DEVICE_HOOKS:
+        facts = HOOKS.get(name) if isinstance(name, str) else None
+        guard = facts.guard if facts is not None else ""
+        if guard == "device":
             code = getattr(function, "__code__", None)  # not inspect: it costs start-up time
             first = code.co_varnames[0] if code is not None and code.co_argcount else None
-            if first != "device":
-                raise TypeError(f"{name}: the first parameter must be 'device', got {first!r}")
+            if first != guard:
+                raise TypeError(f"{name}: the first parameter must be {guard!r}, got {first!r}")
 
             @functools.wraps(function)
             def guarded(*args: Any, **kwargs: Any) -> Any:
-                device = args[0] if args else kwargs["device"]
+                device = args[0] if args else kwargs[guard]
                 return function(*args, **kwargs) if device.library == library else None
-        elif name in DEVICES_HOOKS:
+        elif guard == "devices":
             @functools.wraps(function)
             def guarded(*args: Any, **kwargs: Any) -> Any:
-                devices = args[0] if args else kwargs["devices"]
+                devices = args[0] if args else kwargs[guard]
                 mine = any(d.library == library for d in devices)
                 return function(*args, **kwargs) if mine else None
         else:

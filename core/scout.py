@@ -24,7 +24,6 @@ from gpuscout.records import (
     DeviceInfo,
     SystemInfo,
     device_list,
-    is_size,
 )
 from gpuscout.results import SOFTWARE_REASON, Discovery, Dropped, PluginReport, PluginStatus
 from gpuscout.system import read_system
@@ -40,28 +39,6 @@ MIB = 1024 * 1024
 #: The seed's MinimumMemory for every library that does not answer otherwise.
 DEFAULT_MINIMUM_MEMORY = 457 * MIB
 _log = get_logger(__name__)
-
-
-def _is_bool(value: Any) -> bool:
-    return isinstance(value, bool)
-
-
-def _is_str_map(value: Any) -> bool:
-    return isinstance(value, Mapping) and all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    )
-
-
-def _is_device_list(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and all(isinstance(d, DeviceInfo) for d in value)
-
-
-def _is_hashable(value: Any) -> bool:
-    try:
-        hash(value)
-    except Exception:
-        return False
-    return True
 
 
 def _timeout(value: Any, name: str) -> float:
@@ -278,16 +255,14 @@ class Scout:
         answers = [False] * len(pairs)
         items = [{"a": a, "b": b} for a, b in pairs]
         for impl in self._host.impls("gpuscout_is_duplicate"):
-            got = self._host.call(impl, "gpuscout_is_duplicate", items, _is_bool, "bool or None")
+            got = self._host.call(impl, "gpuscout_is_duplicate", items)
             for i, answer in enumerate(got or ()):
                 answers[i] = answers[i] or answer is True
         return answers
 
     def duplicate_keys(self, devices: Sequence[DeviceInfo]) -> list[Any]:
         """Each device's duplicate key (``gpuscout_duplicate_key``), None where nobody answers."""
-        return self._host.first_each(
-            "gpuscout_duplicate_key", [{"device": d} for d in devices], _is_hashable,
-            "a hashable key or None")
+        return self._host.first_each("gpuscout_duplicate_key", [{"device": d} for d in devices])
 
     def refresh(self, devices: Sequence[DeviceInfo]) -> list[DeviceInfo]:
         """``devices``, in the same order, with free memory brought up to date by the plugins
@@ -321,10 +296,7 @@ class Scout:
             passed.setdefault(d.device_id, []).append(d)
         # Per device identity, the plugins' valid answers in call order (the last one wins).
         answers: dict[Any, list[DeviceInfo]] = {}
-        for plugin, answer in self._host.each(
-            "gpuscout_refresh", _is_device_list, "a list of DeviceInfo",
-            limit=self.enumerate_timeout, devices=tuple(devices),
-        ):
+        for plugin, answer in self._host.each("gpuscout_refresh", devices=tuple(devices)):
             try:
                 fresh = checked_devices(answer)
             except GpuscoutError as exc:
@@ -356,8 +328,7 @@ class Scout:
         """True if any plugin's heuristic says ``a`` and ``b`` are one card."""
         a, b = _device(a, "is_duplicate"), _device(b, "is_duplicate")
         return any(
-            answer for _, answer in self._host.each(
-                "gpuscout_is_duplicate", _is_bool, "bool or None", a=a, b=b)
+            answer for _, answer in self._host.each("gpuscout_is_duplicate", a=a, b=b)
         )
 
     def compare(self, a: DeviceInfo, b: DeviceInfo) -> DeviceComparison:
@@ -367,15 +338,13 @@ class Scout:
     def preferred(self, a: DeviceInfo, b: DeviceInfo) -> bool:
         """The seed's PreferredLibrary: whether ``a``'s library wins over ``b``'s for one card."""
         a, b = _device(a, "preferred"), _device(b, "preferred")
-        answer = self._host.first(
-            "gpuscout_preferred_library", _is_bool, "bool or None", device=a, other=b)
+        answer = self._host.first("gpuscout_preferred_library", device=a, other=b)
         return bool(answer)
 
     def minimum_memory(self, device: DeviceInfo) -> int:
         """Bytes to hold back on ``device``: a plugin's answer, else 457 MiB."""
         device = _device(device, "minimum_memory")
-        answer = self._host.first(
-            "gpuscout_minimum_memory", is_size, "a non-negative int or None", device=device)
+        answer = self._host.first("gpuscout_minimum_memory", device=device)
         return DEFAULT_MINIMUM_MEMORY if answer is None else int(answer)
 
     def plan(self, layers: Sequence[int], devices: Sequence[DeviceInfo], system: SystemInfo, *,
@@ -435,8 +404,7 @@ class Scout:
     def flash_attention(self, device: DeviceInfo) -> bool:
         """Whether flash attention is safe on one device."""
         device = _device(device, "flash_attention")
-        answer = self._host.first(
-            "gpuscout_flash_attention", _is_bool, "bool or None", device=device)
+        answer = self._host.first("gpuscout_flash_attention", device=device)
         if answer is None:
             return device.library == CPU_LIBRARY
         return bool(answer)
@@ -487,9 +455,7 @@ class Scout:
         """Environment for a deep-init check of ``device``, or None when it needs none."""
         device = _device(device, "init_env")
         env: dict[str, str] | None = None
-        for _, answer in self._host.each(
-            "gpuscout_validate_init", _is_str_map, "a str->str mapping or None", device=device,
-        ):
+        for _, answer in self._host.each("gpuscout_validate_init", device=device):
             env = {**(env or {}), **answer}
         return env
 
@@ -524,10 +490,7 @@ class Scout:
                 raise GpuscoutError(f"visible_env: device [{i}] ({d.library} {d.id!r:.80}) "
                                     f"cannot be made visible: {problem}")
         per_device: list[list[EnvEntry]] = [[] for _ in devices]
-        for plugin, answer in self._host.each(
-            "gpuscout_visible_env", _is_entry_list, "a list of EnvEntry or None",
-            selection=tuple(devices),
-        ):
+        for plugin, answer in self._host.each("gpuscout_visible_env", selection=tuple(devices)):
             bad = [e for e in answer if not 0 <= e[0] < len(devices)]
             if bad:
                 self._host.record_failure(
@@ -560,8 +523,7 @@ class Scout:
         """Each plugin's variables that hide its unselected devices: ``(plugin, variables)``."""
         return [
             (plugin, dict(answer)) for plugin, answer in self._host.each(
-                "gpuscout_isolate_env", _is_str_map, "a str->str mapping or None",
-                registration_order=True, selection=tuple(device_list(devices, "isolate_env")),
+                "gpuscout_isolate_env", selection=tuple(device_list(devices, "isolate_env")),
                 env=types.MappingProxyType(dict(env)),
             )
         ]
@@ -603,14 +565,6 @@ def _identity_change(old: DeviceInfo, new: DeviceInfo) -> str:
                for name in ("pci_id", "uuid")
                if getattr(old, name).lower() != getattr(new, name).lower()]
     return f"{old.library} device {old.id!r:.80}: changed its {', '.join(changed)}"
-
-
-def _is_entry_list(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and all(
-        isinstance(e, tuple) and len(e) == 3 and type(e[0]) is int
-        and isinstance(e[1], str) and isinstance(e[2], str)
-        for e in value
-    )
 
 
 __all__ = ["DEFAULT_MINIMUM_MEMORY", "Discovery", "Scout"]

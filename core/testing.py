@@ -440,7 +440,7 @@ def _static_problems(plugin: Any) -> tuple[list[str], bool]:
 
     import pluggy
 
-    import gpuscout.hookspecs as hookspecs
+    from gpuscout.hookspecs import HOOKS
     from gpuscout.markers import PROJECT
     from gpuscout.plugin import API_VERSION_ATTRIBUTE, check_api_version
 
@@ -451,11 +451,11 @@ def _static_problems(plugin: Any) -> tuple[list[str], bool]:
         named = refused.startswith(API_VERSION_ATTRIBUTE)
         problems.append(refused if named else f"{API_VERSION_ATTRIBUTE}: {refused}")
         loadable = False
-    hooks = sorted(n for n, v in vars(hookspecs).items() if n.startswith("gpuscout_") and callable(v))
+    hooks = sorted(HOOKS)
     manager = pluggy.PluginManager(PROJECT)
     implemented = 0
     try:
-        attributes = sorted(a for a in dir(plugin) if a.startswith("gpuscout_"))
+        attributes = sorted(a for a in dir(plugin) if a.startswith(f"{PROJECT}_"))
     except Exception as exc:
         return [*problems, f"cannot be inspected: {type(exc).__name__}: {exc}"], False
     for attr in attributes:
@@ -513,6 +513,7 @@ def _rule_problems(scout: Scout, name: str, hooks: Sequence[str],
     """Ask each rule hook ``plugin`` implements about its own devices; what the Scout refused
     (and wrote into the plugin's report) comes back as problems."""
     from gpuscout.errors import GpuscoutError
+    from gpuscout.hookspecs import HOOKS
     from gpuscout.records import DeviceInfo
     from gpuscout.results import PluginStatus
 
@@ -556,14 +557,11 @@ def _rule_problems(scout: Scout, name: str, hooks: Sequence[str],
     # Per-device answers must leave other libraries' devices alone: a firstresult answer about
     # a device that is not the plugin's overrules the plugin that owns it.
     foreign = DeviceInfo(id="0", library=_FOREIGN)
-    arguments: dict[str, dict[str, Any]] = {
-        "gpuscout_flash_attention": {"device": foreign},
-        "gpuscout_minimum_memory": {"device": foreign},
-        "gpuscout_preferred_library": {"device": foreign, "other": sample[0] if sample else foreign},
-        "gpuscout_validate_init": {"device": foreign, "context": scout.context(name)},
-    }
-    for hook, kwargs in arguments.items():
-        if hook in hooks:
+    values: dict[str, Any] = {"device": foreign, "other": sample[0] if sample else foreign,
+                              "context": scout.context(name)}
+    for hook, facts in HOOKS.items():
+        if facts.declines_foreign and hook in hooks:
+            kwargs = {arg: values[arg] for arg in facts.args}
             problems += _foreign_problems(scout, hook, kwargs)
     return problems
 
