@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -13,6 +15,9 @@ from gpuscout.cli import main
 from gpuscout.fit import ModelError
 from gpuscout.testing import injected, scout_of
 
+if TYPE_CHECKING:
+    from gguf import GGUFWriter
+
 gguf = pytest.importorskip("gguf")
 np = pytest.importorskip("numpy")
 
@@ -20,7 +25,7 @@ GiB, MiB = 1 << 30, 1 << 20
 ROOMY = SystemInfo(total_memory=64 * GiB, free_memory=64 * GiB)
 
 
-def finish(w: gguf.GGUFWriter, path: Path) -> Path:
+def finish(w: GGUFWriter, path: Path) -> Path:
     """Write the writer's header, metadata and tensors, and close it."""
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -181,6 +186,7 @@ def test_bad_arguments_are_gpuscout_errors(tmp_path: Path) -> None:
     """Scout.fit checks its arguments: a zero ctx, an unknown cache type, a bare string of flags,
     a model or projector that is no path, devices and system of the wrong kind."""
     path = write_model(tmp_path / "m.gguf")
+    kw: Mapping[str, object]
     for kw in ({"ctx": 0}, {"cache_type_k": "q9"}, {"parallel": True}, {"cpu_features": "avx2"},
                {"mmproj": 42}, {"devices": "x"}, {"system": {}}):
         with pytest.raises(GpuscoutError):
