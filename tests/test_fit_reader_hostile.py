@@ -21,6 +21,7 @@ from gpuscout.cli import main
 from gpuscout.fit import reader
 from gpuscout.fit.hparams import read_hparams
 from gpuscout.fit.reader import MAX_TENSORS, GGUFFile, ModelError, read_gguf
+from gpuscout.fit.stream import open_regular
 from gpuscout.testing import injected, promptly, scout_of
 
 gguf = pytest.importorskip("gguf")
@@ -297,10 +298,8 @@ def test_a_file_that_shrinks_while_read_is_refused_as_shrunk(tmp_path: Path,
     """A file cut to 100 bytes after it is opened is refused as having shrunk."""
     tokens = [f"t{i}" for i in range(50_000)]
     path = write(tmp_path, gguf_bytes(llama(("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)))))
-    real_open = reader.open_regular
-
     def open_then_cut(name: str) -> tuple[int, int]:
-        opened = real_open(name)
+        opened = open_regular(name)  # the reader's own, which this replaces
         os.truncate(name, 100)
         return opened
 
