@@ -46,9 +46,9 @@ def child_env(capfd: pytest.CaptureFixture[str], factory: Callable[[Any], Scout]
     return shown
 
 
-def gpuscout_exec(*args: str, **kw: object) -> subprocess.Popen[str]:
+def gpuscout_exec(*args: str, stdout: int | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "gpuscout", "exec", *NO_PLUGINS, *args],
-                            text=True, **kw)  # type: ignore[call-overload]
+                            text=True, stdout=stdout)
 
 
 def test_exec_adds_the_selection_environment(
