@@ -37,11 +37,10 @@ from gpuscout.cluster.ray import (
     MAX_ANSWER,
     RAY_LOOPBACK_ENV,
     RayMissing,
-    _is_loopback,
-    _split,
     import_ray,
     read_answer,
 )
+from gpuscout.cluster.ray_driver import _is_loopback, _split
 from gpuscout.errors import GpuscoutError
 from gpuscout.records import DeviceInfo, SystemInfo
 from gpuscout.results import Discovery, PluginReport, PluginStatus
@@ -261,12 +260,14 @@ def test_inventory_json_shape() -> None:
     # The wire keys, as `gpuscout list --json` writes them.
     assert device["backend"] == "CUDA" and "library" not in device
     assert device["name"] == H100 and device["total_memory"] == 80 * GIB
+    assert nodes[0].discovery is not None
     assert first["devices"] == unstructure(nodes[0].discovery.devices)
     summary = doc["summary"]
     assert set(summary) == {"elapsed_ms", "nodes", "nodes_by_status", "devices", "models", "memory",
                             "disagreements"}
     assert summary["memory"]["ROCm"] == {"devices": 1, "total_memory": 192 * GIB,
-                                         "free_memory": 190 * GIB}
+                                         "free_memory": 190 * GIB, "free_unknown_devices": 0,
+                                         "free_unknown_total_memory": 0}
     assert {"library": "CUDA", "name": H100, "count": 14, "nodes": 2} in summary["models"]
     assert summary["disagreements"][0]["node_id"] == "n2"
     assert set(summary["disagreements"][0]) == {"node_id", "hostname", "kind", "ray",
@@ -308,8 +309,10 @@ def answer(**fields: Any) -> str:
 
 
 def good_discovery() -> dict[str, Any]:
-    return unstructure(found(GOOD_DEVICES, plugins=[PluginReport(name="cuda", devices=1)],
-                             system=SystemInfo(total_memory=512 * GIB, free_memory=400 * GIB)))
+    doc: dict[str, Any] = unstructure(found(
+        GOOD_DEVICES, plugins=[PluginReport(name="cuda", devices=1)],
+        system=SystemInfo(total_memory=512 * GIB, free_memory=400 * GIB)))
+    return doc
 
 
 def read(text: Any) -> NodeResult:
@@ -657,6 +660,7 @@ def test_report_in_process_reads_back_ok(lavapipe_node: None) -> None:
     assert device.library == "Vulkan" and device.software
     assert device.name.startswith("llvmpipe")
     # GPUSCOUT_PLUGINS=vulkan: the other built-ins are reported, as disabled.
+    assert r.discovery is not None
     statuses = {p.name: p.status for p in r.discovery.plugins}
     assert statuses.pop("vulkan") is PluginStatus.OK
     assert set(statuses.values()) == {PluginStatus.DISABLED}
@@ -668,7 +672,7 @@ def test_report_in_process_reads_back_ok(lavapipe_node: None) -> None:
 def test_report_without_software_finds_nothing(lavapipe_node: None) -> None:
     r = read_answer(NodeResult(node_id="node-x"),
                     report({"include_software": False, "isolated": False}, "node-x"), 0.0)
-    assert r.status is NodeStatus.OK and r.devices == []
+    assert r.status is NodeStatus.OK and r.devices == [] and r.discovery is not None
     assert [d.device.name[:8] for d in r.discovery.dropped] == ["llvmpipe"]
 
 
