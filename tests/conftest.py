@@ -10,6 +10,7 @@ import glob
 import importlib.util
 import os
 import platform
+import sys
 import textwrap
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 import structlog
+from hypothesis import is_hypothesis_test, settings
 
 from gpuscout import DeviceInfo, Scout
 from gpuscout import log as gpuscout_log
@@ -111,18 +113,27 @@ def require(what: str) -> None:
     pytest.skip(f"{what} is missing")
 
 
-@pytest.fixture(scope="session")
-def lavapipe_icd() -> str:
-    """The lavapipe ICD manifest of this machine's architecture; the loader must load too."""
+def find_lavapipe() -> tuple[str, str]:
+    """(the lavapipe ICD manifest of this machine's architecture, "") when it and the Vulkan
+    loader are here, else ("", what is missing)."""
     found = sorted(glob.glob(os.path.join(ICD_FOLDER, "lvp_icd.*.json")))
     mine = [p for p in found if platform.machine() in os.path.basename(p)]
     if not (mine or found):
-        require(f"lavapipe ({ICD_FOLDER}/lvp_icd.*.json)")
+        return "", f"lavapipe ({ICD_FOLDER}/lvp_icd.*.json)"
     try:
         ctypes.CDLL("libvulkan.so.1")
     except OSError:
-        require("the Vulkan loader (libvulkan.so.1)")
-    return (mine or found)[0]
+        return "", "the Vulkan loader (libvulkan.so.1)"
+    return (mine or found)[0], ""
+
+
+@pytest.fixture(scope="session")
+def lavapipe_icd() -> str:
+    """The lavapipe ICD manifest of this machine's architecture; the loader must load too."""
+    icd, missing = find_lavapipe()
+    if missing:
+        require(missing)
+    return icd
 
 
 @pytest.fixture
@@ -132,6 +143,19 @@ def lavapipe_env(lavapipe_icd: str) -> dict[str, str]:
            if k not in ("GGML_VK_VISIBLE_DEVICES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES")}
     env["VK_DRIVER_FILES"] = lavapipe_icd
     return env
+
+
+#: Sets SIGINT to its default action, then execs its arguments (the pid stays the same).
+SIGINT_LAUNCHER = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                   "os.execv(sys.argv[1], sys.argv[1:])")
+
+
+def with_default_sigint(argv: Sequence[str]) -> list[str]:
+    """``argv`` (its program an absolute path) run so that it starts with SIGINT at its default
+    action, for a test that sends it Ctrl-C: a shell starts a background job (``pytest ... &``)
+    with SIGINT ignored, children inherit that, and a Python started so installs no
+    KeyboardInterrupt handler. (Popen's ``restore_signals`` resets SIGPIPE and SIGXFSZ only.)"""
+    return [sys.executable, "-c", SIGINT_LAUNCHER, *argv]
 
 
 #: The variable whose fresh value marks every process a test starts (see ``env``).
@@ -245,9 +269,30 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return f"gpuscout fake machine: {', '.join(names)}" if names else None
 
 
+# -- Hypothesis: each property test's own example count under CI=true, at most DEV_EXAMPLES else --
+#: Outside CI a property test runs at most this many examples (CI runs each test's own count).
+DEV_EXAMPLES = 40
+settings.register_profile("gpuscout-dev", max_examples=DEV_EXAMPLES)
+# "ci" is Hypothesis's own profile (derandomized, no deadline), loaded already where CI is set.
+settings.load_profile("ci" if on_ci() else "gpuscout-dev")
+
+
+def _cap_examples(item: pytest.Item) -> None:
+    """Outside CI, lower an explicit ``@settings(max_examples=N)`` above DEV_EXAMPLES, which a
+    profile cannot: Hypothesis keeps the decorator's settings on the test (it has no public
+    setter, hence the attribute), and a test's count outranks the profile's."""
+    test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+    if on_ci() or test is None or not is_hypothesis_test(test):
+        return
+    own = getattr(test, "_hypothesis_internal_use_settings", None)
+    if isinstance(own, settings) and own.max_examples > DEV_EXAMPLES:
+        test._hypothesis_internal_use_settings = settings(own, max_examples=DEV_EXAMPLES)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rootdir = Path(str(config.rootpath))
     for item in items:
+        _cap_examples(item)
         path = Path(str(item.path))
         relative = path.relative_to(rootdir).as_posix() if path.is_relative_to(rootdir) else ""
         marker = VENDOR_MARKS.get(f"{relative}::{item.name.split('[')[0]}")

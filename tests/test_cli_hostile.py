@@ -17,6 +17,7 @@ import pytest
 from gpuscout import DeviceInfo, Scout
 from gpuscout.cli import main
 from gpuscout.cli.common import plugin_names
+from tests.conftest import with_default_sigint
 
 BUILTINS = "cuda, metal, rocm, vulkan"
 # In-process plugins shipped as a real installed distribution, for subprocess tests.
@@ -165,7 +166,8 @@ def test_ctrl_c_during_a_hanging_plugin_exits_130_without_a_traceback(
     """SIGINT while a plugin hangs in enumerate ends `list` promptly with 130."""
     marker = tmp_path / "hanging"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuscout", "list", "--plugins", "hang", "--timeout", "30"],
+        with_default_sigint(
+            [sys.executable, "-m", "gpuscout", "list", "--plugins", "hang", "--timeout", "30"]),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=child_env(site, GPUSCOUT_TEST_MARKER=str(marker)))
     try:

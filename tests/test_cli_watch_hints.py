@@ -21,6 +21,7 @@ from gpuscout.cli import build_parser, main
 from gpuscout.cli.hints import hints
 from gpuscout.cli.list import watch
 from gpuscout.testing import injected, scout_of
+from tests.conftest import with_default_sigint
 
 GIB = 1024**3
 LLVMPIPE = DeviceInfo(id="0", library="Vulkan", description="llvmpipe (LLVM 17.0.6, 256 bits)",
@@ -169,9 +170,9 @@ def test_watch_defaults_to_two_seconds() -> None:
 
 def test_ctrl_c_ends_a_real_watch_with_exit_0_and_whole_json_lines() -> None:
     """SIGINT ends `python -m gpuscout list --json --watch 0.2` with 0; each line is a document."""
-    proc = subprocess.Popen([sys.executable, "-m", "gpuscout", "list", "--json", "--watch", "0.2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "COLUMNS": "200"})
+    argv = [sys.executable, "-m", "gpuscout", "list", "--json", "--watch", "0.2"]
+    proc = subprocess.Popen(with_default_sigint(argv), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
     assert proc.stdout is not None
     first = proc.stdout.readline()  # started and listed once: SIGINT now meets the watch loop
     time.sleep(1.0)

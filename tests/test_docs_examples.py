@@ -17,6 +17,9 @@ snippet runs in a fresh interpreter.
   placeholder (a word in capitals such as ``N``, ``DIR``, ``SIZE``; ``...`` or ``…``; a file that
   stands for the reader's own, ``train.py`` or ``MODEL.gguf``), and a line whose subcommand
   ``gpuscout --help`` does not list.
+- A line that names the Vulkan library (``library=vulkan``) needs a Vulkan device: it runs with
+  the loader pinned to Mesa's lavapipe, and is skipped where lavapipe is missing (a failure under
+  CI=true, tests/conftest.py ``require``).
 - A block the docs mark with ``<!-- not run: REASON -->`` on the line before its fence (a
   fragment, or something that needs hardware or a distribution the reader builds) is not run;
   the reason is required and checked here.
@@ -47,6 +50,7 @@ COMMENT = re.compile(r"\s+#(\s.*)?$")
 PLACEHOLDER = re.compile(r"\b[A-Z]{1,8}\b|\.\.\.|…|\btrain\.py\b|\bMODEL\.gguf\b")
 OPTIONAL = re.compile(r"\s\[(--[\w-]+)\]")
 DOCUMENTED_EXIT = re.compile(r"\bexit (\d+)\b")
+NEEDS_VULKAN = re.compile(r"\bvulkan\b", re.IGNORECASE)
 #: Seconds one snippet may take (a discovery with --validate starts a child per device).
 SNIPPET_TIMEOUT = 60
 
@@ -234,7 +238,8 @@ def test_python_snippet_runs(block: Block, docs_env: dict[str, str], tmp_path: P
 @pytest.mark.real_machine
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: f"{c.block.where}:{c.command}")
 def test_shell_command_runs(command: Command, docs_env: dict[str, str],
-                            subcommands: frozenset[str], tmp_path: Path) -> None:
+                            subcommands: frozenset[str], tmp_path: Path,
+                            request: pytest.FixtureRequest) -> None:
     """The command exits 0 (or with the code its comment documents), with no traceback."""
     shown = command.command
     inner = re.match(r'^eval "\$\((.*)\)"$', shown)
@@ -242,6 +247,10 @@ def test_shell_command_runs(command: Command, docs_env: dict[str, str],
     words = run_first.split()
     sub = words[1] if words[0] == "gpuscout" else words[3] if len(words) > 3 else ""
     assert sub in subcommands, f"{command.block.where}: the docs show {sub!r}, not a command"
+    if NEEDS_VULKAN.search(run_first):
+        docs_env = {k: v for k, v in docs_env.items()
+                    if k not in ("VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES", "GGML_VK_VISIBLE_DEVICES")}
+        docs_env["VK_DRIVER_FILES"] = request.getfixturevalue("lavapipe_icd")
     run = subprocess.run(["sh", "-c", run_first], env=docs_env, cwd=tmp_path,
                          capture_output=True, text=True, timeout=SNIPPET_TIMEOUT)
     assert run.returncode in command.codes, (
