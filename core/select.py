@@ -4,7 +4,8 @@ A selector is one of (tried in this order, case-insensitive):
 
 * ``best`` (rank 0) or ``all`` (every device; may match nothing);
 * ``fits:SIZE`` such as ``fits:24GiB``: every device whose free memory minus its minimum reserve
-  holds SIZE (a unit is required: KiB/MiB/GiB/TiB or KB/MB/GB/TB);
+  holds SIZE (a unit is required: KiB/MiB/GiB/TiB or KB/MB/GB/TB); a device whose free memory
+  is unknown (``free_memory_unknown``) never fits;
 * ``library=NAME``: every device of that library;
 * a bare integer: a rank position;
 * ``LIBRARY:INDEX`` such as ``cuda:1``: the INDEX-th device of that library, counted in PCI bus
@@ -240,18 +241,24 @@ def _need(devices: Sequence[DeviceInfo], selector: str) -> None:
 
 def _fits(selector: str, size: int, devices: Sequence[DeviceInfo],
           reserve: ReserveSource) -> list[int]:
+    # A device whose free memory is unknown never fits: its free figure is a stand-in (often
+    # the total), and a selector that scripts use to place work must not guess.
     hits = [i for i, d in enumerate(devices)
-            if d.free_memory - reserve.minimum_memory(d) >= size]
+            if not d.free_memory_unknown and d.free_memory - reserve.minimum_memory(d) >= size]
     if not hits:
         _need(devices, selector)
-        usable = "; ".join(
-            f"{i}={d.library} {d.uuid or d.id}: "
-            f"{max(0, d.free_memory - reserve.minimum_memory(d)) / (1 << 30):.2f} GiB"
-            for i, d in enumerate(devices))
+        usable = "; ".join(f"{i}={d.library} {d.uuid or d.id}: {_usable(d, reserve)}"
+                           for i, d in enumerate(devices))
         raise NoMatchError(
-            f"selector {selector!r}: no device has {size / (1 << 30):.2f} GiB free after its "
-            f"reserve; usable memory: {usable}")
+            f"selector {selector!r}: no device has {selector[5:].strip()} "
+            f"({size / (1 << 30):.2f} GiB) free after its reserve; usable memory: {usable}")
     return hits
+
+
+def _usable(d: DeviceInfo, reserve: ReserveSource) -> str:
+    if d.free_memory_unknown:
+        return "free memory unknown (fits: never selects it; select it by rank, id or library)"
+    return f"{max(0, d.free_memory - reserve.minimum_memory(d)) / (1 << 30):.2f} GiB"
 
 
 def _libraries(devices: Sequence[DeviceInfo]) -> str:

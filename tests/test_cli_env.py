@@ -197,7 +197,7 @@ def test_bad_selector_exits_2_with_one_line(
 
 @pytest.mark.parametrize(("selector", "message"), [
     ("metal:0", "no device of library 'metal'"),
-    ("fits:1TiB", "no device has 1024.00 GiB"),
+    ("fits:1TiB", "no device has 1TiB (1024.00 GiB)"),
     ("GPU-dead", "no device id or UUID equals or starts with it"),
 ])
 def test_selector_matching_nothing_exits_1_with_one_line(

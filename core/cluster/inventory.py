@@ -94,12 +94,16 @@ class ModelCount:
 
 @attrs.frozen
 class LibraryMemory:
-    """Memory of one library's devices across the cluster, in bytes."""
+    """Memory of one library's devices across the cluster, in bytes. ``free_memory`` sums only
+    known free figures: the devices whose free memory is unknown are counted apart
+    (``free_unknown_devices``, holding ``free_unknown_total_memory`` of ``total_memory``)."""
 
     library: str
     devices: int
     total_memory: int
     free_memory: int
+    free_unknown_devices: int = 0
+    free_unknown_total_memory: int = 0
 
 
 @attrs.frozen
@@ -203,10 +207,14 @@ def summarize(nodes: Sequence[NodeResult]) -> Summary:
             if key not in seen:
                 seen.add(key)
                 entry[1] += 1
-            mem = memory.setdefault(d.library, [0, 0, 0])
+            mem = memory.setdefault(d.library, [0, 0, 0, 0, 0])
             mem[0] += 1
             mem[1] += d.total_memory
-            mem[2] += d.free_memory
+            if d.free_memory_unknown:  # never counted as free (docs/selection.md)
+                mem[3] += 1
+                mem[4] += d.total_memory
+            else:
+                mem[2] += d.free_memory
         found.extend(disagreements(node))
     return Summary(
         nodes=len(nodes),
@@ -214,8 +222,7 @@ def summarize(nodes: Sequence[NodeResult]) -> Summary:
         devices=devices,
         models=tuple(ModelCount(lib, name, c, n)
                      for (lib, name), (c, n) in sorted(models.items())),
-        memory=tuple(LibraryMemory(lib, n, total, free)
-                     for lib, (n, total, free) in sorted(memory.items())),
+        memory=tuple(LibraryMemory(lib, *figures) for lib, figures in sorted(memory.items())),
         disagreements=tuple(found),
     )
 
@@ -258,7 +265,10 @@ def summary_json(summary: Summary, elapsed: float = 0.0) -> dict[str, Any]:
         "devices": summary.devices,
         "models": [attrs.asdict(m) for m in summary.models],
         "memory": {m.library: {"devices": m.devices, "total_memory": m.total_memory,
-                               "free_memory": m.free_memory} for m in summary.memory},
+                               "free_memory": m.free_memory,
+                               "free_unknown_devices": m.free_unknown_devices,
+                               "free_unknown_total_memory": m.free_unknown_total_memory}
+                   for m in summary.memory},
         "disagreements": [attrs.asdict(d) for d in summary.disagreements],
     }
 

@@ -46,6 +46,7 @@ from gpuscout.cluster.ray_driver import (
     _split,
     check_reachable,
     import_ray,
+    ours,
     ray_address_file,
     resolve_address,
 )
@@ -192,10 +193,10 @@ def _gather_in_child(address: str | None, timeout: float,
     except (ValueError, RecursionError):
         raise GpuscoutError(
             f"the Ray inventory's process {exit_text(child.returncode or 0)} without an answer"
-            f"{last_words(err.bytes())}") from None
+            f"{ours(last_words(err.bytes()))}") from None
     if isinstance(document, dict) and "error" in document:
         cls = RayMissing if document.get("kind") == "ray_missing" else GpuscoutError
-        raise cls(str(document["error"]))
+        raise cls(ours(str(document["error"])))
     try:
         return [_node_of(item) for item in document["nodes"]]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

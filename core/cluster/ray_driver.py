@@ -13,6 +13,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -139,11 +140,25 @@ def check_reachable(address: str, timeout: float) -> None:
         raise GpuscoutError(f"cannot reach the Ray cluster at {address}: {why}") from None
 
 
+# Ray's advice names its own ``ray start`` flag; gpuscout's option for it is ``--ray``.
+_RAY_ADVICE = re.compile(r"by setting (?:the )?`--address`\s+flag or `RAY_ADDRESS` environment "
+                         r"variable")
+_RAY_FLAG = re.compile(r"(?:the )?`--address`\s+flag")
+
+
+def ours(text: str) -> str:
+    """Ray's message ``text`` with its advice to set the ``--address`` flag given as gpuscout's
+    own option (``--ray ADDRESS``)."""
+    text = _RAY_ADVICE.sub("with gpuscout's --ray ADDRESS or RAY_ADDRESS", text)
+    return _RAY_FLAG.sub("--ray ADDRESS", text)
+
+
 def first_line(exc: BaseException) -> str:
+    """``Type: first non-empty line`` of ``exc``, in gpuscout's words (``ours``)."""
     text = str(exc).strip()
     for line in text.splitlines():
         if line.strip():
-            return f"{type(exc).__name__}: {line.strip()}"
+            return ours(f"{type(exc).__name__}: {line.strip()}")
     return type(exc).__name__
 
 
