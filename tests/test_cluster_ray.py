@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import logging
 import os
 import shutil
 import socket
@@ -32,6 +33,9 @@ from gpuscout.errors import GpuscoutError
 from gpuscout.testing import eventually, processes_with_env, running
 from tests.conftest import write_site
 
+# Under pytest-xdist every test here runs on one worker: the module's cluster starts once, and
+# no other Ray cluster (the head-only one below, bench/cluster.py's) starts beside it.
+pytestmark = pytest.mark.xdist_group("ray-cluster")
 #: Every process of the test cluster carries this variable with the module's own value.
 MARK = "GPUSCOUT_TEST_RAY_MARK"
 SLOW = """
@@ -326,7 +330,7 @@ def test_without_ray_installed_one_line_says_how_to_install_it() -> None:
 def test_a_process_already_attached_stays_attached(local_cluster: LocalCluster) -> None:
     import ray
 
-    ray.init(address=local_cluster.address, log_to_driver=False, logging_level="WARNING")
+    ray.init(address=local_cluster.address, log_to_driver=False, logging_level=logging.WARNING)
     try:
         from gpuscout.cluster.ray import inventory as run
 
