@@ -172,3 +172,12 @@ def test_the_table_follows_columns_on_a_terminal(capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert "columns left out at 80 columns" in out
     assert all(len(line) <= 80 for line in out.splitlines())
+
+
+def test_explain_says_an_unknown_free_figure_is_unknown() -> None:
+    """`--explain` writes `free memory unknown`, never `2.0 GiB?`, and what the ranking counted."""
+    from gpuscout.cli.explain import explain, explain_lines
+
+    lines = explain_lines(explain(FOUND))
+    [igpu] = [line for line in lines if line.startswith("  #1 ")]
+    assert "free memory unknown, ranked as 2.0 GiB" in igpu and "GiB?" not in igpu

@@ -70,7 +70,16 @@ def _name(ref: dict[str, Any]) -> str:
 
 
 def _free(entry: dict[str, Any]) -> str:
-    return human_bytes(entry["free_memory"]) + ("?" if entry["free_memory_unknown"] else "")
+    """The free figure; an unknown one says so, and what the ranking counted in its place."""
+    if entry["free_memory_unknown"]:
+        return f"unknown, ranked as {human_bytes(entry['free_memory'])}"
+    return human_bytes(entry["free_memory"])
+
+
+def _free_label(entry: dict[str, Any]) -> str:
+    if entry["free_memory_unknown"]:
+        return f"free memory {_free(entry)}"
+    return f"{_free(entry)} free"
 
 
 def _kind(entry: dict[str, Any]) -> str:
@@ -106,7 +115,7 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
     if not ranking:
         lines.append("  no device was ranked")
     for entry, following in zip(ranking, [*ranking[1:], None], strict=False):
-        head = f"  #{entry['rank']} {_name(entry)} ({_kind(entry)}, {_free(entry)} free)"
+        head = f"  #{entry['rank']} {_name(entry)} ({_kind(entry)}, {_free_label(entry)})"
         if entry["unused_reason"]:
             head += f" [not used by the runtime unless selected: {entry['unused_reason']}]"
         if following is None:
