@@ -106,6 +106,8 @@ def ms(seconds: float) -> str:
 
 
 def _quartiles(values: list[float]) -> str:
+    if len(values) < 2:  # --runs 1 (the smoke test): no spread to show
+        return "IQR - (one round)"
     q1, _, q3 = statistics.quantiles(values, n=4)
     return f"IQR {q1 * 1000:.2f}..{q3 * 1000:.2f} ms"
 

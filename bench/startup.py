@@ -62,8 +62,9 @@ def main() -> int:
     listing = [exe, "list", "--json"] if exe else [py, "-m", "gpuscout", "list", "--json"]
     four = [py, "-c", "import pluggy, attrs, cattrs, structlog"]
     bare = [py, "-c", "pass"]
+    few = min(args.runs, max(5, args.runs // 3))  # the side figures: fewer runs, at least 5 (or --runs)
 
-    b, _, _, _ = paired(bare, bare, max(5, args.runs // 3))
+    b, _, _, _ = paired(bare, bare, few)
     print(f"bare interpreter:                     {b * 1000:7.1f} ms")
     base, cand, _, list_rss = paired(four, listing, args.runs)
     print(f"import pluggy+attrs+cattrs+structlog: {base * 1000:7.1f} ms")
@@ -76,7 +77,7 @@ def main() -> int:
     if vulkaninfo is None:
         print("vulkaninfo not installed: peak-memory ratio not measured")
         return 0
-    _, _, vk_rss, list_rss2 = paired([vulkaninfo, "--summary"], listing, max(5, args.runs // 3))
+    _, _, vk_rss, list_rss2 = paired([vulkaninfo, "--summary"], listing, few)
     peak = max(list_rss, list_rss2)
     print(f"peak RSS vulkaninfo --summary:        {vk_rss / 1024:7.1f} MiB")
     print(f"peak RSS gpuscout list --json:        {peak / 1024:7.1f} MiB   "
