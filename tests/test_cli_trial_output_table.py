@@ -181,3 +181,15 @@ def test_explain_says_an_unknown_free_figure_is_unknown() -> None:
     lines = explain_lines(explain(FOUND))
     [igpu] = [line for line in lines if line.startswith("  #1 ")]
     assert "free memory unknown, ranked as 2.0 GiB" in igpu and "GiB?" not in igpu
+
+
+def test_plugins_at_50_columns_name_what_they_left_out_and_keep_the_whole_error() -> None:
+    """The plugins table says which columns left; a long path in an error is folded, not cut."""
+    from gpuscout import PluginReport
+    from gpuscout.cli.table import render_plugins
+
+    path = "/sys/bus/pci/devices/0000:01:00.0/driver"
+    out = render_plugins([PluginReport(name="cuda", version="0.1.0", distribution="gpuscout",
+                                       note=f"no NVIDIA GPU at {path} (lists none)")], 50)
+    assert "columns left out at 50 columns:" in out and "…" not in out
+    assert path in "".join(line.strip() for line in out.splitlines())

@@ -188,7 +188,8 @@ def plain_plugins(reports: Sequence[PluginReport]) -> str:
 
 #: How a column gives way to a narrow terminal: ``whole`` never (its cells are printed entire),
 #: ``short`` by ending its one line in "…" (at most ``CELL_CAP`` wide: the whole text is in the
-#: plain form, ``--json`` and ``--explain``), ``wrap`` by wrapping onto more lines.
+#: plain form, ``--json`` and ``--explain``), ``wrap`` by wrapping onto more lines (a word longer
+#: than the column is folded, never cut).
 WHOLE, SHORT, WRAP = "whole", "short", "wrap"
 #: The widest a ``short`` column is drawn, and the narrowest a ``short`` or ``wrap`` one gets.
 CELL_CAP = 60
@@ -227,7 +228,8 @@ def _fitted_table(title: str, columns: Sequence[Column], drop_order: Sequence[st
         for column in kept:
             name, _, kind = column
             table.add_column(name, no_wrap=kind != WRAP,
-                             overflow="ignore" if kind == WHOLE else "ellipsis",
+                             overflow="ignore" if kind == WHOLE else
+                             "ellipsis" if kind == SHORT else "fold",
                              min_width=None if kind == WHOLE else min(_NARROWEST, _natural(column)),
                              max_width=short_width if kind == SHORT else None)
         for i in range(len(kept[0][1]) if kept else 0):
