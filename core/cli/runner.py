@@ -22,21 +22,21 @@ if TYPE_CHECKING:
     from gpuscout.cli.common import ScoutFactory, Subcommands
     from gpuscout.scout import Scout
 
-DESCRIPTION = ("Serve GET /info on 127.0.0.1:PORT: each request runs one discovery and answers "
-               "with the ranked devices as a JSON array (the wire format of Ollama's runner). "
+DESCRIPTION = ("Serve GET /info (and HEAD) on 127.0.0.1:PORT: each request runs one discovery "
+               "and answers with the ranked devices as a JSON array (the wire format of Ollama's runner). "
                "A host starts it as a child so that a crashing driver cannot take the host down. "
                "The first line on stdout is {\"port\": N}, the port it listens on (with --port 0, "
                "one the system picked). Every reply carries the token found in "
                "GPUSCOUT_RUNNER_TOKEN in an X-Gpuscout-Token header. It exits on SIGTERM, when "
-               "its parent dies and when left idle.")
-
+               "its parent dies and when left idle, with exit 0 each time (Ctrl-C too: "
+               "stopping is how a server ends).")
 
 
 def add_parser(sub: Subcommands, help: str) -> None:
     """Add ``runner`` and its options to ``gpuscout``'s parser."""
     from gpuscout.runner.server import IDLE_EXIT, READ_TIMEOUT
 
-    p = common.command_parser(sub, "runner", help, DESCRIPTION)
+    p = common.command_parser(sub, "runner", help, DESCRIPTION, color=False)
     common.add_scout_options(p)
     p.add_argument("--port", type=int, required=True,
                    help="port on 127.0.0.1; 0 lets the system pick a free one")

@@ -9,7 +9,8 @@ The protocol, as gpuscout's host (``gpuscout.runner``) speaks it:
   it back in an ``X-Gpuscout-Token`` header on every reply, so the host can tell its own child
   from another process answering on that port. The body stays the bare device array.
 - ``/info`` answers 200 with the device array, 500 with ``{"error": ...}`` when discovery
-  fails; any other path is 404 and any other method 501, with a JSON error body.
+  fails; any other path is 404 and any other method than GET and HEAD 501, with a JSON error
+  body. HEAD is answered as GET (a discovery, the same status and headers) without the body.
 - Limits: a connection must deliver its whole request head (at most MAX_REQUEST_HEAD bytes)
   within READ_TIMEOUT seconds of being accepted, in total however it trickles, or it is cut off.
   Heads are read by one thread for up to MAX_PENDING connections at once (one more drops the
@@ -24,6 +25,7 @@ The protocol, as gpuscout's host (``gpuscout.runner``) speaks it:
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import math
@@ -40,7 +42,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import FrameType
 from typing import Any
 
-from gpuscout.children import become_subreaper, die_with_parent
+from gpuscout.children import become_subreaper, die_with_parent, kill_descendants
 from gpuscout.errors import GpuscoutError
 from gpuscout.log import get_logger
 from gpuscout.records import DeviceInfo
@@ -62,8 +64,11 @@ MAX_REQUEST_HEAD = 2 * 65536
 TOKEN_ENV = "GPUSCOUT_RUNNER_TOKEN"
 #: The reply header that carries the token back.
 TOKEN_HEADER = "X-Gpuscout-Token"
-# How often the main loop looks at the idle clock, the parent and slow connections.
+# How often the main loop looks at the idle clock, the parent and slow connections (a stop
+# does not wait for it: SIGTERM sets the event the main loop waits on, and wakes the reader).
 _TICK = 0.05
+# Seconds the runner's exit waits for its SIGKILLed descendants to be gone.
+_EXIT_GRACE = 0.1
 # A connection answered 503 is closed this long after (at most this many wait at once).
 _REFUSED_LINGER = 0.5
 _MAX_REFUSED = 64
@@ -101,10 +106,22 @@ class _Server(HTTPServer):
         self.refused: list[tuple[float, socket.socket]] = []
         self.active = 0  # connections pending or being handled
         self.last_activity = time.monotonic()
+        # A byte here wakes the reading thread at once (``wake``): stopping waits for no tick.
+        # Made first: a failed bind calls server_close, which closes the pair too.
+        self.waker, self.wakee = socket.socketpair()
+        self.wakee.setblocking(False)
         super().__init__(address, handler)
         self.socket.setblocking(False)
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.socket, selectors.EVENT_READ)
+        self.selector.register(self.wakee, selectors.EVENT_READ)
+
+    def wake(self) -> None:
+        """Make the reading thread look at its stop event now."""
+        try:
+            self.waker.send(b"\0")
+        except OSError:  # full (it is awake anyway) or closed
+            pass
 
     def run(self, stop: threading.Event) -> None:
         """Accept connections and read their request heads until ``stop`` is set."""
@@ -115,6 +132,8 @@ class _Server(HTTPServer):
                 for key, _ in self.selector.select(max(0.0, wait)):
                     if key.fileobj is self.socket:
                         self._accept()
+                    elif key.fileobj is self.wakee:
+                        self._drain_wake()
                     else:
                         self._read(key.fileobj)  # type: ignore[arg-type]
                 self._cut_late(time.monotonic())
@@ -122,6 +141,19 @@ class _Server(HTTPServer):
             for conn in list(self.pending):
                 self._drop(conn)
             self.selector.close()
+
+    def server_close(self) -> None:
+        """Close the listening socket and the waking pair."""
+        super().server_close()
+        self.waker.close()
+        self.wakee.close()
+
+    def _drain_wake(self) -> None:
+        try:
+            while self.wakee.recv(64):
+                pass
+        except OSError:  # nothing left (BlockingIOError) or closed
+            pass
 
     def _accept(self) -> None:
         for _ in range(_ACCEPT_BATCH):
@@ -264,6 +296,7 @@ def _handler(devices: Callable[[], Sequence[DeviceInfo]], token: str | None,
     class Handler(BaseHTTPRequestHandler):
         timeout = read_timeout  # each read and write on the connection
         server: _Server
+        head_only = False  # a HEAD request: the reply's headers (Content-Length too), no body
 
         def setup(self) -> None:
             super().setup()
@@ -282,6 +315,12 @@ def _handler(devices: Callable[[], Sequence[DeviceInfo]], token: str | None,
                 return
             self._reply(200, body)
 
+        def do_HEAD(self) -> None:
+            # As GET (a discovery included, so the status says what GET would), headers only:
+            # what `curl -I` and health checks send.
+            self.head_only = True
+            self.do_GET()
+
         def send_error(self, code: int, message: str | None = None,
                        explain: str | None = None) -> None:
             # Bad request lines, unknown methods (501), over-long lines: JSON like the rest.
@@ -295,7 +334,8 @@ def _handler(devices: Callable[[], Sequence[DeviceInfo]], token: str | None,
             if token:
                 self.send_header(TOKEN_HEADER, token)
             self.end_headers()
-            self.wfile.write(body)
+            if not self.head_only:
+                self.wfile.write(body)
 
         def log_message(self, format: str, *args: Any) -> None:
             _log.debug("runner.request", line=format % args)
@@ -346,7 +386,7 @@ def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int, idle_exit: flo
     stopped = threading.Event()  # tells the reading thread to end
 
     def on_term(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+        stop.set()  # wakes the main loop's stop.wait at once
 
     on_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, on_term) if on_main else None
@@ -354,8 +394,11 @@ def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int, idle_exit: flo
     try:
         if parent is not None:
             die_with_parent()
-            # What its plugins start and leave behind (setsid() included) is killed at its exit.
-            become_subreaper()
+            # What its plugins start and leave behind (setsid() included) is killed at its exit,
+            # without waiting long for a descendant stuck in a driver call (one SIGKILL cannot
+            # end until the call returns): the runner's exit stays prompt, init reaps it later.
+            become_subreaper(at_exit=False)
+            atexit.register(kill_descendants, _EXIT_GRACE)
         if announce is not None:
             announce(int(server.server_address[1]))
         thread = threading.Thread(target=server.run, args=(stopped,), name="gpuscout-runner",
@@ -374,12 +417,13 @@ def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int, idle_exit: flo
                 _log.debug("runner.exit", reason="parent gone", parent=parent)
                 break
             server.close_refused(now)
-            time.sleep(_TICK)
+            stop.wait(_TICK)
     except KeyboardInterrupt:
         pass
     finally:
         if thread is not None:
             stopped.set()
+            server.wake()
             thread.join()
         server.close_refused()
         server.server_close()
