@@ -48,11 +48,14 @@ examples:
                                       run a command that sees only devices that fit
 
 exit codes:
-  0    success (also when no accelerator is found)
-  1    a selector matched no device (fits:1TiB, an index past the end)
-  2    usage or input error, such as a malformed selector (one line on stderr)
+  0    success (also when no accelerator is found by plugins that ran fine)
+  1    a selector matched no device (fits:1TiB, an index past the end); env without
+       any device; fit: the model does not fit
+  2    usage or input error, such as a malformed or empty selector (one line on stderr)
   3    --verify found that a child sees something else than the selection
-  130  interrupted
+  4    cluster: Ray disagrees on a node (0 with --exit-zero)
+  5    every plugin that ran failed or timed out (list, plugins)
+  130  interrupted (Ctrl-C); list --watch and runner end with 0 on Ctrl-C instead
   (exec passes its command's own exit status through)
 """
 

@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 SUCCESS = 0
 NO_MATCH = 1  # a well-formed selector matched no device
 USAGE_ERROR = 2
+PLUGINS_FAILED = 5  # every plugin that ran failed or timed out (list, plugins)
 INTERRUPTED = 130
 
 # Option defaults, also read when a command line is rebuilt for a child (``scout_argv``).
@@ -63,9 +65,50 @@ class Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one clear line and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        """Write one line naming the problem on stderr and exit with ``USAGE_ERROR``."""
-        sys.stderr.write(f"{self.prog}: error: {printable(message)} (see '{self.prog} --help')\n")
+        """Write one line naming the problem on stderr and exit with ``USAGE_ERROR``; a
+        misspelled command, option or choice gets "did you mean" its closest known spelling."""
+        hint = self._did_you_mean(message)
+        sys.stderr.write(f"{self.prog}: error: {printable(message)}{printable(hint)} "
+                         f"(see '{self.prog} --help')\n")
         raise SystemExit(USAGE_ERROR)
+
+    def option_strings(self) -> list[str]:
+        """Every long option of this parser and of the command parsers under it."""
+        found: list[str] = []
+        for action in self._actions:
+            found += [o for o in action.option_strings if o.startswith("--")]
+            if isinstance(action, argparse._SubParsersAction):
+                for parser in action.choices.values():
+                    found += [o for a in parser._actions for o in a.option_strings
+                              if o.startswith("--")]
+        return found
+
+    def _did_you_mean(self, message: str) -> str:
+        from gpuscout.cli.suggest import did_you_mean
+
+        choice = _INVALID_CHOICE.search(message)
+        if choice is not None:
+            quoted = _QUOTED.findall(choice.group("choices"))
+            word = _QUOTED.fullmatch(choice.group("value"))
+            if word is not None:
+                return did_you_mean(_unquote(word.group(0)), [_unquote(q) for q in quoted])
+        unknown = _UNRECOGNIZED.match(message)
+        if unknown is not None:
+            first = unknown.group(1).split()[0] if unknown.group(1).split() else ""
+            if first.startswith("--"):
+                return did_you_mean(first.split("=", 1)[0], self.option_strings())
+        return ""
+
+
+# What argparse (3.10-3.13) writes for a word outside ``choices`` and for unknown arguments.
+_INVALID_CHOICE = re.compile(r"invalid choice: (?P<value>'[^']*'|\"[^\"]*\") "
+                             r"\(choose from (?P<choices>.*)\)$")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)$")
+
+
+def _unquote(text: str) -> str:
+    return text[1:-1]
 
 
 # -- options --------------------------------------------------------------------------------------
@@ -92,7 +135,8 @@ def global_options(after_command: bool = False, check: bool = True) -> argparse.
                    default=default(DEFAULT_LOG_FORMAT), help="log line format on stderr")
     p.add_argument("--color", choices=COLOR_CHOICES if check else None,
                    default=default(DEFAULT_COLOR),
-                   help="colour in tables: auto (a terminal, unless NO_COLOR is set), always or "
+                   help="colour in tables (list, plugins, fit, cluster; other commands accept "
+                        "and ignore it): auto (a terminal, unless NO_COLOR is set), always or "
                         "never")
     if not after_command:
         _add_scout_options(p, after_command=False, check=check)
@@ -106,10 +150,31 @@ def merge_global_options(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
-def command_parser(sub: Subcommands, name: str, help: str, description: str) -> argparse.ArgumentParser:
-    """The parser of command ``name``, with the global options, under ``gpuscout``'s parser."""
-    return sub.add_parser(name, parents=[global_options(after_command=True)], help=help,
-                          description=description)
+def command_parser(sub: Subcommands, name: str, help: str, description: str,
+                   color: bool = True) -> argparse.ArgumentParser:
+    """The parser of command ``name``, with the global options, under ``gpuscout``'s parser.
+
+    ``color=False`` for a command that draws no table: ``--color`` is still accepted there (it
+    is a global option, and scripts pass global options to every command) but not offered in
+    its ``--help``, since it changes nothing."""
+    p = sub.add_parser(name, parents=[global_options(after_command=True)], help=help,
+                       description=description)
+    if not color:
+        for action in p._actions:
+            if action.dest == "color":
+                action.help = argparse.SUPPRESS
+    return p
+
+
+def check_selectors(selectors: Sequence[str], where: str) -> None:
+    """Refuse an empty selector (``env ""``, ``--device ""``, ``--device ,``) with a UsageError
+    naming it: dropped silently, it would leave no selector, and no selector means all."""
+    for position, text in enumerate(selectors, 1):
+        if not any(part.strip() for part in text.split(",")):
+            from gpuscout.select import GRAMMAR
+
+            raise UsageError(f"empty selector {printable(repr(text))[:80]} ({where} {position}): "
+                             f"name a device, or all; expected one of: {GRAMMAR}")
 
 
 def plugin_names(text: str) -> list[str]:
@@ -262,6 +327,15 @@ def warn_failed_plugins(reports: Sequence[PluginReport]) -> None:
     for r in reports:
         if r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT):
             sys.stderr.write(printable(f"gpuscout: plugin {r.name} {r.status}: {r.error}") + "\n")
+
+
+def every_plugin_failed(reports: Sequence[PluginReport]) -> bool:
+    """Whether at least one plugin ran and every one that ran failed or timed out (a disabled
+    plugin did not run): then no device list can be trusted, not even an empty one."""
+    from gpuscout.results import PluginStatus
+
+    ran = [r for r in reports if r.status != PluginStatus.DISABLED]
+    return bool(ran) and all(r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT) for r in ran)
 
 
 def print_json(data: Any) -> None:
