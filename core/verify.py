@@ -65,11 +65,18 @@ def report(verdict: Verdict) -> str:
     if verdict.ok:
         return f"gpuscout: verified: the child sees exactly the {len(verdict.selected)} " \
                "selected device(s)\n"
-    lines = ["gpuscout: verify: MISMATCH between the selection and what a child process sees"]
-    for title, devices in (("selected", verdict.selected), ("child sees", verdict.seen),
-                           ("selected but not seen", verdict.missing),
-                           ("seen but not selected", verdict.extra)):
-        listed = "; ".join(describe(i, d) for i, d in enumerate(devices)) or "nothing"
+    lines = ["gpuscout: verify: MISMATCH between the selection and what a child process sees",
+             "  (S0, S1, ... number the selection in rank order, C0, C1, ... what the child "
+             "lists in its rank order; a device keeps its number in every line)"]
+    selected = {id(d): i for i, d in enumerate(verdict.selected)}
+    seen = {id(d): i for i, d in enumerate(verdict.seen)}
+    for title, devices, prefix, numbers in (
+            ("selected", verdict.selected, "S", selected),
+            ("child sees", verdict.seen, "C", seen),
+            ("selected but not seen", verdict.missing, "S", selected),
+            ("seen but not selected", verdict.extra, "C", seen)):
+        listed = "; ".join(prefix + describe(numbers.get(id(d), i), d)
+                           for i, d in enumerate(devices)) or "nothing"
         lines.append(f"  {title}: {listed}")
     if verdict.extra:
         lines.append("  (another vendor's devices stay visible unless --isolate is given; "

@@ -267,7 +267,7 @@ def test_exec_verify_mismatch_exits_3_and_runs_nothing(
     marker = tmp_path / "ran"
     code = f"open({str(marker)!r}, 'w').close()"
     assert main(["exec", "--verify", "--", sys.executable, "-c", code], scout_factory=factory) == 3
-    assert "selected but not seen: 0=CUDA (GPU-aaaa1111" in capsys.readouterr().err
+    assert "selected but not seen: S0=CUDA (GPU-aaaa1111" in capsys.readouterr().err
     assert not marker.exists()
 
 

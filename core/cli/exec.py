@@ -27,13 +27,18 @@ def add_parser(sub: Subcommands, help: str) -> None:
                            "without a shell, with stdio inherited and SIGINT/SIGTERM/SIGHUP "
                            "forwarded; its exit status is passed through (128+N after signal N). "
                            "Nothing runs when a selector matches no device (exit 1) or is "
-                           "malformed (exit 2).")
+                           "malformed or empty (exit 2). Without devices (and without "
+                           "--device) the command runs as it would without gpuscout.",
+        color=False)
     common.add_scout_options(p)
     p.add_argument("--device", action="append", default=[], metavar="SELECTOR",
                    help="a device to select (repeatable; default: all)")
     selection.add_selection_options(p)
-    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
-                   help="the command to run, after --")
+    # Shown as "-- CMD [ARG ...]": argparse would write REMAINDER's usage as a bare "...".
+    p.usage = "gpuscout exec [OPTIONS] [--device SELECTOR ...] -- CMD [ARG ...]"
+    p.epilog = "example: gpuscout exec --device cuda:1 --isolate -- python train.py"
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="CMD [ARG ...]",
+                   help="the command to run and its arguments, after --")
 
 
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
@@ -45,6 +50,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     if not command:
         raise common.UsageError(
             "exec needs a command after '--', e.g. gpuscout exec -- python app.py")
+    common.check_selectors(args.device, "--device")
     _, child_env, code = selection.prepare(args, args.device, scout_factory)
     if code:
         return code

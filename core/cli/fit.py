@@ -105,6 +105,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
 
     from gpuscout.errors import GpuscoutError
 
+    common.check_selectors(args.device, "--device")
     if (args.model is None) == (args.layers is None):
         sys.stderr.write("gpuscout: error: fit needs MODEL.gguf or --layers (one of them)\n")
         return common.USAGE_ERROR

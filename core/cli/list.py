@@ -19,14 +19,24 @@ if TYPE_CHECKING:
 DESCRIPTION = ("Discover the accelerators of this machine and list them best first: discrete "
                "before integrated, then free memory descending, then library and id. Devices "
                "dropped as duplicates or software renderers are listed with the reason, and "
-               "plugins that failed are named on stderr. Exit 0 also when nothing is found.")
+               "plugins that failed are named on stderr. Exit 0 also when nothing is found, "
+               "5 when every plugin that ran failed or timed out; --watch ends with 0 on Ctrl-C.")
+
+#: ``--format`` values; without it: ``table`` on a terminal, ``tsv`` in a pipe.
+FORMATS = ("table", "tsv", "csv", "json")
 
 
 def add_parser(sub: Subcommands, help: str) -> None:
     """Add ``list`` and its options to ``gpuscout``'s parser."""
     p = common.command_parser(sub, "list", help, DESCRIPTION)
     common.add_scout_options(p)
-    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (--format json)")
+    p.add_argument("--format", choices=FORMATS, default=None,
+                   help="table (the terminal's default), tsv (tab-separated lines, a pipe's "
+                        "default), csv (the same rows as CSV, dropped devices with rank "
+                        "'dropped') or json")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="only the devices' ids, one per line, best first")
     common.add_include_software(p, "rank software devices (llvmpipe) instead of dropping them")
     p.add_argument("--validate", action="store_true",
                    help="initialise devices that need it in a child process first")
@@ -78,7 +88,15 @@ class _ValidationLines:
 
 
 def _list(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
+    _check_format(args)
     scout = common.open_scout(args, scout_factory)
+    if _on_a_tree(args) and args.validate:
+        # A tree holds files, not a driver to initialise: a child would re-read the same files
+        # (proving nothing) while driver-backed plugins there answer for this machine's real
+        # devices, so every device read from the tree would be dropped as "not seen".
+        common.warn(f"--validate skipped under --root {args.root}: a recorded tree has no driver "
+                    "to initialise (as with --replay)")
+        args = argparse.Namespace(**{**vars(args), "validate": False})
     if getattr(args, "watch", None) is not None:
         return watch(args, scout, args.watch)
     found = _discover(args, scout)
@@ -87,7 +105,28 @@ def _list(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
         from gpuscout.cli.hints import print_for
 
         print_for(found, scout.env)
+    if code == common.SUCCESS and common.every_plugin_failed(found.plugins):
+        return common.PLUGINS_FAILED
     return code
+
+
+def _check_format(args: argparse.Namespace) -> None:
+    """Settle ``args.format`` (``--json`` is ``--format json``) and refuse what cannot combine."""
+    if args.json and args.format not in (None, "json"):
+        raise common.UsageError(f"--json and --format {args.format} exclude each other")
+    if args.json:
+        args.format = "json"
+    if args.quiet and args.format is not None:
+        raise common.UsageError(f"-q prints ids only: it excludes --format {args.format}"
+                                + (" (--json)" if args.json else ""))
+    if args.explain and (args.quiet or args.format == "csv"):
+        raise common.UsageError("--explain goes with the table, tsv and json forms, not with "
+                                + ("-q" if args.quiet else "--format csv"))
+    args.json = args.format == "json"
+
+
+def _on_a_tree(args: argparse.Namespace) -> bool:
+    return str(getattr(args, "root", common.DEFAULT_ROOT)) != common.DEFAULT_ROOT
 
 
 def _discover(args: argparse.Namespace, scout: Scout) -> Discovery:
@@ -97,8 +136,10 @@ def _discover(args: argparse.Namespace, scout: Scout) -> Discovery:
     return found
 
 
-def _print(args: argparse.Namespace, found: Discovery) -> int:
-    """One listing of ``found`` on stdout: the JSON document, or the table (and explanation)."""
+def _print(args: argparse.Namespace, found: Discovery, timestamp: str | None = None) -> int:
+    """One listing of ``found`` on stdout: the JSON document, the ids, the CSV rows, or the
+    table (and explanation); ``timestamp`` (a watch) goes into the document, or first on a line
+    of its own."""
     if args.json:
         from gpuscout.wire_encode import unstructure  # no cattrs: writing needs no converter
 
@@ -107,16 +148,63 @@ def _print(args: argparse.Namespace, found: Discovery) -> int:
             from gpuscout.cli.explain import explain
 
             document["explain"] = explain(found)
+        if timestamp is not None:
+            document["timestamp"] = timestamp
         _print_json(args, document)
         return common.SUCCESS
-    from gpuscout.cli.table import print_discovery
+    if timestamp is not None:
+        output().write(f"# {timestamp}\n")
+    if getattr(args, "quiet", False):
+        output().write("".join(f"{_plain(d.id)}\n" for d in found.devices))
+        return common.SUCCESS
+    fmt = getattr(args, "format", None)
+    if fmt == "csv":
+        output().write(csv_discovery(found))
+        return common.SUCCESS
+    from gpuscout.cli.table import plain_discovery, print_discovery
 
-    print_discovery(found, color=getattr(args, "color", "auto"))
+    color = getattr(args, "color", "auto")
+    if fmt == "tsv":
+        output().write(plain_discovery(found))
+    elif fmt == "table":
+        from gpuscout.cli.table import stdout_console, use_color
+
+        print_discovery(found, console=stdout_console(use_color(color, _on_terminal(output()))))
+    else:
+        print_discovery(found, color=color)
     if args.explain:
         from gpuscout.cli.explain import explain, explain_lines
 
         output().write("".join(f"{line}\n" for line in explain_lines(explain(found))))
     return common.SUCCESS
+
+
+def _plain(value: str) -> str:
+    return common.printable(value).replace("\t", " ") or "-"
+
+
+def csv_discovery(found: Discovery) -> str:
+    """``--format csv``: the rows of the tab-separated form (same columns and values), as CSV;
+    a dropped device is a row with rank ``dropped`` and the reason in ``note``; no system line."""
+    import csv
+    import io
+
+    from gpuscout.cli.table import DEVICE_COLUMNS, plain_discovery
+
+    lines = plain_discovery(found).splitlines()
+    rows: list[list[str]] = [list(DEVICE_COLUMNS)]
+    for line in lines[1:len(found.devices) + 1]:
+        rows.append(line.split("\t"))
+    for line in lines[len(found.devices) + 1:len(found.devices) + 1 + len(found.dropped)]:
+        # "# dropped", library, id, description, pci_id, reason
+        _, library, id_, description, pci_id, reason = (line.split("\t") + [""] * 6)[:6]
+        row = dict.fromkeys(DEVICE_COLUMNS, "-")
+        row.update(rank="dropped", library=library, id=id_, description=description,
+                   pci_id=pci_id, note=reason)
+        rows.append([row[c] for c in DEVICE_COLUMNS])
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows(rows)
+    return text.getvalue()
 
 
 # -- --watch --------------------------------------------------------------------------------------
@@ -139,18 +227,27 @@ def _print_json(args: argparse.Namespace, document: Any) -> None:
     stream.flush()
 
 
+def timestamp() -> str:
+    """Now as RFC 3339 in UTC with milliseconds (``2026-12-01T15:30:00.123Z``): each watch frame."""
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def watch(args: argparse.Namespace, scout: Scout, interval: float,
           rounds: int | None = None) -> int:
-    """List every ``interval`` seconds until Ctrl-C (or ``rounds`` listings); returns 0 either way.
+    """List every ``interval`` seconds until Ctrl-C (or ``rounds`` listings); returns 0 either way:
+    Ctrl-C is how a watch ends, so it is its success, not 130.
 
     The first listing is a full discovery. The next ones bring free memory up to date with
     ``Scout.refresh`` (cheap), and rediscover instead when the device set may have changed: when
     the refresh marks a device stale (its plugin no longer answers for it), when no device was
     found (a refresh of nothing cannot notice a new one), or every ``REDISCOVER_EVERY``
     listings (a device that appeared beside the known ones). With ``--json`` each listing is one
-    line (JSON Lines); on a terminal the screen is cleared and redrawn; in a pipe the plain
-    listings follow each other, a blank line between. Hints for an empty listing go to stderr
-    when they change.
+    line (JSON Lines) with a ``"timestamp"`` key; on a terminal the screen is cleared and
+    redrawn; in a pipe the plain listings follow each other, a blank line between. Every
+    listing but JSON starts with a ``# TIMESTAMP`` line (RFC 3339, UTC). Hints for an empty
+    listing go to stderr when they change.
     """
     import time
 
@@ -170,7 +267,7 @@ def watch(args: argparse.Namespace, scout: Scout, interval: float,
                 stream.write(_CLEAR)
             elif done and not args.json:
                 stream.write("\n")
-            _print(args, found)
+            _print(args, found, timestamp())
             stream.flush()
             shown_hints = _watch_hints(scout, found, shown_hints)
             done += 1

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
 
 DESCRIPTION = ("Run one discovery and show each plugin: status (ok, failed, timeout, disabled), "
                "devices found, enumerate time, version and distribution, and the error of one "
-               "that failed or the note of one that found nothing.")
+               "that failed or the note of one that found nothing. Exit 5 when every plugin "
+               "that ran failed or timed out.")
 
 
 def add_parser(sub: Subcommands, help: str) -> None:
@@ -33,4 +34,4 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
         from gpuscout.cli.table import print_plugins
 
         print_plugins(found.plugins, color=getattr(args, "color", "auto"))
-    return common.SUCCESS
+    return common.PLUGINS_FAILED if common.every_plugin_failed(found.plugins) else common.SUCCESS

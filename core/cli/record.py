@@ -22,7 +22,7 @@ DESCRIPTION = (
 
 def add_parser(sub: Subcommands, help: str) -> None:
     """Add ``record`` and its options to ``gpuscout``'s parser."""
-    p = common.command_parser(sub, "record", help, DESCRIPTION)
+    p = common.command_parser(sub, "record", help, DESCRIPTION, color=False)
     common.add_scout_options(p)
     p.add_argument("dir", metavar="DIR", help="the recording's directory (created)")
     p.add_argument("--anonymize", action="store_true",
