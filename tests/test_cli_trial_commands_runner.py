@@ -100,3 +100,25 @@ def test_sigterm_ends_a_serving_runner_well_under_half_a_second(
         proc.wait(5)
         assert proc.stdout is not None
         proc.stdout.close()
+
+
+def test_ctrl_c_ends_a_runner_with_0(env: dict[str, str], tmp_path: Path) -> None:
+    """SIGINT stops a serving runner as SIGTERM does: exit 0, as the README's table says."""
+    from tests.conftest import with_default_sigint
+
+    argv = [sys.executable, "-m", "gpuscout", "runner", "--port", "0", "--plugins", "cuda",
+            "--root", str(tmp_path)]
+    proc = subprocess.Popen(with_default_sigint(argv), env={**env, **plugin_test_env("cuda")},
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        json.loads(promptly(proc.stdout.readline, 30))
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(5) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(5)
+        assert proc.stdout is not None
+        proc.stdout.close()
