@@ -250,7 +250,7 @@ def _fits(selector: str, size: int, devices: Sequence[DeviceInfo],
         usable = "; ".join(f"{i}={d.library} {d.uuid or d.id}: {_usable(d, reserve)}"
                            for i, d in enumerate(devices))
         raise NoMatchError(
-            f"selector {selector!r}: no device has {selector[5:].strip()} "
+            f"selector {selector!r}: no device has {selector.strip()[5:].strip()} "
             f"({size / (1 << 30):.2f} GiB) free after its reserve; usable memory: {usable}")
     return hits
 
