@@ -156,3 +156,10 @@ def test_the_exit_codes_of_help_and_readme_name_5_and_ctrl_c() -> None:
     assert "5    every plugin that ran failed or timed out" in EPILOG
     text = README.read_text(encoding="utf-8")
     assert "| 5 |" in text and "| 130 |" in text and "Ctrl-C" in text
+
+
+def test_exec_without_device_on_a_machine_without_devices_runs_its_command(
+        machine: Machine) -> None:
+    """`exec -- CMD` with no device found runs CMD and passes its status through."""
+    argv = ["exec", "--", sys.executable, "-c", "raise SystemExit(7)"]
+    assert main(argv, scout_factory=machine([])) == 7
