@@ -50,36 +50,130 @@ def read(text: Any, cls: Any) -> Any | None:
         return None
 
 
+#: The DeviceInfo wire keys and how each reads (the seed's JSON tags; Go's null is the zero value).
+TEXT_KEYS = {"id": "id", "backend": "library", "name": "name", "description": "description",
+             "filter_id": "filter_id", "pci_id": "pci_id", "gfx_target": "gfx_target",
+             "uuid": "uuid"}
+FLAG_KEYS = {"integration": "integrated", "software": "software"}
+SIZE_KEYS = {"total_memory": "total_memory", "free_memory": "free_memory"}
+NUMBER_KEYS = {"ComputeMajor": "compute_major", "ComputeMinor": "compute_minor",
+               "driver_major": "driver_major", "driver_minor": "driver_minor"}
+RECORD_TARGETS = [DeviceInfo, GPULayers, BackendMemory, DeviceMemory, SystemInfo, DeviceID]
+LIST_TARGETS = [list[DeviceInfo], list[GPULayers], list[DeviceMemory]]
+
+
+class Refused(Exception):
+    """The reference reader's "this is not a device"."""
+
+
+def _whole(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def expected_device(item: Any) -> DeviceInfo:
+    """The device a wire object means, read by the rules written out plainly: each known key
+    holds its JSON type (a bool is no number), null is the field's zero value, other keys are
+    ignored; whatever DeviceInfo itself refuses is refused."""
+    if not isinstance(item, dict):
+        raise Refused
+    fields: dict[str, Any] = {}
+    for key, value in item.items():
+        if value is None:
+            continue
+        if key in TEXT_KEYS:
+            if not isinstance(value, str):
+                raise Refused
+            fields[TEXT_KEYS[key]] = value
+        elif key in FLAG_KEYS:
+            if not isinstance(value, bool):
+                raise Refused
+            fields[FLAG_KEYS[key]] = value
+        elif key in SIZE_KEYS or key in NUMBER_KEYS:
+            if not _whole(value) or not -(2**63) <= value < 2**64:
+                raise Refused
+            fields[SIZE_KEYS.get(key) or NUMBER_KEYS[key]] = value
+        elif key == "LibraryPath":
+            if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+                raise Refused
+            fields["library_path"] = tuple(value)
+    try:
+        return DeviceInfo(**fields)
+    except Exception:
+        raise Refused from None
+
+
+def expected_devices(items: Any) -> list[DeviceInfo] | None:
+    """``items`` as the reference reads it, None when refused (the document itself must be an
+    array: a top-level null is refused, though a null field reads as its zero value)."""
+    if not isinstance(items, list):
+        return None
+    try:
+        return [expected_device(item) for item in items]
+    except Refused:
+        return None
+
+
 @settings(max_examples=300)
 @given(text=st.text(), cls=st.sampled_from(TARGETS))
 def test_any_text_reads_or_raises_a_gpuscout_error(text: str, cls: Any) -> None:
-    """Arbitrary text (lone surrogates and controls included) never raises anything else."""
-    read(text, cls)
+    """Arbitrary text (lone surrogates and controls included) never raises anything else, and
+    what reads as devices is what the reference reads."""
+    result = read(text, cls)
+    if cls == list[DeviceInfo] and result is not None:
+        assert result == expected_devices(json.loads(text))
 
 
 @settings(max_examples=200)
 @given(data=st.binary(), cls=st.sampled_from(TARGETS))
 def test_any_bytes_read_or_raise_a_gpuscout_error(data: bytes, cls: Any) -> None:
-    """Arbitrary bytes never raise anything but GpuscoutError."""
-    read(data, cls)
+    """Arbitrary bytes never raise anything but GpuscoutError; what reads is valid UTF-8 JSON."""
+    result = read(data, cls)
+    if result is not None:
+        json.loads(data.decode("utf-8-sig"))
 
 
 @settings(max_examples=500)
 @given(value=JSON_VALUES, cls=st.sampled_from(TARGETS))
 def test_any_json_value_reads_or_raises_a_gpuscout_error(value: Any, cls: Any) -> None:
-    """Arbitrary JSON, shaped like records or not, never raises anything but GpuscoutError."""
+    """Arbitrary JSON never raises anything but GpuscoutError; a record reads only from an
+    object and a list only from an array, and devices read as the reference reads them."""
     result = read(json.dumps(value), cls)
-    assert result is None or isinstance(result, list if cls in (list[DeviceInfo], list[GPULayers],
-                                                                list[DeviceMemory]) else cls)
+    if cls == list[DeviceInfo]:
+        assert result == expected_devices(value)
+    elif cls == DeviceInfo:
+        assert result == (expected_devices([value]) or [None])[0]
+    elif result is not None and cls in RECORD_TARGETS:
+        assert isinstance(value, dict) and isinstance(result, cls)
+    elif result is not None:
+        assert cls in LIST_TARGETS and isinstance(value, list) and isinstance(result, list)
+        assert len(result) == len(value)
 
 
-@settings(max_examples=200)
+@settings(max_examples=300)
 @given(items=st.lists(st.dictionaries(st.sampled_from(WIRE_KEYS), JSON_VALUES, max_size=8),
                       max_size=3))
 def test_record_shaped_json_reads_or_raises_a_gpuscout_error(items: list[dict[str, Any]]) -> None:
-    """Arrays of objects with the real wire keys and arbitrary values read or fail cleanly."""
-    result = read(json.dumps(items), list[DeviceInfo])
-    assert result is None or all(isinstance(d, DeviceInfo) for d in result)
+    """Arrays of objects with the real wire keys and arbitrary values read as the reference
+    reads them, or fail cleanly exactly when the reference refuses them."""
+    assert read(json.dumps(items), list[DeviceInfo]) == expected_devices(items)
+
+
+SCALAR_FOR = {"id": st.text(max_size=6), "backend": st.sampled_from(["CUDA", "ROCm", ""]),
+              "integration": st.booleans(), "total_memory": st.integers(0, 2**63 - 1),
+              "free_memory": st.integers(0, 2**63 - 1), "ComputeMajor": st.integers(-5, 5),
+              "driver_major": st.integers(-(2**63), 2**64 - 1), "LibraryPath": st.lists(
+                  st.text(max_size=6), max_size=3), "uuid": st.text(max_size=6),
+              "software": st.booleans()}
+
+
+@settings(max_examples=300)
+@given(items=st.lists(st.fixed_dictionaries({}, optional={
+    key: st.none() | strategy | SCALARS for key, strategy in SCALAR_FOR.items()}), max_size=3))
+def test_mostly_well_typed_devices_read_as_the_reference_reads_them(
+        items: list[dict[str, Any]]) -> None:
+    """Objects whose values are mostly of the right type (so that many read): the devices read
+    equal the reference's, field by field, and the rest are refused exactly when it refuses."""
+    assert read(json.dumps(items), list[DeviceInfo]) == expected_devices(items)
 
 
 def test_deep_nesting_is_refused_quickly() -> None:
