@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo, Scout, hookimpl, rank
 from gpuscout.cli import main
-from gpuscout.ranking import CRITERIA, deciding_criterion
+from gpuscout.ranking import deciding_criterion
 
 GIB = 1024**3
 # Keeps the real Vulkan loader from finding lavapipe.
@@ -198,15 +198,49 @@ def test_an_empty_machine_is_explained_too(
 DEVICES = st.lists(st.builds(
     DeviceInfo, id=st.sampled_from(["0", "1", "GPU-a"]),
     library=st.sampled_from(["CUDA", "ROCm", "Vulkan"]), integrated=st.booleans(),
-    software=st.booleans(), free_memory=st.sampled_from([0, GIB, 8 * GIB])), max_size=6)
+    software=st.booleans(), unused_reason=st.sampled_from(["", "", "compute capability 3.0"]),
+    free_memory=st.sampled_from([0, GIB, 8 * GIB])), max_size=6)
+
+
+def deciding_by_hand(a: DeviceInfo, b: DeviceInfo) -> tuple[str, bool] | None:
+    """The rule that orders ``a`` and ``b``, written out from the ranking's documentation (the
+    seed's ByFreeMemory, with software renderers and unused devices put last): its name, and
+    whether ``a`` goes first. None when nothing tells them apart."""
+    if a.software != b.software:
+        return "software", not a.software
+    if bool(a.unused_reason) != bool(b.unused_reason):
+        return "unused", not a.unused_reason
+    if a.integrated != b.integrated:
+        return "integrated", not a.integrated
+    if a.free_memory != b.free_memory:
+        return "free_memory", a.free_memory > b.free_memory
+    if a.library != b.library:
+        return "library", a.library < b.library
+    if a.id != b.id:
+        return "id", a.id < b.id
+    return None
 
 
 @given(devices=DEVICES)
 def test_the_criteria_are_the_ranking(devices: list[DeviceInfo]) -> None:
-    """Sorting by the explained criteria gives rank()'s order, and each decision favours the
-    device ranked first."""
+    """rank() orders every pair as the rules written out by hand do, and the explained deciding
+    criterion of each neighbouring pair is the rule that decided it."""
     ranked = rank(devices)
-    assert sorted(devices, key=lambda d: tuple(c.key(d) for c in CRITERIA)) == ranked
+    assert sorted(ranked, key=repr) == sorted(devices, key=repr)
     for device, following in itertools.pairwise(ranked):
+        rule = deciding_by_hand(device, following)
+        assert rule is None or rule[1], (rule, device, following)
         decided = deciding_criterion(device, following)
-        assert decided is None or decided.key(device) < decided.key(following)
+        assert (decided.name if decided else None) == (rule[0] if rule else None)
+
+
+def test_the_ranking_of_a_written_out_machine() -> None:
+    """A discrete GPU with the most free memory first, then by free memory, integrated after
+    discrete, unused after those, llvmpipe last."""
+    big = DeviceInfo(id="0", library="CUDA", free_memory=24 * GIB)
+    small = DeviceInfo(id="1", library="CUDA", free_memory=8 * GIB)
+    twin = DeviceInfo(id="0", library="ROCm", free_memory=8 * GIB)
+    apu = DeviceInfo(id="0", library="Vulkan", integrated=True, free_memory=32 * GIB)
+    old = DeviceInfo(id="2", library="CUDA", free_memory=48 * GIB, unused_reason="too old")
+    cpu = DeviceInfo(id="1", library="Vulkan", software=True, free_memory=64 * GIB)
+    assert rank([cpu, old, apu, twin, small, big]) == [big, small, twin, apu, old, cpu]
