@@ -185,17 +185,19 @@ class PluginHost:
     # -- which plugins load ---------------------------------------------------------------------
 
     def _check_names(self, known: set[str], allow_from: str) -> None:
+        from gpuscout.suggest import did_you_mean
+
         listed = ", ".join(sorted(known)) or "none"
         unknown = sorted(set(self.allow or ()) - known)
         if unknown:
             where = "--plugins / plugins=" if allow_from == "plugins" else ALLOW_ENV
             raise UnknownPluginError(
                 f"unknown plugin {', '.join(repr(u) for u in unknown)} in the allow list "
-                f"({where}); known plugins: {listed}")
+                f"({where}){did_you_mean(unknown[0], sorted(known))}; known plugins: {listed}")
         for name in sorted(self.deny - known):
             self.warnings.append(
-                f"unknown plugin {name!r} in the deny list (--disable / {DENY_ENV}); "
-                f"known plugins: {listed}")
+                f"unknown plugin {name!r} in the deny list (--disable / {DENY_ENV})"
+                f"{did_you_mean(name, sorted(known))}; known plugins: {listed}")
             self.log.debug("plugins.unknown_disabled", plugin=name)
 
     def blocked(self, name: str) -> bool:

@@ -271,9 +271,12 @@ def _library(selector: str, name: str, devices: Sequence[DeviceInfo]) -> list[in
         raise SelectionError(f"selector {selector!r}: library= needs a name, e.g. library=rocm")
     hits = [i for i, d in enumerate(devices) if d.library.lower() == name.lower()]
     if not hits:
+        from gpuscout.suggest import did_you_mean
+
+        hint = did_you_mean(name, sorted({d.library.lower() for d in devices}))
         raise NoMatchError(
             f"selector {selector!r}: no device of library {name!r}; "
-            f"libraries found: {_libraries(devices)}")
+            f"libraries found: {_libraries(devices)}{hint}")
     return hits
 
 
@@ -334,7 +337,21 @@ def _identity(selector: str, low: str, devices: Sequence[DeviceInfo]) -> list[in
     else:
         why = f"not a device id, and an id prefix needs at least {MIN_PREFIX} characters"
     raise SelectionError(
-        f"unknown selector {selector!r}: {why}; expected one of: {GRAMMAR}; {inventory(devices)}")
+        f"unknown selector {selector!r}: {why}{_did_you_mean(selector.strip())}; expected one of: {GRAMMAR}; "
+        f"{inventory(devices)}")
+
+
+def _did_you_mean(text: str) -> str:
+    """``; did you mean 'best'?`` for a misspelled selector word (``bset``, ``fts:8GiB``,
+    ``libary=rocm``), else ''."""
+    from gpuscout.suggest import did_you_mean, suggest
+
+    for sep, word in ((":", "fits"), ("=", "library")):
+        head, found, rest = text.partition(sep)
+        if found:
+            near = suggest(head.strip(), [word])
+            return f"; did you mean {near + sep + rest.strip()!r}?" if near else ""
+    return did_you_mean(text, ["best", "all"])
 
 
 def select_devices(

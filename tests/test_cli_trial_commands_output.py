@@ -20,7 +20,7 @@ import pytest
 from gpuscout import DeviceInfo, Scout, verify, wire
 from gpuscout.cli import build_parser, main
 from gpuscout.cli.list import watch
-from gpuscout.cli.suggest import did_you_mean, suggest
+from gpuscout.suggest import did_you_mean, suggest
 from gpuscout.testing import injected, plugin_test_env, scout_of
 
 #: The ``machine`` fixture: devices (and an environment) in, a Scout factory for ``main`` out.

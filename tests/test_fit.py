@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -407,3 +408,13 @@ def test_an_offloaded_host_attention_counts_its_kv_copy_on_the_gpu(tmp_path: Pat
     host_kv = large.usage[-1].kv_cache // 3  # one host block's K and V
     assert large.usage[0].graph - small.usage[0].graph >= host_kv - small.usage[-1].kv_cache // 3
     assert large.usage[0].graph > host_kv
+
+
+def test_a_device_whose_free_memory_is_unknown_is_shown_as_unknown_free(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """fit's device row says "unknown free" (and a bar of "?"), never the stand-in figure."""
+    path = write_model(tmp_path / "m.gguf")
+    assert main(["fit", str(path)], scout_factory=factory(gpu(free_memory_unknown=True))) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "GPU-0" in line)
+    assert "unknown free" in row and re.search(r"\[\?+\]", row)
+    assert "20.0 GiB free" not in row

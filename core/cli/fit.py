@@ -264,8 +264,11 @@ def print_fit(document: dict[str, Any], devices: list[DeviceInfo], result: FitRe
         need = rows.get((g["backend"], g["id"]), {}).get("total", 0)
         room = d.free_memory if d else 0
         name = (d.name if d and d.name else g["id"])
+        # An unknown free figure is never shown as if it were known (docs/selection.md).
+        unknown = d is not None and d.free_memory_unknown
+        free_text = "unknown free" if unknown else f"{human_bytes(room)} free"
         lines.append(f"  {p(g['backend'])} {p(name)} ({p(g['id'])})  layers {_ranges(g['layers'])}  "
-                     f"{human_bytes(need)} / {human_bytes(room)} free  {_bar(need, room)}")
+                     f"{human_bytes(need)} / {free_text}  {_bar(need, 0 if unknown else room)}")
     cpu = document["memory"][-1]
     lines.append(f"  CPU  layers {_ranges(document['cpu_layers'])}  {human_bytes(cpu['total'])} "
                  "(input weights and output buffer included)")

@@ -18,7 +18,10 @@ if TYPE_CHECKING:
 
 DESCRIPTION = ("Discover the accelerators of this machine and list them best first: discrete "
                "before integrated, then free memory descending, then library and id. Devices "
-               "dropped as duplicates or software renderers are listed with the reason, and "
+               "dropped as duplicates or software renderers are listed with the reason. Devices the "
+               "runtime would not use unless selected (a device outside its library's default "
+               "set; see unused_reason in --json) rank after every device it would use and "
+               "before software devices; "
                "plugins that failed are named on stderr. Exit 0 also when nothing is found, "
                "5 when every plugin that ran failed or timed out; --watch ends with 0 on Ctrl-C.")
 
@@ -104,7 +107,7 @@ def _list(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     if not found.devices:
         from gpuscout.cli.hints import print_for
 
-        print_for(found, scout.env)
+        print_for(found, scout.env, listed=True)
     if code == common.SUCCESS and common.every_plugin_failed(found.plugins):
         return common.PLUGINS_FAILED
     return code
@@ -293,10 +296,10 @@ def _next_listing(args: argparse.Namespace, scout: Scout, found: Discovery | Non
 
 
 def _watch_hints(scout: Scout, found: Discovery, shown: list[str] | None) -> list[str]:
-    from gpuscout.cli.hints import hints
+    from gpuscout.cli.hints import hints, write_hints
 
-    lines = [] if found.devices else hints(found, scout.env)
+    lines = [] if found.devices else hints(found, scout.env, listed=True)
     if lines and lines != shown:
-        sys.stderr.write("".join(f"gpuscout: hint: {line}\n" for line in lines))
+        write_hints(lines)
         sys.stderr.flush()
     return lines

@@ -46,20 +46,12 @@ def add_parser(sub: Subcommands, help: str) -> None:
     common.add_include_software(p, "count software devices (llvmpipe) instead of dropping them")
 
 
-def check_name(name: str) -> None:
-    """Refuse a ``--name`` that ``nfd.write`` would refuse (the same rule), before discovery."""
-    if not name or name.startswith(".") or "/" in name or "\0" in name:
-        raise GpuscoutError(f"--name: NFD feature file name {common.printable(repr(name))[:80]}: "
-                            "expected a file name that does not start with a dot (NFD ignores "
-                            "dot-files) and holds no '/'")
-
-
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     """Check the options, discover, then write the file (or print it with ``--dry-run``)."""
     from gpuscout.cluster import nfd
 
     nfd.check_prefix(args.prefix)  # a bad option fails before any discovery
-    check_name(args.name)  # with --dry-run too: a dry run says what a real run would do
+    nfd.check_name(args.name)  # with --dry-run too: a dry run says what a real run would do
     expiry = None
     if args.expiry is not None:
         if len(args.expiry) > _MAX_DURATION:

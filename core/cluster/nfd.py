@@ -340,6 +340,14 @@ def _check_target(directory: Path, target: Path) -> None:
         raise GpuscoutError(f"cannot write NFD features to {target}: it is {what}")
 
 
+def check_name(name: str) -> None:
+    """Raise GpuscoutError unless ``name`` is a feature file name ``write`` takes: not empty,
+    no leading dot (NFD ignores dot-files), no '/' or NUL."""
+    if not name or name.startswith(".") or "/" in name or "\0" in name:
+        raise GpuscoutError(f"NFD feature file name {ascii(name)[:80]}: expected a file name that "
+                            "does not start with a dot (NFD ignores dot-files) and holds no '/'")
+
+
 def write(directory: str | os.PathLike[str], text: str, name: str = DEFAULT_NAME) -> Path:
     """Write ``text`` to ``directory/name`` atomically and return that path.
 
@@ -349,9 +357,7 @@ def write(directory: str | os.PathLike[str], text: str, name: str = DEFAULT_NAME
     is replaced, never written through. Any failure removes the temporary file, leaves an old
     file as it was, and raises GpuscoutError naming the directory and the cause.
     """
-    if not name or name.startswith(".") or "/" in name or "\0" in name:
-        raise GpuscoutError(f"NFD feature file name {name!r}: expected a file name that does not "
-                            "start with a dot (NFD ignores dot-files) and holds no '/'")
+    check_name(name)
     data = text.encode("utf-8")
     if len(data) > MAX_FILE_BYTES:
         raise GpuscoutError(f"the NFD feature file would be {len(data)} bytes; NFD ignores files "
@@ -403,5 +409,6 @@ def _sync_directory(folder: Path, target: Path) -> None:
 
 
 __all__ = ["DEFAULT_NAME", "DEFAULT_PREFIX", "MAX_FILE_BYTES", "NFD_DIR", "NFD_DOMAINS",
-           "NODE_WORDS", "RESERVED_DOMAINS", "check_labels", "check_prefix", "device_labels", "labels",
+           "NODE_WORDS", "RESERVED_DOMAINS", "check_labels", "check_name", "check_prefix",
+           "device_labels", "labels",
            "parse_duration", "render", "sanitize_value", "slug", "write"]
