@@ -195,14 +195,16 @@ def test_ctrl_c_in_process_returns_130() -> None:
     assert code == 130
 
 
-@pytest.mark.parametrize("args", [["list"], ["list", "--json"], ["plugins"], ["env"]])
-def test_a_reader_that_went_away_is_no_error(args: list[str]) -> None:
+# `env` gets a device (the `odd` plugin's): on a machine without one it exits 1, printing nothing.
+@pytest.mark.parametrize("args", [["list"], ["list", "--json"], ["plugins"],
+                                  ["env", "--plugins", "odd"]])
+def test_a_reader_that_went_away_is_no_error(args: list[str], site: Path) -> None:
     """A closed pipe on stdout ends the command quietly: no traceback, no 'Exception ignored'."""
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
         out = subprocess.run([sys.executable, "-m", "gpuscout", *args], stdout=write_end,
-                             stderr=subprocess.PIPE, text=True, timeout=120, env=child_env())
+                             stderr=subprocess.PIPE, text=True, timeout=120, env=child_env(site))
     finally:
         os.close(write_end)
     # Only gpuscout's own lines may appear (hints on a machine without devices), nothing else.
@@ -210,11 +212,11 @@ def test_a_reader_that_went_away_is_no_error(args: list[str]) -> None:
     assert out.returncode == 0 and unexpected == [], out.stderr
 
 
-@pytest.mark.parametrize("args", [["list", "--json"], ["env"]])
-def test_a_closed_stdout_is_no_error(args: list[str]) -> None:
+@pytest.mark.parametrize("args", [["list", "--json"], ["env", "--plugins", "odd"]])
+def test_a_closed_stdout_is_no_error(args: list[str], site: Path) -> None:
     """Started with stdout closed (`>&-`), a command prints nothing and fails with no traceback."""
     out = subprocess.run([sys.executable, "-m", "gpuscout", *args], stdout=None,
-                         stderr=subprocess.PIPE, text=True, timeout=120, env=child_env(),
+                         stderr=subprocess.PIPE, text=True, timeout=120, env=child_env(site),
                          preexec_fn=lambda: os.close(1))
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
 
