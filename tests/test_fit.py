@@ -418,3 +418,14 @@ def test_a_device_whose_free_memory_is_unknown_is_shown_as_unknown_free(
     row = next(line for line in capsys.readouterr().out.splitlines() if "GPU-0" in line)
     assert "unknown free" in row and re.search(r"\[\?+\]", row)
     assert "20.0 GiB free" not in row
+
+
+def test_a_placement_on_a_device_of_unknown_free_memory_says_its_verdict_may_be_optimistic(
+        tmp_path: Path) -> None:
+    """The stand-in figure places the layers, as the runtime would, and a note says so."""
+    result = scout().fit(write_model(tmp_path / "m.gguf"), devices=[gpu(free_memory_unknown=True)],
+                         system=ROOMY, ctx=256, cpu_features=())
+    assert any("free memory unknown" in n and "optimistic" in n for n in result.notes)
+    known = scout().fit(write_model(tmp_path / "k.gguf"), devices=[gpu()], system=ROOMY, ctx=256,
+                        cpu_features=())
+    assert not any("free memory unknown" in n for n in known.notes)

@@ -409,6 +409,12 @@ def _verdict(layout: GPULayersList, layer_sizes: list[int], devices: Sequence[De
     for u in usage[:-1]:
         d = by_key[(u.id, u.library)]
         room = d.free_memory - reserve(d)
+        if d.free_memory_unknown:
+            # Never used as if it were known (docs/selection.md): the runtime takes the same
+            # stand-in figure, so it is the placement's too, but the verdict says so.
+            notes.append(f"{d.name or d.id}: free memory unknown; placed against the {d.free_memory} "
+                         "bytes its driver reports instead (what the runtime uses too), so the "
+                         "verdict may be optimistic")
         if u.total > room:
             fits = False
             notes.append(f"{d.name or d.id} needs {u.total} bytes but has {max(room, 0)} free after "
