@@ -76,12 +76,51 @@ def test_any_list_of_selectors_gives_devices_in_rank_order_or_an_error(texts: li
         assert positions == sorted(set(positions))
 
 
+RESERVE = 457 << 20
+#: Bytes per unit, written out (binary units are powers of 1024, decimal ones of 1000).
+UNIT_BYTES = {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4,
+              "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4}
+
+
+def fitting(size: int) -> list[DeviceInfo]:
+    """The devices ``fits:`` must pick for ``size``: free memory after the reserve holds it."""
+    return [d for d in DEVICES if not d.free_memory_unknown and d.free_memory - RESERVE >= size]
+
+
 @settings(max_examples=300)
 @given(text=HOSTILE)
 def test_any_fits_size_gives_devices_or_a_selection_error(text: str) -> None:
-    """`fits:` followed by anything never raises Overflow, Value or Decimal errors."""
+    """`fits:` followed by anything never raises Overflow, Value or Decimal errors; what it picks
+    is exactly the devices that hold the size it read, and it fails only when none does."""
     chosen = outcome([f"fits:{text}"])
-    assert chosen is None or all(d.free_memory > 0 for d in chosen)
+    try:
+        size = parse_size(text)
+    except SelectionError:
+        assert chosen is None
+        return
+    assert chosen == (fitting(size) or None)
+
+
+@settings(max_examples=300)
+@given(whole=st.integers(0, 50_000), fraction=st.sampled_from(["", ".5", ".25", ".001", ".999"]),
+       unit=st.sampled_from(sorted(UNIT_BYTES)), case=st.sampled_from([str, str.lower, str.upper]),
+       pad=st.sampled_from(["", " ", "  "]))
+def test_a_well_formed_size_reads_as_the_bytes_it_says(
+        whole: int, fraction: str, unit: str, case: Any, pad: str) -> None:
+    """`<number><unit>` reads as number x unit bytes (rounded down), whatever the unit's case and
+    the blanks around it, and `fits:` picks exactly the devices holding that many bytes."""
+    text = f"{pad}{whole}{fraction}{pad}{case(unit)}{pad}"
+    meant = (whole * 1000 + int(fraction[1:].ljust(3, "0") or 0)) * UNIT_BYTES[unit] // 1000
+    assert parse_size(text) == meant
+    assert outcome([f"fits:{text}"]) == (fitting(meant) or None)
+
+
+@pytest.mark.parametrize("device", DEVICES, ids=lambda d: f"{d.library}-{d.id}")
+def test_a_size_equal_to_the_free_memory_after_the_reserve_fits(device: DeviceInfo) -> None:
+    """`fits:` holds when free memory minus the reserve equals the size; one KiB more does not."""
+    usable_kib = (device.free_memory - RESERVE) // 1024
+    assert device in pick([f"fits:{usable_kib}KiB"])
+    assert device not in (outcome([f"fits:{usable_kib + 1}KiB"]) or [])
 
 
 def test_a_huge_rank_is_out_of_range() -> None:
