@@ -165,14 +165,26 @@ def prepare(repo: Path, root: Path, worktree: bool, package: str) -> Path:
     return tree
 
 
-def run_tests(python: str, tree: Path, tests: Sequence[str], timeout: float) -> tuple[str, float, str]:
-    """Run ``tests`` in ``tree``: ("pass"|"fail"|"timeout"|"error:N", seconds, last output line)."""
+def has_xdist(python: str) -> bool:
+    """Whether ``python``'s pytest loads pytest-xdist, whose ``-n 0`` then keeps each run in one
+    process (not loaded when PYTEST_DISABLE_PLUGIN_AUTOLOAD is set)."""
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
+    return subprocess.run([python, "-c", "import xdist"], capture_output=True).returncode == 0
+
+
+def run_tests(python: str, tree: Path, tests: Sequence[str], timeout: float,
+              serial: Sequence[str] = ()) -> tuple[str, float, str]:
+    """Run ``tests`` in ``tree``: ("pass"|"fail"|"timeout"|"error:N", seconds, last output line).
+
+    ``serial``: options that turn off a parallel runner the project's addopts may ask for
+    (workers cost more than they save on one file, and ``-x`` stops soonest in one process)."""
     env = {**os.environ, "PYTHONPATH": str(tree.parent / "pkg"), "PYTHONDONTWRITEBYTECODE": "1"}
     # A glob (tests/test_rules_*.py) names whatever files the copy holds, new ones included.
     files = [name for pattern in tests
              for name in (sorted(str(p.relative_to(tree)) for p in tree.glob(pattern))
                           if any(c in pattern for c in "*?[") else [pattern])]
-    command = [python, "-m", "pytest", "-q", "-x", "-p", "no:randomly", *files]
+    command = [python, "-m", "pytest", "-q", "-x", "-p", "no:randomly", *serial, *files]
     start = time.monotonic()
     # A session of its own, so a timeout ends the test's children (workers, servers) too.
     proc = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.PIPE,
@@ -190,7 +202,8 @@ def run_tests(python: str, tree: Path, tests: Sequence[str], timeout: float) -> 
     return status, seconds, last
 
 
-def mutate_one(python: str, tree: Path, key: str, mutation: Mutation, timeout: float) -> Outcome:
+def mutate_one(python: str, tree: Path, key: str, mutation: Mutation, timeout: float,
+               serial: Sequence[str] = ()) -> Outcome:
     """Plant ``mutation`` in ``tree``, run its tests, restore the module."""
     outcome = Outcome(key, mutation.path, mutation.description, "stale")
     target = tree / mutation.path
@@ -210,7 +223,7 @@ def mutate_one(python: str, tree: Path, key: str, mutation: Mutation, timeout: f
         return outcome
     try:
         target.write_text(mutated)
-        status, outcome.seconds, last = run_tests(python, tree, mutation.tests, timeout)
+        status, outcome.seconds, last = run_tests(python, tree, mutation.tests, timeout, serial)
     finally:
         target.write_text(original)
     outcome.status = {"fail": "caught", "pass": "survived", "timeout": "timeout"}.get(status, "broken")
@@ -223,6 +236,7 @@ def run(repo: Path, mutations: list[tuple[str, Mutation]], *, python: str, jobs:
     """Plant every mutation in working copies of ``repo`` and collect the outcomes in list order."""
     report = Report()
     start = time.monotonic()
+    serial = ("-n", "0") if has_xdist(python) else ()
     with tempfile.TemporaryDirectory(prefix="gpuscout-mutate-") as scratch:
         copies: queue.Queue[Path] = queue.Queue()
         for n in range(max(1, jobs)):
@@ -238,7 +252,7 @@ def run(repo: Path, mutations: list[tuple[str, Mutation]], *, python: str, jobs:
         suites = sorted({m.tests for _, m in mutations})
         with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
             baseline = dict(zip(suites, pool.map(
-                lambda tests: with_copy(lambda tree: run_tests(python, tree, tests, timeout * 2)),
+                lambda tests: with_copy(lambda tree: run_tests(python, tree, tests, timeout * 2, serial)),
                 suites), strict=True))
             for tests, (status, seconds, last) in baseline.items():
                 if status != "pass" and echo:
@@ -250,7 +264,8 @@ def run(repo: Path, mutations: list[tuple[str, Mutation]], *, python: str, jobs:
                 if status != "pass":
                     return Outcome(key, mutation.path, mutation.description, "baseline",
                                    detail=f"unmutated tests {status}: {last}")
-                done: Outcome = with_copy(lambda tree: mutate_one(python, tree, key, mutation, timeout))
+                done: Outcome = with_copy(
+                    lambda tree: mutate_one(python, tree, key, mutation, timeout, serial))
                 return done
 
             for outcome in pool.map(one, mutations):

@@ -1,0 +1,147 @@
+"""Rules of the core that the mutation run (scripts/mutate.py) found no test stating."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuscout import DeviceInfo, Scout, SystemInfo
+from gpuscout.load import layer_sizes
+from gpuscout.memory import BackendMemory, DeviceMemory
+from gpuscout.merge import merge
+from gpuscout.plan import create_layout, usable_free
+from gpuscout.ranking import library_paths, rank
+from gpuscout.select import NoMatchError, select_devices
+
+GIB, MIB = 1 << 30, 1 << 20
+
+
+class NoReserve:
+    """A Scout's reserve of nothing."""
+
+    def minimum_memory(self, device: DeviceInfo) -> int:
+        return 0
+
+
+def card(n: int, **kw: object) -> DeviceInfo:
+    fields: dict[str, object] = {"id": f"GPU-{n}", "library": "CUDA", "name": f"Card {n}",
+                                 "total_memory": 24 * GIB, "free_memory": 20 * GIB}
+    return DeviceInfo(**{**fields, **kw})  # type: ignore[arg-type]
+
+
+def test_a_visible_report_of_a_card_beats_a_hidden_one_from_the_same_library() -> None:
+    """SAME_BACKEND: of two reports of one card by one library, the visible one survives."""
+    pci = "0000:01:00.0"
+    hidden = card(0, pci_id=pci, hidden_by="CUDA_VISIBLE_DEVICES=1")
+    visible = card(0, pci_id=pci)
+    kept, _ = merge([("cuda", hidden), ("cuda", visible)], None, lambda a, b: False)
+    assert kept == [visible]
+
+
+def test_ranking_orders_by_free_memory_not_total_memory() -> None:
+    """Of two discrete GPUs the one with more free memory ranks first, whatever their totals."""
+    big_but_busy = card(0, total_memory=80 * GIB, free_memory=10 * GIB)
+    small_but_idle = card(1, total_memory=24 * GIB, free_memory=20 * GIB)
+    assert rank([big_but_busy, small_but_idle]) == [small_but_idle, big_but_busy]
+
+
+def test_library_paths_keep_each_device_s_order() -> None:
+    """The seed's LibraryPaths: base, then each device's paths in the order it lists them."""
+    d = card(0, library_path=("/lib/ollama/cuda_v12", "/lib/ollama"))
+    assert library_paths([d], ["/base"]) == ["/base", "/lib/ollama/cuda_v12", "/lib/ollama"]
+
+
+def test_usable_free_memory_is_zero_when_the_reserve_exceeds_it() -> None:
+    """A GPU whose reserve is more than its free memory has 0 bytes for layers, never less."""
+    assert usable_free(100 * MIB, 0.0, 457 * MIB, 0, 0) == 0
+
+
+def test_spread_places_layers_on_discrete_and_integrated_gpus_alike() -> None:
+    """With spread the planner treats every GPU as one performance group, so an integrated GPU
+    takes layers even when the discrete one could hold them all (assignLayers)."""
+    discrete = card(0, free_memory=4 * GIB)
+    integrated = card(1, free_memory=4 * GIB, integrated=True)
+    layout = create_layout([100 * MIB] * 4, [discrete, integrated], lambda d: 0, spread=True)
+    assert {g.id for g in layout} == {"GPU-0", "GPU-1"}
+
+
+def test_a_layer_s_size_is_its_weights_and_cache_on_every_device() -> None:
+    """layer_sizes adds each layer's cache to its weights, on the CPU and on each GPU."""
+    memory = BackendMemory(
+        cpu=DeviceMemory(library="cpu", weights=[10, 0], cache=[1, 0]),
+        gpus=[DeviceMemory(id="GPU-0", library="CUDA", weights=[0, 20], cache=[0, 2])])
+    assert layer_sizes(memory) == [11, 22]
+
+
+def test_fits_never_selects_a_device_whose_free_memory_is_unknown() -> None:
+    """``fits:`` does not trust a free figure that is a stand-in (free_memory_unknown)."""
+    unknown = card(0, free_memory=20 * GIB, free_memory_unknown=True)
+    with pytest.raises(NoMatchError):
+        select_devices(NoReserve(), [unknown], "fits:1GiB")
+
+
+def test_a_union_of_selectors_comes_in_rank_order() -> None:
+    """``9,1`` over ten devices gives rank 1 then rank 9, not the order they were named."""
+    devices = [card(n) for n in range(10)]
+    assert select_devices(NoReserve(), devices, "9,1") == [devices[1], devices[9]]
+
+
+def test_the_micro_batch_is_never_larger_than_the_batch(tmp_path: Path) -> None:
+    """llama_context: n_ubatch = min(n_batch, ubatch), so --batch-size 64 caps it at 64."""
+    gguf = pytest.importorskip("gguf")
+    np = pytest.importorskip("numpy")
+    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "llama")
+    for key, value in (("block_count", 1), ("context_length", 512), ("embedding_length", 64),
+                       ("attention.head_count", 4)):
+        w.add_uint32(f"llama.{key}", value)
+    w.add_tensor("token_embd.weight", np.ones((16, 64), dtype=np.float32))
+    w.add_tensor("blk.0.attn_q.weight", np.ones((64, 64), dtype=np.float16))
+    w.add_tensor("output.weight", np.ones((16, 64), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    scout = Scout(plugins=["cuda"], entry_points=False)
+    result = scout.fit(tmp_path / "m.gguf", devices=[], system=SystemInfo(64 * GIB, 64 * GIB),
+                       ctx=256, batch_size=64, ubatch_size=512, cpu_features=())
+    assert result.context.n_batch == 64 and result.context.n_ubatch == 64
+
+
+class Isolating:
+    """A Scout whose one plugin ``rocm`` hides its devices with the given values."""
+
+    def __init__(self, hide: dict[str, str]) -> None:
+        self.hide = hide
+
+    def visible_env(self, devices: object) -> dict[str, str]:
+        return {}
+
+    def isolate_env(self, devices: object, env: object) -> list[tuple[str, dict[str, str]]]:
+        return [("rocm", dict(self.hide))]
+
+
+def test_isolation_never_overwrites_a_variable_the_selection_sets() -> None:
+    """The selection's CUDA_VISIBLE_DEVICES stays; the plugin that wanted it says so in a note."""
+    from gpuscout.visibility import isolation_env
+
+    out = isolation_env(Isolating({"CUDA_VISIBLE_DEVICES": "-1"}), [], {"CUDA_VISIBLE_DEVICES": "0"})
+    assert out.env == {"CUDA_VISIBLE_DEVICES": "0"}
+    assert len(out.notes) == 1 and "rocm" in out.notes[0]
+
+
+def test_isolation_that_agrees_with_the_selection_is_no_conflict() -> None:
+    """A hide value equal to what the selection already sets adds no note."""
+    from gpuscout.visibility import isolation_env
+
+    out = isolation_env(Isolating({"HIP_VISIBLE_DEVICES": "0"}), [], {"HIP_VISIBLE_DEVICES": "0"})
+    assert out.env == {"HIP_VISIBLE_DEVICES": "0"} and out.notes == ()
+
+
+def test_a_selection_without_isolate_hides_no_other_vendor() -> None:
+    """selection_env adds the plugins' hide values only when asked to isolate."""
+    from gpuscout.visibility import selection_env
+
+    scout = Isolating({"HIP_VISIBLE_DEVICES": "-1"})
+    assert selection_env(scout, []).env == {}
+    assert selection_env(scout, [], isolate=True).env == {"HIP_VISIBLE_DEVICES": "-1"}
