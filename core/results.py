@@ -8,6 +8,7 @@ import enum
 
 import attrs
 
+from gpuscout.errors import GpuscoutError
 from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
 
 #: Why a device left the ranked list.
@@ -67,6 +68,10 @@ class Dropped:
     duplicate_of: DeviceID | None = None
 
 
+class UnknownReportError(GpuscoutError):
+    """``Discovery.report`` was asked for a plugin that has no report in that discovery."""
+
+
 @attrs.frozen
 class Discovery:
     """The result of one discovery: ranked devices, what was dropped and why, system memory,
@@ -78,6 +83,21 @@ class Discovery:
     plugins: list[PluginReport]
     elapsed: float = 0.0
 
+    def report(self, name: str) -> PluginReport:
+        """The report of the plugin named ``name``, compared as allow lists compare names
+        (without case or surrounding spaces): ``found.report("cuda").status``.
+
+        Raises ``UnknownReportError`` (a GpuscoutError) naming the plugins that have one.
+        """
+        if not isinstance(name, str):
+            raise UnknownReportError(f"a plugin name must be a str, got {name!r:.60}")
+        wanted = name.strip().lower()
+        for report in self.plugins:
+            if report.name.strip().lower() == wanted:
+                return report
+        there = ", ".join(repr(r.name) for r in self.plugins) or "none"
+        raise UnknownReportError(f"no plugin named {name!r} in this discovery; reports: {there}")
+
 
 __all__ = ["DUPLICATE_REASON", "HIDDEN_PREFIX", "SOFTWARE_REASON", "Discovery", "Dropped",
-           "PluginReport", "PluginStatus", "hidden_reason"]
+           "PluginReport", "PluginStatus", "UnknownReportError", "hidden_reason"]

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +47,12 @@ class Bench:
     #: A line the output must hold (a figure with its unit, or the script's summary).
     shows: str
     needs_lavapipe: bool = False
-    marks: tuple[pytest.MarkDecorator, ...] = field(default=())
 
 
 BENCHES = [
+    # Its own RAY_TMPDIR, and ports the OS picks: no collision with tests/test_cluster_ray.py's.
     Bench("cluster.py", ("--nodes", "1", "--runs", "1"), r"inventory, already attached: +\d+ ms",
-          needs_lavapipe=True, marks=(pytest.mark.xdist_group("ray-cluster"),)),
+          needs_lavapipe=True),
     Bench("fit_accuracy.py", ("--only", "llama-gqa", "--worst", "1"), r"\d+ figures held to the targets"),
     Bench("fit_speed.py", ("{model}", "--runs", "1", "--reader-runs", "1"),
           r"gpuscout fit FILE --json +\d+\.\d+"),
@@ -101,7 +101,7 @@ def test_every_bench_script_is_smoke_tested() -> None:
 
 
 @pytest.mark.real_machine
-@pytest.mark.parametrize("bench", [pytest.param(b, marks=b.marks, id=b.script) for b in BENCHES])
+@pytest.mark.parametrize("bench", BENCHES, ids=lambda b: b.script)
 def test_bench_script_runs_with_tiny_sizes_and_prints_its_figures(
         bench: Bench, model: Path, tmp_path: Path, short_tmp: Path, env: dict[str, str],
         request: pytest.FixtureRequest) -> None:

@@ -33,9 +33,6 @@ from gpuscout.errors import GpuscoutError
 from gpuscout.testing import eventually, processes_with_env, running
 from tests.conftest import write_site
 
-# Under pytest-xdist every test here runs on one worker: the module's cluster starts once, and
-# no other Ray cluster (the head-only one below, bench/cluster.py's) starts beside it.
-pytestmark = pytest.mark.xdist_group("ray-cluster")
 #: Every process of the test cluster carries this variable with the module's own value.
 MARK = "GPUSCOUT_TEST_RAY_MARK"
 SLOW = """

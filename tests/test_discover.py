@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from gpuscout import (
     DeviceID,
     DeviceInfo,
+    GpuscoutError,
     Scout,
     by_library,
     by_performance,
@@ -111,7 +114,21 @@ def test_discovery_reports_every_plugin(scout_with: Callable[..., Scout]) -> Non
     """Discovery carries one report per plugin, the injected one included."""
     found = scout_with(MIXED).discover()
     assert [r.name for r in found.plugins] == ["cuda", "rocm", "metal", "vulkan", "injected"]
-    assert next(r for r in found.plugins if r.name == "injected").devices == len(MIXED)
+    assert found.report("injected").devices == len(MIXED)
+
+
+def test_a_report_is_found_by_its_plugin_name_in_any_case(scout_with: Callable[..., Scout]) -> None:
+    """``Discovery.report`` finds a plugin's report as allow lists compare names."""
+    found = scout_with(MIXED).discover()
+    assert found.report(" Injected ") is found.plugins[-1]
+
+
+def test_asking_for_a_report_no_plugin_wrote_names_the_reports_there(
+        scout_with: Callable[..., Scout]) -> None:
+    """An unknown name raises a GpuscoutError naming it and each plugin that has a report."""
+    found = scout_with(MIXED).discover()
+    with pytest.raises(GpuscoutError, match=r"'acme'.*'cuda', 'rocm', 'metal', 'vulkan', 'injected'"):
+        found.report("acme")
 
 
 # -- rank and grouping -------------------------------------------------------------------------

@@ -250,4 +250,4 @@ def test_a_plugins_device_count_leaves_out_the_devices_it_reports_hidden() -> No
                                         hidden_by="MINE_VISIBLE=a")])
     found = Scout(plugins=[name], extra=[(name, plugin)], entry_points=False, env={}).discover()
     assert [d.id for d in found.devices] == ["a"]
-    assert next(p for p in found.plugins if p.name == name).devices == 1
+    assert found.report(name).devices == 1

@@ -154,7 +154,7 @@ def test_an_in_process_plugin_runs_here_and_says_so(site: Path, marker: str, not
     s = scout(site, marker, monkeypatch, "good", extra=(injected([card]),))
     found = s.discover(isolated=True)
     assert sorted(d.id for d in found.devices) == ["good0", "x0"]
-    report = next(r for r in found.plugins if r.name == "injected")
+    report = found.report("injected")
     assert report.status == "ok" and "cannot be loaded in a child" in report.note
 
 

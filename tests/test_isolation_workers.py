@@ -136,7 +136,7 @@ def test_the_hostile_plugin_itself_is_reported_failed_with_what_became_of_it(
         site: Path, marker: str, attack: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The plugin that broke its own worker is ``failed``, and says how."""
     found = _scout(site, marker, [GOODS[0], attack], 6.0, monkeypatch).discover(isolated=True)
-    report = next(p for p in found.plugins if p.name == attack)
+    report = found.report(attack)
     assert report.status.value == "failed"
     expected = {"parentkiller": "supervisor crashed: SIGKILL",
                 "groupkiller": "supervisor crashed: SIGKILL",
@@ -165,7 +165,7 @@ def test_garbage_on_every_descriptor_reaches_no_other_answer(
     unreadable answer, and the host's answer is whole."""
     found = _scout(site, marker, [GOODS[0], "fdwriter", GOODS[1]], 6.0,
                    monkeypatch).discover(isolated=True)
-    report = next(p for p in found.plugins if p.name == "fdwriter")
+    report = found.report("fdwriter")
     assert report.status.value == "failed"
     assert "unreadable answer" in report.error, report.error
     assert sorted(d.id for d in found.devices) == [f"{g}0" for g in GOODS[:2]]

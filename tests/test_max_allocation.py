@@ -58,7 +58,7 @@ def test_a_plugin_with_a_bad_max_allocation_fails_naming_the_field(
     object.__setattr__(device, "max_allocation", -5)
     scout = gpuscout_scout(injected([device], name="acme"))
     found = scout.discover()
-    report = next(r for r in found.plugins if r.name == "acme")
+    report = found.report("acme")
     assert found.devices == [] and str(report.status) == "failed"
     assert "max_allocation" in report.error
 

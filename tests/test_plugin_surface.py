@@ -108,7 +108,7 @@ def test_a_plugin_for_this_api_version_loads(version: int) -> None:
 
 def test_a_plugin_for_a_later_api_version_is_refused_with_a_clear_report() -> None:
     found = scout_with(("acme", _plugin(API_VERSION + 1))).discover()
-    report = next(r for r in found.plugins if r.name == "acme")
+    report = found.report("acme")
     assert found.devices == []
     assert report.status == "failed"
     assert f"written for gpuscout hook API {API_VERSION + 1}" in report.error

@@ -137,7 +137,7 @@ def test_a_plugin_without_answers_in_the_recording_finds_nothing(tmp_path: Path)
     (target / "answers/mine.json").unlink()
     found = _replay(target)
     assert found.devices == []
-    assert "no answers of mydriver recorded" in next(p for p in found.plugins if p.name == "mine").note
+    assert "no answers of mydriver recorded" in found.report("mine").note
 
 
 def test_anonymizing_replaces_uuids_consistently(tmp_path: Path) -> None:

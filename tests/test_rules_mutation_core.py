@@ -145,3 +145,40 @@ def test_a_selection_without_isolate_hides_no_other_vendor() -> None:
     scout = Isolating({"HIP_VISIBLE_DEVICES": "-1"})
     assert selection_env(scout, []).env == {}
     assert selection_env(scout, [], isolate=True).env == {"HIP_VISIBLE_DEVICES": "-1"}
+
+
+def test_the_border_refuses_a_size_that_int64_cannot_hold() -> None:
+    """The wire format is Go's int64: a plugin's 2**63-byte card is refused, 2**63-1 is kept."""
+    from gpuscout.errors import RecordError
+    from gpuscout.records import check_device
+
+    assert check_device(card(0, total_memory=2**63 - 1)).total_memory == 2**63 - 1
+    with pytest.raises(RecordError, match="total_memory"):
+        check_device(card(0, total_memory=2**63))
+
+
+def test_the_border_refuses_a_negative_size_that_slipped_past_the_validators() -> None:
+    """A record whose size was set behind attrs' back (-1 bytes free) does not pass the border."""
+    from gpuscout.errors import RecordError
+    from gpuscout.records import check_device
+
+    d = card(0)
+    object.__setattr__(d, "free_memory", -1)
+    with pytest.raises(RecordError, match="free_memory"):
+        check_device(d)
+
+
+def test_the_border_refuses_a_pci_id_with_trailing_text() -> None:
+    """``0000:01:00.0x`` is no PCI id: the whole text must be one."""
+    from gpuscout.errors import RecordError
+    from gpuscout.records import check_device
+
+    with pytest.raises(RecordError, match="pci_id"):
+        check_device(card(0, pci_id="0000:01:00.0x"))
+
+
+def test_a_bool_is_no_byte_count() -> None:
+    """``is_size``: True is an int to Python but not a size of 1 byte."""
+    from gpuscout.records import is_size
+
+    assert is_size(1) and not is_size(True)

@@ -36,7 +36,7 @@ def nvidia_card(driver: str | None = None, pci_class: str = "0x030200") -> dict[
 
 
 def cuda_note(found: Discovery) -> str:
-    report = next(r for r in found.plugins if r.name == "cuda")
+    report = found.report("cuda")
     assert (found.devices, report.status) == ([], "ok")
     return report.note
 

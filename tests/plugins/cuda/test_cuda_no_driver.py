@@ -13,7 +13,7 @@ NO_DRIVER_NOTE = "NVML library libnvidia-ml.so.1 cannot be loaded"
 
 
 def _cuda_report(found: Discovery) -> PluginReport:
-    return next(r for r in found.plugins if r.name == "cuda")
+    return found.report("cuda")
 
 
 def test_missing_driver_gives_no_devices_and_an_ok_report(gpuscout_scout: ScoutFactory) -> None:

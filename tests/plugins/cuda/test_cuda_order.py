@@ -24,7 +24,7 @@ def _ids(scout: Scout) -> list[str]:
 
 
 def _cuda_error(scout: Scout) -> str:
-    return next(r for r in scout.discover().plugins if r.name == "cuda").note
+    return scout.discover().report("cuda").note
 
 
 def test_pci_bus_id_order_indexes_by_pci_address(fake_nvml: FakeNvml, cuda_scout: CudaScout,

@@ -47,7 +47,7 @@ def test_h100_pair_report_is_ok_without_notes(fake_nvml: FakeNvml, cuda_scout: C
                                               no_probe: None) -> None:
     """A clean enumeration reports status ok, two devices and no error text."""
     fake_nvml("h100_sxm_x2")
-    report = next(r for r in cuda_scout().discover().plugins if r.name == "cuda")
+    report = cuda_scout().discover().report("cuda")
     assert (report.status, report.devices, report.note) == ("ok", 2, "")
 
 
@@ -204,7 +204,7 @@ def test_gpu_without_permission_is_skipped_with_a_note(fake_nvml: FakeNvml, cuda
     data["gpus"][1]["handle"] = "NoPermission"
     fake_nvml(data)
     found = cuda_scout().discover()
-    report = next(r for r in found.plugins if r.name == "cuda")
+    report = found.report("cuda")
     assert [d.pci_id for d in found.devices] == ["0000:18:00.0"]
     assert report.status == "ok" and "NVML GPU 1 skipped" in report.note
 
@@ -226,7 +226,7 @@ def test_nvml_init_failure_gives_no_devices_and_a_note(fake_nvml: FakeNvml, cuda
     data["init"] = "DriverNotLoaded"
     fake_nvml(data)
     found = cuda_scout().discover()
-    report = next(r for r in found.plugins if r.name == "cuda")
+    report = found.report("cuda")
     assert (found.devices, report.status) == ([], "ok")
     assert report.note.startswith("NVML could not start")
 

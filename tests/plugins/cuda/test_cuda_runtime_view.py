@@ -36,7 +36,7 @@ def _ids(scout: Scout) -> list[str]:
 
 
 def _note(scout: Scout) -> str:
-    return next(r for r in scout.discover().plugins if r.name == "cuda").note
+    return scout.discover().report("cuda").note
 
 
 # -- MIG: one instance per process ----------------------------------------------------------------

@@ -78,7 +78,7 @@ def test_live_root_without_amdsmi_falls_back_to_sysfs_and_names_amdsmi(
     if not AMDSMI_MISSING or os.path.isdir("/sys/class/kfd/kfd/topology/nodes"):
         pytest.skip("this machine has amdsmi or a KFD topology")
     result = gpuscout_scout("rocm", env={}).discover()
-    report = next(r for r in result.plugins if r.name == "rocm")
+    report = result.report("rocm")
     assert (result.devices, report.status, "amdsmi unavailable" in report.note) == (
         [], "ok", True)
 

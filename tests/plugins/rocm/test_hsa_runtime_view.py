@@ -25,7 +25,7 @@ MIB = 1024**2
 
 
 def rocm_note(result: Discovery) -> str:
-    report = next(r for r in result.plugins if r.name == "rocm")
+    report = result.report("rocm")
     assert report.status == "ok"
     return report.note
 

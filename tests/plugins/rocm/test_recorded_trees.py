@@ -106,7 +106,7 @@ def test_cpu_only_kfd_topology_gives_no_device_and_says_why(
 ) -> None:
     """A topology with only a CPU node yields zero devices and a note naming the KFD topology."""
     result = discover("cpu_only_kfd")
-    report = next(r for r in result.plugins if r.name == "rocm")
+    report = result.report("rocm")
     assert (result.devices, report.status, "no KFD GPU nodes" in report.note) == ([], "ok", True)
 
 
@@ -115,7 +115,7 @@ def test_missing_kfd_topology_gives_no_device_and_says_why(
 ) -> None:
     """A root without /sys/class/kfd yields zero devices and a note about amdgpu."""
     result = discover("does-not-exist")
-    report = next(r for r in result.plugins if r.name == "rocm")
+    report = result.report("rocm")
     assert (result.devices, "no KFD topology" in report.note) == ([], True)
 
 
@@ -144,7 +144,7 @@ def test_malformed_hsa_override_leaves_no_device_and_names_it(
     (topology.c ``topology_sysfs_get_node_props``): no device, and a note naming it."""
     scout = rocm_scout("rx7900xtx", {"HSA_OVERRIDE_GFX_VERSION": "gfx1030"})
     result = scout.discover()
-    report = next(r for r in result.plugins if r.name == "rocm")
+    report = result.report("rocm")
     assert (result.devices, "HSA_OVERRIDE_GFX_VERSION='gfx1030'" in report.note) == ([], True)
 
 
@@ -169,7 +169,7 @@ def test_empty_rocr_visible_devices_hides_every_gpu_and_says_so(
 ) -> None:
     """ROCR_VISIBLE_DEVICES set but empty leaves no device and a note counting the hidden ones."""
     result = discover("mixed_apu_dgpu", {"ROCR_VISIBLE_DEVICES": ""})
-    report = next(r for r in result.plugins if r.name == "rocm")
+    report = result.report("rocm")
     assert (result.devices, report.note.startswith("2 of 2 AMD GPUs hidden")) == ([], True)
 
 

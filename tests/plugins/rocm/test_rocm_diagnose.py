@@ -39,7 +39,7 @@ def rocm_note(gpuscout_scout: ScoutFactory) -> Callable[[Path], str]:
 
     def note(root: Path) -> str:
         found: Discovery = promptly(gpuscout_scout("rocm", env={}, root=root).discover)
-        report = next(r for r in found.plugins if r.name == "rocm")
+        report = found.report("rocm")
         assert (found.devices, report.status) == ([], "ok")
         return report.note
 

@@ -59,7 +59,7 @@ Devices = Callable[[Path], list[DeviceInfo]]
 
 
 def rocm_note(result: Discovery) -> str:
-    report = next(r for r in result.plugins if r.name == "rocm")
+    report = result.report("rocm")
     assert report.status == "ok"
     return report.note
 
