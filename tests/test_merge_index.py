@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscout import DeviceComparison, DeviceInfo
-from gpuscout.merge import DUPLICATE_REASON, merge
+from gpuscout.merge import merge
+from gpuscout.results import DUPLICATE_REASON
 from gpuscout.testing import scout_of
 
 GIB = 1 << 30

@@ -141,7 +141,8 @@ def test_any_json_value_reads_or_raises_a_gpuscout_error(value: Any, cls: Any) -
     if cls == list[DeviceInfo]:
         assert result == expected_devices(value)
     elif cls == DeviceInfo:
-        assert result == (expected_devices([value]) or [None])[0]
+        wanted = expected_devices([value])
+        assert result == (wanted[0] if wanted else None)
     elif result is not None and cls in RECORD_TARGETS:
         assert isinstance(value, dict) and isinstance(result, cls)
     elif result is not None:
