@@ -87,11 +87,11 @@ def test_a_union_of_selectors_comes_in_rank_order() -> None:
     assert select_devices(NoReserve(), devices, "9,1") == [devices[1], devices[9]]
 
 
-def test_the_micro_batch_is_never_larger_than_the_batch(tmp_path: Path) -> None:
-    """llama_context: n_ubatch = min(n_batch, ubatch), so --batch-size 64 caps it at 64."""
+def tiny_model(path: Path) -> Path:
+    """A one-block llama GGUF of a few kB."""
     gguf = pytest.importorskip("gguf")
     np = pytest.importorskip("numpy")
-    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "llama")
+    w = gguf.GGUFWriter(str(path), "llama")
     for key, value in (("block_count", 1), ("context_length", 512), ("embedding_length", 64),
                        ("attention.head_count", 4)):
         w.add_uint32(f"llama.{key}", value)
@@ -102,10 +102,31 @@ def test_the_micro_batch_is_never_larger_than_the_batch(tmp_path: Path) -> None:
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    return path
+
+
+def test_the_micro_batch_is_never_larger_than_the_batch(tmp_path: Path) -> None:
+    """llama_context: n_ubatch = min(n_batch, ubatch), so --batch-size 64 caps it at 64."""
     scout = Scout(plugins=["cuda"], entry_points=False)
-    result = scout.fit(tmp_path / "m.gguf", devices=[], system=SystemInfo(64 * GIB, 64 * GIB),
+    result = scout.fit(tiny_model(tmp_path / "m.gguf"), devices=[], system=SystemInfo(64 * GIB, 64 * GIB),
                        ctx=256, batch_size=64, ubatch_size=512, cpu_features=())
     assert result.context.n_batch == 64 and result.context.n_ubatch == 64
+
+
+def test_a_gpu_s_share_must_fit_in_its_free_memory_less_its_reserve(tmp_path: Path) -> None:
+    """A GPU whose free memory holds its share only by eating into the reserve does not fit, and
+    the note says how much was free after the reserve."""
+    scout = Scout(plugins=["cuda"], entry_points=False)
+    model = tiny_model(tmp_path / "m.gguf")
+    system = SystemInfo(64 * GIB, 64 * GIB)
+    roomy = scout.fit(model, devices=[card(0)], system=system, ctx=256, num_gpu=99, cpu_features=())
+    share = roomy.usage[0].total
+    reserve = scout.minimum_memory(card(0))
+    assert roomy.fits and 0 < share < reserve
+    tight = card(0, free_memory=reserve + share // 2)
+    result = scout.fit(model, devices=[tight], system=system, ctx=256, num_gpu=99, cpu_features=())
+    assert 0 < result.usage[0].total < tight.free_memory  # it would fit without the reserve
+    assert not result.fits and any("after its reserve" in n for n in result.notes)
 
 
 class Isolating:
@@ -149,29 +170,16 @@ def test_a_selection_without_isolate_hides_no_other_vendor() -> None:
 
 def test_the_border_refuses_a_size_that_int64_cannot_hold() -> None:
     """The wire format is Go's int64: a plugin's 2**63-byte card is refused, 2**63-1 is kept."""
-    from gpuscout.errors import RecordError
-    from gpuscout.records import check_device
+    from gpuscout.records import RecordError, check_device
 
     assert check_device(card(0, total_memory=2**63 - 1)).total_memory == 2**63 - 1
     with pytest.raises(RecordError, match="total_memory"):
         check_device(card(0, total_memory=2**63))
 
 
-def test_the_border_refuses_a_negative_size_that_slipped_past_the_validators() -> None:
-    """A record whose size was set behind attrs' back (-1 bytes free) does not pass the border."""
-    from gpuscout.errors import RecordError
-    from gpuscout.records import check_device
-
-    d = card(0)
-    object.__setattr__(d, "free_memory", -1)
-    with pytest.raises(RecordError, match="free_memory"):
-        check_device(d)
-
-
 def test_the_border_refuses_a_pci_id_with_trailing_text() -> None:
     """``0000:01:00.0x`` is no PCI id: the whole text must be one."""
-    from gpuscout.errors import RecordError
-    from gpuscout.records import check_device
+    from gpuscout.records import RecordError, check_device
 
     with pytest.raises(RecordError, match="pci_id"):
         check_device(card(0, pci_id="0000:01:00.0x"))
