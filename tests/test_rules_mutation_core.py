@@ -190,3 +190,29 @@ def test_a_bool_is_no_byte_count() -> None:
     from gpuscout.records import is_size
 
     assert is_size(1) and not is_size(True)
+
+
+def test_a_file_read_in_short_chunks_is_still_refused_past_the_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sysfs and procfs answer a page per read: a file over MAX_READ_BYTES read that way is
+    refused with a note, never returned cut at the limit."""
+    import os
+
+    from gpuscout.context import MAX_READ_BYTES, Context
+
+    (tmp_path / "big").write_bytes(b"7" * (MAX_READ_BYTES + 1))
+    real_read = os.read
+    monkeypatch.setattr(os, "read", lambda fd, n: real_read(fd, min(n, 4096)))
+    ctx = Context(env={}, platform="linux", root=str(tmp_path))
+    assert ctx.read_text("/big") is None
+    assert ctx.notes == [f"/big: larger than {MAX_READ_BYTES} bytes; not read"]
+
+
+def test_an_allowed_word_reads_as_no_number_without_a_note(tmp_path: Path) -> None:
+    """cgroup's ``max`` in a limit file is no number and no garbage: None, and nothing noted."""
+    from gpuscout.context import Context
+
+    (tmp_path / "memory.max").write_text("max\n")
+    ctx = Context(env={}, platform="linux", root=str(tmp_path))
+    assert ctx.read_u64("/memory.max", allow=("max",)) is None and ctx.notes == []
+    assert ctx.read_u64("/memory.max") is None and len(ctx.notes) == 1
