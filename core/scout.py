@@ -26,6 +26,7 @@ from gpuscout.records import (
     device_list,
 )
 from gpuscout.results import SOFTWARE_REASON, Discovery, Dropped, PluginReport, PluginStatus
+from gpuscout.sizes import MIB
 from gpuscout.system import read_system
 
 if TYPE_CHECKING:
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from gpuscout.recording import Recorder
     from gpuscout.replay import Recording
 
-MIB = 1024 * 1024
 #: The seed's MinimumMemory for every library that does not answer otherwise.
 DEFAULT_MINIMUM_MEMORY = 457 * MIB
 _log = get_logger(__name__)

@@ -1,6 +1,12 @@
-"""Byte counts as people read them (``12.3 GiB``): tables, ``list --explain``, memory summaries."""
+"""Byte counts as people read them (``12.3 GiB``): tables, ``list --explain``, memory summaries;
+and the binary units themselves, defined once (``from gpuscout.sizes import GIB, MIB``)."""
 
 from __future__ import annotations
+
+#: Bytes in a kibibyte, a mebibyte and a gibibyte.
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
 
 UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
 
@@ -22,3 +28,6 @@ def human_bytes(n: int) -> str:
         if tenths < 1024 * 10 or unit == UNITS[-1]:
             return f"{tenths // 10}.{tenths % 10} {unit}"
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+__all__ = ["GIB", "KIB", "MIB", "UNITS", "human_bytes"]

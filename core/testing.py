@@ -34,6 +34,7 @@ import pytest
 
 from gpuscout.context import U64_LIMIT
 from gpuscout.markers import hookimpl
+from gpuscout.sizes import GIB, KIB, MIB
 
 if TYPE_CHECKING:
     from gpuscout.context import Context
@@ -587,6 +588,9 @@ def _foreign_problems(scout: Scout, hook: str, kwargs: Mapping[str, Any]) -> lis
 __all__ = [
     "DEFAULT_ENV",
     "FIFO",
+    "GIB",
+    "KIB",
+    "MIB",
     "TEST_ENV_ATTRIBUTE",
     "Content",
     "InjectedDevices",

@@ -14,11 +14,11 @@ import pytest
 
 from gpuscout import DeviceInfo, Scout
 from gpuscout.cli import main
+from gpuscout.sizes import GIB
 
 #: The ``machine`` fixture: devices (and an environment) in, a Scout factory for ``main`` out.
 Machine = Callable[..., Callable[[Any], Scout]]
 
-GIB = 1024**3
 CUDA_A = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
                     uuid="GPU-aaaa1111", pci_id="0000:01:00.0", free_memory=40 * GIB)
 CUDA_B = DeviceInfo(id="GPU-bbbb2222", library="CUDA", filter_id="GPU-bbbb2222",

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from gpuscout import DeviceInfo, Scout, hookimpl, rank
 from gpuscout.cli import main
 from gpuscout.ranking import deciding_criterion
+from gpuscout.sizes import GIB
 
-GIB = 1024**3
 # Keeps the real Vulkan loader from finding lavapipe.
 NO_VULKAN_ENV = {"VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json"}
 

@@ -12,9 +12,9 @@ import pytest
 from gpuscout import DeviceInfo, Scout
 from gpuscout.cli import COMMANDS, EPILOG, build_parser, main
 from gpuscout.plugin import Context, hookimpl
+from gpuscout.sizes import GIB
 from gpuscout.testing import injected, scout_of
 
-GIB = 1024**3
 CARD = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
                   uuid="GPU-aaaa1111", pci_id="0000:01:00.0", free_memory=40 * GIB)
 

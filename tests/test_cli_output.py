@@ -15,8 +15,8 @@ from gpuscout.cli import main
 from gpuscout.cli import table as table_module
 from gpuscout.cli.table import render_discovery, render_plugins
 from gpuscout.records import DeviceID
+from gpuscout.sizes import GIB
 
-GIB = 1024**3
 GOLDEN = Path(__file__).parent / "data" / "golden"
 ANSI = re.compile(r"\x1b\[")
 CUDA_ID = "GPU-8f1c2a3b-1234-5678-9abc-def012345678"

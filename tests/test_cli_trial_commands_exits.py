@@ -14,12 +14,12 @@ import pytest
 
 from gpuscout import DeviceInfo, Scout, hookimpl
 from gpuscout.cli import EPILOG, main
+from gpuscout.sizes import GIB
 from gpuscout.testing import injected, plugin_test_env, scout_of
 
 #: The ``machine`` fixture: devices (and an environment) in, a Scout factory for ``main`` out.
 Machine = Callable[..., Callable[[Any], Scout]]
 
-GIB = 1024**3
 CARD = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
                   uuid="GPU-aaaa1111", pci_id="0000:01:00.0", total_memory=48 * GIB,
                   free_memory=40 * GIB)

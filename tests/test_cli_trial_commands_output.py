@@ -20,13 +20,13 @@ import pytest
 from gpuscout import DeviceInfo, Scout, verify, wire
 from gpuscout.cli import build_parser, main
 from gpuscout.cli.list import watch
+from gpuscout.sizes import GIB
 from gpuscout.suggest import did_you_mean, suggest
 from gpuscout.testing import injected, plugin_test_env, scout_of
 
 #: The ``machine`` fixture: devices (and an environment) in, a Scout factory for ``main`` out.
 Machine = Callable[..., Callable[[Any], Scout]]
 
-GIB = 1024**3
 CUDA_A = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
                     uuid="GPU-aaaa1111", pci_id="0000:01:00.0", description="Card, big",
                     total_memory=48 * GIB, free_memory=40 * GIB)

@@ -18,8 +18,8 @@ from gpuscout.cli import main
 from gpuscout.cli.cluster import RAY_DISAGREES, _progress, summary_lines
 from gpuscout.cluster.inventory import Inventory, NodeResult, NodeStatus, summarize
 from gpuscout.cluster.ray_driver import first_line
+from gpuscout.sizes import GIB
 
-GIB = 1024**3
 H100 = "NVIDIA H100 80GB HBM3"
 
 

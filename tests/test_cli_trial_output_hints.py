@@ -12,8 +12,8 @@ import pytest
 from gpuscout import DeviceInfo, Discovery, Dropped, PluginReport, PluginStatus, SystemInfo
 from gpuscout.cli import main
 from gpuscout.cli.hints import PREFIX, format_hints, hints, print_for, terminal_width
+from gpuscout.sizes import GIB
 
-GIB = 1024**3
 SOFT = DeviceInfo(id="0", library="Vulkan", description="llvmpipe (LLVM 17.0.6, 256 bits)",
                   software=True, total_memory=2 * GIB, free_memory=2 * GIB)
 NOTE = ("NVML library libnvidia-ml.so.1 cannot be loaded (is the NVIDIA driver installed?): "

@@ -12,8 +12,8 @@ import gpuscout
 from gpuscout import DeviceInfo, Scout
 from gpuscout.cli import main
 from gpuscout.select import NoMatchError
+from gpuscout.sizes import GIB
 
-GIB = 1024**3
 UNKNOWN = DeviceInfo(id="GPU-unknown-0", library="CUDA", pci_id="0000:01:00.0",
                      total_memory=2 * GIB, free_memory=2 * GIB, free_memory_unknown=True)
 KNOWN = DeviceInfo(id="GPU-known-1", library="CUDA", pci_id="0000:02:00.0",

@@ -13,8 +13,8 @@ from gpuscout.cli import main
 from gpuscout.cli import table as table_module
 from gpuscout.cli.labels import UNKNOWN_LEGEND, devices_free_of_total, system_line
 from gpuscout.cli.table import CELL_CAP, render_discovery
+from gpuscout.sizes import GIB
 
-GIB = 1024**3
 LONG = ("NVIDIA GeForce RTX 4090 with a description that goes on for many words, as some "
         "drivers write them, until it fills a line")
 CARD = DeviceInfo(id="GPU-8f1c2a3b-1234-5678-9abc-def012345678", library="CUDA",

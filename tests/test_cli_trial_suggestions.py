@@ -9,9 +9,9 @@ from gpuscout import DeviceInfo, Scout
 from gpuscout.cli import main
 from gpuscout.errors import GpuscoutError
 from gpuscout.select import NoMatchError, SelectionError, select_devices
+from gpuscout.sizes import GIB
 from gpuscout.testing import injected, scout_of
 
-GIB = 1024**3
 VK = DeviceInfo(id="0", library="Vulkan", filter_id="0", total_memory=8 * GIB, free_memory=4 * GIB)
 
 

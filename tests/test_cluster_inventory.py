@@ -44,9 +44,9 @@ from gpuscout.cluster.ray_driver import _is_loopback, _split
 from gpuscout.errors import GpuscoutError
 from gpuscout.records import DeviceInfo, SystemInfo
 from gpuscout.results import Discovery, PluginReport, PluginStatus
+from gpuscout.sizes import GIB
 from gpuscout.wire_encode import unstructure
 
-GIB = 1024**3
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
 MI300X = "AMD Instinct MI300X"

@@ -17,9 +17,8 @@ from gpuscout import (
     library_paths,
     rank,
 )
+from gpuscout.sizes import GIB
 from gpuscout.testing import ScoutFactory, injected
-
-GIB = 1024**3
 
 # A mixed box: two NVIDIA cards seen by CUDA and by Vulkan, one AMD card seen by ROCm and by
 # Vulkan, an AMD iGPU only Vulkan sees, and lavapipe.

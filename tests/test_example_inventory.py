@@ -30,10 +30,11 @@ from typing import Any
 import attrs
 import pytest
 
+from gpuscout.sizes import GIB
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "gpuscout-inventory"
 BUILTINS = "vulkan,cuda,rocm,metal"
-GIB = 1 << 30
 #: Budget for building the venv: measured about 4 s on 2 cores, generous for a loaded CI box.
 BUILD_BUDGET_S = 60.0
 

@@ -10,11 +10,10 @@ import pytest
 
 from gpuscout import SystemInfo
 from gpuscout.context import MAX_READ_BYTES, Context
+from gpuscout.sizes import KIB
 from gpuscout.system import read_system
 from gpuscout.testing import FIFO, Content, promptly, write_tree
 
-KIB = 1024
-GIB = 1024**3
 #: What str.isdigit() accepts and the kernel never writes: a superscript, Arabic-Indic twelve.
 SUPERSCRIPT_TWO, ARABIC_TWELVE = "\u00b2", "\u0661\u0662"
 

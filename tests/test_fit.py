@@ -14,6 +14,7 @@ import pytest
 from gpuscout import DeviceInfo, GpuscoutError, Scout, SystemInfo
 from gpuscout.cli import main
 from gpuscout.fit import ModelError
+from gpuscout.sizes import GIB, MIB
 from gpuscout.testing import injected, scout_of
 
 if TYPE_CHECKING:
@@ -22,8 +23,7 @@ if TYPE_CHECKING:
 gguf = pytest.importorskip("gguf")
 np = pytest.importorskip("numpy")
 
-GiB, MiB = 1 << 30, 1 << 20
-ROOMY = SystemInfo(total_memory=64 * GiB, free_memory=64 * GiB)
+ROOMY = SystemInfo(total_memory=64 * GIB, free_memory=64 * GIB)
 
 
 def finish(w: GGUFWriter, path: Path) -> Path:
@@ -73,8 +73,8 @@ def block_bytes(embd: int = 64) -> int:
     return embd * 4 + embd * embd * 2
 
 
-def gpu(i: int = 0, free: int = 20 * GiB, **kw: object) -> DeviceInfo:
-    return DeviceInfo(**{"id": f"GPU-{i}", "library": "CUDA", "name": f"CUDA{i}", "total_memory": 24 * GiB,
+def gpu(i: int = 0, free: int = 20 * GIB, **kw: object) -> DeviceInfo:
+    return DeviceInfo(**{"id": f"GPU-{i}", "library": "CUDA", "name": f"CUDA{i}", "total_memory": 24 * GIB,
                          "free_memory": free, "compute_major": 8, "compute_minor": 9, **kw})  # type: ignore[arg-type]
 
 
@@ -137,7 +137,7 @@ def test_tied_output_is_counted_again_on_the_gpu_that_holds_it(tmp_path: Path) -
 def test_a_tensor_past_the_device_largest_allocation_stays_on_the_cpu(tmp_path: Path) -> None:
     """A tied output over max_allocation is not copied to the device (it stays mapped on the host)."""
     result = scout().fit(write_model(tmp_path / "m.gguf", tied=True, vocab=4096),
-                         devices=[gpu(max_allocation=MiB // 2)], system=ROOMY, ctx=256, cpu_features=())
+                         devices=[gpu(max_allocation=MIB // 2)], system=ROOMY, ctx=256, cpu_features=())
     assert result.usage[0].weights == 2 * block_bytes() + 64 * 4
 
 
@@ -152,7 +152,7 @@ def test_a_small_model_lands_on_one_of_eight_gpus(tmp_path: Path) -> None:
 
 def test_num_gpu_keeps_layers_off_the_integrated_gpu_while_the_discrete_has_room(tmp_path: Path) -> None:
     """--num-gpu N on a discrete + integrated box places every layer on the discrete one."""
-    devices = [gpu(0), gpu(1, integrated=True, free=30 * GiB)]
+    devices = [gpu(0), gpu(1, integrated=True, free=30 * GIB)]
     result = scout().fit(write_model(tmp_path / "m.gguf"), devices=devices, system=ROOMY, ctx=2048,
                          num_gpu=3, cpu_features=())
     assert [g.id for g in result.placement] == ["GPU-0"]
@@ -178,7 +178,7 @@ def test_the_verdict_uses_the_real_system_memory(tmp_path: Path) -> None:
     """With no GPU and 1 MiB of free RAM the model does not fit; with plenty it does."""
     path = write_model(tmp_path / "m.gguf")
     assert scout().fit(path, devices=[], system=ROOMY, cpu_features=()).fits is True
-    tight = SystemInfo(total_memory=MiB, free_memory=MiB)
+    tight = SystemInfo(total_memory=MIB, free_memory=MIB)
     result = scout().fit(path, devices=[], system=tight, cpu_features=())
     assert result.fits is False and any("free system memory" in n for n in result.notes)
 
@@ -293,7 +293,7 @@ def test_no_gpu_leaves_every_layer_on_the_cpu(capsys: pytest.CaptureFixture[str]
 
 def test_text_output_names_devices_as_list_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The text form names the device by the name list shows (ROCm1, not a position)."""
-    card = DeviceInfo(id="GPU-x", library="ROCm", name="ROCm1", total_memory=24 * GiB, free_memory=20 * GiB)
+    card = DeviceInfo(id="GPU-x", library="ROCm", name="ROCm1", total_memory=24 * GIB, free_memory=20 * GIB)
     assert main(["fit", str(write_model(tmp_path / "m.gguf"))], scout_factory=factory(card)) == 0
     out = capsys.readouterr().out
     assert "ROCm ROCm1 (GPU-x)  layers 0-2" in out and "ROCm0" not in out and out.endswith("fits\n")

@@ -22,6 +22,7 @@ from gpuscout.fit import reader
 from gpuscout.fit.hparams import read_hparams
 from gpuscout.fit.reader import MAX_TENSORS, GGUFFile, ModelError, read_gguf
 from gpuscout.fit.stream import open_regular
+from gpuscout.sizes import MIB
 from gpuscout.testing import injected, promptly, scout_of
 
 gguf = pytest.importorskip("gguf")
@@ -33,7 +34,6 @@ _CODES = {UINT8: "B", INT8: "b", UINT16: "H", INT16: "h", UINT32: "I", INT32: "i
           BOOL: "?", UINT64: "Q", INT64: "q", FLOAT64: "d"}
 QUANT_SIZES = {int(k): (int(v[0]), int(v[1])) for k, v in gguf.GGML_QUANT_SIZES.items()}
 LIMIT_S = 2.0
-MIB = 1 << 20
 ARCH = "general.architecture"
 HOSTILE_KEY = "a\nb\x1b[31m'$(rm -rf /)'\"`x`"
 

@@ -12,9 +12,9 @@ import pytest
 
 from gpuscout import DeviceInfo, Scout, hookimpl
 from gpuscout.errors import GpuscoutError
+from gpuscout.sizes import GIB
 from gpuscout.testing import ScoutFactory
 
-GIB = 1 << 30
 CUDA_CARD = DeviceInfo(id="GPU-1", library="CUDA", description="Acme", pci_id="0000:01:00.0",
                        total_memory=8 * GIB, free_memory=8 * GIB, compute_major=8)
 RULE_HOOKS = ("gpuscout_minimum_memory", "gpuscout_flash_attention", "gpuscout_is_duplicate",

@@ -17,9 +17,8 @@ from gpuscout.errors import GpuscoutError
 from gpuscout.layers import GPULayersList
 from gpuscout.load import MAX_CALLS, Allocation, LoadOperation, layer_sizes
 from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
+from gpuscout.sizes import GIB, MIB
 
-MIB = 1 << 20
-GIB = 1 << 30
 RESERVE = 457 * MIB  # CUDA's minimum memory
 SYSTEM = SystemInfo(total_memory=64 * GIB, free_memory=60 * GIB, free_swap=0)
 

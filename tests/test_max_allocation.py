@@ -10,9 +10,9 @@ import pytest
 from gpuscout import DeviceInfo, GpuscoutError, from_json, to_json
 from gpuscout.cli import main
 from gpuscout.records import RecordError, check_device
+from gpuscout.sizes import MIB
 from gpuscout.testing import ScoutFactory, injected
 
-MIB = 1 << 20
 KNOWN = DeviceInfo(id="0", library="Vulkan", total_memory=2048 * MIB, max_allocation=128 * MIB)
 UNKNOWN = DeviceInfo(id="GPU-1", library="CUDA", total_memory=2048 * MIB)
 

@@ -7,14 +7,13 @@ import logging
 import pytest
 
 from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
-
-GiB = 1 << 30
+from gpuscout.sizes import GIB
 
 MEMORY = BackendMemory(
-    input_weights=1 * GiB,
-    cpu=DeviceMemory(name="CPU", weights=[2 * GiB, 0], cache=[GiB // 2, 0]),
-    gpus=[DeviceMemory(id="GPU-a", library="CUDA", name="CUDA0", weights=[0, 28 * GiB],
-                       cache=[0, 3 * GiB // 2], graph=GiB // 2)])
+    input_weights=1 * GIB,
+    cpu=DeviceMemory(name="CPU", weights=[2 * GIB, 0], cache=[GIB // 2, 0]),
+    gpus=[DeviceMemory(id="GPU-a", library="CUDA", name="CUDA0", weights=[0, 28 * GIB],
+                       cache=[0, 3 * GIB // 2], graph=GIB // 2)])
 
 
 def test_summary_lists_weights_cache_and_graph_per_device_then_total() -> None:
@@ -30,13 +29,13 @@ def test_summary_lists_weights_cache_and_graph_per_device_then_total() -> None:
 
 
 def test_message_names_what_did_not_fit_where() -> None:
-    err = InsufficientMemoryError(MEMORY, free={"GPU-a": 24 * GiB})
+    err = InsufficientMemoryError(MEMORY, free={"GPU-a": 24 * GIB})
     assert str(err) == ("insufficient memory: CUDA GPU-a (CUDA0) needs 30.0 GiB (weights 28.0 GiB, "
                         "cache 1.5 GiB, graph 512.0 MiB), has 24.0 GiB; CPU holds 3.5 GiB "
                         "(weights 3.0 GiB, cache 512.0 MiB)")
     assert err.memory is MEMORY and err.go_plus_v().startswith(
         "insufficient memory - required allocations: {InputWeights:1073741824 ")
-    assert "CUDA" not in str(InsufficientMemoryError(MEMORY, free={"GPU-a": 40 * GiB}))
+    assert "CUDA" not in str(InsufficientMemoryError(MEMORY, free={"GPU-a": 40 * GIB}))
 
 
 def test_log_summary_logs_each_row(caplog: pytest.LogCaptureFixture) -> None:
@@ -45,12 +44,12 @@ def test_log_summary_logs_each_row(caplog: pytest.LogCaptureFixture) -> None:
     MEMORY.log_summary()
     events = [r.__dict__["gpuscout"] for r in caplog.records if r.name.startswith("gpuscout")]
     assert [(e["event"], e["what"], e["device"], e["bytes"]) for e in events] == [
-        ("memory.summary", "model weights", "CUDA GPU-a (CUDA0)", 28 * GiB),
-        ("memory.summary", "model weights", "CPU", 3 * GiB),
-        ("memory.summary", "kv cache", "CUDA GPU-a (CUDA0)", 3 * GiB // 2),
-        ("memory.summary", "kv cache", "CPU", GiB // 2),
-        ("memory.summary", "compute graph", "CUDA GPU-a (CUDA0)", GiB // 2),
-        ("memory.summary", "total memory", "", 67 * GiB // 2),
+        ("memory.summary", "model weights", "CUDA GPU-a (CUDA0)", 28 * GIB),
+        ("memory.summary", "model weights", "CPU", 3 * GIB),
+        ("memory.summary", "kv cache", "CUDA GPU-a (CUDA0)", 3 * GIB // 2),
+        ("memory.summary", "kv cache", "CPU", GIB // 2),
+        ("memory.summary", "compute graph", "CUDA GPU-a (CUDA0)", GIB // 2),
+        ("memory.summary", "total memory", "", 67 * GIB // 2),
     ]
     assert events[0]["size"] == "28.0 GiB"
 

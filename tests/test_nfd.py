@@ -24,9 +24,7 @@ from gpuscout.cluster import nfd
 from gpuscout.errors import GpuscoutError
 from gpuscout.records import DeviceInfo
 from gpuscout.scout import Scout
-
-MIB = 1 << 20
-GIB = 1 << 30
+from gpuscout.sizes import GIB, MIB
 
 # -- the checker: Kubernetes' and NFD's rules, written out here --------------------------------------
 

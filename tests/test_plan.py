@@ -12,9 +12,8 @@ from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo, GPULayers, GpuscoutError, InsufficientMemoryError, Scout, SystemInfo
 from gpuscout import plan as planner
+from gpuscout.sizes import GIB, MIB
 
-MIB = 1024**2
-GIB = 1024**3
 RESERVE = 457 * MIB
 ROOMY = SystemInfo(total_memory=64 * GIB, free_memory=64 * GIB, free_swap=0)
 

@@ -13,9 +13,8 @@ from structlog.testing import capture_logs
 
 from gpuscout import DeviceInfo, Scout, from_json, hookimpl, to_json
 from gpuscout.records import RecordError, check_device
+from gpuscout.sizes import GIB
 from gpuscout.testing import ScoutFactory
-
-GIB = 1024**3
 
 Refresh = Callable[[list[DeviceInfo]], Any]
 

@@ -8,10 +8,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from gpuscout import DeviceComparison, DeviceInfo, Scout
+from gpuscout.sizes import GIB, MIB
 from gpuscout.testing import ScoutFactory
 
-GIB = 1024**3
-MIB = 1024**2
 U, S, D = DeviceComparison.UNIQUE, DeviceComparison.SAME_BACKEND, DeviceComparison.DUPLICATE
 
 

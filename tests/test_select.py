@@ -8,9 +8,8 @@ import pytest
 
 from gpuscout import DeviceInfo, Scout
 from gpuscout.select import NoMatchError, SelectionError, parse_size, select_devices
+from gpuscout.sizes import GIB, MIB
 
-GIB = 1024**3
-MIB = 1024**2
 RESERVE = 457 * MIB
 
 A100 = DeviceInfo(id="GPU-8932f937-0000-1111-2222-333344445555", library="CUDA",

@@ -18,8 +18,8 @@ from gpuscout.select import (
     parse_size,
     select_devices,
 )
+from gpuscout.sizes import GIB
 
-GIB = 1024**3
 DEVICES = [
     DeviceInfo(id="GPU-8932f937-aaaa", library="CUDA", filter_id="GPU-8932f937-aaaa",
                uuid="GPU-8932f937-aaaa", pci_id="0000:81:00.0", free_memory=40 * GIB),

@@ -14,9 +14,9 @@ import pytest
 import gpuscout.runner
 from gpuscout import DeviceInfo, Scout, hookimpl
 from gpuscout.isolation import START_ALLOWANCE
+from gpuscout.sizes import GIB
 from gpuscout.testing import ScoutFactory, eventually
 
-GIB = 1 << 30
 CARD = DeviceInfo(id="0", library="Slow", uuid="Slow-0", pci_id="0000:0a:00.0",
                   total_memory=16 * GIB, free_memory=10 * GIB)
 #: The deadline these tests give a plugin, and what a discovery may take beyond it.

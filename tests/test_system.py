@@ -9,11 +9,9 @@ import pytest
 
 from gpuscout import SystemInfo
 from gpuscout.context import Context
+from gpuscout.sizes import GIB, KIB, MIB
 from gpuscout.system import read_system
 from gpuscout.testing import FIFO, Content, RootFactory, ScoutFactory, write_tree
-
-KIB = 1024
-GIB = 1024**3
 
 MEMINFO = """MemTotal:       65536000 kB
 MemFree:        10000000 kB
@@ -27,7 +25,6 @@ HugePages_Total:       0
 """
 
 
-MIB = 1024**2
 
 
 def tree(root: Path, files: Mapping[str, Content]) -> str:

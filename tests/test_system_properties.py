@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscout.context import Context, parse_u64
+from gpuscout.sizes import KIB
 from gpuscout.system import _cgroup_paths, cgroup_memory, parse_meminfo, read_system
 from gpuscout.testing import in_u64, write_tree
 
 U64 = 1 << 64
-KIB = 1024
 #: Digits of other scripts, which str.isdigit() and int() accept and the kernel never writes.
 FOREIGN_DIGITS = "\u00b2\u00b3\u00b9\u0660\u0661\u0662\u0663\u0669\u0966\u0967"
 MEMINFO_KEYS = ("MemTotal", "MemFree", "MemAvailable", "SwapFree")

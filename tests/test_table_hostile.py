@@ -13,12 +13,11 @@ from rich.console import Console
 from gpuscout import DeviceInfo, PluginReport, Scout
 from gpuscout.cli import main, table
 from gpuscout.cli.table import memory_bar, memory_label, print_discovery, print_plugins
-from gpuscout.sizes import human_bytes
+from gpuscout.sizes import GIB, human_bytes
 
 #: The ``machine`` fixture: devices (and an environment) in, a Scout factory for ``main`` out.
 Machine = Callable[..., Callable[[Any], Scout]]
 
-GIB = 1024**3
 MARKUP = ["[/beta]", "[link=https://x]y[/link]", "[bold red]loud[/]", ":thumbs_up:"]
 
 

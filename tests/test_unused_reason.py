@@ -10,8 +10,8 @@ from gpuscout import DeviceInfo, from_json, rank, to_json
 from gpuscout.cli.explain import explain, explain_lines
 from gpuscout.records import RecordError, SystemInfo
 from gpuscout.results import Discovery
+from gpuscout.sizes import GIB
 
-GIB = 1 << 30
 USED = DeviceInfo(id="0", library="Vulkan", integrated=True, free_memory=4 * GIB)
 UNUSED = DeviceInfo(id="1", library="Vulkan", free_memory=24 * GIB,
                     unused_reason="not in ggml-vulkan's default device set: no 16-bit storage")

@@ -24,6 +24,7 @@ from gpuscout import (
 )
 from gpuscout.results import Discovery, PluginStatus
 from gpuscout.scout import Scout
+from gpuscout.sizes import GIB
 
 # Shaped like a real runner's /info reply: Go writes every key it knows, extra keys may appear.
 RUNNER_INFO = """[
@@ -175,7 +176,6 @@ def test_a_discovery_serializes_as_the_cli_document() -> None:
                                  "elapsed_ms": 1.234}
 
 
-GIB = 1 << 30
 H100 = DeviceInfo(id="GPU-1111", library="CUDA", name="CUDA0", description="NVIDIA H100 80GB HBM3",
                   pci_id="0000:19:00.0", total_memory=80 * GIB, free_memory=79 * GIB,
                   compute_major=9)

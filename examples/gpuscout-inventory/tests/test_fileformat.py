@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceInfo
+from gpuscout.sizes import GIB
 from gpuscout_inventory.fileformat import InventoryError, kind_of, parse_inventory
-
-GIB = 1 << 30
 
 
 def parse_json(devices: Any) -> list[Any]:

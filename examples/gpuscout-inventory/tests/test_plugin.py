@@ -15,9 +15,9 @@ import pytest
 import gpuscout_inventory
 from gpuscout import DeviceInfo, Scout
 from gpuscout.plugin import API_VERSION
+from gpuscout.sizes import GIB
 from gpuscout.testing import check_plugin
 
-GIB = 1 << 30
 ENV = gpuscout_inventory.INVENTORY_ENV
 
 Build = Callable[..., Scout]

@@ -6,12 +6,11 @@ import pathlib
 from typing import TYPE_CHECKING
 
 from gpuscout import DeviceInfo
+from gpuscout.sizes import GIB, MIB
 
 if TYPE_CHECKING:
     from tests.plugins.cuda.conftest import CudaScout, FakeNvml, RecordedProbe, Recording
 
-GIB = 1024**3
-MIB = 1024**2
 #: The CUDA driver probe on a DGX Spark: domain 15, bus 1, device 0, INTEGRATED 1 (llama.cpp#17537).
 GB10_PROBE = "15 1 0 1\n"
 

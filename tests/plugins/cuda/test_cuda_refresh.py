@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpuscout.sizes import GIB
 from gpuscout.testing import RootFactory
 
 if TYPE_CHECKING:
     from tests.plugins.cuda.conftest import CudaScout, FakeNvml, RecordedProbe, Recording
 
-GIB = 1024**3
 MEMINFO = ("MemTotal:       124908280 kB\nMemFree:         90000000 kB\n"
            "MemAvailable:   {available} kB\nSwapFree:        16000000 kB\n")
 

@@ -10,14 +10,13 @@ import pytest
 from gpuscout import Scout
 from gpuscout.plugin import SelectionRefused
 from gpuscout.plugins.cuda.visibility import GpuSlot, MigSlot, one_process
+from gpuscout.sizes import GIB
 from gpuscout.testing import RootFactory
 from gpuscout.verify import compare_views
 
 if TYPE_CHECKING:
     from tests.plugins.cuda.conftest import CudaScout, FakeNvml, RecordedProbe, Recording
 
-GIB = 1024**3
-MIB = 1024**2
 #: The A100 MIG box (recorded/a100_mig.json): GPU 0 at bus 7 in MIG mode, GPU 1 at bus 0x0f.
 MIG_3G = "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f"
 MIG_2G = "MIG-2a7b9e4d-8c13-5f6e-a0d2-7e4b1c9f3a58"

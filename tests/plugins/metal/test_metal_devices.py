@@ -17,10 +17,8 @@ import pytest
 
 from gpuscout import Scout
 from gpuscout.plugins.metal.discover import all_devices, device_info
+from gpuscout.sizes import GIB, MIB
 from gpuscout.testing import ScoutFactory
-
-GIB = 1024**3
-MIB = 1024**2
 
 
 class FakeMetalDevice:

@@ -14,10 +14,10 @@ import pytest
 from gpuscout import DeviceInfo
 from gpuscout.context import Context
 from gpuscout.plugins.rocm import discover, hsakmt, smi, sysfs
+from gpuscout.sizes import GIB
 from gpuscout.testing import ScoutFactory
 
 AMDSMI_MISSING = importlib.util.find_spec("amdsmi") is None
-GIB = 1024**3
 
 
 class AmdsmiStandIn:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuscout.plugins.rocm.devices import GpuFacts, build, is_integrated
-
-GIB = 1024**3
+from gpuscout.sizes import GIB
 
 
 @pytest.mark.parametrize(("vram", "gtt", "board", "integrated"), [

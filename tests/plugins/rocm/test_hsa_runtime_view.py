@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from gpuscout import DeviceInfo, Discovery
+from gpuscout.sizes import MIB
 from gpuscout.testing import RootFactory, ScoutFactory, Symlink
 
 TREES = Path(__file__).parent / "trees"
 CONTAINER = "container_one_render_node"
 RX7600 = "GPU-2a9e4c7b10f3d685"
-MIB = 1024**2
 
 
 def rocm_note(result: Discovery) -> str:

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuscout import DeviceInfo, Discovery, Scout
-
-GIB = 1024**3
-MIB = 1024**2
+from gpuscout.sizes import GIB, MIB
 
 
 def test_discrete_rx_7900_xtx_is_reported_field_by_field(

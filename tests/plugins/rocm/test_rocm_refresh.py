@@ -6,10 +6,10 @@ import shutil
 from pathlib import Path
 
 from gpuscout import Scout
+from gpuscout.sizes import GIB
 from gpuscout.testing import RootFactory, ScoutFactory
 
 TREES = Path(__file__).parent / "trees"
-GIB = 1024**3
 RX7900XTX_VRAM = 25753026560
 DEVICE = "sys/class/drm/renderD128/device"
 

@@ -18,9 +18,9 @@ from gpuscout.context import Context
 from gpuscout.plugins.vulkan import discover as vk_discover
 from gpuscout.plugins.vulkan.default_set import ggml_default_set, reported_indices
 from gpuscout.plugins.vulkan.loader import ProbeResult, RawDevice
+from gpuscout.sizes import GIB
 from gpuscout.testing import ScoutFactory
 
-GIB = 1024**3
 AMD, NVIDIA, APPLE, MESA = 0x1002, 0x10DE, 0x106B, 0x10005
 AMDVLK, RADV, NVIDIA_DRIVER, LLVMPIPE, MOLTENVK = 2, 3, 4, 13, 14
 DISCRETE, INTEGRATED, VIRTUAL, CPU = 2, 1, 3, 4

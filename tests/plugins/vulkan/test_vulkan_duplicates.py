@@ -8,8 +8,8 @@ import pytest
 
 from gpuscout import DeviceComparison, DeviceInfo, Scout
 from gpuscout.plugins.vulkan.rules import same_uuid, uuid_hex
+from gpuscout.sizes import GIB
 
-GIB = 1024**3
 UUID = "5f6c2a1e-8b3d-4c9a-a1b2-0123456789ab"
 OTHER_UUID = "00000000-1111-2222-3333-444444444444"
 

@@ -16,9 +16,8 @@ from gpuscout.plugins.vulkan import discover as vk_discover
 from gpuscout.plugins.vulkan.default_set import hidden_indices, reported_indices
 from gpuscout.plugins.vulkan.loader import ProbeResult, RawDevice
 from gpuscout.plugins.vulkan.visible import select_indices
+from gpuscout.sizes import GIB
 from gpuscout.testing import ScoutFactory
-
-GIB = 1024**3
 
 
 def gpu(index: int, name: str, bus: int) -> RawDevice:

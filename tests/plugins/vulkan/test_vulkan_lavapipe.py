@@ -16,9 +16,9 @@ from gpuscout.context import Context
 from gpuscout.plugins.vulkan import discover as vk_discover
 from gpuscout.plugins.vulkan.loader import RawDevice
 from gpuscout.plugins.vulkan.vkstructs import EXT_MEMORY_BUDGET
+from gpuscout.sizes import GIB
 from gpuscout.testing import ScoutFactory
 
-GIB = 1024**3
 #: lavapipe's VkPhysicalDeviceLimits.maxStorageBufferRange: 128 MiB.
 LAVAPIPE_MAX_STORAGE_BUFFER_RANGE = 134217728
 MESA_VENDOR_ID = 0x10005

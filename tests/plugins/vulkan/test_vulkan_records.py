@@ -15,9 +15,8 @@ from gpuscout.plugins.vulkan.devices import (
     to_device_info,
 )
 from gpuscout.plugins.vulkan.loader import RawDevice
+from gpuscout.sizes import GIB, MIB
 
-GIB = 1024**3
-MIB = 1024**2
 DEVICE_LOCAL = 1
 
 

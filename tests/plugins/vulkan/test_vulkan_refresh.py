@@ -18,10 +18,8 @@ from gpuscout.plugins.vulkan import discover as vk_discover
 from gpuscout.plugins.vulkan import refresh as vk_refresh
 from gpuscout.plugins.vulkan.loader import ProbeResult, RawDevice
 from gpuscout.plugins.vulkan.vkstructs import EXT_MEMORY_BUDGET
+from gpuscout.sizes import GIB, MIB
 from gpuscout.testing import ScoutFactory
-
-GIB = 1024**3
-MIB = 1024**2
 
 
 def lavapipe_raw(env: dict[str, str]) -> RawDevice:

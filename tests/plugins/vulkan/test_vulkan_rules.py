@@ -6,9 +6,8 @@ import pytest
 
 from gpuscout import DeviceComparison, DeviceInfo, Scout
 from gpuscout.plugins.vulkan.rules import normalize_description, similar_memory
+from gpuscout.sizes import GIB, MIB
 from gpuscout.testing import ScoutFactory
-
-GIB, MIB = 1024**3, 1024**2
 
 
 @pytest.fixture
