@@ -216,3 +216,42 @@ def test_an_allowed_word_reads_as_no_number_without_a_note(tmp_path: Path) -> No
     ctx = Context(env={}, platform="linux", root=str(tmp_path))
     assert ctx.read_u64("/memory.max", allow=("max",)) is None and ctx.notes == []
     assert ctx.read_u64("/memory.max") is None and len(ctx.notes) == 1
+
+
+def test_a_reply_cut_short_of_its_content_length_is_an_error() -> None:
+    """A runner that closes after 4 of 5 announced body bytes gave no reply."""
+    from gpuscout.runner.reply import RunnerError, parse_whole_reply
+
+    head = b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\n"
+    assert parse_whole_reply(head + b"abcde")[1] == b"abcde"
+    with pytest.raises(RunnerError, match="4 of 5 body bytes"):
+        parse_whole_reply(head + b"abcd")
+
+
+def _served_status(path: str) -> int:
+    """The status an in-process runner answers a GET of ``path`` with."""
+    import socket
+    import threading
+
+    from gpuscout.runner.reply import parse_whole_reply
+    from gpuscout.runner.server import serve
+    from gpuscout.testing import eventually
+
+    ports: list[int] = []
+    server = threading.Thread(target=serve, args=(lambda: [], 0, 1.0),
+                              kwargs={"announce": ports.append}, daemon=True)
+    server.start()
+    assert eventually(lambda: bool(ports))
+    with socket.create_connection(("127.0.0.1", ports[0]), timeout=10) as sock:
+        sock.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    server.join(10)
+    return parse_whole_reply(data)[0].status
+
+
+def test_only_the_info_path_answers_devices() -> None:
+    """/info (with or without a query) is 200; a path that merely starts with it is 404."""
+    assert _served_status("/info?all=1") == 200
+    assert _served_status("/infox") == 404
