@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -121,10 +122,12 @@ def test_env_that_matches_nothing_is_followed_by_hints() -> None:
 
 
 def test_watch_json_writes_one_compact_document_per_round() -> None:
-    """Three rounds of `list --json --watch` are three lines, each a `list --json` document."""
+    """Three rounds of `list --json --watch` are three lines, each a `list --json` document
+    stamped with its time (RFC 3339, UTC, milliseconds)."""
     docs = watched(scout_of(("fake", Counting(free=12))))
     assert len(docs) == 3
-    assert all(list(doc) == ["devices", "dropped", "system", "plugins"] for doc in docs)
+    assert all(list(doc) == ["devices", "dropped", "system", "plugins", "timestamp"] for doc in docs)
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", doc["timestamp"]) for doc in docs)
 
 
 def test_watch_refreshes_free_memory_between_discoveries() -> None:
