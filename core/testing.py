@@ -390,6 +390,102 @@ def gpuscout_replay() -> ReplayFactory:
     return replay_scout
 
 
+# -- the command line ------------------------------------------------------------------------------
+
+
+class CliRun(NamedTuple):
+    """What one ``gpuscout`` command run in-process did: its exit code, stdout and stderr."""
+
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        """stdout read as one JSON document (``--json``, ``env --format json``)."""
+        import json
+
+        return json.loads(self.out)
+
+
+class CliRunner(Protocol):
+    """What the ``gpuscout_cli`` fixture returns."""
+
+    def __call__(self, argv: Sequence[str], devices: Iterable[DeviceInfo] = (), *,
+                 env: Mapping[str, str] | None = None, plugins: Sequence[Any] = (),
+                 builtins: bool = True, platform: str | None = None,
+                 scout: Any = None, **scout_options: Any) -> CliRun: ...
+
+
+@hookimpl
+def _finds_nothing(context: Context) -> list[DeviceInfo]:
+    """A built-in's enumerate under ``gpuscout_cli``: none of this machine's devices."""
+    context.note("this machine's devices are hidden from the test (gpuscout.testing gpuscout_cli)")
+    return []
+
+
+@hookimpl
+def _refreshes_nothing(devices: Sequence[DeviceInfo], context: Context) -> None:
+    """A built-in's refresh under ``gpuscout_cli``: no driver is asked (the devices go stale)."""
+    return None
+
+
+def _hide_builtin_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Give every built-in an enumerate that finds nothing and a refresh that answers nothing,
+    for this test: their rule hooks (visibility variables, duplicates, flash attention) still
+    answer, and no driver, file or loader of this machine is asked. Only this process: a child
+    (``exec``'s command, ``--isolated``, ``--verify``) sees the machine as it is."""
+    import importlib
+
+    from gpuscout.host import BUILTINS
+
+    for _, module_name in BUILTINS:
+        module = importlib.import_module(module_name)
+        for hook, stand_in in (("gpuscout_enumerate", _finds_nothing),
+                               ("gpuscout_refresh", _refreshes_nothing)):
+            if hasattr(module, hook):
+                monkeypatch.setattr(module, hook, stand_in)
+
+
+@pytest.fixture
+def gpuscout_cli(gpuscout_env: dict[str, str], gpuscout_platform: str,
+                 monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> CliRunner:
+    """gpuscout: ``run(argv, devices=(), *, env=None, plugins=(), builtins=True, platform=None,
+    scout=None, **scout_options) -> CliRun(code, out, err)``: ``gpuscout ARGV`` run in-process
+    (``gpuscout.cli.main``) over a Scout that reports exactly ``devices`` (and what ``plugins``
+    find), with every built-in's rules (``builtins=False``: none) but none of this machine's
+    devices: the built-ins' enumerate and refresh find nothing for the test.
+
+    ``env`` (default ``gpuscout_env``) is all the Scout sees, and what ``exec`` hands its
+    command; ``platform`` defaults to ``gpuscout_platform``; ``scout_options`` go to Scout.
+    The command line's own Scout options (``--plugins``, ``--timeout``, ``--replay``) are not
+    applied: the Scout is the kit's, or ``scout`` (a Scout, or a stand-in with its methods)
+    when given. stdout and stderr are captured at the file descriptors (``capfd``, so a test
+    using it takes no ``capsys``), ``exec``'s command's output included; output printed before
+    the run is dropped.
+    """
+    from gpuscout.cli import main
+
+    def run(argv: Sequence[str], devices: Iterable[DeviceInfo] = (), *,
+            env: Mapping[str, str] | None = None, plugins: Sequence[Any] = (),
+            builtins: bool = True, platform: str | None = None, scout: Any = None,
+            **scout_options: Any) -> CliRun:
+        if isinstance(argv, str):
+            raise TypeError(f"argv must be a list of arguments, got the str {argv!r:.80}")
+        if scout is None:
+            if builtins:
+                _hide_builtin_devices(monkeypatch)
+            scout = scout_of(*plugins, injected(devices), include_builtins=builtins,
+                             env=dict(gpuscout_env if env is None else env),
+                             platform=gpuscout_platform if platform is None else platform,
+                             **scout_options)
+        capfd.readouterr()
+        code = main(list(argv), scout_factory=lambda args: scout)
+        out, err = capfd.readouterr()
+        return CliRun(code, out, err)
+
+    return run
+
+
 # -- check_plugin ----------------------------------------------------------------------------------
 
 #: Devices the rule hooks are asked about (the first ones a plugin reports).
@@ -427,7 +523,7 @@ def check_plugin(
     except GpuscoutError as exc:
         return [*problems, f"cannot be loaded: {exc}"]
     found = scout.discover(include_software=True)
-    report = next(r for r in found.plugins if r.name == name)
+    report = found.report(name)
     if report.status is not PluginStatus.OK:
         problems.append(f"{report.status}: {report.error}")
     devices = [*found.devices, *(d.device for d in found.dropped)]
@@ -592,6 +688,8 @@ __all__ = [
     "KIB",
     "MIB",
     "TEST_ENV_ATTRIBUTE",
+    "CliRun",
+    "CliRunner",
     "Content",
     "InjectedDevices",
     "ReplayFactory",
@@ -599,6 +697,7 @@ __all__ = [
     "ScoutFactory",
     "Symlink",
     "check_plugin",
+    "gpuscout_cli",
     "gpuscout_env",
     "gpuscout_platform",
     "gpuscout_replay",

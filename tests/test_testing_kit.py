@@ -18,9 +18,11 @@ import gpuscout.plugins.metal
 import gpuscout.plugins.rocm
 import gpuscout.plugins.vulkan
 from gpuscout import DeviceInfo, EnvEntry, hookimpl
+from gpuscout.sizes import GIB
 from gpuscout.testing import (
     DEFAULT_ENV,
     FIFO,
+    CliRunner,
     InjectedDevices,
     RootFactory,
     ScoutFactory,
@@ -31,13 +33,14 @@ from gpuscout.testing import (
     isolated_scout,
     plugin_test_env,
     promptly,
+    scout_of,
     write_tree,
 )
 
 pytest_plugins = ["pytester"]
 
 TREES = Path(__file__).parent / "plugins" / "rocm" / "trees"
-FIXTURES = ("gpuscout_env", "gpuscout_platform", "gpuscout_root", "gpuscout_scout")
+FIXTURES = ("gpuscout_cli", "gpuscout_env", "gpuscout_platform", "gpuscout_root", "gpuscout_scout")
 
 
 class Card:
@@ -191,6 +194,90 @@ def test_the_root_factory_copies_a_tree_then_writes_over_it(gpuscout_root: RootF
     assert (root / node.lstrip("/")).read_text() == "garbage\n"
     assert (root / "sys/class/drm/renderD128/device/uevent").exists()
     assert gpuscout_scout("rocm", root=root).discover().devices == []
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+CUDA_CARD = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
+                       uuid="GPU-aaaa1111", pci_id="0000:01:00.0", total_memory=48 * GIB,
+                       free_memory=40 * GIB, compute_major=8)
+
+
+def test_the_cli_runs_a_command_over_the_injected_devices(gpuscout_cli: CliRunner) -> None:
+    """`env` over one injected CUDA card prints the variable the CUDA plugin's rule gives it."""
+    run = gpuscout_cli(["env", "--format", "json", "all"], [CUDA_CARD])
+    assert (run.code, run.err) == (0, "")
+    assert run.json() == {"CUDA_VISIBLE_DEVICES": "GPU-aaaa1111"}
+
+
+def test_the_cli_gives_the_exit_code_and_stderr(gpuscout_cli: CliRunner) -> None:
+    """A selector that matches nothing exits 1 and says why on stderr, nothing on stdout."""
+    code, out, err = gpuscout_cli(["env", "rocm:0"], [CUDA_CARD])
+    assert (code, out) == (1, "") and "rocm:0" in err
+
+
+def test_the_cli_hides_the_devices_a_builtin_would_find_here(
+        gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With NVML answering for an H200, a plain Scout finds it and the kit's command does not."""
+    from gpuscout.plugins.cuda import nvml
+    from tests.conftest import fake_nvml
+
+    h200 = fake_nvml(["h200"])
+    monkeypatch.setattr(nvml, "_load_nvml", lambda context: h200)
+    assert [d.description for d in scout_of("cuda", env={}).discover().devices] == ["NVIDIA H200"]
+    run = gpuscout_cli(["list", "--json"], env={"CUDA_VISIBLE_DEVICES": "0"})
+    assert (run.code, run.json()["devices"]) == (0, [])
+    report = next(p for p in run.json()["plugins"] if p["name"] == "cuda")
+    assert report["status"] == "ok" and "hidden from the test" in report["note"]
+
+
+def test_the_cli_scout_sees_only_the_env_given(gpuscout_cli: CliRunner) -> None:
+    """`exec` hands its command exactly ``env`` plus the selection's variables."""
+    run = gpuscout_cli(["exec", "--device", "all", "--", sys.executable, "-c",
+                        "import os, json; print(json.dumps(dict(os.environ)))"],
+                       [CUDA_CARD], env={"PATH": os.environ.get("PATH", ""), "A": "1"})
+    assert run.code == 0, run.err
+    seen = run.json()
+    assert (seen["A"], seen["CUDA_VISIBLE_DEVICES"]) == ("1", "GPU-aaaa1111")
+    assert "VK_DRIVER_FILES" not in seen
+
+
+def test_the_cli_without_builtins_holds_only_the_injected_plugin_and_those_given(
+        gpuscout_cli: CliRunner) -> None:
+    """builtins=False leaves the four built-ins out; plugins= adds objects next to the devices."""
+    run = gpuscout_cli(["plugins", "--json"], [CUDA_CARD], plugins=[Card()], builtins=False,
+                       env={"FREE": "6"})
+    loaded = [p["name"] for p in run.json() if p["status"] != "disabled"]
+    assert (run.code, loaded) == (0, ["Card", "injected"])
+
+
+def test_the_cli_runs_over_a_scout_of_the_tests_own(gpuscout_cli: CliRunner) -> None:
+    """``scout=`` replaces the kit's Scout: the command lists what that Scout finds."""
+    mine = scout_of(("mine", Card()), env={"FREE": "5"})
+    run = gpuscout_cli(["list", "--json"], scout=mine)
+    assert [d["free_memory"] for d in run.json()["devices"]] == [5]
+
+
+def test_the_cli_drops_output_printed_before_the_run(gpuscout_cli: CliRunner) -> None:
+    """What the test printed before the command is not in the command's output."""
+    print("before")
+    run = gpuscout_cli(["list", "--json"])
+    assert "before" not in run.out and isinstance(run.json(), dict)
+
+
+def test_the_cli_refuses_a_command_line_given_as_one_string(gpuscout_cli: CliRunner) -> None:
+    """argv is a list: a bare str (which would run as one letter per argument) is a TypeError."""
+    with pytest.raises(TypeError, match="list of arguments"):
+        gpuscout_cli("list --json")
+
+
+def test_the_cli_example_of_the_plugin_guide_passes(pytester: pytest.Pytester) -> None:
+    """docs/plugins.md's tests/test_acme_cli.py, run as a plugin author's test file, passes."""
+    guide = (Path(__file__).parent.parent / "docs" / "plugins.md").read_text(encoding="utf-8")
+    after = guide[guide.index("`tests/test_acme_cli.py`"):]
+    source = after[after.index("```python\n") + len("```python\n"):]
+    pytester.makepyfile(test_acme_cli=source[:source.index("```")])
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
 
 
 # -- helpers ---------------------------------------------------------------------------------------
