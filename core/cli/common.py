@@ -330,12 +330,15 @@ def warn_failed_plugins(reports: Sequence[PluginReport]) -> None:
 
 
 def every_plugin_failed(reports: Sequence[PluginReport]) -> bool:
-    """Whether at least one plugin ran and every one that ran failed or timed out (a disabled
-    plugin did not run): then no device list can be trusted, not even an empty one."""
+    """Whether at least one plugin ran and every one that ran failed or timed out without
+    reporting a device (a disabled plugin did not run; one whose enumerate answered and whose
+    rule hook then timed out did report): then no device list can be trusted, not even an
+    empty one."""
     from gpuscout.results import PluginStatus
 
     ran = [r for r in reports if r.status != PluginStatus.DISABLED]
-    return bool(ran) and all(r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT) for r in ran)
+    return bool(ran) and all(r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT)
+                             and not r.devices for r in ran)
 
 
 def print_json(data: Any) -> None:
