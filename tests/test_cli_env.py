@@ -7,17 +7,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from gpuscout import DeviceInfo, Scout
-from gpuscout.cli import main
+from gpuscout import DeviceInfo
 from gpuscout.sizes import GIB
-
-#: The ``machine`` fixture: devices (and an environment) in, a Scout factory for ``main`` out.
-Machine = Callable[..., Callable[[Any], Scout]]
+from gpuscout.testing import CliRunner
 
 CUDA_A = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
                     uuid="GPU-aaaa1111", pci_id="0000:01:00.0", free_memory=40 * GIB)
@@ -38,10 +34,12 @@ VK_B = DeviceInfo(id="1", library="Vulkan", description="Other", filter_id="0",
 MIXED = [CUDA_A, CUDA_B, ROCM_A, ROCM_B, VK_A, VK_B]
 
 
-def env_json(capsys: pytest.CaptureFixture[str], factory: Callable[[Any], Scout],
-             *args: str) -> dict[str, str]:
-    assert main(["env", "--format", "json", *args], scout_factory=factory) == 0
-    data: dict[str, str] = json.loads(capsys.readouterr().out)
+def env_json(cli: CliRunner, devices: list[DeviceInfo], *args: str,
+             env: dict[str, str] | None = None) -> dict[str, str]:
+    """What `env --format json ARGS` prints over ``devices``, which must exit 0."""
+    run = cli(["env", "--format", "json", *args], devices, env=env)
+    assert run.code == 0, run.err
+    data: dict[str, str] = run.json()
     return data
 
 
@@ -74,12 +72,11 @@ TABLE: list[tuple[str, list[DeviceInfo], dict[str, str], list[str], dict[str, st
 @pytest.mark.parametrize(("devices", "user_env", "selectors", "expected"),
                          [c[1:] for c in TABLE], ids=[c[0] for c in TABLE])
 def test_env_prints_the_selection_environment(
-        machine: Machine, capsys: pytest.CaptureFixture[str],
+        gpuscout_cli: CliRunner,
         devices: list[DeviceInfo], user_env: dict[str, str], selectors: list[str],
         expected: dict[str, str]) -> None:
     """`env --format json` prints exactly the variables the vendor rules give the selection."""
-    factory = machine(devices, user_env)
-    assert env_json(capsys, factory, *selectors) == expected
+    assert env_json(gpuscout_cli, devices, *selectors, env=user_env) == expected
 
 
 ISOLATED: list[tuple[str, list[DeviceInfo], dict[str, str], list[str], dict[str, str]]] = [
@@ -105,53 +102,49 @@ ISOLATED: list[tuple[str, list[DeviceInfo], dict[str, str], list[str], dict[str,
 @pytest.mark.parametrize(("devices", "user_env", "selectors", "expected"),
                          [c[1:] for c in ISOLATED], ids=[c[0] for c in ISOLATED])
 def test_isolate_hides_every_other_vendor(
-        machine: Machine, capsys: pytest.CaptureFixture[str],
+        gpuscout_cli: CliRunner,
         devices: list[DeviceInfo], user_env: dict[str, str], selectors: list[str],
         expected: dict[str, str]) -> None:
     """`env --isolate` adds each unselected vendor's real hide-all values."""
-    factory = machine(devices, user_env)
-    assert env_json(capsys, factory, "--isolate", *selectors) == expected
+    assert env_json(gpuscout_cli, devices, "--isolate", *selectors, env=user_env) == expected
 
 
-def test_isolate_warns_when_a_vendor_cannot_be_hidden(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_isolate_warns_when_a_vendor_cannot_be_hidden(gpuscout_cli: CliRunner) -> None:
     """When the selection's own rule uses a hide variable, a warning says so on stderr."""
-    factory = machine(MIXED, {"CUDA_VISIBLE_DEVICES": "0"})
-    assert main(["env", "--isolate", "rocm:0"], scout_factory=factory) == 0
-    err = capsys.readouterr().err
+    run = gpuscout_cli(["env", "--isolate", "rocm:0"], MIXED, env={"CUDA_VISIBLE_DEVICES": "0"})
+    assert run.code == 0, run.err
+    err = run.err
     assert "warning: cannot hide cuda devices: CUDA_VISIBLE_DEVICES already carries '0'" in err
 
 
-def test_sh_format_prints_single_quoted_export_lines(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sh_format_prints_single_quoted_export_lines(gpuscout_cli: CliRunner) -> None:
     """The default format is `export K='V'` lines."""
-    factory = machine(MIXED)
-    assert main(["env", "--isolate", "cuda:0"], scout_factory=factory) == 0
-    assert capsys.readouterr().out == (
+    run = gpuscout_cli(["env", "--isolate", "cuda:0"], MIXED)
+    assert run.code == 0, run.err
+    assert run.out == (
         "export CUDA_VISIBLE_DEVICES='GPU-aaaa1111'\n"
         "export ROCR_VISIBLE_DEVICES=''\n"
         "export HIP_VISIBLE_DEVICES='-1'\n"
         "export GGML_VK_VISIBLE_DEVICES=''\n")
 
 
-def test_sh_format_survives_eval_for_awkward_values(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sh_format_survives_eval_for_awkward_values(gpuscout_cli: CliRunner) -> None:
     """`eval` in a real shell gives back values with quotes, spaces, `$` and newlines intact."""
     awkward = "it's $HOME `x` \"q\"\nline2"
-    factory = machine([CUDA_A.evolve(runner_env_overrides={"AWKWARD": awkward})])
-    assert main(["env", "best"], scout_factory=factory) == 0
-    script = capsys.readouterr().out
+    run = gpuscout_cli(["env", "best"], [CUDA_A.evolve(runner_env_overrides={"AWKWARD": awkward})])
+    assert run.code == 0, run.err
+    script = run.out
     shown = subprocess.run(["sh", "-c", 'eval "$1"; printf %s "$AWKWARD"', "sh", script],
                            capture_output=True, text=True, check=True).stdout
     assert shown == awkward
 
 
-def test_dotenv_format_prints_plain_and_quoted_values(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dotenv_format_prints_plain_and_quoted_values(gpuscout_cli: CliRunner) -> None:
     """dotenv writes simple values bare (empty included) and single-quotes the rest."""
-    factory = machine([CUDA_A.evolve(runner_env_overrides={"NOTE": 'a "b"'})])
-    assert main(["env", "--format", "dotenv", "--isolate", "best"], scout_factory=factory) == 0
-    assert capsys.readouterr().out == (
+    noted = CUDA_A.evolve(runner_env_overrides={"NOTE": 'a "b"'})
+    run = gpuscout_cli(["env", "--format", "dotenv", "--isolate", "best"], [noted])
+    assert run.code == 0, run.err
+    assert run.out == (
         "CUDA_VISIBLE_DEVICES=GPU-aaaa1111\n"
         "NOTE='a \"b\"'\n"
         "ROCR_VISIBLE_DEVICES=\n"
@@ -159,19 +152,17 @@ def test_dotenv_format_prints_plain_and_quoted_values(
         "GGML_VK_VISIBLE_DEVICES=\n")
 
 
-def test_env_without_selectors_selects_all(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_env_without_selectors_selects_all(gpuscout_cli: CliRunner) -> None:
     """No selector means `all`."""
-    factory = machine([CUDA_A, CUDA_B])
-    assert env_json(capsys, factory) == {"CUDA_VISIBLE_DEVICES": "GPU-aaaa1111,GPU-bbbb2222"}
+    assert env_json(gpuscout_cli, [CUDA_A, CUDA_B]) == {
+        "CUDA_VISIBLE_DEVICES": "GPU-aaaa1111,GPU-bbbb2222"}
 
 
-def test_empty_selection_prints_nothing_and_exits_1(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_empty_selection_prints_nothing_and_exits_1(gpuscout_cli: CliRunner) -> None:
     """`all` on a machine without devices prints nothing and exits 1, as a selector that matches nothing."""
-    factory = machine([])
-    assert main(["env", "all"], scout_factory=factory) == 1
-    assert capsys.readouterr().out == ""
+    run = gpuscout_cli(["env", "all"])
+    assert run.code == 1, run.err
+    assert run.out == ""
 
 
 @pytest.mark.parametrize(("selector", "message"), [
@@ -180,12 +171,11 @@ def test_empty_selection_prints_nothing_and_exits_1(
     ("GPU-", "is ambiguous"),
 ])
 def test_bad_selector_exits_2_with_one_line(
-        machine: Machine, capsys: pytest.CaptureFixture[str],
+        gpuscout_cli: CliRunner,
         selector: str, message: str) -> None:
     """A bad selector is exit 2, one `gpuscout: error:` line on stderr, nothing on stdout."""
-    factory = machine(MIXED)
-    assert main(["env", selector], scout_factory=factory) == 2
-    out, err = capsys.readouterr()
+    code, out, err = gpuscout_cli(["env", selector], MIXED)
+    assert code == 2
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("gpuscout: error: ")
     assert message in err
@@ -197,11 +187,11 @@ def test_bad_selector_exits_2_with_one_line(
     ("GPU-dead", "no device id or UUID equals or starts with it"),
 ])
 def test_selector_matching_nothing_exits_1_with_one_line(
-        machine: Machine, capsys: pytest.CaptureFixture[str],
+        gpuscout_cli: CliRunner,
         selector: str, message: str) -> None:
     """A well-formed selector that matches no device is exit 1, one line on stderr."""
-    assert main(["env", selector], scout_factory=machine(MIXED)) == 1
-    out, err = capsys.readouterr()
+    code, out, err = gpuscout_cli(["env", selector], MIXED)
+    assert code == 1
     assert out == "" and err.count("\n") == 1 and message in err
 
 
@@ -221,17 +211,16 @@ def test_the_verify_child_gets_the_scout_options_given(tmp_path: Any) -> None:
 
 
 def test_verify_mismatch_exits_3_with_a_report_and_no_environment(
-        machine: Machine, capsys: pytest.CaptureFixture[str],
+        gpuscout_cli: CliRunner,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A real child that sees another device makes `env --verify` exit 3, printing no env."""
     from gpuscout import verify, wire
 
-    factory = machine(MIXED)
     seen = json.dumps({"devices": wire.unstructure([CUDA_B])})
     monkeypatch.setattr(verify, "child_command", lambda *a: [
         sys.executable, "-c", f"print({seen!r})"])
-    assert main(["env", "--verify", "cuda:0"], scout_factory=factory) == 3
-    out, err = capsys.readouterr()
+    code, out, err = gpuscout_cli(["env", "--verify", "cuda:0"], MIXED)
+    assert code == 3
     assert out == ""
     assert "MISMATCH" in err
     assert "selected but not seen: S0=CUDA (GPU-aaaa1111, 0000:01:00.0)" in err
@@ -239,25 +228,24 @@ def test_verify_mismatch_exits_3_with_a_report_and_no_environment(
 
 
 def test_verify_child_failure_exits_3(
-        machine: Machine, capsys: pytest.CaptureFixture[str],
+        gpuscout_cli: CliRunner,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A verification child that crashes is a failed verification (exit 3) with its reason."""
     from gpuscout import verify
 
-    factory = machine(MIXED)
     monkeypatch.setattr(verify, "child_command", lambda *a: [
         sys.executable, "-c", "import sys; sys.exit('driver exploded')"])
-    assert main(["env", "--verify", "cuda:0"], scout_factory=factory) == 3
-    assert "exited with status 1: driver exploded" in capsys.readouterr().err
+    run = gpuscout_cli(["env", "--verify", "cuda:0"], MIXED)
+    assert run.code == 3, run.err
+    assert "exited with status 1: driver exploded" in run.err
 
 
 def test_verify_child_gets_the_selection_environment(
-        machine: Machine, capsys: pytest.CaptureFixture[str],
+        gpuscout_cli: CliRunner,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The verification child runs with the computed variables added to the environment."""
     from gpuscout import verify, wire
 
-    factory = machine(MIXED, {"KEEP_ME": "yes"})
     # The child answers with the device named by its own CUDA_VISIBLE_DEVICES, if KEEP_ME came too.
     doc = {"devices": wire.unstructure([CUDA_A, CUDA_B])}
     code = ("import json, os\n"
@@ -266,8 +254,8 @@ def test_verify_child_gets_the_selection_environment(
             "os.environ.get('CUDA_VISIBLE_DEVICES') and os.environ.get('KEEP_ME') == 'yes']\n"
             "print(json.dumps(doc))\n")
     monkeypatch.setattr(verify, "child_command", lambda *a: [sys.executable, "-c", code])
-    assert main(["env", "--verify", "cuda:1"], scout_factory=factory) == 0
-    out, err = capsys.readouterr()
+    status, out, err = gpuscout_cli(["env", "--verify", "cuda:1"], MIXED, env={"KEEP_ME": "yes"})
+    assert status == 0
     assert out == "export CUDA_VISIBLE_DEVICES='GPU-bbbb2222'\n"
     assert "verified: the child sees exactly the 1 selected device(s)" in err
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,7 +13,7 @@ from gpuscout import DeviceInfo, Scout
 from gpuscout.cli import COMMANDS, EPILOG, build_parser, main
 from gpuscout.plugin import Context, hookimpl
 from gpuscout.sizes import GIB
-from gpuscout.testing import injected, scout_of
+from gpuscout.testing import CliRunner
 
 CARD = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
                   uuid="GPU-aaaa1111", pci_id="0000:01:00.0", free_memory=40 * GIB)
@@ -43,11 +43,6 @@ class Broken:
     def gpuscout_enumerate(self, context: Context) -> list[DeviceInfo]:
         """Fail, as a driver that is not there would."""
         raise RuntimeError("no driver")
-
-
-def machine(*plugins: Any) -> Callable[[argparse.Namespace], Scout]:
-    """A Scout factory over exactly ``plugins`` (none of this machine's devices)."""
-    return lambda args: scout_of(*plugins)
 
 
 # -- options before, after and on both sides of the command -----------------------------------
@@ -117,41 +112,40 @@ def test_options_before_other_commands_are_kept(command: str) -> None:
     assert options_of(["--plugins", "cuda", "-v", command, "-v", *tail]).plugins == ["cuda"]
 
 
-def test_plugins_before_the_command_with_json_after_runs(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_plugins_before_the_command_with_json_after_runs(gpuscout_cli: CliRunner) -> None:
     """`gpuscout --plugins cuda list --json` prints one JSON object."""
-    assert main(["--plugins", "cuda", "list", "--json"],
-                scout_factory=machine(injected([CARD]))) == 0
-    assert json.loads(capsys.readouterr().out)["devices"][0]["id"] == CARD.id
+    run = gpuscout_cli(["--plugins", "cuda", "list", "--json"], [CARD], builtins=False)
+    assert run.code == 0, run.err
+    assert run.json()["devices"][0]["id"] == CARD.id
 
 
 # -- logging --------------------------------------------------------------------------------------
 
 
-def test_vv_logs_debug_events_to_stderr_only(capsys: pytest.CaptureFixture[str]) -> None:
+def test_vv_logs_debug_events_to_stderr_only(gpuscout_cli: CliRunner) -> None:
     """`-vv list` writes debug events on stderr and none on stdout."""
-    assert main(["-vv", "--log-format", "json", "list", "--json"],
-                scout_factory=machine(injected([CARD]))) == 0
-    out, err = capsys.readouterr()
+    code, out, err = gpuscout_cli(["-vv", "--log-format", "json", "list", "--json"], [CARD],
+                                  builtins=False)
+    assert code == 0
     json.loads(out)
     events = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert any(e["level"] == "debug" and e["event"] == "discovery.done" for e in events), err
 
 
-def test_v_shows_info_but_not_debug(capsys: pytest.CaptureFixture[str]) -> None:
+def test_v_shows_info_but_not_debug(gpuscout_cli: CliRunner) -> None:
     """`-v` shows warning events (a failed plugin) and no debug events."""
-    assert main(["-v", "--log-format", "json", "list"],
-                scout_factory=machine(injected([CARD]), ("broken", Broken()))) == 0
-    events = [json.loads(line) for line in capsys.readouterr().err.splitlines()
-              if line.startswith("{")]
+    run = gpuscout_cli(["-v", "--log-format", "json", "list"], [CARD],
+                       plugins=[("broken", Broken())], builtins=False)
+    assert run.code == 0
+    events = [json.loads(line) for line in run.err.splitlines() if line.startswith("{")]
     assert "discovery.plugin_failed" in {e["event"] for e in events}
     assert all(e["level"] != "debug" for e in events)
 
 
-def test_a_failing_plugin_is_one_line_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_failing_plugin_is_one_line_by_default(gpuscout_cli: CliRunner) -> None:
     """Without -v a plugin that fails costs exactly one `gpuscout: plugin` line on stderr."""
-    assert main(["list"], scout_factory=machine(injected([CARD]), ("broken", Broken()))) == 0
-    err = capsys.readouterr().err
+    code, _, err = gpuscout_cli(["list"], [CARD], plugins=[("broken", Broken())], builtins=False)
+    assert code == 0
     assert err.splitlines() == [line for line in err.splitlines() if line.strip()]
     assert len(err.splitlines()) == 1, err
     assert err.startswith("gpuscout: plugin broken failed: ") and "no driver" in err
@@ -160,27 +154,25 @@ def test_a_failing_plugin_is_one_line_by_default(capsys: pytest.CaptureFixture[s
 # -- exit codes -----------------------------------------------------------------------------------
 
 
-def test_list_without_accelerators_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_without_accelerators_exits_0(gpuscout_cli: CliRunner) -> None:
     """`list` on a machine without devices succeeds."""
-    assert main(["list", "--json"], scout_factory=machine(injected([]))) == 0
-    assert json.loads(capsys.readouterr().out)["devices"] == []
+    run = gpuscout_cli(["list", "--json"], builtins=False)
+    assert (run.code, run.json()["devices"]) == (0, [])
 
 
 @pytest.mark.parametrize("selector", ["fits:1TiB", "library=rocm", "7", "GPU-ffff", "cuda:3"])
-def test_a_selector_matching_nothing_exits_1(
-        selector: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_selector_matching_nothing_exits_1(selector: str, gpuscout_cli: CliRunner) -> None:
     """A well-formed selector with no matching device is exit 1 and one line on stderr."""
-    assert main(["env", selector], scout_factory=machine(injected([CARD]))) == 1
-    out, err = capsys.readouterr()
+    code, out, err = gpuscout_cli(["env", selector], [CARD], builtins=False)
+    assert code == 1
     assert out == "" and err.count("\n") == 1 and err.startswith("gpuscout: error: ")
 
 
 @pytest.mark.parametrize("selector", ["frobnicate", "fits:lots", "library="])
-def test_a_word_that_is_no_selector_exits_2(
-        selector: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_word_that_is_no_selector_exits_2(selector: str, gpuscout_cli: CliRunner) -> None:
     """A malformed selector is a usage error: exit 2, one line."""
-    assert main(["env", selector], scout_factory=machine(injected([CARD]))) == 2
-    out, err = capsys.readouterr()
+    code, out, err = gpuscout_cli(["env", selector], [CARD], builtins=False)
+    assert code == 2
     assert out == "" and err.count("\n") == 1
 
 
@@ -244,8 +236,9 @@ def test_top_help_ends_with_examples_and_exit_codes() -> None:
 
 @pytest.mark.parametrize(("argv", "code"), [(["env", "all"], 0), (["env", "GPU-ffff"], 1)])
 def test_env_names_a_failing_plugin_in_one_line(
-        argv: list[str], code: int, capsys: pytest.CaptureFixture[str]) -> None:
+        argv: list[str], code: int, gpuscout_cli: CliRunner) -> None:
     """`env` also says in one line which plugin failed, whether or not a device matched."""
-    assert main(argv, scout_factory=machine(injected([CARD]), ("broken", Broken()))) == code
-    failed = [line for line in capsys.readouterr().err.splitlines() if "broken" in line]
+    run = gpuscout_cli(argv, [CARD], plugins=[("broken", Broken())], builtins=False)
+    assert run.code == code
+    failed = [line for line in run.err.splitlines() if "broken" in line]
     assert len(failed) == 1 and failed[0].startswith("gpuscout: plugin broken failed: "), failed

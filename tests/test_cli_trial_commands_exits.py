@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +14,7 @@ import pytest
 from gpuscout import DeviceInfo, Scout, hookimpl
 from gpuscout.cli import EPILOG, main
 from gpuscout.sizes import GIB
-from gpuscout.testing import injected, plugin_test_env, scout_of
-
-#: The ``machine`` fixture: devices (and an environment) in, a Scout factory for ``main`` out.
-Machine = Callable[..., Callable[[Any], Scout]]
+from gpuscout.testing import CliRunner, injected, plugin_test_env, scout_of
 
 CARD = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
                   uuid="GPU-aaaa1111", pci_id="0000:01:00.0", total_memory=48 * GIB,
@@ -41,44 +37,43 @@ def python_m_gpuscout(*argv: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
 
 
-def test_env_on_a_machine_without_devices_says_so_and_exits_1(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_env_on_a_machine_without_devices_says_so_and_exits_1(gpuscout_cli: CliRunner) -> None:
     """`env` with no selector and no device prints nothing, says why on stderr and exits 1."""
-    assert main(["env"], scout_factory=machine([])) == 1
-    out, err = capsys.readouterr()
+    code, out, err = gpuscout_cli(["env"])
+    assert code == 1
     assert out == "" and "no device was found" in err
 
 
-def test_env_isolate_on_a_machine_without_devices_also_exits_1(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_env_isolate_on_a_machine_without_devices_also_exits_1(gpuscout_cli: CliRunner) -> None:
     """`env --isolate all` without devices is exit 1 too, with nothing on stdout."""
-    assert main(["env", "--isolate", "all"], scout_factory=machine([])) == 1
-    assert capsys.readouterr().out == ""
+    run = gpuscout_cli(["env", "--isolate", "all"])
+    assert run.code == 1, run.err
+    assert run.out == ""
 
 
-def test_env_with_a_device_and_no_selector_still_exits_0(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_env_with_a_device_and_no_selector_still_exits_0(gpuscout_cli: CliRunner) -> None:
     """`env` with no selector selects every device there is, exit 0."""
-    assert main(["env"], scout_factory=machine([CARD])) == 0
-    assert "GPU-aaaa1111" in capsys.readouterr().out
+    run = gpuscout_cli(["env"], [CARD])
+    assert run.code == 0, run.err
+    assert "GPU-aaaa1111" in run.out
 
 
 @pytest.mark.parametrize("argv", [["env", ""], ["env", " "], ["env", ","], ["env", "best", ""],
                                   ["exec", "--device", "", "--", "true"]])
 def test_an_empty_selector_is_a_usage_error_naming_it(
-        argv: list[str], machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+        argv: list[str], gpuscout_cli: CliRunner) -> None:
     """An empty selector is exit 2 with one line naming it, not a silent "all"."""
-    assert main(argv, scout_factory=machine([CARD])) == 2
-    out, err = capsys.readouterr()
+    code, out, err = gpuscout_cli(argv, [CARD])
+    assert code == 2
     assert out == "" and "empty selector" in err and len(err.splitlines()) == 1
 
 
-def test_an_empty_fit_device_selector_is_a_usage_error(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_empty_fit_device_selector_is_a_usage_error(gpuscout_cli: CliRunner) -> None:
     """`fit --device ""` is exit 2 naming the empty selector."""
     argv = ["fit", "--layers", "1MiB,1MiB", "--device", ""]
-    assert main(argv, scout_factory=machine([CARD])) == 2
-    assert "empty selector" in capsys.readouterr().err
+    run = gpuscout_cli(argv, [CARD])
+    assert run.code == 2, run.err
+    assert "empty selector" in run.err
 
 
 def test_an_empty_selector_is_refused_by_the_real_command() -> None:
@@ -89,20 +84,19 @@ def test_an_empty_selector_is_refused_by_the_real_command() -> None:
 
 
 @pytest.mark.parametrize("selector", ["fits:1TiB", "library=rocm", "cuda:5", "best"])
-def test_fit_device_that_matches_nothing_exits_1(
-        selector: str, machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fit_device_that_matches_nothing_exits_1(selector: str, gpuscout_cli: CliRunner) -> None:
     """`fit --device` with a well-formed selector that matches nothing is exit 1, as for env."""
     argv = ["fit", "--layers", "1MiB,1MiB", "--device", selector]
     devices = [] if selector == "best" else [CARD]
-    assert main(argv, scout_factory=machine(devices)) == 1
-    assert "gpuscout: error:" in capsys.readouterr().err
+    run = gpuscout_cli(argv, devices)
+    assert run.code == 1, run.err
+    assert "gpuscout: error:" in run.err
 
 
-def test_nfd_dry_run_checks_the_file_name_first(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_nfd_dry_run_checks_the_file_name_first(gpuscout_cli: CliRunner) -> None:
     """`nfd --dry-run --name .hidden` is exit 2: a dry run refuses what a real run would."""
-    assert main(["nfd", "--dry-run", "--name", ".hidden"], scout_factory=machine([CARD])) == 2
-    out, err = capsys.readouterr()
+    code, out, err = gpuscout_cli(["nfd", "--dry-run", "--name", ".hidden"], [CARD])
+    assert code == 2
     assert out == "" and "file name '.hidden'" in err
 
 
@@ -114,39 +108,42 @@ def test_nfd_dry_run_name_check_needs_no_discovery() -> None:
     assert main(["nfd", "--dry-run", "--name", "a/b"], scout_factory=never) == 2
 
 
-def test_list_exits_5_when_every_plugin_failed(capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_exits_5_when_every_plugin_failed(gpuscout_cli: CliRunner) -> None:
     """`list` whose only plugin raised exits 5, naming the plugin on stderr."""
     scout = scout_of(("broken", Broken()))
-    assert main(["list"], scout_factory=lambda args: scout) == 5
-    assert "plugin broken failed" in capsys.readouterr().err
+    run = gpuscout_cli(["list"], scout=scout)
+    assert run.code == 5, run.err
+    assert "plugin broken failed" in run.err
 
 
-def test_plugins_exits_5_when_every_plugin_failed(capsys: pytest.CaptureFixture[str]) -> None:
+def test_plugins_exits_5_when_every_plugin_failed(gpuscout_cli: CliRunner) -> None:
     """`plugins --json` whose only plugin raised prints the report and exits 5."""
     scout = scout_of(("broken", Broken()))
-    assert main(["plugins", "--json"], scout_factory=lambda args: scout) == 5
-    reports = {r["name"]: r["status"] for r in json.loads(capsys.readouterr().out)}
+    run = gpuscout_cli(["plugins", "--json"], scout=scout)
+    assert run.code == 5, run.err
+    reports = {r["name"]: r["status"] for r in run.json()}
     assert reports["broken"] == "failed"
 
 
-def test_list_exits_0_when_one_plugin_of_two_failed(capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_exits_0_when_one_plugin_of_two_failed(gpuscout_cli: CliRunner) -> None:
     """One plugin failing beside one that answered is still a listing: exit 0."""
     scout = scout_of(("broken", Broken()), injected([CARD]))
-    assert main(["list", "--json"], scout_factory=lambda args: scout) == 0
-    assert len(json.loads(capsys.readouterr().out)["devices"]) == 1
+    run = gpuscout_cli(["list", "--json"], scout=scout)
+    assert run.code == 0, run.err
+    assert len(run.json()["devices"]) == 1
 
 
-def test_list_exits_0_when_plugins_are_fine_and_find_nothing(machine: Machine) -> None:
+def test_list_exits_0_when_plugins_are_fine_and_find_nothing(gpuscout_cli: CliRunner) -> None:
     """No device, every plugin ok: exit 0 (a machine without an accelerator is no error)."""
-    assert main(["list"], scout_factory=machine([])) == 0
+    assert gpuscout_cli(["list"]).code == 0
 
 
 def test_list_validate_on_a_tree_keeps_the_devices_and_says_it_skipped(
-        machine: Machine, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """`--root TREE list --validate` skips validation with a warning instead of dropping all."""
     argv = ["--root", str(tmp_path), "list", "--json", "--validate"]
-    assert main(argv, scout_factory=machine([CARD])) == 0
-    out, err = capsys.readouterr()
+    code, out, err = gpuscout_cli(argv, [CARD])
+    assert code == 0
     assert [d["id"] for d in json.loads(out)["devices"]] == ["GPU-aaaa1111"]
     assert "--validate skipped" in err
 
@@ -159,7 +156,7 @@ def test_the_exit_codes_of_help_and_readme_name_5_and_ctrl_c() -> None:
 
 
 def test_exec_without_device_on_a_machine_without_devices_runs_its_command(
-        machine: Machine) -> None:
+        gpuscout_cli: CliRunner) -> None:
     """`exec -- CMD` with no device found runs CMD and passes its status through."""
     argv = ["exec", "--", sys.executable, "-c", "raise SystemExit(7)"]
-    assert main(argv, scout_factory=machine([])) == 7
+    assert gpuscout_cli(argv).code == 7

@@ -22,7 +22,7 @@ from gpuscout.cli import build_parser, main
 from gpuscout.cli.list import watch
 from gpuscout.sizes import GIB
 from gpuscout.suggest import did_you_mean, suggest
-from gpuscout.testing import injected, plugin_test_env, scout_of
+from gpuscout.testing import CliRunner, injected, plugin_test_env, scout_of
 
 #: The ``machine`` fixture: devices (and an environment) in, a Scout factory for ``main`` out.
 Machine = Callable[..., Callable[[Any], Scout]]
@@ -92,25 +92,26 @@ def test_color_is_offered_where_tables_are_drawn(command: str) -> None:
     assert "--color" in command_parser(command).format_help()
 
 
-def test_color_after_env_still_works_for_scripts(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_color_after_env_still_works_for_scripts(gpuscout_cli: CliRunner) -> None:
     """`env --color never` is accepted (a global option), its output unchanged."""
-    assert main(["env", "--color", "never", "best"], scout_factory=machine([CUDA_A])) == 0
-    assert capsys.readouterr().out == "export CUDA_VISIBLE_DEVICES='GPU-aaaa1111'\n"
+    run = gpuscout_cli(["env", "--color", "never", "best"], [CUDA_A])
+    assert run.code == 0, run.err
+    assert run.out == "export CUDA_VISIBLE_DEVICES='GPU-aaaa1111'\n"
 
 
 # -- the verify report ----------------------------------------------------------------------------
 
 
 def test_verify_report_numbers_a_device_the_same_in_every_line(
-        machine: Machine, capsys: pytest.CaptureFixture[str],
+        gpuscout_cli: CliRunner,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A Vulkan device the child sees second is C1 under "child sees" and under "not selected"."""
     seen = json.dumps({"devices": wire.unstructure([CUDA_A, VK_OTHER])})
     monkeypatch.setattr(verify, "child_command", lambda *a: [
         sys.executable, "-c", f"print({seen!r})"])
-    assert main(["env", "--verify", "cuda:0"], scout_factory=machine([CUDA_A, VK_OTHER])) == 3
-    err = capsys.readouterr().err
+    run = gpuscout_cli(["env", "--verify", "cuda:0"], [CUDA_A, VK_OTHER])
+    assert run.code == 3, run.err
+    err = run.err
     sees = next(line for line in err.splitlines() if "child sees:" in line)
     extra = next(line for line in err.splitlines() if "seen but not selected:" in line)
     assert "C1=Vulkan 'Other'" in sees and "C1=Vulkan 'Other'" in extra
@@ -157,36 +158,36 @@ def test_a_misspelling_is_answered_with_did_you_mean(argv: list[str], hint: str)
 # -- list -q and --format -------------------------------------------------------------------------
 
 
-def test_list_quiet_prints_only_ids_best_first(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_quiet_prints_only_ids_best_first(gpuscout_cli: CliRunner) -> None:
     """`list -q` is one id per line in rank order, nothing else on stdout."""
-    assert main(["list", "-q"], scout_factory=machine([CUDA_B, CUDA_A])) == 0
-    assert capsys.readouterr().out == "GPU-aaaa1111\nGPU-bbbb2222\n"
+    run = gpuscout_cli(["list", "-q"], [CUDA_B, CUDA_A])
+    assert run.code == 0, run.err
+    assert run.out == "GPU-aaaa1111\nGPU-bbbb2222\n"
 
 
-def test_list_quiet_on_an_empty_machine_prints_nothing(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_quiet_on_an_empty_machine_prints_nothing(gpuscout_cli: CliRunner) -> None:
     """`list -q` without devices prints nothing and exits 0."""
-    assert main(["list", "-q"], scout_factory=machine([])) == 0
-    assert capsys.readouterr().out == ""
+    run = gpuscout_cli(["list", "-q"])
+    assert run.code == 0, run.err
+    assert run.out == ""
 
 
-def test_list_csv_has_the_tsv_columns_and_quotes_commas(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_csv_has_the_tsv_columns_and_quotes_commas(gpuscout_cli: CliRunner) -> None:
     """`--format csv` rows parse with csv: the header, each device, a dropped twin last."""
-    assert main(["list", "--format", "csv"], scout_factory=machine([CUDA_A, VK_TWIN])) == 0
-    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    run = gpuscout_cli(["list", "--format", "csv"], [CUDA_A, VK_TWIN])
+    assert run.code == 0, run.err
+    rows = list(csv.DictReader(io.StringIO(run.out)))
     assert [(r["rank"], r["library"], r["id"]) for r in rows] == [
         ("0", "CUDA", "GPU-aaaa1111"), ("dropped", "Vulkan", "0")]
     assert rows[0]["description"] == "Card, big" and rows[0]["free"] == "40.0 GiB"
     assert rows[1]["note"].startswith("duplicate")
 
 
-def test_list_format_tsv_is_the_pipe_form(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_format_tsv_is_the_pipe_form(gpuscout_cli: CliRunner) -> None:
     """`--format tsv` prints the tab-separated header and rows."""
-    assert main(["list", "--format", "tsv"], scout_factory=machine([CUDA_A])) == 0
-    lines = capsys.readouterr().out.splitlines()
+    run = gpuscout_cli(["list", "--format", "tsv"], [CUDA_A])
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
     assert lines[0].split("\t")[:3] == ["rank", "library", "id"]
     assert lines[1].split("\t")[:3] == ["0", "CUDA", "GPU-aaaa1111"]
 
@@ -194,10 +195,11 @@ def test_list_format_tsv_is_the_pipe_form(
 @pytest.mark.parametrize("argv", [["list", "-q", "--json"], ["list", "--json", "--format", "csv"],
                                   ["list", "--format", "csv", "--explain"]])
 def test_list_forms_that_cannot_combine_are_a_usage_error(
-        argv: list[str], machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+        argv: list[str], gpuscout_cli: CliRunner) -> None:
     """Two output forms at once are exit 2 with one line."""
-    assert main(argv, scout_factory=machine([CUDA_A])) == 2
-    assert len(capsys.readouterr().err.splitlines()) == 1
+    run = gpuscout_cli(argv, [CUDA_A])
+    assert run.code == 2, run.err
+    assert len(run.err.splitlines()) == 1
 
 
 # -- --watch timestamps ---------------------------------------------------------------------------

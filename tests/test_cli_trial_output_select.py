@@ -10,9 +10,9 @@ import pytest
 
 import gpuscout
 from gpuscout import DeviceInfo, Scout
-from gpuscout.cli import main
 from gpuscout.select import NoMatchError
 from gpuscout.sizes import GIB
+from gpuscout.testing import CliRunner
 
 UNKNOWN = DeviceInfo(id="GPU-unknown-0", library="CUDA", pci_id="0000:01:00.0",
                      total_memory=2 * GIB, free_memory=2 * GIB, free_memory_unknown=True)
@@ -46,11 +46,11 @@ def test_fits_echoes_the_size_as_written_with_gib_in_parentheses(
         scout_with([KNOWN]).select(["fits:24GB"])
 
 
-def test_env_fits_on_an_unknown_device_exits_1_naming_why(
-        machine: Callable[..., Callable[..., Scout]], capsys: pytest.CaptureFixture[str]) -> None:
+def test_env_fits_on_an_unknown_device_exits_1_naming_why(gpuscout_cli: CliRunner) -> None:
     """Through the command line: exit 1, the error names the unknown free memory."""
-    assert main(["env", "fits:1GiB"], scout_factory=machine([UNKNOWN])) == 1
-    err = capsys.readouterr().err
+    run = gpuscout_cli(["env", "fits:1GiB"], [UNKNOWN])
+    assert run.code == 1, run.err
+    err = run.err
     assert "fits:1GiB" in err and "free memory unknown" in err
 
 

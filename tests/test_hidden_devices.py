@@ -19,14 +19,13 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceID, DeviceInfo, Discovery, Scout, from_json, to_json
-from gpuscout.cli import main
 from gpuscout.context import Context
 from gpuscout.isolation import decode_device, encode_device
 from gpuscout.merge import merge
 from gpuscout.plugins.cuda import nvml
 from gpuscout.plugins.vulkan import discover as vk_discover
 from gpuscout.plugins.vulkan.loader import ProbeResult, RawDevice
-from gpuscout.testing import ScoutFactory
+from gpuscout.testing import CliRunner, ScoutFactory
 
 CUDA_FAKES = pathlib.Path(__file__).parent / "plugins" / "cuda" / "conftest.py"
 GPU0 = "GPU-5b2c8f41-7e0a-4c3d-9b1e-2f6a8d4c7e90"
@@ -126,11 +125,12 @@ def test_a_twin_without_pci_id_is_matched_by_the_duplicate_heuristics(
 
 
 def test_env_best_never_names_the_hidden_card(
-        box: Callable[..., Scout], capsys: pytest.CaptureFixture[str]) -> None:
+        gpuscout_cli: CliRunner, box: Callable[..., Scout]) -> None:
     """`gpuscout env best` gives GPU 0, though GPU 1's Vulkan view reports the most free memory."""
     scout = box("0")
-    assert main(["env", "best"], scout_factory=lambda args: scout) == 0
-    assert capsys.readouterr().out == f"export CUDA_VISIBLE_DEVICES='{GPU0}'\n"
+    run = gpuscout_cli(["env", "best"], scout=scout)
+    assert run.code == 0, run.err
+    assert run.out == f"export CUDA_VISIBLE_DEVICES='{GPU0}'\n"
 
 
 def test_select_all_never_returns_a_hidden_card(box: Callable[..., Scout]) -> None:
@@ -155,21 +155,23 @@ def test_no_dev_files_hides_every_nvidia_card_and_both_vulkan_twins(
 
 
 def test_explain_text_says_the_card_and_its_twin_are_hidden(
-        box: Callable[..., Scout], capsys: pytest.CaptureFixture[str]) -> None:
+        gpuscout_cli: CliRunner, box: Callable[..., Scout]) -> None:
     """`list --explain` names the variable for the hidden card and for its Vulkan twin."""
     scout = box("0")
-    assert main(["list", "--explain"], scout_factory=lambda args: scout) == 0
-    out = capsys.readouterr().out
+    run = gpuscout_cli(["list", "--explain"], scout=scout)
+    assert run.code == 0, run.err
+    out = run.out
     assert f"CUDA {GPU1}: hidden by CUDA_VISIBLE_DEVICES=0" in out
     assert f"Vulkan 1: hidden by CUDA_VISIBLE_DEVICES=0 (the same card as CUDA {GPU1})" in out
 
 
 def test_explain_json_gives_the_hiding_setting_of_the_card_and_its_twin(
-        box: Callable[..., Scout], capsys: pytest.CaptureFixture[str]) -> None:
+        gpuscout_cli: CliRunner, box: Callable[..., Scout]) -> None:
     """`list --json --explain` carries reason, duplicate_of and hidden_by for both."""
     scout = box("0")
-    assert main(["list", "--json", "--explain"], scout_factory=lambda args: scout) == 0
-    entries = json.loads(capsys.readouterr().out)["explain"]["dropped"]
+    run = gpuscout_cli(["list", "--json", "--explain"], scout=scout)
+    assert run.code == 0, run.err
+    entries = run.json()["explain"]["dropped"]
     hidden = [e for e in entries if e["hidden_by"]]
     assert hidden == [
         {"id": GPU1, "backend": "CUDA", "reason": "hidden by CUDA_VISIBLE_DEVICES=0",

@@ -24,6 +24,7 @@ import pytest
 from gpuscout import Scout
 from gpuscout.cli import main
 from gpuscout.plugins.cuda import nvml
+from gpuscout.testing import CliRunner
 
 TESTS = pathlib.Path(__file__).parent
 CUDA_FAKES = TESTS / "plugins" / "cuda" / "conftest.py"
@@ -136,11 +137,12 @@ def test_a_job_whose_cgroup_hides_gpus_0_and_1_renumbers_from_0(
 
 
 def test_verify_passes_in_a_job_whose_cgroup_renumbers_its_gpus(
-        slurm_node: Callable[..., Scout], capsys: pytest.CaptureFixture[str]) -> None:
+        gpuscout_cli: CliRunner, slurm_node: Callable[..., Scout]) -> None:
     """Named by UUID, the job's second GPU is the same in a child whatever the numbering."""
     scout = slurm_node("0,1", no_permission=(0x01, 0x18))
-    assert main(["env", "--verify", H100_PCIE[:12]], scout_factory=lambda args: scout) == 0
-    assert "verified" in capsys.readouterr().err
+    run = gpuscout_cli(["env", "--verify", H100_PCIE[:12]], scout=scout)
+    assert run.code == 0, run.err
+    assert "verified" in run.err
 
 
 # -- AMD: a Slurm job with AMD gres (ROCR_VISIBLE_DEVICES=2,3) -----------------------------------

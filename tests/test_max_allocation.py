@@ -8,10 +8,9 @@ import json
 import pytest
 
 from gpuscout import DeviceInfo, GpuscoutError, from_json, to_json
-from gpuscout.cli import main
 from gpuscout.records import RecordError, check_device
 from gpuscout.sizes import MIB
-from gpuscout.testing import ScoutFactory, injected
+from gpuscout.testing import CliRunner, ScoutFactory, injected
 
 KNOWN = DeviceInfo(id="0", library="Vulkan", total_memory=2048 * MIB, max_allocation=128 * MIB)
 UNKNOWN = DeviceInfo(id="GPU-1", library="CUDA", total_memory=2048 * MIB)
@@ -94,10 +93,11 @@ def test_a_bad_max_allocation_on_the_wire_names_the_path(text: str, message: str
 
 
 def test_list_json_shows_max_allocation_when_known(
-        gpuscout_scout: ScoutFactory, capsys: pytest.CaptureFixture[str]) -> None:
+        gpuscout_cli: CliRunner, gpuscout_scout: ScoutFactory) -> None:
     """`gpuscout list --json` writes the key for a device that knows it, not for one that does not."""
     scout = gpuscout_scout(injected([KNOWN, UNKNOWN]))
-    assert main(["list", "--json"], scout_factory=lambda args: scout) == 0
-    devices = {d["id"]: d for d in json.loads(capsys.readouterr().out)["devices"]}
+    run = gpuscout_cli(["list", "--json"], scout=scout)
+    assert run.code == 0, run.err
+    devices = {d["id"]: d for d in run.json()["devices"]}
     assert devices["0"]["max_allocation"] == 128 * MIB
     assert "max_allocation" not in devices["GPU-1"]
