@@ -474,7 +474,7 @@ def gpuscout_cli(gpuscout_env: dict[str, str], gpuscout_platform: str,
         if scout is None:
             if builtins:
                 _hide_builtin_devices(monkeypatch)
-            scout = scout_of(*plugins, injected(devices), include_builtins=builtins,
+            scout = scout_of(injected(devices), *plugins, include_builtins=builtins,
                              env=dict(gpuscout_env if env is None else env),
                              platform=gpuscout_platform if platform is None else platform,
                              **scout_options)

@@ -4,18 +4,17 @@ and what each plugin did, as text after the table and as the `"explain"` key of 
 from __future__ import annotations
 
 import itertools
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuscout import DeviceInfo, Scout, hookimpl, rank
-from gpuscout.cli import main
+from gpuscout import DeviceInfo, hookimpl, rank
 from gpuscout.ranking import deciding_criterion
 from gpuscout.sizes import GIB
+from gpuscout.testing import CliRun, CliRunner
 
 # Keeps the real Vulkan loader from finding lavapipe.
 NO_VULKAN_ENV = {"VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json"}
@@ -32,17 +31,6 @@ TWIN = DeviceInfo(id="0", library="Vulkan", pci_id="0000:01:00.0", total_memory=
 MACHINE = [IGPU, TWIN, SMALL, BIG]
 
 
-class Injected:
-    """An in-process backend reporting the devices it is given."""
-
-    def __init__(self, devices: Sequence[DeviceInfo]) -> None:
-        self.devices = list(devices)
-
-    @hookimpl
-    def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
-        return list(self.devices)
-
-
 class Broken:
     """A backend whose enumerate raises."""
 
@@ -51,35 +39,31 @@ class Broken:
         raise RuntimeError("driver exploded")
 
 
-def factory(devices: Sequence[DeviceInfo] = MACHINE,
-            broken: object = None) -> Callable[[Any], Scout]:
-    """A Scout factory for ``main``: the built-in rules, the injected devices, a failing plugin."""
-    return lambda args: Scout(
-        plugins=["cuda", "rocm", "metal", "vulkan", "injected", "broken"],
-        extra=[("injected", Injected(devices)), ("broken", broken or Broken())],
-        entry_points=False, env=NO_VULKAN_ENV, platform="linux")
+def explain(cli: CliRunner, argv: list[str], devices: Sequence[DeviceInfo] = MACHINE,
+            broken: object = None) -> CliRun:
+    """`gpuscout ARGV` over the built-in rules, ``devices`` and a failing plugin; exit 0."""
+    run = cli(argv, devices, plugins=[("broken", broken or Broken())], env=NO_VULKAN_ENV)
+    assert run.code == 0, run.err
+    return run
 
 
-def explain_json(capsys: pytest.CaptureFixture[str], *devices: DeviceInfo) -> dict[str, Any]:
+def explain_json(cli: CliRunner, *devices: DeviceInfo) -> dict[str, Any]:
     """The `"explain"` value of `gpuscout list --json --explain` over ``devices``."""
-    assert main(["list", "--json", "--explain"],
-                scout_factory=factory(devices or MACHINE)) == 0
-    data: dict[str, Any] = json.loads(capsys.readouterr().out)["explain"]
-    return data
+    data: dict[str, Any] = explain(cli, ["list", "--json", "--explain"], devices or MACHINE).json()
+    return data["explain"]  # type: ignore[no-any-return]
 
 
-def explain_text(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+def explain_text(cli: CliRunner, monkeypatch: pytest.MonkeyPatch,
                  *devices: DeviceInfo, broken: object = None) -> list[str]:
     """The lines `gpuscout list --explain` prints over ``devices``."""
     monkeypatch.setenv("COLUMNS", "200")
-    assert main(["list", "--explain"], scout_factory=factory(devices or MACHINE, broken)) == 0
-    return capsys.readouterr().out.splitlines()
+    return explain(cli, ["list", "--explain"], devices or MACHINE, broken).out.splitlines()
 
 
 def test_json_explain_names_the_criterion_that_decided_each_rank(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        gpuscout_cli: CliRunner) -> None:
     """Free memory orders the two discrete cards, discreteness the integrated one, the last none."""
-    ranking = explain_json(capsys)["ranking"]
+    ranking = explain_json(gpuscout_cli)["ranking"]
     assert [(r["rank"], r["backend"], r["id"]) for r in ranking] == [
         (0, "CUDA", "GPU-big"), (1, "CUDA", "GPU-small"), (2, "Vulkan", "1")]
     assert [r["decided_by"] for r in ranking] == ["free_memory", "integrated", None]
@@ -90,16 +74,16 @@ def test_json_explain_names_the_criterion_that_decided_each_rank(
 
 
 def test_json_explain_lists_the_dropped_duplicate_and_its_survivor(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        gpuscout_cli: CliRunner) -> None:
     """The Vulkan twin of the big card is dropped as a duplicate of the CUDA device."""
-    assert explain_json(capsys)["dropped"] == [
+    assert explain_json(gpuscout_cli)["dropped"] == [
         {"id": "0", "backend": "Vulkan", "reason": "duplicate",
          "duplicate_of": {"id": "GPU-big", "backend": "CUDA"}, "hidden_by": ""}]
 
 
-def test_json_explain_reports_every_plugin(capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_explain_reports_every_plugin(gpuscout_cli: CliRunner) -> None:
     """Each plugin has its status, device count, time, error and note; the failed one its error."""
-    plugins = {p["name"]: p for p in explain_json(capsys)["plugins"]}
+    plugins = {p["name"]: p for p in explain_json(gpuscout_cli)["plugins"]}
     assert list(plugins) == ["cuda", "rocm", "metal", "vulkan", "injected", "broken"]
     assert all(list(p) == ["name", "status", "devices", "elapsed_ms", "error", "note"]
                for p in plugins.values())
@@ -110,19 +94,17 @@ def test_json_explain_reports_every_plugin(capsys: pytest.CaptureFixture[str]) -
                for p in plugins.values())
 
 
-def test_json_explain_is_added_to_the_usual_document(capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_explain_is_added_to_the_usual_document(gpuscout_cli: CliRunner) -> None:
     """`--explain` adds one key after the usual four; without it there is none."""
-    assert main(["list", "--json", "--explain"], scout_factory=factory()) == 0
-    assert list(json.loads(capsys.readouterr().out)) == [
+    assert list(explain(gpuscout_cli, ["list", "--json", "--explain"]).json()) == [
         "devices", "dropped", "system", "plugins", "explain"]
-    assert main(["list", "--json"], scout_factory=factory()) == 0
-    assert "explain" not in json.loads(capsys.readouterr().out)
+    assert "explain" not in explain(gpuscout_cli, ["list", "--json"]).json()
 
 
 def test_text_explain_says_why_each_device_ranks_where_it_does(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each ranked device names the next one and the reason, with the free memory compared."""
-    lines = explain_text(capsys, monkeypatch)
+    lines = explain_text(gpuscout_cli, monkeypatch)
     assert "  #0 CUDA GPU-big (discrete, 40.0 GiB free) before #1 CUDA GPU-small: " \
            "more free memory (40.0 GiB > 20.0 GiB)" in lines
     assert "  #1 CUDA GPU-small (discrete, 20.0 GiB free) before #2 Vulkan 1: " \
@@ -131,17 +113,17 @@ def test_text_explain_says_why_each_device_ranks_where_it_does(
 
 
 def test_text_explain_follows_the_table(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     """The explanation comes after the table's last line (system memory)."""
-    lines = explain_text(capsys, monkeypatch)
+    lines = explain_text(gpuscout_cli, monkeypatch)
     system = next(i for i, line in enumerate(lines) if line.startswith("System memory:"))
     assert lines[system + 1].startswith("Ranking: discrete before integrated")
 
 
 def test_text_explain_lists_the_dropped_device_and_every_plugin(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     """The dropped twin names its survivor; the failed plugin its status, count and error."""
-    lines = explain_text(capsys, monkeypatch)
+    lines = explain_text(gpuscout_cli, monkeypatch)
     assert "  Vulkan 0: duplicate of CUDA GPU-big" in lines
     broken = next(line for line in lines if line.startswith("  broken: "))
     assert broken.startswith("  broken: failed, 0 device(s), ") and " ms; error: " in broken
@@ -158,19 +140,17 @@ def test_text_explain_lists_the_dropped_device_and_every_plugin(
      "a hardware device before a software one"),
 ], ids=["library", "id", "software"])
 def test_text_explain_names_the_tie_breakers(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch,
         devices: list[DeviceInfo], expected: str) -> None:
     """Between devices of equal kind and free memory, library and then id decide."""
     monkeypatch.setenv("COLUMNS", "200")
-    assert main(["list", "--explain", "--include-software"],
-                scout_factory=factory(devices)) == 0
-    first = next(line for line in capsys.readouterr().out.splitlines()
-                 if line.startswith("  #0 "))
+    run = explain(gpuscout_cli, ["list", "--explain", "--include-software"], devices)
+    first = next(line for line in run.out.splitlines() if line.startswith("  #0 "))
     assert first.endswith(expected)
 
 
 def test_text_explain_shows_plugin_text_escaped(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     """Control characters in a device id or a plugin's error cannot break a line or reach
     the terminal."""
     class Shouting:
@@ -178,7 +158,7 @@ def test_text_explain_shows_plugin_text_escaped(
         def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
             raise RuntimeError("line one\nline two \x1b[2J")
 
-    lines = explain_text(capsys, monkeypatch, IGPU.evolve(id="a\x1b[31mb\nc"),
+    lines = explain_text(gpuscout_cli, monkeypatch, IGPU.evolve(id="a\x1b[31mb\nc"),
                          broken=Shouting())
     text = "\n".join(lines)
     assert "\x1b" not in text
@@ -187,11 +167,10 @@ def test_text_explain_shows_plugin_text_escaped(
 
 
 def test_an_empty_machine_is_explained_too(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     """With nothing found, the explanation says so and still reports the plugins."""
     monkeypatch.setenv("COLUMNS", "200")
-    assert main(["list", "--explain"], scout_factory=factory([])) == 0
-    lines = capsys.readouterr().out.splitlines()
+    lines = explain(gpuscout_cli, ["list", "--explain"], []).out.splitlines()
     assert "  no device was ranked" in lines and "Plugins:" in lines
 
 

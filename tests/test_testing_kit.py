@@ -248,7 +248,7 @@ def test_the_cli_without_builtins_holds_only_the_injected_plugin_and_those_given
     run = gpuscout_cli(["plugins", "--json"], [CUDA_CARD], plugins=[Card()], builtins=False,
                        env={"FREE": "6"})
     loaded = [p["name"] for p in run.json() if p["status"] != "disabled"]
-    assert (run.code, loaded) == (0, ["Card", "injected"])
+    assert (run.code, loaded) == (0, ["injected", "Card"])
 
 
 def test_the_cli_runs_over_a_scout_of_the_tests_own(gpuscout_cli: CliRunner) -> None:
