@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from gpuscout.cli import main
+from gpuscout.testing import CliRunner
 from tests.test_nfd import MIXED, nfd_file_problems, parse
 
 GPUSCOUT = str(Path(sys.executable).parent / "gpuscout")
@@ -29,36 +30,36 @@ def run_main(capsys: pytest.CaptureFixture[str], factory: Any, *argv: str) -> tu
 
 
 def test_dry_run_prints_the_file_and_writes_nothing(
-        machine: Callable[..., Any], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """--dry-run prints a valid feature file on stdout and leaves the directory empty."""
-    code, out, err = run_main(capsys, machine(MIXED), "--dry-run", "--dir", str(tmp_path))
+    code, out, err = gpuscout_cli(["nfd", "--dry-run", "--dir", str(tmp_path)], MIXED)
     assert (code, err) == (0, "")
     assert parse(out)["gpuscout.io/devices"] == "5"
     assert os.listdir(tmp_path) == []
 
 
 def test_dir_gets_the_file_and_stdout_names_it(
-        machine: Callable[..., Any], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """--dir writes the same text --dry-run prints and says where, with the label count."""
-    _, printed, _ = run_main(capsys, machine(MIXED), "--dry-run")
-    code, out, err = run_main(capsys, machine(MIXED), "--dir", str(tmp_path))
+    _, printed, _ = gpuscout_cli(["nfd", "--dry-run"], MIXED)
+    code, out, err = gpuscout_cli(["nfd", "--dir", str(tmp_path)], MIXED)
     assert (code, err) == (0, "")
     assert (tmp_path / "gpuscout").read_text() == printed
     assert out == f"wrote {tmp_path / 'gpuscout'} ({len(printed.splitlines())} labels)\n"
 
 
 def test_an_empty_node_gets_a_file_too(
-        machine: Callable[..., Any], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """No device still writes a file that says devices=0."""
-    assert run_main(capsys, machine([]), "--dir", str(tmp_path))[0] == 0
+    assert gpuscout_cli(["nfd", "--dir", str(tmp_path)]).code == 0
     assert parse((tmp_path / "gpuscout").read_text())["gpuscout.io/devices"] == "0"
 
 
 def test_prefix_expiry_and_name_options_shape_the_file(
-        machine: Callable[..., Any], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """--prefix, --expiry and --name change the prefix, add the expiry line and the file name."""
-    code, _, _ = run_main(capsys, machine(MIXED), "--dir", str(tmp_path), "--name", "gpus",
-                          "--prefix", "feature.node.kubernetes.io", "--expiry", "1h")
+    code, _, _ = gpuscout_cli(["nfd", "--dir", str(tmp_path), "--name", "gpus",
+                               "--prefix", "feature.node.kubernetes.io", "--expiry", "1h"], MIXED)
     text = (tmp_path / "gpus").read_text()
     assert code == 0 and nfd_file_problems(text) == []
     assert text.startswith("# +expiry-time=") and "\nfeature.node.kubernetes.io/devices=5\n" in text
@@ -74,18 +75,17 @@ def test_prefix_expiry_and_name_options_shape_the_file(
     (["--dir", "/nonexistent/features.d"], "/nonexistent/features.d: no such directory"),
 ])
 def test_bad_options_give_one_line_and_exit_2(
-        machine: Callable[..., Any], capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        gpuscout_cli: CliRunner, tmp_path: Path,
         argv: list[str], words: str) -> None:
     """A bad prefix, expiry, name or directory is one 'gpuscout: error:' line and exit 2."""
-    code, out, err = run_main(capsys, machine(MIXED), *(["--dir", str(tmp_path), *argv]))
+    code, out, err = gpuscout_cli(["nfd", "--dir", str(tmp_path), *argv], MIXED)
     assert (code, out) == (2, "")
     assert err.startswith("gpuscout: error: ") and err.count("\n") == 1 and words in err
     assert os.listdir(tmp_path) == []
 
 
 def test_a_failed_plugin_is_warned_about_and_the_file_still_written(
-        gpuscout_scout: Any, hidden_machine: None, capsys: pytest.CaptureFixture[str],
-        tmp_path: Path) -> None:
+        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """A plugin that raises is named on stderr, and the file says discovery.problems=1."""
     from gpuscout.plugin import hookimpl
 
@@ -94,8 +94,7 @@ def test_a_failed_plugin_is_warned_about_and_the_file_still_written(
         def gpuscout_enumerate(self, context: Any) -> Any:
             raise RuntimeError("driver crashed")
 
-    code, _, err = run_main(capsys, lambda args: gpuscout_scout("cuda", ("broken", Broken())),
-                            "--dir", str(tmp_path))
+    code, _, err = gpuscout_cli(["nfd", "--dir", str(tmp_path)], plugins=[("broken", Broken())])
     assert code == 0 and "plugin broken failed" in err
     assert parse((tmp_path / "gpuscout").read_text())["gpuscout.io/discovery.problems"] == "1"
 

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceInfo, Discovery, Dropped, PluginReport, SystemInfo
-from gpuscout.cli import main
 from gpuscout.cli import table as table_module
 from gpuscout.cli.table import render_discovery, render_plugins
 from gpuscout.records import DeviceID
 from gpuscout.sizes import GIB
+from gpuscout.testing import CliRunner
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 ANSI = re.compile(r"\x1b\[")
@@ -51,10 +51,11 @@ class _FixedScout:
         return FOUND
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+def run_cli(cli: CliRunner, *argv: str) -> str:
     """What ``gpuscout ARGV`` prints on stdout over ``FOUND``."""
-    assert main(list(argv), scout_factory=lambda args: _FixedScout()) == 0  # type: ignore[arg-type,return-value]
-    return capsys.readouterr().out
+    run = cli(list(argv), scout=_FixedScout())
+    assert run.code == 0, run.err
+    return run.out
 
 
 def on_terminal(monkeypatch: pytest.MonkeyPatch, columns: int = 120) -> None:
@@ -164,66 +165,66 @@ def test_plugins_read_well_at_80_columns() -> None:
         assert column in out.splitlines()[1]
 
 
-def test_list_in_a_pipe_matches_the_golden_file(capsys: pytest.CaptureFixture[str],
+def test_list_in_a_pipe_matches_the_golden_file(gpuscout_cli: CliRunner,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """`list | cat` prints the plain tab-separated lines, whatever COLUMNS says."""
     monkeypatch.setenv("COLUMNS", "20")
-    assert run_cli(capsys, "list") == (GOLDEN / "list_plain.txt").read_text()
+    assert run_cli(gpuscout_cli, "list") == (GOLDEN / "list_plain.txt").read_text()
 
 
-def test_plugins_in_a_pipe_matches_the_golden_file(capsys: pytest.CaptureFixture[str],
+def test_plugins_in_a_pipe_matches_the_golden_file(gpuscout_cli: CliRunner,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """`plugins | cat` prints one plain line per plugin, tabs and line breaks escaped."""
     monkeypatch.setenv("COLUMNS", "20")
-    assert run_cli(capsys, "plugins") == (GOLDEN / "plugins_plain.txt").read_text()
+    assert run_cli(gpuscout_cli, "plugins") == (GOLDEN / "plugins_plain.txt").read_text()
 
 
-def test_plain_lines_split_into_the_header_columns(capsys: pytest.CaptureFixture[str]) -> None:
+def test_plain_lines_split_into_the_header_columns(gpuscout_cli: CliRunner) -> None:
     """Every device line has as many tab-separated fields as the header, no box drawing."""
-    lines = run_cli(capsys, "list").splitlines()
+    lines = run_cli(gpuscout_cli, "list").splitlines()
     header = lines[0].split("\t")
     devices = [line for line in lines[1:] if line[:1].isdigit()]
     assert len(devices) == 2 and all(len(line.split("\t")) == len(header) for line in devices)
     assert not any(c in "".join(lines) for c in "─│┃━")
 
 
-def test_list_json_is_unchanged_by_the_plain_form(capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_json_is_unchanged_by_the_plain_form(gpuscout_cli: CliRunner) -> None:
     """`--json` still prints the JSON document."""
-    assert run_cli(capsys, "list", "--json").lstrip().startswith("{")
+    assert run_cli(gpuscout_cli, "list", "--json").lstrip().startswith("{")
 
 
 @pytest.mark.parametrize(("argv", "env"), [(["--color", "never"], {}), ([], {"NO_COLOR": "1"})])
 @pytest.mark.parametrize("command", ["list", "plugins"])
 def test_no_color_and_color_never_give_no_escapes_on_a_terminal(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str,
+        gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch, command: str,
         argv: list[str], env: dict[str, str]) -> None:
     """A terminal table without colour when asked, by option or by NO_COLOR."""
     on_terminal(monkeypatch)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    out = run_cli(capsys, command, *argv)
+    out = run_cli(gpuscout_cli, command, *argv)
     assert "─" in out and not ANSI.search(out)
 
 
 @pytest.mark.parametrize("command", ["list", "plugins"])
-def test_a_terminal_is_coloured_by_default(capsys: pytest.CaptureFixture[str],
+def test_a_terminal_is_coloured_by_default(gpuscout_cli: CliRunner,
                                            monkeypatch: pytest.MonkeyPatch, command: str) -> None:
     """`--color auto` colours a terminal when NO_COLOR is unset."""
     on_terminal(monkeypatch)
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("TERM", "xterm-256color")
-    assert ANSI.search(run_cli(capsys, command))
+    assert ANSI.search(run_cli(gpuscout_cli, command))
 
 
 @pytest.mark.parametrize("command", ["list", "plugins"])
-def test_color_always_colours_even_in_a_pipe(capsys: pytest.CaptureFixture[str],
+def test_color_always_colours_even_in_a_pipe(gpuscout_cli: CliRunner,
                                              monkeypatch: pytest.MonkeyPatch, command: str) -> None:
     """`--color always` draws the coloured table in a pipe (for `less -R`), NO_COLOR or not."""
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("TERM", "xterm-256color")
-    assert ANSI.search(run_cli(capsys, command, "--color", "always"))
+    assert ANSI.search(run_cli(gpuscout_cli, command, "--color", "always"))
 
 
-def test_a_pipe_never_gets_escapes_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_pipe_never_gets_escapes_by_default(gpuscout_cli: CliRunner) -> None:
     """`--color auto` in a pipe prints plain text."""
-    assert not ANSI.search(run_cli(capsys, "list") + run_cli(capsys, "plugins"))
+    assert not ANSI.search(run_cli(gpuscout_cli, "list") + run_cli(gpuscout_cli, "plugins"))

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceInfo, Discovery, Dropped, PluginReport, PluginStatus, SystemInfo
-from gpuscout.cli import main
 from gpuscout.cli.hints import PREFIX, format_hints, hints, print_for, terminal_width
 from gpuscout.sizes import GIB
+from gpuscout.testing import CliRunner
 
 SOFT = DeviceInfo(id="0", library="Vulkan", description="llvmpipe (LLVM 17.0.6, 256 bits)",
                   software=True, total_memory=2 * GIB, free_memory=2 * GIB)
@@ -44,16 +44,9 @@ class _Fixed:
         return EMPTY
 
 
-def run_main(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv, scout_factory=lambda args: _Fixed())  # type: ignore[arg-type,return-value]
-    return code, out.getvalue(), err.getvalue()
-
-
-def test_a_timed_out_plugin_is_named_once_not_again_as_a_hint() -> None:
+def test_a_timed_out_plugin_is_named_once_not_again_as_a_hint(gpuscout_cli: CliRunner) -> None:
     """`--timeout 0.001`: the plugin's timeout line is printed, and no hint repeats it."""
-    _, _, err = run_main(["list"])
+    err = gpuscout_cli(["list"], scout=_Fixed()).err
     assert err.count("enumerate did not finish within 0.001 s") == 1
     assert "gpuscout: plugin rocm timeout:" in err and "hint: plugin rocm" not in err
 
@@ -91,9 +84,9 @@ def test_hints_wrap_to_the_width_between_words(width: int) -> None:
     assert [" ".join(h.split()) for h in hints_again] == hints(EMPTY, {})
 
 
-def test_in_a_pipe_each_hint_is_one_line() -> None:
+def test_in_a_pipe_each_hint_is_one_line(gpuscout_cli: CliRunner) -> None:
     """Not a terminal: no wrapping, so `grep hint:` finds each hint whole."""
-    _, _, err = run_main(["list"])
+    err = gpuscout_cli(["list"], scout=_Fixed()).err
     hint_lines = [line for line in err.splitlines() if line.startswith(PREFIX)]
     assert len(hint_lines) == len(hints(EMPTY, {}))
     assert any(NOTE in line for line in hint_lines)
