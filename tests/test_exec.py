@@ -3,7 +3,6 @@ forwarded signals and its exit status passed through."""
 
 from __future__ import annotations
 
-import json
 import os
 import pty
 import select
@@ -11,17 +10,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gpuscout import DeviceInfo, Scout, execute
 from gpuscout.cli import main
-
-#: The ``machine`` fixture: devices (and an environment) in, a Scout factory for ``main`` out.
-Machine = Callable[..., Callable[[Any], Scout]]
+from gpuscout.testing import CliRunner
 
 CUDA_A = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
                     uuid="GPU-aaaa1111", pci_id="0000:01:00.0", free_memory=40 << 30)
@@ -38,11 +33,12 @@ PRINT_ENV = ("import json, os; print(json.dumps({k: os.environ.get(k) for k in "
 NO_PLUGINS = ["--disable", "cuda,rocm,metal,vulkan"]
 
 
-def child_env(capfd: pytest.CaptureFixture[str], factory: Callable[[Any], Scout],
-              *args: str) -> dict[str, str | None]:
-    command = ["exec", *args, "--", sys.executable, "-c", PRINT_ENV]
-    assert main(command, scout_factory=factory) == 0
-    shown: dict[str, str | None] = json.loads(capfd.readouterr().out)
+def child_env(cli: CliRunner, devices: list[DeviceInfo], *args: str,
+              env: dict[str, str] | None = None) -> dict[str, str | None]:
+    """The visibility variables `exec ARGS -- CHILD` hands its child over ``devices``."""
+    run = cli(["exec", *args, "--", sys.executable, "-c", PRINT_ENV], devices, env=env)
+    assert run.code == 0, run.err
+    shown: dict[str, str | None] = run.json()
     return shown
 
 
@@ -51,57 +47,48 @@ def gpuscout_exec(*args: str, stdout: int | None = None) -> subprocess.Popen[str
                             text=True, stdout=stdout)
 
 
-def test_exec_adds_the_selection_environment(
-        machine: Machine, capfd: pytest.CaptureFixture[str]) -> None:
+def test_exec_adds_the_selection_environment(gpuscout_cli: CliRunner) -> None:
     """The child sees CUDA_VISIBLE_DEVICES naming the selected device, and nothing else set."""
-    factory = machine([CUDA_A, CUDA_B])
-    assert child_env(capfd, factory, "--device", "cuda:1") == {
+    assert child_env(gpuscout_cli, [CUDA_A, CUDA_B], "--device", "cuda:1") == {
         "CUDA_VISIBLE_DEVICES": "GPU-bbbb2222", "ROCR_VISIBLE_DEVICES": None,
         "HIP_VISIBLE_DEVICES": None, "GGML_VK_VISIBLE_DEVICES": None, "KEEP_ME": None}
 
 
-def test_exec_keeps_the_rest_of_the_environment(
-        machine: Machine, capfd: pytest.CaptureFixture[str]) -> None:
+def test_exec_keeps_the_rest_of_the_environment(gpuscout_cli: CliRunner) -> None:
     """Variables gpuscout was started with reach the child; selection variables replace theirs."""
-    factory = machine([CUDA_A, CUDA_B], {"KEEP_ME": "yes", "CUDA_VISIBLE_DEVICES": "0,1"})
-    shown = child_env(capfd, factory, "--device", "GPU-aaaa")
+    shown = child_env(gpuscout_cli, [CUDA_A, CUDA_B], "--device", "GPU-aaaa",
+                      env={"KEEP_ME": "yes", "CUDA_VISIBLE_DEVICES": "0,1"})
     assert shown["KEEP_ME"] == "yes"
     assert shown["CUDA_VISIBLE_DEVICES"] == "GPU-aaaa1111"
 
 
-def test_exec_without_device_selects_all(
-        machine: Machine, capfd: pytest.CaptureFixture[str]) -> None:
+def test_exec_without_device_selects_all(gpuscout_cli: CliRunner) -> None:
     """Without --device every device is selected."""
-    factory = machine([CUDA_A, CUDA_B])
-    assert child_env(capfd, factory)["CUDA_VISIBLE_DEVICES"] == "GPU-aaaa1111,GPU-bbbb2222"
+    shown = child_env(gpuscout_cli, [CUDA_A, CUDA_B])
+    assert shown["CUDA_VISIBLE_DEVICES"] == "GPU-aaaa1111,GPU-bbbb2222"
 
 
-def test_exec_devices_union(
-        machine: Machine, capfd: pytest.CaptureFixture[str]) -> None:
+def test_exec_devices_union(gpuscout_cli: CliRunner) -> None:
     """Several --device options union, in rank order."""
-    factory = machine([CUDA_A, CUDA_B, ROCM_A])
-    shown = child_env(capfd, factory, "--device", "library=rocm", "--device", "cuda:1")
+    shown = child_env(gpuscout_cli, [CUDA_A, CUDA_B, ROCM_A], "--device", "library=rocm",
+                      "--device", "cuda:1")
     assert shown["ROCR_VISIBLE_DEVICES"] == "GPU-5f3c0a1b"
     assert shown["CUDA_VISIBLE_DEVICES"] is None  # mixed selection: the seed leaves CUDA alone
 
 
-def test_exec_isolate_hides_the_other_vendors(
-        machine: Machine, capfd: pytest.CaptureFixture[str]) -> None:
+def test_exec_isolate_hides_the_other_vendors(gpuscout_cli: CliRunner) -> None:
     """With --isolate the child gets the hide-all values of every unselected vendor."""
-    factory = machine([CUDA_A, ROCM_A])
-    assert child_env(capfd, factory, "--isolate", "--device", "library=rocm") == {
+    assert child_env(gpuscout_cli, [CUDA_A, ROCM_A], "--isolate", "--device", "library=rocm") == {
         "CUDA_VISIBLE_DEVICES": "", "ROCR_VISIBLE_DEVICES": "GPU-5f3c0a1b",
         "HIP_VISIBLE_DEVICES": None, "GGML_VK_VISIBLE_DEVICES": "", "KEEP_ME": None}
 
 
-def test_exec_runs_without_a_shell(
-        machine: Machine, capfd: pytest.CaptureFixture[str]) -> None:
+def test_exec_runs_without_a_shell(gpuscout_cli: CliRunner) -> None:
     """Arguments reach the child verbatim: no expansion, no word splitting."""
-    factory = machine([])
     args = ["$HOME", "a b", "*", "x;y"]
     code = "import json, sys; print(json.dumps(sys.argv[1:]))"
-    assert main(["exec", "--", sys.executable, "-c", code, *args], scout_factory=factory) == 0
-    assert json.loads(capfd.readouterr().out) == args
+    run = gpuscout_cli(["exec", "--", sys.executable, "-c", code, *args])
+    assert (run.code, run.json()) == (0, args)
 
 
 def test_empty_command_exits_2_before_discovery(capsys: pytest.CaptureFixture[str]) -> None:
@@ -117,25 +104,24 @@ def test_empty_command_exits_2_before_discovery(capsys: pytest.CaptureFixture[st
 
 @pytest.mark.parametrize(("device", "code"), [("nope", 2), ("fits:12", 2), ("cuda:5", 1)])
 def test_bad_selector_exits_2_and_starts_nothing(
-        machine: Machine, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        gpuscout_cli: CliRunner, tmp_path: Path,
         device: str, code: int) -> None:
     """A malformed --device is exit 2, one matching nothing exit 1, each with one line, and the
     command never runs."""
-    factory = machine([CUDA_A])
     marker = tmp_path / "ran"
     script = f"open({str(marker)!r}, 'w').close()"
     command = ["exec", "--device", device, "--", sys.executable, "-c", script]
-    assert main(command, scout_factory=factory) == code
-    assert capsys.readouterr().err.count("\n") == 1
+    run = gpuscout_cli(command, [CUDA_A])
+    assert run.code == code, run.err
+    assert run.err.count("\n") == 1
     assert not marker.exists()
 
 
-def test_a_missing_command_exits_127(capsys: pytest.CaptureFixture[str],
-                                     machine: Machine) -> None:
+def test_a_missing_command_exits_127(gpuscout_cli: CliRunner) -> None:
     """A command that is not on PATH is exit 127 with one line, as a shell reports it."""
-    factory = machine([])
-    assert main(["exec", "--", "gpuscout-no-such-command"], scout_factory=factory) == 127
-    assert "command not found: 'gpuscout-no-such-command'" in capsys.readouterr().err
+    run = gpuscout_cli(["exec", "--", "gpuscout-no-such-command"])
+    assert run.code == 127, run.err
+    assert "command not found: 'gpuscout-no-such-command'" in run.err
 
 
 def test_exit_status_is_passed_through() -> None:
@@ -256,18 +242,18 @@ def test_exit_code_follows_the_shell_convention(returncode: int, status: int) ->
 
 
 def test_exec_verify_mismatch_exits_3_and_runs_nothing(
-        machine: Machine, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        gpuscout_cli: CliRunner, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """When the verification child sees no device, the command is not started and exit is 3."""
     from gpuscout import verify
 
-    factory = machine([CUDA_A])
     monkeypatch.setattr(verify, "child_command", lambda *a: [
         sys.executable, "-c", "print('{\"devices\": []}')"])
     marker = tmp_path / "ran"
     code = f"open({str(marker)!r}, 'w').close()"
-    assert main(["exec", "--verify", "--", sys.executable, "-c", code], scout_factory=factory) == 3
-    assert "selected but not seen: S0=CUDA (GPU-aaaa1111" in capsys.readouterr().err
+    run = gpuscout_cli(["exec", "--verify", "--", sys.executable, "-c", code], [CUDA_A])
+    assert run.code == 3, run.err
+    assert "selected but not seen: S0=CUDA (GPU-aaaa1111" in run.err
     assert not marker.exists()
 
 
