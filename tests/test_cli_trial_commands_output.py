@@ -12,20 +12,15 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 
-from gpuscout import DeviceInfo, Scout, verify, wire
-from gpuscout.cli import build_parser, main
+from gpuscout import DeviceInfo, verify, wire
+from gpuscout.cli import build_parser
 from gpuscout.cli.list import watch
 from gpuscout.sizes import GIB
 from gpuscout.suggest import did_you_mean, suggest
 from gpuscout.testing import CliRunner, injected, plugin_test_env, scout_of
-
-#: The ``machine`` fixture: devices (and an environment) in, a Scout factory for ``main`` out.
-Machine = Callable[..., Callable[[Any], Scout]]
 
 CUDA_A = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
                     uuid="GPU-aaaa1111", pci_id="0000:01:00.0", description="Card, big",
@@ -58,12 +53,10 @@ def command_parser(name: str) -> argparse.ArgumentParser:
 # -- env --format json ----------------------------------------------------------------------------
 
 
-def test_env_json_is_one_object_on_one_line(
-        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+def test_env_json_is_one_object_on_one_line(gpuscout_cli: CliRunner) -> None:
     """`env --format json` prints the object on a single line, as the docs show it."""
-    assert main(["env", "--format", "json", "library=cuda"],
-                scout_factory=machine([CUDA_A, CUDA_B])) == 0
-    out = capsys.readouterr().out
+    code, out, _ = gpuscout_cli(["env", "--format", "json", "library=cuda"], [CUDA_A, CUDA_B])
+    assert code == 0
     assert out.count("\n") == 1 and out.endswith("}\n")
     assert json.loads(out) == {"CUDA_VISIBLE_DEVICES": "GPU-aaaa1111,GPU-bbbb2222"}
 

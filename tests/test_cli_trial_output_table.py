@@ -9,11 +9,11 @@ import re
 import pytest
 
 from gpuscout import DeviceInfo, Discovery, Dropped, SystemInfo
-from gpuscout.cli import main
 from gpuscout.cli import table as table_module
 from gpuscout.cli.labels import UNKNOWN_LEGEND, devices_free_of_total, system_line
 from gpuscout.cli.table import CELL_CAP, render_discovery
 from gpuscout.sizes import GIB
+from gpuscout.testing import CliRunner
 
 LONG = ("NVIDIA GeForce RTX 4090 with a description that goes on for many words, as some "
         "drivers write them, until it fills a line")
@@ -135,7 +135,7 @@ def test_system_memory_of_a_recorded_tree_is_unknown() -> None:
         Discovery(devices=[], dropped=[], system=SystemInfo(), plugins=[]), 80)
 
 
-def test_a_pipe_writes_unknown_free_memory_as_a_dash(capsys: pytest.CaptureFixture[str],
+def test_a_pipe_writes_unknown_free_memory_as_a_dash(gpuscout_cli: CliRunner,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """`list | cat`: the `free` field of an unknown figure is `-`, system memory `unknown`."""
     found = Discovery(devices=[IGPU], dropped=[], system=SystemInfo(), plugins=[])
@@ -148,14 +148,15 @@ def test_a_pipe_writes_unknown_free_memory_as_a_dash(capsys: pytest.CaptureFixtu
             return found
 
     monkeypatch.setenv("COLUMNS", "50")
-    assert main(["list"], scout_factory=lambda args: Fixed()) == 0  # type: ignore[arg-type,return-value]
-    lines = capsys.readouterr().out.splitlines()
+    run = gpuscout_cli(["list"], scout=Fixed())
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
     header, row = lines[0].split("\t"), lines[1].split("\t")
     assert row[header.index("free")] == "-" and row[header.index("total")] == "2.0 GiB"
     assert lines[-1].startswith("System memory: unknown")
 
 
-def test_the_table_follows_columns_on_a_terminal(capsys: pytest.CaptureFixture[str],
+def test_the_table_follows_columns_on_a_terminal(gpuscout_cli: CliRunner,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """On a terminal `COLUMNS=80` sets the width the table is fitted to."""
     class Fixed:
@@ -167,9 +168,8 @@ def test_the_table_follows_columns_on_a_terminal(capsys: pytest.CaptureFixture[s
 
     monkeypatch.setattr(table_module, "_on_terminal", lambda: True)
     monkeypatch.setenv("COLUMNS", "80")
-    assert main(["list", "--color", "never"],
-                scout_factory=lambda args: Fixed()) == 0  # type: ignore[arg-type,return-value]
-    out = capsys.readouterr().out
+    code, out, _ = gpuscout_cli(["list", "--color", "never"], scout=Fixed())
+    assert code == 0
     assert "columns left out at 80 columns" in out
     assert all(len(line) <= 80 for line in out.splitlines())
 

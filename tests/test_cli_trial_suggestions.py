@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 
 from gpuscout import DeviceInfo, Scout
-from gpuscout.cli import main
 from gpuscout.errors import GpuscoutError
 from gpuscout.select import NoMatchError, SelectionError, select_devices
 from gpuscout.sizes import GIB
-from gpuscout.testing import injected, scout_of
+from gpuscout.testing import CliRunner, injected, scout_of
 
 VK = DeviceInfo(id="0", library="Vulkan", filter_id="0", total_memory=8 * GIB, free_memory=4 * GIB)
 
@@ -52,12 +51,12 @@ def test_a_misspelled_plugin_in_the_deny_list_warns_with_the_plugin_meant() -> N
 
 
 def test_list_on_a_machine_with_only_a_software_device_does_not_describe_it_twice(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        gpuscout_cli: CliRunner) -> None:
     """The listing shows the dropped software device with its reason; the hint only says how
     to rank it."""
     soft = DeviceInfo(id="9", library="Vulkan", filter_id="9", software=True, total_memory=GIB,
                       free_memory=GIB)
-    assert main(["list"], scout_factory=lambda args: scout_of(injected([soft]))) == 0
-    err = capsys.readouterr().err
+    code, _, err = gpuscout_cli(["list"], [soft], builtins=False)
+    assert code == 0
     hints = [line for line in err.splitlines() if "hint:" in line]
     assert any("listed above" in h and "--include-software" in h for h in hints), err
