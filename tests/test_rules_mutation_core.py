@@ -255,3 +255,42 @@ def test_only_the_info_path_answers_devices() -> None:
     """/info (with or without a query) is 200; a path that merely starts with it is 404."""
     assert _served_status("/info?all=1") == 200
     assert _served_status("/infox") == 404
+
+
+def _line(**fields: object) -> bytes:
+    import json
+
+    return json.dumps(fields).encode() + b"\n"
+
+
+def test_an_outcome_needs_a_status_of_ok_failed_or_timeout() -> None:
+    """A worker's line with any other status is unreadable, not believed."""
+    from gpuscout.isolation import outcome
+
+    assert outcome({"name": "cuda", "status": "timeout"}).status == "timeout"
+    with pytest.raises(ValueError, match="status"):
+        outcome({"name": "cuda", "status": "fine"})
+
+
+def test_the_first_line_for_a_plugin_counts_and_unasked_plugins_are_ignored() -> None:
+    """The zygote's answer: a second line for a plugin is ignored, as is one for a plugin that
+    was not asked for."""
+    from gpuscout.isolation import Answer
+
+    answer = Answer(["cuda"])
+    answer.add(_line(name="cuda", status="ok") + _line(name="cuda", status="failed", error="late")
+               + _line(name="rocm", status="ok"))
+    assert set(answer.outcomes) == {"cuda"} and answer.outcomes["cuda"].status == "ok"
+    assert not answer.broken
+
+
+def test_an_answer_line_over_max_line_breaks_the_answer() -> None:
+    """A line that grows past MAX_LINE without its newline is not buffered on: the answer is
+    broken and nothing more is believed."""
+    from gpuscout.isolation import MAX_LINE, Answer
+
+    answer = Answer(["cuda"])
+    answer.add(b"x" * (MAX_LINE + 1))
+    assert "over" in answer.broken
+    answer.add(b"\n" + _line(name="cuda", status="ok"))
+    assert answer.outcomes == {}
