@@ -446,6 +446,17 @@ def _hide_builtin_devices(monkeypatch: pytest.MonkeyPatch) -> None:
                 monkeypatch.setattr(module, hook, stand_in)
 
 
+def _exit_status(exc: SystemExit) -> int:
+    """The status a process ending with ``exc`` has, as the interpreter sets it (a message
+    instead of a number: printed on stderr, status 1)."""
+    if exc.code is None or isinstance(exc.code, int):
+        return exc.code or 0
+    import sys
+
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
 @pytest.fixture
 def gpuscout_cli(gpuscout_env: dict[str, str], gpuscout_platform: str,
                  monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> CliRunner:
@@ -459,7 +470,8 @@ def gpuscout_cli(gpuscout_env: dict[str, str], gpuscout_platform: str,
     command; ``platform`` defaults to ``gpuscout_platform``; ``scout_options`` go to Scout.
     The command line's own Scout options (``--plugins``, ``--timeout``, ``--replay``) are not
     applied: the Scout is the kit's, or ``scout`` (a Scout, or a stand-in with its methods)
-    when given. stdout and stderr are captured at the file descriptors (``capfd``, so a test
+    when given. A ``SystemExit`` (``--help``, a usage error) gives its status as the code.
+    stdout and stderr are captured at the file descriptors (``capfd``, so a test
     using it takes no ``capsys``), ``exec``'s command's output included; output printed before
     the run is dropped.
     """
@@ -479,7 +491,10 @@ def gpuscout_cli(gpuscout_env: dict[str, str], gpuscout_platform: str,
                              platform=gpuscout_platform if platform is None else platform,
                              **scout_options)
         capfd.readouterr()
-        code = main(list(argv), scout_factory=lambda args: scout)
+        try:
+            code = main(list(argv), scout_factory=lambda args: scout)
+        except SystemExit as exc:  # --help and some usage errors exit instead of returning
+            code = _exit_status(exc)
         out, err = capfd.readouterr()
         return CliRun(code, out, err)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Mapping
@@ -12,10 +11,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from gpuscout import DeviceInfo, GpuscoutError, Scout, SystemInfo
-from gpuscout.cli import main
 from gpuscout.fit import ModelError
 from gpuscout.sizes import GIB, MIB
-from gpuscout.testing import injected, scout_of
+from gpuscout.testing import CliRunner
 
 if TYPE_CHECKING:
     from gguf import GGUFWriter
@@ -76,10 +74,6 @@ def block_bytes(embd: int = 64) -> int:
 def gpu(i: int = 0, free: int = 20 * GIB, **kw: object) -> DeviceInfo:
     return DeviceInfo(**{"id": f"GPU-{i}", "library": "CUDA", "name": f"CUDA{i}", "total_memory": 24 * GIB,
                          "free_memory": free, "compute_major": 8, "compute_minor": 9, **kw})  # type: ignore[arg-type]
-
-
-def factory(*devices: DeviceInfo):  # type: ignore[no-untyped-def]
-    return lambda args: scout_of(injected(devices))
 
 
 def scout() -> Scout:
@@ -197,11 +191,12 @@ def test_bad_arguments_are_gpuscout_errors(tmp_path: Path) -> None:
             scout().fit(model, devices=[], system=ROOMY)
 
 
-def test_json_has_the_contract_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_has_the_contract_keys(gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """--json keeps model/placement/cpu_layers/fits and adds ctx, cache types, notes, memory, total."""
     path = write_model(tmp_path / "m.gguf")
-    assert main(["fit", str(path), "--json", "--ctx", "1000"], scout_factory=factory(gpu())) == 0
-    doc = json.loads(capsys.readouterr().out)
+    run = gpuscout_cli(["fit", str(path), "--json", "--ctx", "1000"], [gpu()], builtins=False)
+    assert run.code == 0, run.err
+    doc = run.json()
     assert {"model", "placement", "cpu_layers", "fits", "ctx", "flash_attn", "cache_type_k",
             "cache_type_v", "notes", "memory", "total"} <= set(doc)
     assert doc["ctx"] == 1024 and doc["cache_type_k"] == doc["cache_type_v"] == "f16"
@@ -213,36 +208,34 @@ def test_json_has_the_contract_keys(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert doc["placement"] == [{"id": "GPU-0", "backend": "CUDA", "layers": [0, 1, 2]}]
 
 
-def test_kv_type_sets_both_and_flash_attn_off(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_kv_type_sets_both_and_flash_attn_off(gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """--kv-type sets both cache types; --flash-attn off is said in the JSON."""
     path = write_model(tmp_path / "m.gguf", kv_heads=4)
-    assert main(["fit", str(path), "--json", "--kv-type", "q8_0", "--flash-attn", "on"],
-                scout_factory=factory()) == 0
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["cache_type_k"] == doc["cache_type_v"] == "q8_0"
-    assert main(["fit", str(path), "--json", "--flash-attn", "off"], scout_factory=factory()) == 0
-    assert json.loads(capsys.readouterr().out)["flash_attn"] is False
+    on = gpuscout_cli(["fit", str(path), "--json", "--kv-type", "q8_0", "--flash-attn", "on"],
+                      builtins=False)
+    assert on.code == 0 and on.json()["cache_type_k"] == on.json()["cache_type_v"] == "q8_0"
+    off = gpuscout_cli(["fit", str(path), "--json", "--flash-attn", "off"], builtins=False)
+    assert off.code == 0 and off.json()["flash_attn"] is False
 
 
-def test_does_not_fit_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+def test_does_not_fit_exits_1(gpuscout_cli: CliRunner) -> None:
     """A layer of 2**63-1 bytes is valid input that fits nowhere: exit 1, as grep says no match."""
-    assert main(["fit", "--layers", f"{(1 << 63) - 1},1", "--json"], scout_factory=factory(gpu())) == 1
-    assert json.loads(capsys.readouterr().out)["fits"] is False
+    run = gpuscout_cli(["fit", "--layers", f"{(1 << 63) - 1},1", "--json"], [gpu()], builtins=False)
+    assert run.code == 1, run.err
+    assert run.json()["fits"] is False
 
 
 @pytest.mark.parametrize("argv", [["--ctx", "9" * 400], ["--layers", "1" + "0" * 400],
                                   ["--layers", "١٢٣"], ["--ctx", "0"], ["--parallel", "-1"],
                                   ["--layers", f"{1 << 63}"]])
-def test_bad_numbers_exit_2_with_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_numbers_exit_2_with_one_line(argv: list[str], gpuscout_cli: CliRunner) -> None:
     """Oversized, non-ASCII or out-of-range numbers are usage errors, never tracebacks."""
-    with pytest.raises(SystemExit) as exit_info:
-        main(["fit", *argv], scout_factory=factory(gpu()))
-    assert exit_info.value.code == 2
-    assert capsys.readouterr().err.count("\n") == 1
+    code, _, err = gpuscout_cli(["fit", *argv], [gpu()], builtins=False)
+    assert code == 2 and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("content", [b"not a gguf file at all" * 4, None, "unknown"])
-def test_bad_files_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+def test_bad_files_exit_2_with_one_line(gpuscout_cli: CliRunner, tmp_path: Path,
                                         content: object) -> None:
     """Not GGUF, truncated, or an architecture name nobody knows with no block_count: one line."""
     path = write_model(tmp_path / "m.gguf")
@@ -253,8 +246,9 @@ def test_bad_files_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFi
     else:
         assert isinstance(content, bytes)
         path.write_bytes(content)
-    assert main(["fit", str(path)], scout_factory=factory(gpu())) == 2
-    err = capsys.readouterr().err
+    run = gpuscout_cli(["fit", str(path)], [gpu()], builtins=False)
+    assert run.code == 2, run.err
+    err = run.err
     assert err.count("\n") == 1 and err.startswith("gpuscout: error: ") and str(path) in err
 
 
@@ -265,49 +259,52 @@ def test_an_unknown_architecture_is_estimated_with_a_note(tmp_path: Path) -> Non
     assert any("brandnew" in n and "generic" in n for n in result.notes)
 
 
-def test_without_gguf_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_gguf_says_how_to_install(gpuscout_cli: CliRunner, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """fit MODEL without the gguf extra: one line naming the extra, exit 2."""
     path = write_model(tmp_path / "m.gguf")
     monkeypatch.setitem(sys.modules, "gguf", None)
-    assert main(["fit", str(path)], scout_factory=factory(gpu())) == 2
-    err = capsys.readouterr().err
+    run = gpuscout_cli(["fit", str(path)], [gpu()], builtins=False)
+    assert run.code == 2, run.err
+    err = run.err
     assert err.count("\n") == 1 and "pip install 'gpuscout[gguf]'" in err
 
 
-def test_layers_without_a_model(capsys: pytest.CaptureFixture[str]) -> None:
+def test_layers_without_a_model(gpuscout_cli: CliRunner) -> None:
     """--layers plans given sizes: blocks, then the output layer."""
-    assert main(["fit", "--layers", "100MiB,100MiB,50MiB", "--json"], scout_factory=factory(gpu())) == 0
-    doc = json.loads(capsys.readouterr().out)
+    run = gpuscout_cli(["fit", "--layers", "100MiB,100MiB,50MiB", "--json"], [gpu()], builtins=False)
+    assert run.code == 0, run.err
+    doc = run.json()
     assert doc["model"]["architecture"] == "" and doc["model"]["blocks"] == 2
     assert doc["model"]["layer_weights"] == [100 << 20] * 2 and doc["model"]["output_weights"] == 50 << 20
     assert doc["placement"][0]["layers"] == [0, 1, 2]
 
 
-def test_no_gpu_leaves_every_layer_on_the_cpu(capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_gpu_leaves_every_layer_on_the_cpu(gpuscout_cli: CliRunner) -> None:
     """Without devices everything is the CPU's."""
-    assert main(["fit", "--layers", "100MiB,100MiB", "--json"], scout_factory=factory()) == 0
-    doc = json.loads(capsys.readouterr().out)
+    run = gpuscout_cli(["fit", "--layers", "100MiB,100MiB", "--json"], builtins=False)
+    assert run.code == 0, run.err
+    doc = run.json()
     assert doc["placement"] == [] and doc["cpu_layers"] == [0, 1]
 
 
-def test_text_output_names_devices_as_list_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_text_output_names_devices_as_list_does(gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """The text form names the device by the name list shows (ROCm1, not a position)."""
     card = DeviceInfo(id="GPU-x", library="ROCm", name="ROCm1", total_memory=24 * GIB, free_memory=20 * GIB)
-    assert main(["fit", str(write_model(tmp_path / "m.gguf"))], scout_factory=factory(card)) == 0
-    out = capsys.readouterr().out
+    run = gpuscout_cli(["fit", str(write_model(tmp_path / "m.gguf"))], [card], builtins=False)
+    assert run.code == 0, run.err
+    out = run.out
     assert "ROCm ROCm1 (GPU-x)  layers 0-2" in out and "ROCm0" not in out and out.endswith("fits\n")
 
 
 def test_the_memory_summary_is_a_table_on_a_terminal_and_lines_in_a_pipe(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """Weights, cache and graph per device: a rich table when drawn (--color always), lines in a pipe."""
     argv = ["fit", str(write_model(tmp_path / "m.gguf"))]
-    assert main([*argv, "--color", "always"], scout_factory=factory(gpu())) == 0
-    drawn = capsys.readouterr().out
-    assert "Memory" in drawn and "\x1b[" in drawn
-    assert main(argv, scout_factory=factory(gpu())) == 0
-    plain = capsys.readouterr().out
+    code, drawn, _ = gpuscout_cli([*argv, "--color", "always"], [gpu()], builtins=False)
+    assert code == 0 and "Memory" in drawn and "\x1b[" in drawn
+    code, plain, _ = gpuscout_cli(argv, [gpu()], builtins=False)
+    assert code == 0
     assert "\x1b[" not in plain and "  total memory " in plain and "CUDA GPU-0: weights" in plain
 
 
@@ -321,7 +318,7 @@ def write_projector(path: Path) -> Path:
     return finish(w, path)
 
 
-def test_a_projector_sits_on_the_first_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_projector_sits_on_the_first_gpu(gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """--mmproj: the projector's weights and its compute buffer are the first GPU's."""
     model, projector = write_model(tmp_path / "m.gguf"), write_projector(tmp_path / "p.gguf")
     plain = scout().fit(model, devices=[gpu()], system=ROOMY, ctx=256, cpu_features=())
@@ -331,8 +328,9 @@ def test_a_projector_sits_on_the_first_gpu(tmp_path: Path, capsys: pytest.Captur
     assert with_p.usage[0].weights - plain.usage[0].weights == weights
     assert with_p.usage[0].graph > plain.usage[0].graph
     assert with_p.usage[-1].total == plain.usage[-1].total
-    assert main(["fit", str(model), "--mmproj", str(projector), "--json"], scout_factory=factory(gpu())) == 0
-    doc = json.loads(capsys.readouterr().out)
+    run = gpuscout_cli(["fit", str(model), "--mmproj", str(projector), "--json"], [gpu()], builtins=False)
+    assert run.code == 0, run.err
+    doc = run.json()
     assert doc["memory"][0]["weights"] == with_p.usage[0].weights
 
 
@@ -372,19 +370,21 @@ def test_host_blocks_run_on_the_gpu_in_use(tmp_path: Path) -> None:
     assert partial.usage[0].graph == full.usage[0].graph
 
 
-def test_a_device_selector_that_matches_nothing_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_device_selector_that_matches_nothing_exits_1(gpuscout_cli: CliRunner) -> None:
     """--device with a well-formed selector that matches no device: one line, exit 1, as env."""
     argv = ["fit", "--layers", "1MiB,1MiB", "--device", "library=rocm"]
-    assert main(argv, scout_factory=factory(gpu())) == 1
-    err = capsys.readouterr().err
+    run = gpuscout_cli(argv, [gpu()], builtins=False)
+    assert run.code == 1, run.err
+    err = run.err
     assert err.count("\n") == 1 and "library=rocm" in err
 
 
-def test_a_malformed_device_selector_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_malformed_device_selector_exits_2(gpuscout_cli: CliRunner) -> None:
     """--device with a word that is no selector is a usage error."""
     argv = ["fit", "--layers", "1MiB,1MiB", "--device", "nonsense=="]
-    assert main(argv, scout_factory=factory(gpu())) == 2
-    assert capsys.readouterr().err.count("\n") == 1
+    run = gpuscout_cli(argv, [gpu()], builtins=False)
+    assert run.code == 2, run.err
+    assert run.err.count("\n") == 1
 
 
 def test_a_gpu_holding_no_layer_still_gets_the_offloaded_compute(tmp_path: Path) -> None:
@@ -411,11 +411,12 @@ def test_an_offloaded_host_attention_counts_its_kv_copy_on_the_gpu(tmp_path: Pat
 
 
 def test_a_device_whose_free_memory_is_unknown_is_shown_as_unknown_free(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """fit's device row says "unknown free" (and a bar of "?"), never the stand-in figure."""
     path = write_model(tmp_path / "m.gguf")
-    assert main(["fit", str(path)], scout_factory=factory(gpu(free_memory_unknown=True))) == 0
-    row = next(line for line in capsys.readouterr().out.splitlines() if "GPU-0" in line)
+    run = gpuscout_cli(["fit", str(path)], [gpu(free_memory_unknown=True)], builtins=False)
+    assert run.code == 0, run.err
+    row = next(line for line in run.out.splitlines() if "GPU-0" in line)
     assert "unknown free" in row and re.search(r"\[\?+\]", row)
     assert "20.0 GiB free" not in row
 

@@ -265,6 +265,12 @@ def test_the_cli_drops_output_printed_before_the_run(gpuscout_cli: CliRunner) ->
     assert "before" not in run.out and isinstance(run.json(), dict)
 
 
+def test_the_cli_gives_the_status_of_a_command_that_exits(gpuscout_cli: CliRunner) -> None:
+    """`--help` exits instead of returning: its status is the code and its text is in out."""
+    run = gpuscout_cli(["--help"])
+    assert run.code == 0 and "exit codes:" in run.out
+
+
 def test_the_cli_refuses_a_command_line_given_as_one_string(gpuscout_cli: CliRunner) -> None:
     """argv is a list: a bare str (which would run as one letter per argument) is a TypeError."""
     with pytest.raises(TypeError, match="list of arguments"):
