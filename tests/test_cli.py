@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
 import sys
 from typing import Any
 
-from gpuscout.cli import main
+from gpuscout.testing import CliRunner
 
 BUILTINS = ["cuda", "rocm", "metal", "vulkan"]
 REPORT_KEYS = ["name", "version", "distribution", "hooks", "status", "error", "note", "devices",
@@ -119,17 +117,16 @@ def test_an_unconfigured_host_gets_nothing_on_stdout() -> None:
 
 
 def test_the_table_marks_software_devices_and_unknown_compute(
-        machine: Any, monkeypatch: Any) -> None:
+        gpuscout_cli: CliRunner, monkeypatch: Any) -> None:
     """A software device shows as such, an unknown compute capability as a dash."""
     from gpuscout import DeviceInfo
 
     monkeypatch.setenv("COLUMNS", "200")
-    factory = machine([DeviceInfo(id="0", library="Vulkan", description="llvmpipe", software=True,
-                                  compute_major=-1, compute_minor=-1, total_memory=2**31,
-                                  free_memory=2**31)])
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["list", "--include-software"], scout_factory=factory) == 0
-    row = next(line for line in out.getvalue().splitlines() if "llvmpipe" in line)
+    llvmpipe = DeviceInfo(id="0", library="Vulkan", description="llvmpipe", software=True,
+                          compute_major=-1, compute_minor=-1, total_memory=2**31,
+                          free_memory=2**31)
+    code, out, _ = gpuscout_cli(["list", "--include-software"], [llvmpipe])
+    assert code == 0
+    row = next(line for line in out.splitlines() if "llvmpipe" in line)
     fields = row.split("\t")  # in a pipe: tab-separated, unknown values as "-"
     assert fields[-1] == "software" and "-" in fields and "-1.-1" not in row
