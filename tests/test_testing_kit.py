@@ -168,7 +168,8 @@ def test_the_scout_passes_options_through(gpuscout_scout: ScoutFactory) -> None:
 def test_the_scout_refuses_to_load_other_plugins(gpuscout_scout: ScoutFactory, option: str) -> None:
     """The plugin lists are the kit's to write."""
     with pytest.raises(TypeError, match=option):
-        gpuscout_scout(**{option: []})
+        options: dict[str, Any] = {option: []}
+        gpuscout_scout(**options)
 
 
 def test_two_plugins_of_one_name_are_refused(gpuscout_scout: ScoutFactory) -> None:
@@ -306,7 +307,8 @@ def test_promptly_gives_the_answer_or_the_exception() -> None:
     """The call's value comes back; so does its exception."""
     assert promptly(lambda: 7) == 7
     with pytest.raises(KeyError):
-        promptly(lambda: {}["missing"])
+        empty: dict[str, int] = {}
+        promptly(lambda: empty["missing"])
 
 
 def test_promptly_fails_a_call_that_hangs() -> None:
