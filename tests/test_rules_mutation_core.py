@@ -294,3 +294,49 @@ def test_an_answer_line_over_max_line_breaks_the_answer() -> None:
     assert "over" in answer.broken
     answer.add(b"\n" + _line(name="cuda", status="ok"))
     assert answer.outcomes == {}
+
+
+FAKE_RUNNER = '''
+import http.server, os, sys
+body = os.environ["GPUSCOUT_TEST_DEVICES"].encode()
+class Info(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Info).serve_forever()
+'''
+
+
+def _validated(tmp_path: Path, device: DeviceInfo,
+               child_sees: DeviceInfo) -> tuple[list[DeviceInfo], list[str]]:
+    """validate_devices for ``device`` with a runner whose child reports ``child_sees``."""
+    import os
+    import sys
+
+    from gpuscout.runner.validation import validate_devices
+    from gpuscout.wire_encode import to_json
+
+    script = tmp_path / "runner.py"
+    script.write_text(FAKE_RUNNER)
+    env = {**os.environ, "GPUSCOUT_TEST_DEVICES": to_json([child_sees])}
+    kept, dropped = validate_devices([(device, env)], 20.0, command=[sys.executable, str(script), "{port}"])
+    return kept, [d.reason for d in dropped]
+
+
+def test_validation_drops_a_device_the_child_does_not_see(tmp_path: Path) -> None:
+    """A child that initialises another card does not confirm this one."""
+    mine = card(0, uuid="GPU-aaaaaaaa-0000-0000-0000-000000000000")
+    other = card(1, uuid="GPU-bbbbbbbb-0000-0000-0000-000000000000")
+    kept, reasons = _validated(tmp_path, mine, other)
+    assert kept == [] and reasons == ["init validation failed: device not seen by the child"]
+
+
+def test_validation_matches_uuids_whatever_their_case(tmp_path: Path) -> None:
+    """A child that spells the card's UUID in capitals still saw it."""
+    mine = card(0, uuid="GPU-aaaaaaaa-0000-0000-0000-000000000000")
+    kept, reasons = _validated(tmp_path, mine, mine.evolve(uuid=mine.uuid.upper()))
+    assert kept == [mine] and reasons == []
