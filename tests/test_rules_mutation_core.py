@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -340,3 +341,38 @@ def test_validation_matches_uuids_whatever_their_case(tmp_path: Path) -> None:
     mine = card(0, uuid="GPU-aaaaaaaa-0000-0000-0000-000000000000")
     kept, reasons = _validated(tmp_path, mine, mine.evolve(uuid=mine.uuid.upper()))
     assert kept == [mine] and reasons == []
+
+
+QUITTER = """
+import os
+from gpuscout.plugin import hookimpl
+
+@hookimpl
+def gpuscout_enumerate(context):
+    os._exit(1)
+"""
+
+
+@pytest.fixture(scope="module")
+def quitters(site_factory: Callable[..., Path]) -> Path:
+    """An installed distribution with a plugin whose worker exits 1."""
+    return site_factory("gpuscout-mutation-isolated", "1.0",
+                        {"iso_quitter": QUITTER}, {"quitter": "iso_quitter"})
+
+
+def _isolated_error(site: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    import os
+
+    monkeypatch.syspath_prepend(str(site))
+    scout = Scout(plugins=[name], env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                  enumerate_timeout=5.0)
+    report = scout.discover(isolated=True).report(name)
+    assert report.status == "failed"
+    return report.error
+
+
+def test_an_isolated_worker_that_exits_1_failed(quitters: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exit status 1 is a failure, said as such, not a worker that finished without an answer."""
+    assert "exited with status 1" in _isolated_error(quitters, "quitter", monkeypatch)
+
