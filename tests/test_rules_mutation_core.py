@@ -376,3 +376,14 @@ def test_an_isolated_worker_that_exits_1_failed(quitters: Path,
     """Exit status 1 is a failure, said as such, not a worker that finished without an answer."""
     assert "exited with status 1" in _isolated_error(quitters, "quitter", monkeypatch)
 
+
+
+def test_a_reply_with_two_different_content_lengths_is_an_error() -> None:
+    """Two Content-Lengths that disagree make the body's end unknowable (request smuggling's
+    trick): the reply is refused; the same value twice is accepted."""
+    from gpuscout.runner.reply import RunnerError, parse_whole_reply
+
+    same = b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n[]"
+    assert parse_whole_reply(same)[1] == b"[]"
+    with pytest.raises(RunnerError, match="two Content-Lengths"):
+        parse_whole_reply(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n[]x")
