@@ -387,3 +387,37 @@ def test_a_reply_with_two_different_content_lengths_is_an_error() -> None:
     assert parse_whole_reply(same)[1] == b"[]"
     with pytest.raises(RunnerError, match="two Content-Lengths"):
         parse_whole_reply(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n[]x")
+
+
+def test_after_going_up_to_a_count_in_between_earlier_layouts_may_be_tried_again(
+        scout_with: Callable[..., Scout]) -> None:
+    """Once a count in between is taken, the tried layouts are forgotten: when allocating it
+    then fails, the smaller layout the fit pass had already tried is tried again, before any
+    backoff holds memory back (7 layers, not the 5 a backoff of 0.1 leaves)."""
+    from gpuscout.layers import GPULayersList
+    from gpuscout.load import Allocation, LoadOperation
+
+    gpu = card(0, free_memory=457 * MIB + 1000 * MIB, total_memory=2 * GIB, compute_major=9,
+               driver_major=12)
+    layer = 100 * MIB
+
+    def allocate(layout: GPULayersList, operation: LoadOperation) -> Allocation:
+        placed = {i for g in layout for i in g.layers}
+        held = len(placed)
+        if operation is LoadOperation.ALLOC:
+            graph = 300 * MIB  # really allocating needs a bigger graph than the fit pass said
+        else:
+            graph = {10: 300 * MIB, 8: 150 * MIB}.get(held, 100 * MIB)
+        graph = graph if held else 0
+        gpus = [DeviceMemory(id=gpu.id, library=gpu.library, name=gpu.name,
+                             weights=[layer if i in placed else 0 for i in range(10)],
+                             cache=[0] * 10, graph=graph)]
+        cpu = DeviceMemory(library="cpu", name="CPU",
+                           weights=[0 if i in placed else layer for i in range(10)], cache=[0] * 10)
+        fits = held * layer + graph <= 1000 * MIB or operation is LoadOperation.CLOSE
+        return Allocation(fits, BackendMemory(input_weights=0, cpu=cpu, gpus=gpus))
+
+    estimate = BackendMemory(cpu=DeviceMemory(library="cpu", name="CPU", weights=[layer] * 10,
+                                              cache=[0] * 10))
+    done = scout_with([]).load(estimate, [gpu], SystemInfo(64 * GIB, 60 * GIB), allocate)
+    assert done.layout.sum() == 7
