@@ -42,10 +42,12 @@ def test_for_library_calls_the_hook_only_for_its_own_devices() -> None:
 def test_a_guarded_hook_answers_through_a_scout() -> None:
     """pluggy sees the hook's own parameters through the guard (it unwraps the function)."""
     class Acme:
+        @staticmethod
         @for_library("Acme")
         def gpuscout_minimum_memory(device: DeviceInfo) -> int | None:
             return 5
 
+        @staticmethod
         @for_library("Acme", tryfirst=True)
         def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
             return False
