@@ -21,10 +21,10 @@ from gpuscout import DeviceInfo, Scout, hookimpl
 from gpuscout.cli import build_parser, main
 from gpuscout.cli.hints import hints
 from gpuscout.cli.list import watch
+from gpuscout.sizes import GIB
 from gpuscout.testing import injected, scout_of
 from tests.conftest import with_default_sigint
 
-GIB = 1024**3
 LLVMPIPE = DeviceInfo(id="0", library="Vulkan", description="llvmpipe (LLVM 17.0.6, 256 bits)",
                       software=True, total_memory=2 * GIB, free_memory=2 * GIB)
 CARD = DeviceInfo(id="0", library="Fake", pci_id="0000:01:00.0", uuid="fake-0",

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from gpuscout import DeviceComparison, DeviceInfo
 from gpuscout.merge import merge
 from gpuscout.results import DUPLICATE_REASON
+from gpuscout.sizes import GIB
 from gpuscout.testing import scout_of
 
-GIB = 1 << 30
 UUID = "11111111-2222-3333-4444-555555555555"
 SOURCES = {"CUDA": "cuda", "ROCm": "rocm", "Vulkan": "vulkan"}
 

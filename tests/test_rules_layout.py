@@ -11,7 +11,8 @@ from gpuscout.errors import GpuscoutError
 from gpuscout.load import LoadOperation
 from gpuscout.plan import Slot, assign_layers
 from gpuscout.ranking import library_paths
-from tests.test_load import MIB, RESERVE, SYSTEM, FakeRunner, gpu
+from gpuscout.sizes import MIB
+from tests.test_load import RESERVE, SYSTEM, FakeRunner, gpu
 
 
 @pytest.fixture

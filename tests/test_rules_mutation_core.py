@@ -14,8 +14,7 @@ from gpuscout.merge import merge
 from gpuscout.plan import create_layout, usable_free
 from gpuscout.ranking import library_paths, rank
 from gpuscout.select import NoMatchError, select_devices
-
-GIB, MIB = 1 << 30, 1 << 20
+from gpuscout.sizes import GIB, MIB
 
 
 class NoReserve:

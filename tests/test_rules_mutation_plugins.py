@@ -7,8 +7,8 @@ from gpuscout.cluster.nfd import device_labels
 from gpuscout.plugins.rocm.rules import numeric_device_list, visible_entries
 from gpuscout.plugins.rocm.visibility import NO_UUID, hip_visible, rocr_visible
 from gpuscout.plugins.vulkan.rules import normalize_description, similar_description
+from gpuscout.sizes import GIB
 
-GIB = 1 << 30
 UUIDS = [f"GPU-{n:016x}" for n in range(1, 12)]
 
 

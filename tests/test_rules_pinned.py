@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceInfo, GPULayers, GPULayersList, Scout, hookimpl
+from gpuscout.sizes import GIB
 from gpuscout.testing import injected, scout_of
 
-GIB = 1024**3
 ROCM = DeviceInfo(id="GPU-4a1b2c3d4e5f6071", filter_id="GPU-4a1b2c3d4e5f6071", library="ROCm",
                   pci_id="0000:c4:00.0", total_memory=24 * GIB, free_memory=20 * GIB)
 CUDA = DeviceInfo(id="GPU-0e9f4a6b-3c21-4d7e-a5f8-9b2d6e1c4a37", library="CUDA",
@@ -144,7 +144,7 @@ def test_a_plugin_three_times_over_its_deadline_costs_about_one_deadline() -> No
         took = time.monotonic() - start
     finally:
         slow.release.set()
-    report = next(r for r in found.plugins if r.name == "slow")
+    report = found.report("slow")
     assert (report.status, found.devices) == ("timeout", [])
     assert took < 2 * LIMIT, f"discover took {took:.2f} s for a {LIMIT} s limit"
 

@@ -21,7 +21,7 @@ def discover_with_render(tmp_path: Path, gpuscout_scout: ScoutFactory, text: str
 
 
 def note(result: Discovery) -> str:
-    return next(r for r in result.plugins if r.name == "rocm").note
+    return result.report("rocm").note
 
 
 def test_a_render_node_refused_with_eacces_leaves_no_gpu_at_all(
