@@ -58,7 +58,7 @@ LAZY = {
 }
 
 #: ``python -m gpuscout ARGS``, then every module loaded, as JSON on the last stderr line
-#: (as tests/test_cli_imports.py does: sys.modules also sees importlib.import_module).
+#: (as tests/cli/test_cli_imports.py does: sys.modules also sees importlib.import_module).
 MODULES_DRIVER = """
 import json, os, runpy, sys
 sys.argv[0] = "gpuscout"

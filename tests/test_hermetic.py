@@ -20,8 +20,8 @@ ROOT = Path(__file__).parent.parent
 SUBSET = [
     "tests/test_discover.py",
     "tests/test_select.py",
-    "tests/test_cli_env.py",
-    "tests/test_cli_explain.py",
+    "tests/cli/test_cli_env.py",
+    "tests/cli/test_cli_explain.py",
     "tests/plugins/vulkan/test_vulkan_duplicates.py",
     "tests/plugins/cuda/test_cuda_no_driver.py",
     "tests/plugins/rocm/test_amdsmi_source.py",

@@ -46,7 +46,7 @@ print(json.dumps({
 """
 
 # ``python -m gpuscout ARGS``, then every module loaded on the last stderr line (as in
-# tests/test_cli_imports.py).
+# tests/cli/test_cli_imports.py).
 CLI = """
 import json, os, runpy, sys
 sys.argv[0] = "gpuscout"

@@ -19,7 +19,7 @@ from gpuscout.testing import CliRunner, injected, plugin_test_env, scout_of
 CARD = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
                   uuid="GPU-aaaa1111", pci_id="0000:01:00.0", total_memory=48 * GIB,
                   free_memory=40 * GIB)
-README = Path(__file__).parent.parent / "README.md"
+README = Path(__file__).parents[2] / "README.md"
 
 
 class Broken:

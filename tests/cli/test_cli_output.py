@@ -17,7 +17,7 @@ from gpuscout.records import DeviceID
 from gpuscout.sizes import GIB
 from gpuscout.testing import CliRunner
 
-GOLDEN = Path(__file__).parent / "data" / "golden"
+GOLDEN = Path(__file__).parent.parent / "data" / "golden"
 ANSI = re.compile(r"\x1b\[")
 CUDA_ID = "GPU-8f1c2a3b-1234-5678-9abc-def012345678"
 LONG = "acme-very-long-device-name-" + "x" * 60
