@@ -17,6 +17,7 @@ import pytest
 from gpuscout import DeviceInfo, Scout
 from gpuscout.cli import main
 from gpuscout.cli.common import plugin_names
+from gpuscout.testing import CliRunner
 from tests.conftest import with_default_sigint
 
 BUILTINS = "cuda, metal, rocm, vulkan"
@@ -100,10 +101,9 @@ def test_a_root_that_is_a_file_is_refused(capsys: pytest.CaptureFixture[str],
     assert "not a directory" in refusal(capsys, "plugins", "--root", str(tmp_path / "file"))
 
 
-def test_an_existing_root_is_accepted(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                      machine: Callable[..., Callable[..., Scout]]) -> None:
+def test_an_existing_root_is_accepted(gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """An existing folder passes the `--root` check."""
-    assert main(["list", "--json", "--root", str(tmp_path)], scout_factory=machine([])) == 0
+    assert gpuscout_cli(["list", "--json", "--root", str(tmp_path)]).code == 0
 
 
 @pytest.mark.parametrize("value", ["", ",", " , "])

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceInfo, Scout, hookimpl
-from gpuscout.cli import build_parser, main
+from gpuscout.cli import build_parser
 from gpuscout.cli.hints import hints
 from gpuscout.cli.list import watch
 from gpuscout.sizes import GIB
-from gpuscout.testing import injected, scout_of
+from gpuscout.testing import CliRunner, injected, scout_of
 from tests.conftest import with_default_sigint
 
 LLVMPIPE = DeviceInfo(id="0", library="Vulkan", description="llvmpipe (LLVM 17.0.6, 256 bits)",
@@ -60,13 +60,6 @@ class Counting:
         return [d.evolve(free_memory=self.free * GIB) for d in devices if d.library == "Fake"]
 
 
-def run_main(argv: list[str], scout: Scout) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv, scout_factory=lambda args: scout)
-    return code, out.getvalue(), err.getvalue()
-
-
 def list_args(*argv: str) -> argparse.Namespace:
     parser, _ = build_parser("list")
     return parser.parse_args(["list", *argv])
@@ -94,29 +87,29 @@ def test_a_plugin_note_is_a_hint_with_the_value_of_the_variable_it_names() -> No
         "plugin fake: 2 Fake device(s) hidden by FAKE_VISIBLE_DEVICES (FAKE_VISIBLE_DEVICES='')"]
 
 
-def test_list_prints_hints_on_stderr_after_no_accelerators() -> None:
+def test_list_prints_hints_on_stderr_after_no_accelerators(gpuscout_cli: CliRunner) -> None:
     """Plain `list` without a device lists what it did on stdout and says why on stderr."""
-    code, out, err = run_main(["list"], scout_of(injected([LLVMPIPE])))
+    code, out, err = gpuscout_cli(["list"], [LLVMPIPE], builtins=False)
     assert code == 0 and "--include-software" not in out
     assert "gpuscout: hint: dropped 1 software device" in err and "--include-software" in err
 
 
-def test_list_json_keeps_hints_off_stdout() -> None:
+def test_list_json_keeps_hints_off_stdout(gpuscout_cli: CliRunner) -> None:
     """`list --json` without a device prints only the document on stdout, the hints on stderr."""
-    code, out, err = run_main(["list", "--json"], scout_of(("fake", Noting())))
+    code, out, err = gpuscout_cli(["list", "--json"], plugins=[("fake", Noting())], builtins=False)
     assert code == 0 and json.loads(out)["devices"] == []
     assert "gpuscout: hint: plugin fake: 2 Fake device(s) hidden" in err
 
 
-def test_list_gives_no_hints_when_a_device_is_ranked() -> None:
+def test_list_gives_no_hints_when_a_device_is_ranked(gpuscout_cli: CliRunner) -> None:
     """A ranked device means nothing to explain: no hint on stderr."""
-    code, _, err = run_main(["list"], scout_of(("fake", Noting()), injected([CARD])))
+    code, _, err = gpuscout_cli(["list"], [CARD], plugins=[("fake", Noting())], builtins=False)
     assert code == 0 and "hint" not in err
 
 
-def test_env_that_matches_nothing_is_followed_by_hints() -> None:
+def test_env_that_matches_nothing_is_followed_by_hints(gpuscout_cli: CliRunner) -> None:
     """`env best` on a machine with only llvmpipe fails and names --include-software."""
-    code, out, err = run_main(["env", "best"], scout_of(injected([LLVMPIPE])))
+    code, out, err = gpuscout_cli(["env", "best"], [LLVMPIPE], builtins=False)
     assert code != 0 and out == ""
     assert "gpuscout: hint: dropped 1 software device" in err and "--include-software" in err
 
@@ -158,12 +151,10 @@ def test_watch_in_a_pipe_separates_plain_listings_with_a_blank_line() -> None:
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
 def test_watch_wants_a_positive_finite_number_of_seconds(
-        value: str, capsys: pytest.CaptureFixture[str]) -> None:
+        value: str, gpuscout_cli: CliRunner) -> None:
     """A watch interval that is not a positive finite number is a usage error."""
-    with pytest.raises(SystemExit) as exc:
-        main(["list", "--watch", value], scout_factory=lambda args: scout_of())
-    assert exc.value.code == 2
-    assert "--watch" in capsys.readouterr().err
+    code, _, err = gpuscout_cli(["list", "--watch", value], builtins=False)
+    assert code == 2 and "--watch" in err
 
 
 def test_watch_defaults_to_two_seconds() -> None:
