@@ -16,7 +16,7 @@ from __future__ import annotations
 RULES = "tests/test_rules*.py"
 MERGE = ("tests/test_merge_index.py", "tests/test_hidden_devices.py", RULES,
          "tests/plugins/vulkan/test_vulkan_duplicates.py")
-RANKING = (RULES, "tests/test_unused_reason.py", "tests/test_cli_explain.py")
+RANKING = (RULES, "tests/test_unused_reason.py", "tests/cli/test_cli_explain.py")
 PLAN = ("tests/test_plan.py", RULES)
 LOAD = ("tests/test_load.py", RULES)
 FIT = ("tests/test_fit.py", "tests/test_fit_reader_hostile.py", RULES, "tests/fit")
