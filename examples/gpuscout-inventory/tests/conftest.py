@@ -11,8 +11,7 @@ import pytest
 
 import gpuscout_inventory
 from gpuscout import Scout
-
-GIB = 1 << 30
+from gpuscout.sizes import GIB
 
 
 def _toml_text(devices: list[dict[str, Any]]) -> str:
