@@ -25,9 +25,6 @@ from gpuscout import DeviceInfo, Scout
 from gpuscout import log as gpuscout_log
 from gpuscout.testing import ScoutFactory, injected, plugin_test_env
 
-GIB = 1024**3
-MIB = 1024**2
-
 # Keeps the real Vulkan loader from finding lavapipe where a test injects its own devices.
 NO_VULKAN_ENV = plugin_test_env("vulkan")
 
