@@ -13,8 +13,9 @@ How a run goes:
 2. Every set of test files named by a mutation runs once unmutated; a set that fails marks its
    mutations "baseline" (not counted).
 3. For each mutation: the snippet must occur exactly once in its module, else "stale" (the code
-   moved). The module is written mutated, ``python -m pytest -q -x -p no:randomly <tests>`` runs in
-   the copy under ``--timeout``, and the module is restored. Exit status 1 is "caught", 0
+   moved). The module is written mutated, ``python -m pytest -q -x -p no:randomly <tests>`` (with
+   ``-n 0`` where pytest-xdist is loaded; a test name may be a glob) runs in the copy under
+   ``--timeout``, and the module is restored. Exit status 1 is "caught", 0
    "survived", a timeout "timeout" (counted as caught, listed apart), anything else (a collection
    error, no tests) "broken" (not counted).
 
