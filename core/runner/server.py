@@ -399,11 +399,13 @@ def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int, idle_exit: flo
             # end until the call returns): the runner's exit stays prompt, init reaps it later.
             become_subreaper(at_exit=False)
             atexit.register(kill_descendants, _EXIT_GRACE)
-        if announce is not None:
-            announce(int(server.server_address[1]))
+        # The reading thread runs before the port is announced: a Ctrl-C that follows the
+        # announcement finds it started, so the clean-up below can always join it.
         thread = threading.Thread(target=server.run, args=(stopped,), name="gpuscout-runner",
                                   daemon=True)
         thread.start()
+        if announce is not None:
+            announce(int(server.server_address[1]))
         # The parent is checked after die_with_parent, so a death before it is not missed.
         while not stop.is_set():
             now = time.monotonic()
@@ -424,7 +426,10 @@ def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int, idle_exit: flo
         if thread is not None:
             stopped.set()
             server.wake()
-            thread.join()
+            try:
+                thread.join()
+            except RuntimeError:  # Ctrl-C inside thread.start(): it ends on `stopped` alone
+                pass
         server.close_refused()
         server.server_close()
         if on_main and previous is not None:
