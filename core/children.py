@@ -187,6 +187,17 @@ class Bounded:
                 del self.data[:]
 
 
+def read_now(fd: int) -> bytes | None:
+    """What the non-blocking ``fd`` holds now (at most 64 KiB): None when nothing yet, ``b""``
+    at its end (a read error counts as the end)."""
+    try:
+        return os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
 def communicate(child: subprocess.Popen[bytes], request: bytes, deadline: float,
                 out: Callable[[bytes], None], err: Tail) -> None:
     """Write ``request`` on ``child``'s stdin, hand what its stdout says to ``out`` as it
@@ -211,12 +222,9 @@ def communicate(child: subprocess.Popen[bytes], request: bytes, deadline: float,
         while fd in readers:
             if time.monotonic() >= deadline:
                 raise TimeoutError
-            try:
-                chunk = os.read(fd, 1 << 16)
-            except BlockingIOError:
+            chunk = read_now(fd)
+            if chunk is None:
                 return
-            except OSError:
-                chunk = b""
             if not chunk:
                 readers.discard(fd)
             elif fd == err_fd:
@@ -350,4 +358,4 @@ def last_words(err: bytes) -> str:
 __all__ = ["REAP_GRACE", "STDERR_TAIL", "TERM_GRACE", "Bounded", "Tail", "become_subreaper",
            "boot_code", "child_argv", "communicate", "descendants", "die_with_parent",
            "exit_code", "exit_text", "kill_descendants", "kill_group", "last_line", "last_words",
-           "start"]
+           "read_now", "start"]

@@ -33,6 +33,7 @@ from gpuscout.children import (
     exit_text,
     kill_descendants,
     last_words,
+    read_now,
 )
 from gpuscout.context import Context
 from gpuscout.host import PluginHost, describe_exception, set_inline
@@ -193,12 +194,9 @@ class _Worker:
     def read(self, fd: int) -> None:
         """Take what ``fd`` holds now; close it at its end."""
         while fd in self.open:
-            try:
-                chunk = os.read(fd, 1 << 16)
-            except BlockingIOError:
+            chunk = read_now(fd)
+            if chunk is None:
                 return
-            except OSError:
-                chunk = b""
             if not chunk:
                 self._close(fd)
                 return
