@@ -46,38 +46,40 @@ def main() -> int:
     from gpuscout.cluster.ray import inventory
 
     start = time.perf_counter()
-    cluster = Cluster(initialize_head=True,
-                      head_node_args={"num_cpus": 1, "num_gpus": 0, "env_vars": env})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0, "env_vars": env})
     for _ in range(args.nodes - 1):
         cluster.add_node(num_cpus=1, num_gpus=0, env_vars=env)
     cluster.wait_for_nodes()
-    print(f"cluster of {args.nodes} nodes up in {time.perf_counter() - start:.1f} s "
-          f"(ray {ray.__version__})")
+    print(f"cluster of {args.nodes} nodes up in {time.perf_counter() - start:.1f} s (ray {ray.__version__})")
     try:
         first = time.perf_counter()
         found = inventory(cluster.address, 60.0, include_software=True)
-        print(f"first inventory (workers start): {(time.perf_counter() - first) * 1000:.0f} ms, "
-              f"{[str(n.status) for n in found.nodes]}")
-        cold, _ = timed(lambda: inventory(cluster.address, 60.0, include_software=True),
-                        args.runs)
+        print(
+            f"first inventory (workers start): {(time.perf_counter() - first) * 1000:.0f} ms, "
+            f"{[str(n.status) for n in found.nodes]}"
+        )
+        cold, _ = timed(lambda: inventory(cluster.address, 60.0, include_software=True), args.runs)
         ray.init(address=cluster.address, log_to_driver=False, logging_level="WARNING")
         warm, _ = timed(lambda: inventory(None, 60.0, include_software=True), args.runs)
         ray.shutdown()
         scout = Scout(env=dict(os.environ))
-        isolated, _ = timed(lambda: scout.discover(include_software=True, isolated=True),
-                            args.runs)
+        isolated, _ = timed(lambda: scout.discover(include_software=True, isolated=True), args.runs)
         local, _ = timed(lambda: scout.discover(include_software=True), args.runs)
     finally:
         if ray.is_initialized():
             ray.shutdown()
         cluster.shutdown()
-    print(f"inventory, not attached (a child attaches, runs, detaches): {cold * 1000:7.0f} ms "
-          f"(median of {args.runs})")
+    print(
+        f"inventory, not attached (a child attaches, runs, detaches): {cold * 1000:7.0f} ms "
+        f"(median of {args.runs})"
+    )
     print(f"inventory, already attached:         {warm * 1000:7.0f} ms")
     print(f"one local discovery, isolated:       {isolated * 1000:7.0f} ms")
     print(f"one local discovery, in-process:     {local * 1000:7.0f} ms")
-    print(f"overhead of the attached inventory over one isolated local discovery: "
-          f"{(warm - isolated) * 1000:.0f} ms ({warm / isolated:.1f}x)")
+    print(
+        f"overhead of the attached inventory over one isolated local discovery: "
+        f"{(warm - isolated) * 1000:.0f} ms ({warm / isolated:.1f}x)"
+    )
     return 0
 
 

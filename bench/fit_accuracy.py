@@ -28,8 +28,14 @@ HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "tests" / "data" / "fit"
 MiB = 1 << 20
 #: lavapipe as the Vulkan plugin reports it (maxStorageBufferRange 128 MiB).
-LAVAPIPE = {"id": "0", "library": "Vulkan", "name": "llvmpipe", "total_memory": 2048 * MiB,
-            "free_memory": 2048 * MiB, "max_allocation": 128 * MiB}
+LAVAPIPE = {
+    "id": "0",
+    "library": "Vulkan",
+    "name": "llvmpipe",
+    "total_memory": 2048 * MiB,
+    "free_memory": 2048 * MiB,
+    "max_allocation": 128 * MiB,
+}
 
 
 def writers() -> dict[str, Any]:
@@ -59,8 +65,14 @@ def options(run: dict[str, Any]) -> dict[str, Any]:
     """Scout.fit keywords for a recorded llama.cpp command line."""
     args = list(run["args"])
     kw: dict[str, Any] = {"ctx": run["ctx"], "flash_attn": bool(run["flash_attn"])}
-    flags = {"-ub": ("ubatch_size", int), "-ctk": ("cache_type_k", str), "-ctv": ("cache_type_v", str),
-             "-np": ("parallel", int), "-ngl": ("num_gpu", int), "-b": ("batch_size", int)}
+    flags = {
+        "-ub": ("ubatch_size", int),
+        "-ctk": ("cache_type_k", str),
+        "-ctv": ("cache_type_v", str),
+        "-np": ("parallel", int),
+        "-ngl": ("num_gpu", int),
+        "-b": ("batch_size", int),
+    }
     i = 0
     while i < len(args):
         if args[i] == "--swa-full":
@@ -78,8 +90,12 @@ def figures(result: Any) -> dict[str, dict[str, float]]:
     out = {}
     for u in result.usage:
         key = "CPU" if u.library == "cpu" else f"{u.library}0"
-        out[key] = {"model": u.weights / MiB, "kv": u.kv_cache / MiB, "compute": u.graph / MiB,
-                    "output": u.output / MiB}
+        out[key] = {
+            "model": u.weights / MiB,
+            "kv": u.kv_cache / MiB,
+            "compute": u.graph / MiB,
+            "output": u.output / MiB,
+        }
     return out
 
 
@@ -91,8 +107,13 @@ def reported(run: dict[str, Any]) -> dict[str, dict[str, float]]:
         key = "CPU" if buffer.startswith("CPU") or buffer.endswith("_Host") else buffer
         out.setdefault(key, {"model": 0.0, "kv": 0.0, "compute": 0.0, "output": 0.0})[part] += mib
 
-    for part, field in (("model", "model_buffers_mib"), ("kv", "kv_buffers_mib"), ("kv", "rs_buffers_mib"),
-                        ("compute", "compute_buffers_mib"), ("output", "output_buffers_mib")):
+    for part, field in (
+        ("model", "model_buffers_mib"),
+        ("kv", "kv_buffers_mib"),
+        ("kv", "rs_buffers_mib"),
+        ("compute", "compute_buffers_mib"),
+        ("output", "output_buffers_mib"),
+    ):
         for buffer, mib in (run.get(field) or {}).items():
             add(buffer, part, float(mib))
     return out
@@ -148,8 +169,13 @@ def partial(fixture: dict[str, Any], run: dict[str, Any]) -> bool:
 #: Figures known to be off the targets, and why (docs/fit.md): (model, build, ctx, flash
 #: attention, part) -> reason. The tests hold them to a looser bound instead.
 KNOWN_OFF: dict[tuple[str, str, int, bool, str], str] = {
-    ("deepseek2-mla", "vulkan", 8192, True, "Vulkan0 compute"):
-        "latent attention on ggml-vulkan keeps more of Q than the two copies counted",
+    (
+        "deepseek2-mla",
+        "vulkan",
+        8192,
+        True,
+        "Vulkan0 compute",
+    ): "latent attention on ggml-vulkan keeps more of Q than the two copies counted",
     ("qwen3", "vulkan", 8192, False, "CPU compute"): "the host's staging without flash attention",
     ("gemma3-swa", "vulkan", 8192, False, "CPU compute"): "the host's staging without flash attention",
     ("gemma2", "vulkan", 8192, False, "CPU compute"): "the host's staging without flash attention",
@@ -206,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             label = f"{kind}{run['build']} ctx={run['ctx']} fa={fa} {shlex.join(run['args'])}"
             for what, ours, theirs in compare(fixture, run, models[name]):
                 rows.append((name, label.strip(), what, ours, theirs, known_off(fixture, run, what)))
+
     def ratio(r: tuple[str, str, str, float, float, str | None]) -> float:
         return r[3] / r[4] if r[4] else (1.0 if not r[3] else float("inf"))
 
@@ -219,9 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     gaps = [r for r in rows if r[5]]
     off = sum(not within(r[2], r[3], r[4]) for r in held)
     gap_off = sum(not within(r[2], r[3], r[4]) for r in gaps)
-    print(f"{len(held)} figures held to the targets, {off} off (part 5 %, total 3 %); "
-          f"{len(gaps)} in known gaps (partial offload, recurrent models on a GPU, KNOWN_OFF), "
-          f"{gap_off} of them off")
+    print(
+        f"{len(held)} figures held to the targets, {off} off (part 5 %, total 3 %); "
+        f"{len(gaps)} in known gaps (partial offload, recurrent models on a GPU, KNOWN_OFF), "
+        f"{gap_off} of them off"
+    )
     return 0
 
 

@@ -36,8 +36,9 @@ BIN = Path(sys.executable).parent
 def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
     """(wall seconds, peak RSS MiB, exit status) of one run."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -64,8 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         sparse = str(sparse_file(Path(tmp)))
         commands = [
-            ("GGUFReader(FILE)", [python, "-c", "import gguf,sys; gguf.GGUFReader(sys.argv[1])", args.model],
-             None, args.reader_runs),
+            (
+                "GGUFReader(FILE)",
+                [python, "-c", "import gguf,sys; gguf.GGUFReader(sys.argv[1])", args.model],
+                None,
+                args.reader_runs,
+            ),
             ("import gguf", [python, "-c", "import gguf"], None, args.runs),
             ("gpuscout fit FILE --json", [gpuscout, "fit", args.model, "--json"], None, args.runs),
             ("  same, plugins disabled", [gpuscout, "fit", args.model, "--json"], no_plugins, args.runs),
@@ -77,8 +82,10 @@ def main(argv: list[str] | None = None) -> int:
             for name, command, env, runs in commands:  # paired: every command once per round
                 if round_ < runs:
                     results[name].append(measure(command, env))
-    medians = {name: (statistics.median(w for w, _, _ in r), statistics.median(m for _, m, _ in r), r[-1][2])
-               for name, r in results.items()}
+    medians = {
+        name: (statistics.median(w for w, _, _ in r), statistics.median(m for _, m, _ in r), r[-1][2])
+        for name, r in results.items()
+    }
     reader_wall = medians["GGUFReader(FILE)"][0]
     base_rss = medians["import gguf"][1]
     print(f"{'command':<34} {'wall s':>8} {'x reader':>9} {'peak MiB':>9} {'x import gguf':>14} {'exit':>5}")

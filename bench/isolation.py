@@ -25,8 +25,10 @@ def main() -> int:
     base += args.extra
     plain, isolated, _, isolated_rss = paired(base, [*base, "--isolated"], args.runs)
     print(f"gpuscout list --json:            {plain * 1000:7.1f} ms")
-    print(f"gpuscout list --isolated --json: {isolated * 1000:7.1f} ms   "
-          f"ratio {isolated / plain:.2f} (target <= 2.0)")
+    print(
+        f"gpuscout list --isolated --json: {isolated * 1000:7.1f} ms   "
+        f"ratio {isolated / plain:.2f} (target <= 2.0)"
+    )
     print(f"peak RSS of the isolated run (the host alone): {isolated_rss / 1024:.1f} MiB")
     return 0
 

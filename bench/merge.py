@@ -34,16 +34,21 @@ def _pci(i: int) -> str:
 
 
 SHAPES: dict[str, Callable[[int], DeviceInfo]] = {
-    "no-pci": lambda i: DeviceInfo(id=f"d{i}", library="Many", description="Acme GPU",
-                                   total_memory=8 * GIB, free_memory=(i % 8) * GIB),
-    "unique-pci": lambda i: DeviceInfo(id=f"d{i}", library="Many", description="Acme GPU",
-                                       pci_id=_pci(i), total_memory=8 * GIB),
-    "same-pci": lambda i: DeviceInfo(id=f"d{i}", library="Many", description="Acme GPU",
-                                     pci_id="0000:01:00.0", total_memory=8 * GIB),
-    "many-libraries": lambda i: DeviceInfo(id=f"d{i}", library=f"L{i}", description=f"gpu {i}",
-                                           total_memory=8 * GIB),
-    "twins": lambda i: DeviceInfo(id=f"d{i}", library=("CUDA", "Vulkan")[i % 2],
-                                  description="Acme GPU", total_memory=(i // 2 + 1) * GIB),
+    "no-pci": lambda i: DeviceInfo(
+        id=f"d{i}", library="Many", description="Acme GPU", total_memory=8 * GIB, free_memory=(i % 8) * GIB
+    ),
+    "unique-pci": lambda i: DeviceInfo(
+        id=f"d{i}", library="Many", description="Acme GPU", pci_id=_pci(i), total_memory=8 * GIB
+    ),
+    "same-pci": lambda i: DeviceInfo(
+        id=f"d{i}", library="Many", description="Acme GPU", pci_id="0000:01:00.0", total_memory=8 * GIB
+    ),
+    "many-libraries": lambda i: DeviceInfo(
+        id=f"d{i}", library=f"L{i}", description=f"gpu {i}", total_memory=8 * GIB
+    ),
+    "twins": lambda i: DeviceInfo(
+        id=f"d{i}", library=("CUDA", "Vulkan")[i % 2], description="Acme GPU", total_memory=(i // 2 + 1) * GIB
+    ),
 }
 
 
@@ -61,10 +66,13 @@ class Reports:
 def discover_seconds(shape: str, n: int) -> tuple[float, int, int]:
     """(wall seconds of one discover, survivors, dropped) for ``n`` devices of ``shape``."""
     devices = [SHAPES[shape](i) for i in range(n)]
-    scout = Scout(plugins=["cuda", "rocm", "metal", "vulkan", "many"],
-                  extra=[("many", Reports(devices))], entry_points=False,
-                  env={"VK_DRIVER_FILES": "/nonexistent/gpuscout-bench.json"},
-                  enumerate_timeout=60.0)
+    scout = Scout(
+        plugins=["cuda", "rocm", "metal", "vulkan", "many"],
+        extra=[("many", Reports(devices))],
+        entry_points=False,
+        env={"VK_DRIVER_FILES": "/nonexistent/gpuscout-bench.json"},
+        enumerate_timeout=60.0,
+    )
     start = time.perf_counter()
     found = scout.discover()
     return time.perf_counter() - start, len(found.devices), len(found.dropped)
@@ -84,8 +92,7 @@ def main() -> None:
             runs = [discover_seconds(shape, n) for _ in range(args.runs)]
             median = statistics.median(r[0] for r in runs)
             ratio = f"{median / last[1]:.2f}" if last and last[0] * 2 == n else ""
-            print(f"{shape:<16}{n:>9}{median:>10.2f}{ratio:>8}{runs[0][1]:>8}{runs[0][2]:>9}",
-                  flush=True)
+            print(f"{shape:<16}{n:>9}{median:>10.2f}{ratio:>8}{runs[0][1]:>8}{runs[0][2]:>9}", flush=True)
             last = (n, median)
 
 

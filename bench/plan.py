@@ -20,8 +20,10 @@ GIB = 1024**3
 def machine() -> tuple[list[int], list[DeviceInfo]]:
     """200 layers of 90-130 MiB (output 600 MiB) and 16 GPUs of 4-19 GiB free."""
     layers = [(90 + (i * 37) % 41) * MIB for i in range(199)] + [600 * MIB]
-    gpus = [DeviceInfo(id=f"gpu{i}", library="CUDA", free_memory=(4 + i) * GIB,
-                       total_memory=24 * GIB) for i in range(16)]
+    gpus = [
+        DeviceInfo(id=f"gpu{i}", library="CUDA", free_memory=(4 + i) * GIB, total_memory=24 * GIB)
+        for i in range(16)
+    ]
     return layers, gpus
 
 
@@ -32,14 +34,15 @@ def scenario(name: str, runs: int, **options: object) -> None:
     for _ in range(runs):
         counter = planner.Counter()
         start = time.perf_counter()
-        result = planner.plan(layers, gpus, system, lambda d: 457 * MIB, counter=counter,
-                              **options)  # type: ignore[arg-type]
+        result = planner.plan(layers, gpus, system, lambda d: 457 * MIB, counter=counter, **options)  # type: ignore[arg-type]
         times.append(time.perf_counter() - start)
         steps = counter.steps
     per_plan = statistics.median(times)
-    print(f"{name:<28} layers placed {result.sum():>3}  gpus used {len(result):>2}  "
-          f"plan {per_plan * 1e3:8.2f} ms  steps {steps:>4}  "
-          f"per step {per_plan / steps * 1e6:7.1f} us")
+    print(
+        f"{name:<28} layers placed {result.sum():>3}  gpus used {len(result):>2}  "
+        f"plan {per_plan * 1e3:8.2f} ms  steps {steps:>4}  "
+        f"per step {per_plan / steps * 1e6:7.1f} us"
+    )
 
 
 def main() -> None:

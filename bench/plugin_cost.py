@@ -50,11 +50,20 @@ LIST = [PY, "-m", "gpuscout", "list", "--json"]
 
 #: Modules each plugin's hooks import lazily (enumerate, refresh, rules), for the import table.
 LAZY = {
-    "cuda": ["gpuscout.plugins.cuda", "gpuscout.plugins.cuda.nvml", "gpuscout.plugins.cuda.rules",
-             "gpuscout.plugins.cuda.visibility", "gpuscout.plugins.cuda.order"],
-    "rocm": ["gpuscout.plugins.rocm", "gpuscout.plugins.rocm.discover",
-             "gpuscout.plugins.rocm.rules", "gpuscout.plugins.rocm.sysfs",
-             "gpuscout.plugins.rocm.smi"],
+    "cuda": [
+        "gpuscout.plugins.cuda",
+        "gpuscout.plugins.cuda.nvml",
+        "gpuscout.plugins.cuda.rules",
+        "gpuscout.plugins.cuda.visibility",
+        "gpuscout.plugins.cuda.order",
+    ],
+    "rocm": [
+        "gpuscout.plugins.rocm",
+        "gpuscout.plugins.rocm.discover",
+        "gpuscout.plugins.rocm.rules",
+        "gpuscout.plugins.rocm.sysfs",
+        "gpuscout.plugins.rocm.smi",
+    ],
 }
 
 #: ``python -m gpuscout ARGS``, then every module loaded, as JSON on the last stderr line
@@ -115,45 +124,53 @@ def _quartiles(values: list[float]) -> str:
 def process_cost(runs: int, also_disabled: str = "") -> None:
     """Section 1; with ``also_disabled`` (a plugin name) every command disables it too."""
     block = [also_disabled] if also_disabled else []
-    commands = {"all": [*LIST, *(["--disable", *block] if block else [])],
-                **{f"without {p}": [*LIST, "--disable", ",".join([*block, p])] for p in PLUGINS}}
+    commands = {
+        "all": [*LIST, *(["--disable", *block] if block else [])],
+        **{f"without {p}": [*LIST, "--disable", ",".join([*block, p])] for p in PLUGINS},
+    }
     names = list(commands)
     for argv in commands.values():  # warm the page cache and the bytecode
         wall(argv), wall(argv)
     times: dict[str, list[float]] = {n: [] for n in names}
     cpus: dict[str, list[float]] = {n: [] for n in names}
     for i in range(runs):
-        for name in names[i % len(names):] + names[:i % len(names)]:
+        for name in names[i % len(names) :] + names[: i % len(names)]:
             took, cpu = wall(commands[name])
             times[name].append(took)
             cpus[name].append(cpu)
     which = f", every command with {also_disabled} disabled too" if also_disabled else ""
-    print(f"1{'b' if also_disabled else ''}. `gpuscout list --json` as a fresh process{which}, "
-          f"{runs} paired rounds, median wall (and CPU time, user + system, from wait4):")
+    print(
+        f"1{'b' if also_disabled else ''}. `gpuscout list --json` as a fresh process{which}, "
+        f"{runs} paired rounds, median wall (and CPU time, user + system, from wait4):"
+    )
     for name in names:
-        print(f"   {ms(statistics.median(times[name]))} wall, "
-              f"{ms(statistics.median(cpus[name]))} CPU  {show(commands[name])}")
+        print(
+            f"   {ms(statistics.median(times[name]))} wall, "
+            f"{ms(statistics.median(cpus[name]))} CPU  {show(commands[name])}"
+        )
     for p in PLUGINS:
         for label, series in (("wall", times), ("CPU", cpus)):
             base = series[f"without {p}"]
             diff = statistics.median(series["all"]) - statistics.median(base)
             paired = [a - b for a, b in zip(series["all"], base, strict=True)]
-            print(f"   {p} costs {ms(diff)} {label:4} = median(all) - median(--disable {p}); "
-                  f"min(all) - min(without) {ms(min(series['all']) - min(base))}; paired "
-                  f"differences: median {ms(statistics.median(paired))}, {_quartiles(paired)}")
+            print(
+                f"   {p} costs {ms(diff)} {label:4} = median(all) - median(--disable {p}); "
+                f"min(all) - min(without) {ms(min(series['all']) - min(base))}; paired "
+                f"differences: median {ms(statistics.median(paired))}, {_quartiles(paired)}"
+            )
 
 
 def import_cost(runs: int) -> None:
-    print(f"2. import cost, cumulative, median of {runs} fresh interpreters "
-          "(gpuscout.plugin imported first):")
+    print(
+        f"2. import cost, cumulative, median of {runs} fresh interpreters (gpuscout.plugin imported first):"
+    )
     for plugin in PLUGINS:
         for module in LAZY[plugin]:
             code = f"import gpuscout.plugin, gpuscout.plugins; import {module}"
             argv = [PY, "-X", "importtime", "-c", code]
             found: list[int] = []
             for _ in range(runs):
-                err = subprocess.run(argv, capture_output=True, text=True, env=ENV,
-                                     check=True).stderr
+                err = subprocess.run(argv, capture_output=True, text=True, env=ENV, check=True).stderr
                 for line in err.splitlines():
                     parts = [s.strip() for s in line.removeprefix("import time:").split("|")]
                     if len(parts) == 3 and parts[2] == module:  # top level: no indent
@@ -162,9 +179,11 @@ def import_cost(runs: int) -> None:
 
 
 def discover_cost(runs: int, repeats: int) -> None:
-    print(f"3. enumerate cost in-process: Scout(plugins=[name]).discover() - "
-          f"Scout(plugins=[]).discover(); cold: first discovery, median of {runs} fresh "
-          f"interpreters; warm: median of {repeats} later ones")
+    print(
+        f"3. enumerate cost in-process: Scout(plugins=[name]).discover() - "
+        f"Scout(plugins=[]).discover(); cold: first discovery, median of {runs} fresh "
+        f"interpreters; warm: median of {repeats} later ones"
+    )
     results: dict[str, tuple[float, float]] = {}
     for plugins in ([], *([p] for p in PLUGINS)):
         argv = [PY, "-c", DISCOVER_DRIVER, json.dumps(plugins), str(repeats)]
@@ -176,16 +195,20 @@ def discover_cost(runs: int, repeats: int) -> None:
             colds.append(answer["cold"])
             if i == 0:
                 warms = answer["warm"]
-        results[plugins[0] if plugins else ""] = (statistics.median(colds),
-                                                   statistics.median(warms))
-    print("   command: python -c '<Scout(plugins=P).discover(), timed>' for P in [], "
-          + ", ".join(f"[{p!r}]" for p in PLUGINS) + " (DISCOVER_DRIVER in this file)")
+        results[plugins[0] if plugins else ""] = (statistics.median(colds), statistics.median(warms))
+    print(
+        "   command: python -c '<Scout(plugins=P).discover(), timed>' for P in [], "
+        + ", ".join(f"[{p!r}]" for p in PLUGINS)
+        + " (DISCOVER_DRIVER in this file)"
+    )
     cold0, warm0 = results[""]
     print(f"   plugins=[]:      cold {ms(cold0)}  warm {ms(warm0)}")
     for p in PLUGINS:
         cold, warm = results[p]
-        print(f"   plugins=[{p!r}]: cold {ms(cold)}  warm {ms(warm)}   -> {p} enumerate "
-              f"costs cold {ms(cold - cold0)}, warm {ms(warm - warm0)}")
+        print(
+            f"   plugins=[{p!r}]: cold {ms(cold)}  warm {ms(warm)}   -> {p} enumerate "
+            f"costs cold {ms(cold - cold0)}, warm {ms(warm - warm0)}"
+        )
 
 
 def host_timing(runs: int) -> None:
@@ -196,9 +219,11 @@ def host_timing(runs: int) -> None:
         for report in json.loads(out.stdout)["plugins"]:
             if report["name"] in found:
                 found[report["name"]].append(report["elapsed_ms"] / 1000)
-    print(f"5. each plugin's enumerate as the host times it (its report's elapsed_ms: from the "
-          f"start of the parallel enumerate until its answer is collected), median of {runs} "
-          f"runs of {show(argv)}:")
+    print(
+        f"5. each plugin's enumerate as the host times it (its report's elapsed_ms: from the "
+        f"start of the parallel enumerate until its answer is collected), median of {runs} "
+        f"runs of {show(argv)}:"
+    )
     for p in PLUGINS:
         print(f"   {p}: {ms(statistics.median(found[p]))}  ({_quartiles(found[p])})")
 
@@ -213,8 +238,10 @@ def loaded(args: list[str]) -> set[str]:
 
 
 def import_graph() -> None:
-    print("4. modules `gpuscout list --json` loads because of each plugin "
-          "(sys.modules at exit: all plugins minus --disable NAME):")
+    print(
+        "4. modules `gpuscout list --json` loads because of each plugin "
+        "(sys.modules at exit: all plugins minus --disable NAME):"
+    )
     everything = loaded(["list", "--json"])
     for p in PLUGINS:
         extra = sorted(everything - loaded(["list", "--json", "--disable", p]))

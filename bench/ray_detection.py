@@ -34,8 +34,9 @@ print(found)
 def timed(argv: list[str]) -> float:
     """Wall seconds of one fresh process running ``argv`` (its output discarded)."""
     start = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False,
-                          env=dict(os.environ))
+    done = subprocess.run(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, env=dict(os.environ)
+    )
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{argv[:3]} failed ({done.returncode}): {done.stderr.decode()[-300:]}")
@@ -59,12 +60,17 @@ def main() -> int:
             ours.append(timed(gpuscout))
             theirs.append(timed(ray))
     ratios = [a / b for a, b in zip(ours, theirs, strict=True)]
-    print(f"gpuscout list --json: median {statistics.median(ours) * 1000:.1f} ms "
-          f"(min {min(ours) * 1000:.1f})")
-    print(f"Ray accelerator detection: median {statistics.median(theirs) * 1000:.1f} ms "
-          f"(min {min(theirs) * 1000:.1f})")
-    print(f"paired ratio gpuscout / Ray over {args.runs} pairs: median "
-          f"{statistics.median(ratios):.3f}, max {max(ratios):.3f} (target <= 0.30)")
+    print(
+        f"gpuscout list --json: median {statistics.median(ours) * 1000:.1f} ms (min {min(ours) * 1000:.1f})"
+    )
+    print(
+        f"Ray accelerator detection: median {statistics.median(theirs) * 1000:.1f} ms "
+        f"(min {min(theirs) * 1000:.1f})"
+    )
+    print(
+        f"paired ratio gpuscout / Ray over {args.runs} pairs: median "
+        f"{statistics.median(ratios):.3f}, max {max(ratios):.3f} (target <= 0.30)"
+    )
     return 0
 
 

@@ -56,9 +56,12 @@ def measure(mode: str, runs: int) -> dict[str, Any]:
     discover = statistics.median(discover_times)
     refresh = statistics.median(refresh_times)
     return {
-        "mode": mode, "devices": [f"{d.library}:{d.id} {d.name}" for d in devices],
-        "first_discover": first_discover, "first_refresh": first_refresh,
-        "discover": discover, "refresh": refresh,
+        "mode": mode,
+        "devices": [f"{d.library}:{d.id} {d.name}" for d in devices],
+        "first_discover": first_discover,
+        "first_refresh": first_refresh,
+        "discover": discover,
+        "refresh": refresh,
         "per_device": refresh / len(devices) if devices else 0.0,
         "ratio": refresh / discover if discover else 0.0,
         "stale": [f"{d.library}:{d.id}" for d in refreshed if d.free_memory_stale],
@@ -76,8 +79,10 @@ def main() -> None:
         r = measure(mode, args.runs)
         print(f"\n{mode}: {len(r['devices'])} device(s): {'; '.join(r['devices']) or 'none'}")
         print(f"  discover: {_ms(r['discover'])} (first {_ms(r['first_discover'])})")
-        print(f"  refresh:  {_ms(r['refresh'])} (first {_ms(r['first_refresh'])}), "
-              f"{_ms(r['per_device'])} per device, {r['ratio']:.2f} x discover")
+        print(
+            f"  refresh:  {_ms(r['refresh'])} (first {_ms(r['first_refresh'])}), "
+            f"{_ms(r['per_device'])} per device, {r['ratio']:.2f} x discover"
+        )
         print(f"  stale after refresh: {', '.join(r['stale']) or 'none'}")
 
 

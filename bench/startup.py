@@ -68,11 +68,15 @@ def main() -> int:
     print(f"bare interpreter:                     {b * 1000:7.1f} ms")
     base, cand, _, list_rss = paired(four, listing, args.runs)
     print(f"import pluggy+attrs+cattrs+structlog: {base * 1000:7.1f} ms")
-    print(f"gpuscout list --json:                 {cand * 1000:7.1f} ms   "
-          f"ratio {cand / base:.2f} (target <= 1.1)")
+    print(
+        f"gpuscout list --json:                 {cand * 1000:7.1f} ms   "
+        f"ratio {cand / base:.2f} (target <= 1.1)"
+    )
     base2, imp, _, _ = paired(four, [py, "-c", "import gpuscout"], args.runs)
-    print(f"import gpuscout:                      {imp * 1000:7.1f} ms   "
-          f"ratio {imp / base2:.2f} (target <= 0.45)")
+    print(
+        f"import gpuscout:                      {imp * 1000:7.1f} ms   "
+        f"ratio {imp / base2:.2f} (target <= 0.45)"
+    )
     vulkaninfo = shutil.which("vulkaninfo")
     if vulkaninfo is None:
         print("vulkaninfo not installed: peak-memory ratio not measured")
@@ -80,8 +84,10 @@ def main() -> int:
     _, _, vk_rss, list_rss2 = paired([vulkaninfo, "--summary"], listing, few)
     peak = max(list_rss, list_rss2)
     print(f"peak RSS vulkaninfo --summary:        {vk_rss / 1024:7.1f} MiB")
-    print(f"peak RSS gpuscout list --json:        {peak / 1024:7.1f} MiB   "
-          f"ratio {peak / vk_rss:.2f} (target <= 1.5)")
+    print(
+        f"peak RSS gpuscout list --json:        {peak / 1024:7.1f} MiB   "
+        f"ratio {peak / vk_rss:.2f} (target <= 1.5)"
+    )
     return 0
 
 

@@ -42,17 +42,19 @@ class Tail:
     def add(self, chunk: bytes) -> None:
         self.data += chunk
         if len(self.data) > 2 * self.size:
-            del self.data[:-self.size]  # only the last words matter
+            del self.data[: -self.size]  # only the last words matter
 
     def bytes(self) -> bytes:
-        return bytes(self.data[-self.size:])
+        return bytes(self.data[-self.size :])
 
 
 def boot_code(module: str, function: str) -> str:
     """The ``-c`` code of a gpuscout child: the host's ``sys.path`` (filled in by
     ``child_argv``), then ``module.function()`` as the exit status."""
-    return ("import sys; sys.path[:] = {path!r}; "
-            f"from {module} import {function}; raise SystemExit({function}())")
+    return (
+        "import sys; sys.path[:] = {path!r}; "
+        f"from {module} import {function}; raise SystemExit({function}())"
+    )
 
 
 def child_argv(code: str) -> list[str]:
@@ -72,8 +74,9 @@ def _prctl(option: int, arg: int) -> bool:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        done = libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg),
-                          ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+        done = libc.prctl(
+            ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+        )
     except (OSError, AttributeError):
         return False
     return int(done) == 0
@@ -153,13 +156,20 @@ def die_with_parent(sig: int = signal.SIGTERM) -> bool:
     return _prctl(_PR_SET_PDEATHSIG, sig)
 
 
-def start(argv: list[str], *, env: Mapping[str, str], stdin: int | IO[bytes] | None,
-          stdout: int | IO[bytes] | None, stderr: int | IO[bytes] | None) -> subprocess.Popen[bytes]:
+def start(
+    argv: list[str],
+    *,
+    env: Mapping[str, str],
+    stdin: int | IO[bytes] | None,
+    stdout: int | IO[bytes] | None,
+    stderr: int | IO[bytes] | None,
+) -> subprocess.Popen[bytes]:
     """Start ``argv`` as a gpuscout child: in a session (and process group) of its own, with
     exactly ``env`` and no descriptor but its three standard ones. Raises OSError, ValueError
     or TypeError as ``subprocess.Popen`` does (the caller words them)."""
-    return subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr, env=dict(env),
-                            start_new_session=True, close_fds=True)
+    return subprocess.Popen(
+        argv, stdin=stdin, stdout=stdout, stderr=stderr, env=dict(env), start_new_session=True, close_fds=True
+    )
 
 
 def exit_code(child: subprocess.Popen[bytes], grace: float) -> int | None:
@@ -198,8 +208,9 @@ def read_now(fd: int) -> bytes | None:
         return b""
 
 
-def communicate(child: subprocess.Popen[bytes], request: bytes, deadline: float,
-                out: Callable[[bytes], None], err: Tail) -> None:
+def communicate(
+    child: subprocess.Popen[bytes], request: bytes, deadline: float, out: Callable[[bytes], None], err: Tail
+) -> None:
     """Write ``request`` on ``child``'s stdin, hand what its stdout says to ``out`` as it
     comes and keep the last bytes of its stderr in ``err``, until it has exited and its pipes
     are drained; every read and write is non-blocking and under ``deadline`` (a monotonic
@@ -208,8 +219,7 @@ def communicate(child: subprocess.Popen[bytes], request: bytes, deadline: float,
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
     if os.name == "nt":  # pragma: no cover - select takes no pipes there
         return _communicate_threads(child, request, deadline, out, err)
-    stdin_fd, out_fd, err_fd = (child.stdin.fileno(), child.stdout.fileno(),
-                                child.stderr.fileno())
+    stdin_fd, out_fd, err_fd = (child.stdin.fileno(), child.stdout.fileno(), child.stderr.fileno())
     for fd in (stdin_fd, out_fd, err_fd):
         os.set_blocking(fd, False)
     pending = memoryview(request)
@@ -245,7 +255,7 @@ def communicate(child: subprocess.Popen[bytes], request: bytes, deadline: float,
         ready, writable, _ = select.select(list(readers), list(writers), [], min(left, _POLL))
         if writable:
             try:
-                pending = pending[os.write(stdin_fd, pending):]
+                pending = pending[os.write(stdin_fd, pending) :]
             except BlockingIOError:
                 pass
             except OSError:  # it stopped reading (it died): its exit status says why
@@ -264,9 +274,9 @@ def communicate(child: subprocess.Popen[bytes], request: bytes, deadline: float,
         raise TimeoutError from None
 
 
-def _communicate_threads(child: subprocess.Popen[bytes], request: bytes, deadline: float,
-                         out: Callable[[bytes], None],
-                         err: Tail) -> None:  # pragma: no cover - Windows
+def _communicate_threads(
+    child: subprocess.Popen[bytes], request: bytes, deadline: float, out: Callable[[bytes], None], err: Tail
+) -> None:  # pragma: no cover - Windows
     """``communicate`` where pipes cannot be selected (Windows): one reader thread per pipe."""
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
     lock = threading.Lock()
@@ -279,8 +289,10 @@ def _communicate_threads(child: subprocess.Popen[bytes], request: bytes, deadlin
         except (OSError, ValueError):
             pass
 
-    readers = [threading.Thread(target=read, args=(child.stdout, out), daemon=True),
-               threading.Thread(target=read, args=(child.stderr, err.add), daemon=True)]
+    readers = [
+        threading.Thread(target=read, args=(child.stdout, out), daemon=True),
+        threading.Thread(target=read, args=(child.stderr, err.add), daemon=True),
+    ]
     for t in readers:
         t.start()
     try:
@@ -294,7 +306,6 @@ def _communicate_threads(child: subprocess.Popen[bytes], request: bytes, deadlin
         child.wait(max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         raise TimeoutError from None
-
 
 
 def kill_group(child: subprocess.Popen[bytes]) -> bool:
@@ -355,7 +366,25 @@ def last_words(err: bytes) -> str:
     line = last_line(err[-STDERR_TAIL:])
     return f"; last stderr: {line}" if line else ""
 
-__all__ = ["REAP_GRACE", "STDERR_TAIL", "TERM_GRACE", "Bounded", "Tail", "become_subreaper",
-           "boot_code", "child_argv", "communicate", "descendants", "die_with_parent",
-           "exit_code", "exit_text", "kill_descendants", "kill_group", "last_line", "last_words",
-           "read_now", "start"]
+
+__all__ = [
+    "REAP_GRACE",
+    "STDERR_TAIL",
+    "TERM_GRACE",
+    "Bounded",
+    "Tail",
+    "become_subreaper",
+    "boot_code",
+    "child_argv",
+    "communicate",
+    "descendants",
+    "die_with_parent",
+    "exit_code",
+    "exit_text",
+    "kill_descendants",
+    "kill_group",
+    "last_line",
+    "last_words",
+    "read_now",
+    "start",
+]

@@ -31,8 +31,13 @@ MAX_NOTES = 50
 #: The most names ``Context.list_dir`` takes from one directory.
 MAX_DIR_ENTRIES = 1 << 16
 # Opening never waits (a FIFO without a writer) nor takes a terminal; Windows lacks some flags.
-_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
 # What Context.path gives for a path that climbs out of the root: longer than any system's
 # PATH_MAX, so opening, listing or stat-ing it fails with OSError, like a missing file.
 _OUTSIDE_ROOT = "outside-the-root" * 640
@@ -140,8 +145,9 @@ class Context:
         """Whether ``path`` is absolute and inside the root and the deadline has not passed;
         notes why not (a relative path would silently mean one under the root)."""
         if not path.startswith("/"):
-            self.note(f"{path}: not an absolute path (paths are read under the root "
-                      f"{self.root!r}); not {done}")
+            self.note(
+                f"{path}: not an absolute path (paths are read under the root {self.root!r}); not {done}"
+            )
             return False
         if self._inside(path) is None:
             self.note(f"{path}: leads outside the root {self.root!r}; not {done}")
@@ -283,8 +289,13 @@ class Context:
         if not stat.S_ISCHR(mode):
             return "missing"
         try:
-            fd = os.open(where, os.O_RDWR | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-                         | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(
+                where,
+                os.O_RDWR
+                | getattr(os, "O_NONBLOCK", 0)
+                | getattr(os, "O_NOCTTY", 0)
+                | getattr(os, "O_CLOEXEC", 0),
+            )
         except PermissionError as exc:
             if self.recorder is not None:
                 self.recorder.node_errno(path, exc.errno)

@@ -118,6 +118,9 @@ def _zip_entry_points(group: str, archive: str, seen: set[str]) -> list[EntryPoi
         if key in seen:
             continue
         seen.add(key)
-        out.extend(EntryPoint(ep.name, ep.value, dist.metadata["Name"] or "", dist.version)
-                   for ep in dist.entry_points if ep.group == group)
+        out.extend(
+            EntryPoint(ep.name, ep.value, dist.metadata["Name"] or "", dist.version)
+            for ep in dist.entry_points
+            if ep.group == group
+        )
     return out

@@ -21,8 +21,7 @@ from types import FrameType
 
 from gpuscout.errors import GpuscoutError
 
-FORWARDED = tuple(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+FORWARDED = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 #: si_code of a signal the kernel itself sent (the terminal driver's Ctrl-C / hang-up).
 SI_KERNEL = 0x80
 #: Shell conventions for a command that cannot be started.
@@ -42,8 +41,7 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def child_environment(extra: Mapping[str, str],
-                      base: Mapping[str, str] | None = None) -> dict[str, str]:
+def child_environment(extra: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
     """``base`` (default the current environment) with ``extra`` added, ``extra`` winning."""
     return {**(os.environ if base is None else base), **extra}
 
@@ -93,7 +91,9 @@ def _run_posix(command: list[str], env: dict[str, str]) -> int:
         path = _resolve(command[0], env)
         try:
             pid = os.posix_spawn(
-                path, command, env,
+                path,
+                command,
+                env,
                 setsigmask=previous_mask,
                 # Python ignores SIGPIPE and SIGXFSZ; the child gets the defaults back, as
                 # subprocess's restore_signals does.

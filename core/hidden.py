@@ -57,8 +57,14 @@ def set_aside(
         if owner is None:
             out.append(drop)
             continue
-        sibling = next((v for v in visible if v.library == owner.library and owner.pci_id
-                        and v.pci_id.lower() == owner.pci_id.lower()), None)
+        sibling = next(
+            (
+                v
+                for v in visible
+                if v.library == owner.library and owner.pci_id and v.pci_id.lower() == owner.pci_id.lower()
+            ),
+            None,
+        )
         if sibling is not None:
             out.append(Dropped(drop.device, DUPLICATE_REASON, sibling.device_id))
         else:

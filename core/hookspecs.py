@@ -105,14 +105,19 @@ HOOKS: Mapping[str, HookFacts] = types.MappingProxyType(_HOOKS)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _spec(returns: str, check: Callable[[Any], bool], expected: str,
-          **facts: Any) -> Callable[[F], F]:
+def _spec(returns: str, check: Callable[[Any], bool], expected: str, **facts: Any) -> Callable[[F], F]:
     """``hookspec`` (``firstresult`` taken from ``facts``) that records the hook's facts."""
 
     def register(function: F) -> F:
         code = function.__code__
-        hook = HookFacts(name=function.__name__, args=code.co_varnames[:code.co_argcount],
-                         returns=returns, check=check, expected=expected, **facts)
+        hook = HookFacts(
+            name=function.__name__,
+            args=code.co_varnames[: code.co_argcount],
+            returns=returns,
+            check=check,
+            expected=expected,
+            **facts,
+        )
         if not hook.name.startswith(f"{PROJECT}_") or hook.name in _HOOKS:
             raise TypeError(f"hook spec {hook.name!r}: not a new {PROJECT}_* name")
         _HOOKS[hook.name] = attrs.evolve(hook, label=hook.label or hook.name)
@@ -146,8 +151,11 @@ def _is_device_list(value: Any) -> bool:
 
 def _is_entry_list(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and all(
-        isinstance(e, tuple) and len(e) == 3 and type(e[0]) is int
-        and isinstance(e[1], str) and isinstance(e[2], str)
+        isinstance(e, tuple)
+        and len(e) == 3
+        and type(e[0]) is int
+        and isinstance(e[1], str)
+        and isinstance(e[2], str)
         for e in value
     )
 
@@ -159,9 +167,16 @@ _STR_MAP = "a str->str mapping or None"
 # -- Discovery: what is on this machine ----------------------------------------------------------
 
 
-@_spec("list of DeviceInfo", _is_device_list, "a list of DeviceInfo", pure=False,
-       timeout="enumerate_timeout", registration_order=True, label="enumerate",
-       run="discovery")
+@_spec(
+    "list of DeviceInfo",
+    _is_device_list,
+    "a list of DeviceInfo",
+    pure=False,
+    timeout="enumerate_timeout",
+    registration_order=True,
+    label="enumerate",
+    run="discovery",
+)
 def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     """Report every device this backend finds.
 
@@ -191,12 +206,17 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     raise NotImplementedError
 
 
-@_spec("your devices with fresh free memory, or None", _is_device_list,
-       "a list of DeviceInfo", pure=False, timeout="enumerate_timeout", guard="devices",
-       label="refresh", run="refresh")
-def gpuscout_refresh(
-    devices: Sequence[DeviceInfo], context: Context
-) -> Sequence[DeviceInfo] | None:
+@_spec(
+    "your devices with fresh free memory, or None",
+    _is_device_list,
+    "a list of DeviceInfo",
+    pure=False,
+    timeout="enumerate_timeout",
+    guard="devices",
+    label="refresh",
+    run="refresh",
+)
+def gpuscout_refresh(devices: Sequence[DeviceInfo], context: Context) -> Sequence[DeviceInfo] | None:
     """Report this backend's ``devices`` again with free memory brought up to date.
 
     Called by ``Scout.refresh`` with devices of every library, under ``enumerate_timeout`` (a
@@ -230,8 +250,12 @@ def gpuscout_refresh(
 # files, drivers or clock).
 
 
-@_spec("a hashable key (or a frozenset of keys) that every twin shares, or None", _is_hashable,
-       "a hashable key or None", firstresult=True)
+@_spec(
+    "a hashable key (or a frozenset of keys) that every twin shares, or None",
+    _is_hashable,
+    "a hashable key or None",
+    firstresult=True,
+)
 def gpuscout_duplicate_key(device: DeviceInfo) -> Hashable | None:
     """Give a key that every likely twin of ``device`` shares, so that the merge need not ask
     ``gpuscout_is_duplicate`` about every pair.
@@ -271,8 +295,7 @@ def gpuscout_is_duplicate(a: DeviceInfo, b: DeviceInfo) -> bool | None:
     raise NotImplementedError
 
 
-@_spec("True/False/None", _is_bool, _BOOL, firstresult=True, guard="device",
-       declines_foreign=True)
+@_spec("True/False/None", _is_bool, _BOOL, firstresult=True, guard="device", declines_foreign=True)
 def gpuscout_preferred_library(device: DeviceInfo, other: DeviceInfo) -> bool | None:
     """Say whether ``device``'s library wins over ``other``'s for the same card.
 
@@ -293,8 +316,7 @@ def gpuscout_preferred_library(device: DeviceInfo, other: DeviceInfo) -> bool | 
     raise NotImplementedError
 
 
-@_spec("True/False/None", _is_bool, _BOOL, firstresult=True, guard="device",
-       declines_foreign=True)
+@_spec("True/False/None", _is_bool, _BOOL, firstresult=True, guard="device", declines_foreign=True)
 def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
     """Say whether flash attention is safe on ``device``.
 
@@ -314,8 +336,14 @@ def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
     raise NotImplementedError
 
 
-@_spec("bytes or None", is_size, "a non-negative int or None", firstresult=True,
-       guard="device", declines_foreign=True)
+@_spec(
+    "bytes or None",
+    is_size,
+    "a non-negative int or None",
+    firstresult=True,
+    guard="device",
+    declines_foreign=True,
+)
 def gpuscout_minimum_memory(device: DeviceInfo) -> int | None:
     """Give the bytes to hold back on ``device`` (memory a program must not plan to use).
 
@@ -340,11 +368,13 @@ def gpuscout_minimum_memory(device: DeviceInfo) -> int | None:
 # (``context.deadline`` is None here).
 
 
-@_spec("list of `EnvEntry(position, name, value)` for your devices", _is_entry_list,
-       "a list of EnvEntry or None", may_refuse=True)
-def gpuscout_visible_env(
-    selection: Sequence[DeviceInfo], context: Context
-) -> Sequence[EnvEntry] | None:
+@_spec(
+    "list of `EnvEntry(position, name, value)` for your devices",
+    _is_entry_list,
+    "a list of EnvEntry or None",
+    may_refuse=True,
+)
+def gpuscout_visible_env(selection: Sequence[DeviceInfo], context: Context) -> Sequence[EnvEntry] | None:
     """Give the visibility variables that make a child see this backend's devices in
     ``selection``.
 
@@ -373,8 +403,12 @@ def gpuscout_visible_env(
     raise NotImplementedError
 
 
-@_spec("variables that hide your unselected devices (`--isolate`), or None", _is_str_map,
-       _STR_MAP, registration_order=True)
+@_spec(
+    "variables that hide your unselected devices (`--isolate`), or None",
+    _is_str_map,
+    _STR_MAP,
+    registration_order=True,
+)
 def gpuscout_isolate_env(
     selection: Sequence[DeviceInfo], env: Mapping[str, str], context: Context
 ) -> Mapping[str, str] | None:
@@ -400,8 +434,13 @@ def gpuscout_isolate_env(
     raise NotImplementedError
 
 
-@_spec("env for a deep-init check in a child, or None", _is_str_map, _STR_MAP,
-       guard="device", declines_foreign=True)
+@_spec(
+    "env for a deep-init check in a child, or None",
+    _is_str_map,
+    _STR_MAP,
+    guard="device",
+    declines_foreign=True,
+)
 def gpuscout_validate_init(device: DeviceInfo, context: Context) -> Mapping[str, str] | None:
     """Ask for a deep-initialisation check of ``device`` in a child process before it is used
     (the seed's NeedsInitValidation/AddInitValidation).

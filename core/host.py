@@ -71,12 +71,12 @@ def name_list(value: Iterable[str] | None, what: str) -> list[str] | None:
     if isinstance(value, (str, bytes)):
         raise GpuscoutError(
             f"{what} must be a list of plugin names, not the string {value!r:.80} "
-            f"(pass [{value!r:.40}] for one name)")
+            f"(pass [{value!r:.40}] for one name)"
+        )
     try:
         items = list(value)
     except TypeError:
-        raise GpuscoutError(f"{what} must be a list of plugin names, got "
-                            f"{type(value).__name__}") from None
+        raise GpuscoutError(f"{what} must be a list of plugin names, got {type(value).__name__}") from None
     bad = [v for v in items if not isinstance(v, str)]
     if bad:
         raise GpuscoutError(f"{what}: plugin names must be str, got {bad[0]!r:.80}")
@@ -157,8 +157,9 @@ class PluginHost:
         try:
             extras = list(extra)
         except TypeError:
-            raise GpuscoutError(f"extra must be a list of plugin objects, got "
-                                f"{type(extra).__name__}") from None
+            raise GpuscoutError(
+                f"extra must be a list of plugin objects, got {type(extra).__name__}"
+            ) from None
         for item in extras:
             name, obj = item if isinstance(item, tuple) and len(item) == 2 else (_name_of(item), item)
             if not isinstance(name, str) or not name.strip():
@@ -172,8 +173,11 @@ class PluginHost:
             # Third-party entry points. The built-ins import nothing native when imported
             # (tests/test_isolation.py checks it), so a child for them would only cost time.
             builtin = {name for name, _ in BUILTINS}
-            names = [c[0] for c in candidates if c[3] and not self.blocked(c[0])
-                     and not (c[3] == PROJECT and c[0] in builtin)]
+            names = [
+                c[0]
+                for c in candidates
+                if c[3] and not self.blocked(c[0]) and not (c[3] == PROJECT and c[0] in builtin)
+            ]
             probed = probe_imports(list(dict.fromkeys(names)), env, enumerate_timeout)
         self._load_all(candidates, probed)
 
@@ -193,11 +197,13 @@ class PluginHost:
             where = "--plugins / plugins=" if allow_from == "plugins" else ALLOW_ENV
             raise UnknownPluginError(
                 f"unknown plugin {', '.join(repr(u) for u in unknown)} in the allow list "
-                f"({where}){did_you_mean(unknown[0], sorted(known))}; known plugins: {listed}")
+                f"({where}){did_you_mean(unknown[0], sorted(known))}; known plugins: {listed}"
+            )
         for name in sorted(self.deny - known):
             self.warnings.append(
                 f"unknown plugin {name!r} in the deny list (--disable / {DENY_ENV})"
-                f"{did_you_mean(name, sorted(known))}; known plugins: {listed}")
+                f"{did_you_mean(name, sorted(known))}; known plugins: {listed}"
+            )
             self.log.debug("plugins.unknown_disabled", plugin=name)
 
     def blocked(self, name: str) -> bool:
@@ -215,8 +221,11 @@ class PluginHost:
             return []
         return [(ep.name, ep.load, ep.version, ep.distribution) for ep in eps]
 
-    def _load_all(self, candidates: Sequence[tuple[str, Callable[[], Any], str, str]],
-                  probed: Mapping[str, tuple[str, str]]) -> None:
+    def _load_all(
+        self,
+        candidates: Sequence[tuple[str, Callable[[], Any], str, str]],
+        probed: Mapping[str, tuple[str, str]],
+    ) -> None:
         """Import every allowed plugin at once, each under the enumerate deadline, then register
         them in candidate order (built-ins first) so that "found first" is stable. A plugin in
         ``probed`` (its import crashed or hung in the probe's child) is not imported."""
@@ -243,13 +252,15 @@ class PluginHost:
         start = time.monotonic()
         for report, batch in pending:
             if not batch.wait(max(0.0, start + self.enumerate_timeout - time.monotonic())):
-                self._timed_out(report.name, "import",
-                                f"import did not finish within {self.enumerate_timeout:g} s")
+                self._timed_out(
+                    report.name, "import", f"import did not finish within {self.enumerate_timeout:g} s"
+                )
                 continue
             ok, value = batch.results[0]
             if not ok:
                 self._load_failed(
-                    report, f"could not load plugin {report.name!r}: {describe_exception(value)}")
+                    report, f"could not load plugin {report.name!r}: {describe_exception(value)}"
+                )
                 continue
             self._register(report, value)
 
@@ -261,8 +272,10 @@ class PluginHost:
             return
         try:
             unknown = [
-                attr for attr in dir(obj)
-                if attr.startswith(f"{PROJECT}_") and attr not in HOOKS
+                attr
+                for attr in dir(obj)
+                if attr.startswith(f"{PROJECT}_")
+                and attr not in HOOKS
                 and self.pm.parse_hookimpl_opts(obj, attr) is not None
             ]
         except Exception as exc:
@@ -277,12 +290,18 @@ class PluginHost:
             self._load_failed(report, f"could not load plugin {name!r}: {describe_exception(exc)}")
             return
         callers = self.pm.get_hookcallers(obj) or []
-        wrappers = [c.name for c in callers
-                    if any(i.hookwrapper or i.wrapper for i in c.get_hookimpls() if i.plugin is obj)]
+        wrappers = [
+            c.name
+            for c in callers
+            if any(i.hookwrapper or i.wrapper for i in c.get_hookimpls() if i.plugin is obj)
+        ]
         if wrappers:
             self.pm.unregister(obj)
-            self._load_failed(report, f"plugin {name!r} declares hook wrappers, which gpuscout does "
-                                      f"not call: {', '.join(sorted(wrappers))}")
+            self._load_failed(
+                report,
+                f"plugin {name!r} declares hook wrappers, which gpuscout does "
+                f"not call: {', '.join(sorted(wrappers))}",
+            )
             return
         report.hooks = sorted(c.name for c in callers)
         self.loaded.add(name)
@@ -324,8 +343,15 @@ class PluginHost:
             report.fail(PluginStatus.FAILED, f"{hook}: {problem}")
         self.log.warning("discovery.plugin_failed", plugin=plugin, hook=hook, error=problem)
 
-    def _timed_out(self, plugin: str, hook: str, problem: str, batch: Batch | None = None,
-                   context: Context | None = None, limit: float | None = None) -> None:
+    def _timed_out(
+        self,
+        plugin: str,
+        hook: str,
+        problem: str,
+        batch: Batch | None = None,
+        context: Context | None = None,
+        limit: float | None = None,
+    ) -> None:
         """Report that ``plugin`` overran ``limit`` in ``hook`` (``batch``: the call it
         overran in); it is not called again in this run."""
         self.banned.add(plugin)
@@ -335,8 +361,9 @@ class PluginHost:
         if limit is not None:
             facts = HOOKS.get(hook)
             what, run = (facts.label, facts.run) if facts is not None else (hook, "call")
-            self.overran[plugin] = (f"overran its {what} deadline in an earlier {run} "
-                                    f"({limit:g} s); asked again")
+            self.overran[plugin] = (
+                f"overran its {what} deadline in an earlier {run} ({limit:g} s); asked again"
+            )
         report = self.reports.get(plugin)
         if report is not None:
             report.fail(PluginStatus.TIMEOUT, problem)
@@ -369,7 +396,10 @@ class PluginHost:
         return [i for i in ordered if i.plugin_name not in self.banned]
 
     def call(
-        self, impl: pluggy.HookImpl, hook: str, items: Sequence[Mapping[str, Any]],
+        self,
+        impl: pluggy.HookImpl,
+        hook: str,
+        items: Sequence[Mapping[str, Any]],
     ) -> list[Any] | None:
         """Call one implementation once per item (keyword arguments; ``context`` is added per
         plugin), each call under the hook's timeout; answers that raise or fail the hook's
@@ -382,8 +412,7 @@ class PluginHost:
         # limit on every call would otherwise cost it once per device.
         total = max(limit, self.enumerate_timeout)
         # The context's deadline is the batch's, so a plugin can see how long it has.
-        context = (self.context(name, time.monotonic() + total) if "context" in argnames
-                   else None)
+        context = self.context(name, time.monotonic() + total) if "context" in argnames else None
 
         def one(kwargs: Mapping[str, Any]) -> Any:
             full = {**kwargs, "context": context} if context is not None else kwargs
@@ -395,11 +424,11 @@ class PluginHost:
         else:
             earlier = self.in_flight(name)
             after = earlier[1] if earlier is not None else None
-            batch = Batch(one, items, f"gpuscout-{hook}-{name}", after=after,
-                          until=time.monotonic() + limit)
+            batch = Batch(one, items, f"gpuscout-{hook}-{name}", after=after, until=time.monotonic() + limit)
             if not batch.wait(limit, total) or batch.skipped:
-                problem = (f"{hook} did not answer within {limit:g} s per call "
-                           f"({total:g} s for {len(items)} calls)")
+                problem = (
+                    f"{hook} did not answer within {limit:g} s per call ({total:g} s for {len(items)} calls)"
+                )
                 if earlier is not None and not earlier[1].done.is_set():
                     problem += f"; its {earlier[0]} call from before was still running"
                 self._timed_out(name, hook, problem, batch, limit=limit)
@@ -415,8 +444,10 @@ class PluginHost:
                 problem = problem or f"raised {describe_exception(value)}"
                 answers.append(None)
             elif value is not None and not facts.check(value):
-                problem = problem or f"returned {type(value).__name__} {_safe_repr(value)}, " \
-                                     f"expected {facts.expected}"
+                problem = (
+                    problem
+                    or f"returned {type(value).__name__} {_safe_repr(value)}, expected {facts.expected}"
+                )
                 answers.append(None)
             else:
                 answers.append(value)
@@ -470,8 +501,7 @@ class PluginHost:
         """
         hook = _ENUMERATE
         impls = self.impls(hook.name)
-        isolated_names = [i.plugin_name for i in impls if i.plugin_name in self.by_name] \
-            if isolated else []
+        isolated_names = [i.plugin_name for i in impls if i.plugin_name in self.by_name] if isolated else []
         start = time.monotonic()
         limit = self.limit(hook.name)
         deadline = start + limit
@@ -488,9 +518,13 @@ class PluginHost:
                 continue
             # After another hook's call still running, the worker waits for that one first.
             ctx = self.context(name, deadline)
-            batch = Batch(functools.partial(_call_with_context, impl), [ctx],
-                          f"gpuscout-enumerate-{name}",
-                          after=earlier[1] if earlier is not None else None, until=deadline)
+            batch = Batch(
+                functools.partial(_call_with_context, impl),
+                [ctx],
+                f"gpuscout-enumerate-{name}",
+                after=earlier[1] if earlier is not None else None,
+                until=deadline,
+            )
             runs.append((impl, ctx, batch, earlier))
         # The children are waited for on this thread, so that an interrupt still kills them.
         per_plugin = self._enumerate_in_children(isolated_names) if isolated_names else {}
@@ -526,8 +560,7 @@ class PluginHost:
                 _add_note(report, note)
             per_plugin[name] = devices
         # Registration order, whichever way each plugin ran.
-        return [(impl.plugin_name, d) for impl in impls
-                for d in per_plugin.get(impl.plugin_name, ())]
+        return [(impl.plugin_name, d) for impl in impls for d in per_plugin.get(impl.plugin_name, ())]
 
     def _enumerate_in_children(self, names: list[str]) -> dict[str, list[DeviceInfo]]:
         """Run ``names``' enumerate in child processes; write their reports; their devices."""
@@ -536,8 +569,9 @@ class PluginHost:
         probe = self.context("", None)
         start = time.monotonic()
         try:
-            outcomes = enumerate_isolated(names, env=probe.env, platform=probe.platform,
-                                          root=probe.root, timeout=self.enumerate_timeout)
+            outcomes = enumerate_isolated(
+                names, env=probe.env, platform=probe.platform, root=probe.root, timeout=self.enumerate_timeout
+            )
         except IsolationError as exc:
             for name in names:
                 self.record_failure(name, _ENUMERATE.name, str(exc))
@@ -548,23 +582,22 @@ class PluginHost:
             report = self.reports[name]
             outcome = outcomes.get(name)
             if outcome is None:
-                self.record_failure(name, _ENUMERATE.name,
-                                    "the isolation child said nothing about it")
+                self.record_failure(name, _ENUMERATE.name, "the isolation child said nothing about it")
                 continue
             report.elapsed = float(outcome.elapsed)
             for note in [str(n) for n in outcome.notes][:50]:
                 _add_note(report, note)
             if outcome.status == PluginStatus.TIMEOUT:
                 report.fail(PluginStatus.TIMEOUT, outcome.error)
-                self.log.warning("discovery.plugin_timeout", plugin=name,
-                                 hook=_ENUMERATE.name, error=outcome.error)
+                self.log.warning(
+                    "discovery.plugin_timeout", plugin=name, hook=_ENUMERATE.name, error=outcome.error
+                )
                 continue
             if outcome.status != PluginStatus.OK:
                 self.record_failure(name, _ENUMERATE.name, outcome.error or "failed")
                 continue
             try:
-                devices = checked_devices(
-                    [decode_device(d, f"[{i}]") for i, d in enumerate(outcome.devices)])
+                devices = checked_devices([decode_device(d, f"[{i}]") for i, d in enumerate(outcome.devices)])
             except (RecordError, ValueError) as exc:
                 self.record_failure(name, _ENUMERATE.name, str(exc))
                 continue
@@ -624,13 +657,17 @@ def visibility_id_problem(device: DeviceInfo) -> str:
     fields = [("id", device.id)] + ([("filter_id", device.filter_id)] if device.filter_id else [])
     for field, token in fields:
         if not token.strip():
-            return (f"{field}: {'empty' if not token else f'blank ({token!r:.40})'}, which in "
-                    "a visibility variable would hide every device")
+            return (
+                f"{field}: {'empty' if not token else f'blank ({token!r:.40})'}, which in "
+                "a visibility variable would hide every device"
+            )
         if VISIBILITY_SEPARATOR in token:
             count = token.count(VISIBILITY_SEPARATOR) + 1
-            return (f"{field}: {token!r:.80} holds the visibility separator "
-                    f"{VISIBILITY_SEPARATOR!r}, so a visibility variable would read it as "
-                    f"{count} devices")
+            return (
+                f"{field}: {token!r:.80} holds the visibility separator "
+                f"{VISIBILITY_SEPARATOR!r}, so a visibility variable would read it as "
+                f"{count} devices"
+            )
     return ""
 
 
@@ -656,5 +693,14 @@ def _name_of(obj: Any) -> str:
     return name if isinstance(name, str) else type(obj).__name__
 
 
-__all__ = ["BUILTINS", "VISIBILITY_SEPARATOR", "PluginHost", "PluginReport", "PluginStatus",
-           "checked_devices", "describe_exception", "set_inline", "visibility_id_problem"]
+__all__ = [
+    "BUILTINS",
+    "VISIBILITY_SEPARATOR",
+    "PluginHost",
+    "PluginReport",
+    "PluginStatus",
+    "checked_devices",
+    "describe_exception",
+    "set_inline",
+    "visibility_id_problem",
+]

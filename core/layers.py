@@ -19,21 +19,31 @@ def _int_list(value: Any) -> list[int]:
     if value is None:
         return []
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise RecordError(f"GPULayers.layers: expected a list of layer indexes, "
-                          f"got {show_value(value)}", "layers")
+        raise RecordError(
+            f"GPULayers.layers: expected a list of layer indexes, got {show_value(value)}", "layers"
+        )
     items = list(value)
-    bad = next((i for i, v in enumerate(items) if isinstance(v, bool) or not isinstance(v, int)
-                or not -MAX_INT - 1 <= v <= MAX_INT), None)
+    bad = next(
+        (
+            i
+            for i, v in enumerate(items)
+            if isinstance(v, bool) or not isinstance(v, int) or not -MAX_INT - 1 <= v <= MAX_INT
+        ),
+        None,
+    )
     if bad is not None:
-        raise RecordError(f"GPULayers.layers[{bad}]: expected an int in -2**63..2**63-1, "
-                          f"got {show_value(items[bad])}", "layers")
+        raise RecordError(
+            f"GPULayers.layers[{bad}]: expected an int in -2**63..2**63-1, got {show_value(items[bad])}",
+            "layers",
+        )
     return items
 
 
 def _is_str(instance: Any, attribute: attrs.Attribute[str], value: Any) -> None:
     if not isinstance(value, str):
-        raise RecordError(f"GPULayers.{attribute.name}: expected str, got {show_value(value)}",
-                          attribute.name)
+        raise RecordError(
+            f"GPULayers.{attribute.name}: expected str, got {show_value(value)}", attribute.name
+        )
 
 
 @attrs.define(eq=True)
@@ -73,22 +83,18 @@ class GPULayersList(list[GPULayers]):
 
     def __init__(self, iterable: Iterable[GPULayers] = ()) -> None:
         if isinstance(iterable, (str, bytes, Mapping)) or not isinstance(iterable, Iterable):
-            raise RecordError(f"GPULayersList: expected an iterable of GPULayers, "
-                              f"got {show_value(iterable)}")
+            raise RecordError(f"GPULayersList: expected an iterable of GPULayers, got {show_value(iterable)}")
         items = list(iterable)
         bad = next((i for i, g in enumerate(items) if not isinstance(g, GPULayers)), None)
         if bad is not None:
-            raise RecordError(f"GPULayersList[{bad}]: expected a GPULayers, "
-                              f"got {show_value(items[bad])}")
+            raise RecordError(f"GPULayersList[{bad}]: expected a GPULayers, got {show_value(items[bad])}")
         super().__init__(items)
 
     def sum(self) -> int:
         """Total number of layers over all GPUs."""
         return sum(len(g.layers) for g in self)
 
-    def sort(
-        self, *, key: Callable[[GPULayers], Any] | None = None, reverse: bool = False
-    ) -> None:
+    def sort(self, *, key: Callable[[GPULayers], Any] | None = None, reverse: bool = False) -> None:
         """Sort in place, by first layer unless ``key`` says otherwise (stable)."""
         super().sort(key=key or (lambda g: g.first_layer), reverse=reverse)
 
@@ -110,8 +116,9 @@ class GPULayersList(list[GPULayers]):
                     h.update(struct.pack(f"<{len(g.layers)}q", *g.layers))
                 except struct.error:  # layers changed in place after the checks
                     _int_list(g.layers)  # says which layer, as RecordError
-                    raise RecordError(f"GPULayers.layers: cannot hash {show_value(g.layers)}",
-                                      "layers") from None
+                    raise RecordError(
+                        f"GPULayers.layers: cannot hash {show_value(g.layers)}", "layers"
+                    ) from None
         return int.from_bytes(h.digest(), "big")
 
     def __hash__(self) -> int:  # type: ignore[override]

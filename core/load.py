@@ -87,23 +87,31 @@ def layer_sizes(memory: BackendMemory) -> list[int]:
 
 def _pairs(weights: Sequence[int], cache: Sequence[int]) -> list[tuple[int, int]]:
     n = max(len(weights), len(cache))
-    return [(weights[i] if i < len(weights) else 0, cache[i] if i < len(cache) else 0)
-            for i in range(n)]
+    return [(weights[i] if i < len(weights) else 0, cache[i] if i < len(cache) else 0) for i in range(n)]
 
 
 def graphs(memory: BackendMemory, devices: Sequence[DeviceInfo]) -> dict[str, int]:
     """Each device's graph bytes from the report, by device id (a device not in it: 0)."""
     found = {(g.id, g.library.lower()): g.graph for g in memory.gpus}
-    return {d.id: found[(d.id, d.library.lower())] for d in devices
-            if (d.id, d.library.lower()) in found}
+    return {d.id: found[(d.id, d.library.lower())] for d in devices if (d.id, d.library.lower()) in found}
 
 
 class _Loop:
     """One load: the state the reference keeps across its labelled loops."""
 
-    def __init__(self, devices: Sequence[DeviceInfo], system: SystemInfo,
-                 reserve: Callable[[DeviceInfo], int], allocate: Allocate, *, num_gpu: int,
-                 require_full: bool, spread: bool, overhead: int, platform: str) -> None:
+    def __init__(
+        self,
+        devices: Sequence[DeviceInfo],
+        system: SystemInfo,
+        reserve: Callable[[DeviceInfo], int],
+        allocate: Allocate,
+        *,
+        num_gpu: int,
+        require_full: bool,
+        spread: bool,
+        overhead: int,
+        platform: str,
+    ) -> None:
         self.devices, self.system, self.reserve = devices, system, reserve
         self.allocate, self.num_gpu, self.require_full = allocate, num_gpu, require_full
         self.spread, self.overhead, self.platform = spread, overhead, platform
@@ -114,15 +122,32 @@ class _Loop:
         """createLayout: build, then verify (InsufficientMemoryError when it cannot load)."""
         count = self.num_gpu if num_gpu is None else num_gpu
         sizes, table = layer_sizes(memory), graphs(memory, self.devices)
-        built = create_layout(sizes, self.devices, self.reserve, num_gpu=count,
-                              require_full=self.require_full, spread=self.spread,
-                              backoff=self.backoff, overhead=self.overhead, graphs=table)
-        verify_layout(built, sizes, self.devices, self.system, num_gpu=count,
-                      require_full=self.require_full, graphs=table, platform=self.platform,
-                      cpu_extra=memory.input_weights + memory.cpu.graph)
+        built = create_layout(
+            sizes,
+            self.devices,
+            self.reserve,
+            num_gpu=count,
+            require_full=self.require_full,
+            spread=self.spread,
+            backoff=self.backoff,
+            overhead=self.overhead,
+            graphs=table,
+        )
+        verify_layout(
+            built,
+            sizes,
+            self.devices,
+            self.system,
+            num_gpu=count,
+            require_full=self.require_full,
+            graphs=table,
+            platform=self.platform,
+            cpu_extra=memory.input_weights + memory.cpu.graph,
+        )
         if self.platform == "darwin" and num_gpu is None:
             vram = sum(table.get(g.id, 0) for g in built) + sum(
-                sizes[i] for g in built for i in g.layers if i < len(sizes))
+                sizes[i] for g in built for i in g.layers if i < len(sizes)
+            )
             if vram > self.system.total_memory:
                 self.num_gpu = 0  # the reference turns partial offload off for later passes
         return built
@@ -130,12 +155,10 @@ class _Loop:
     def call(self, layout: GPULayersList, operation: LoadOperation) -> Allocation:
         self.calls += 1
         if self.calls > MAX_CALLS:
-            raise GpuscoutError(f"load: the runner's reports did not settle within {MAX_CALLS} "
-                                "calls")
+            raise GpuscoutError(f"load: the runner's reports did not settle within {MAX_CALLS} calls")
         reply = self.allocate(GPULayersList(layout), operation)
         if not (isinstance(reply, Allocation) and isinstance(reply.memory, BackendMemory)):
-            raise GpuscoutError(f"load: allocate must return an Allocation, got "
-                                f"{type(reply).__name__}")
+            raise GpuscoutError(f"load: allocate must return an Allocation, got {type(reply).__name__}")
         return reply
 
     def run(self, memory: BackendMemory) -> LoadResult:
@@ -154,8 +177,9 @@ class _Loop:
         used = tuple(dict.fromkeys(g.device_id for g in layout))
         return LoadResult(layout=layout, memory=reply.memory, devices=used, calls=self.calls)
 
-    def settle(self, layout: GPULayersList, reply: Allocation, operation: LoadOperation,
-               past: set[int]) -> tuple[GPULayersList, bool]:
+    def settle(
+        self, layout: GPULayersList, reply: Allocation, operation: LoadOperation, past: set[int]
+    ) -> tuple[GPULayersList, bool]:
         """After the runner's ``reply`` to ``layout``: the next layout and whether to move on
         to the next operation (False: ask again with the same operation)."""
         memory = reply.memory
@@ -176,21 +200,38 @@ class _Loop:
             if reply.success:
                 return layout, True
             if self.num_gpu >= 0:
-                raise GpuscoutError(
-                    f"memory layout cannot be allocated with num_gpu = {self.num_gpu}")
+                raise GpuscoutError(f"memory layout cannot be allocated with num_gpu = {self.num_gpu}")
             if self.backoff > 1:
                 raise GpuscoutError("memory layout cannot be allocated")
             self.backoff = f32(f32(self.backoff) + BACKOFF_STEP)
 
 
-def load(memory: BackendMemory, devices: Sequence[DeviceInfo], system: SystemInfo,
-         reserve: Callable[[DeviceInfo], int], allocate: Allocate, *, num_gpu: int = -1,
-         require_full: bool = False, spread: bool = False, overhead: int = 0,
-         platform: str = "linux") -> LoadResult:
+def load(
+    memory: BackendMemory,
+    devices: Sequence[DeviceInfo],
+    system: SystemInfo,
+    reserve: Callable[[DeviceInfo], int],
+    allocate: Allocate,
+    *,
+    num_gpu: int = -1,
+    require_full: bool = False,
+    spread: bool = False,
+    overhead: int = 0,
+    platform: str = "linux",
+) -> LoadResult:
     """The load loop (arguments already checked; see ``Scout.load``). On any failure the runner
     is asked to release what it holds (``CLOSE``), then the error is raised."""
-    loop = _Loop(devices, system, reserve, allocate, num_gpu=num_gpu, require_full=require_full,
-                 spread=spread, overhead=overhead, platform=platform)
+    loop = _Loop(
+        devices,
+        system,
+        reserve,
+        allocate,
+        num_gpu=num_gpu,
+        require_full=require_full,
+        spread=spread,
+        overhead=overhead,
+        platform=platform,
+    )
     done = False
     try:
         result = loop.run(memory)
@@ -204,5 +245,14 @@ def load(memory: BackendMemory, devices: Sequence[DeviceInfo], system: SystemInf
                 pass
 
 
-__all__ = ["BACKOFF_STEP", "MAX_CALLS", "Allocate", "Allocation", "LoadOperation", "LoadResult",
-           "graphs", "layer_sizes", "load"]
+__all__ = [
+    "BACKOFF_STEP",
+    "MAX_CALLS",
+    "Allocate",
+    "Allocation",
+    "LoadOperation",
+    "LoadResult",
+    "graphs",
+    "layer_sizes",
+    "load",
+]

@@ -76,8 +76,7 @@ def render(event: str, fields: Mapping[str, Any]) -> str:
 
 
 def _value(value: Any) -> str:
-    if isinstance(value, str) and value and value.isprintable() and not any(
-            c in value for c in " =\"'"):
+    if isinstance(value, str) and value and value.isprintable() and not any(c in value for c in " =\"'"):
         return value
     try:
         return repr(value)
@@ -106,15 +105,24 @@ def _cli_structlog(wish: tuple[int, str]) -> Any:
             import structlog
 
             level, fmt = wish
-            renderer: Any = (structlog.processors.JSONRenderer() if fmt == "json"
-                             else structlog.dev.ConsoleRenderer(colors=False))
+            renderer: Any = (
+                structlog.processors.JSONRenderer()
+                if fmt == "json"
+                else structlog.dev.ConsoleRenderer(colors=False)
+            )
             wrapper: Any = structlog.make_filtering_bound_logger(level)
-            _cli_logger = (wish, wrapper(
-                structlog.PrintLogger(file=cast(TextIO, _CurrentStderr())),
-                [structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"),
-                 renderer],
-                {},
-            ))
+            _cli_logger = (
+                wish,
+                wrapper(
+                    structlog.PrintLogger(file=cast(TextIO, _CurrentStderr())),
+                    [
+                        structlog.processors.add_log_level,
+                        structlog.processors.TimeStamper(fmt="iso"),
+                        renderer,
+                    ],
+                    {},
+                ),
+            )
         return _cli_logger[1]
 
 
@@ -185,8 +193,9 @@ class Logger:
             if logger.isEnabledFor(level):
                 fields = {**self._bound, **kw} if self._bound else kw
                 # stacklevel 3: the record names the caller of debug() ... critical(), not us.
-                logger.log(level, render(event, fields), stacklevel=3,
-                           extra={"gpuscout": {"event": event, **fields}})
+                logger.log(
+                    level, render(event, fields), stacklevel=3, extra={"gpuscout": {"event": event, **fields}}
+                )
         except Exception:  # a broken handler or processor of the host must not stop discovery
             pass
 

@@ -17,13 +17,15 @@ def _tuple(value: Any, name: str, ok: Any, expected: str) -> tuple[Any, ...]:
     if value is None:
         return ()
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise RecordError(f"{name}: expected a sequence of {expected}, got {show_value(value)}",
-                          name.rpartition(".")[2])
+        raise RecordError(
+            f"{name}: expected a sequence of {expected}, got {show_value(value)}", name.rpartition(".")[2]
+        )
     items = tuple(value)
     bad = next((i for i, v in enumerate(items) if not ok(v)), None)
     if bad is not None:
-        raise RecordError(f"{name}[{bad}]: expected {expected}, got {show_value(items[bad])}",
-                          name.rpartition(".")[2])
+        raise RecordError(
+            f"{name}[{bad}]: expected {expected}, got {show_value(items[bad])}", name.rpartition(".")[2]
+        )
     return items
 
 
@@ -40,20 +42,23 @@ def _cache(value: Any) -> tuple[int, ...]:
 
 
 def _memory_tuple(value: Any) -> tuple[DeviceMemory, ...]:
-    return _tuple(value, "BackendMemory.gpus", lambda v: isinstance(v, DeviceMemory),
-                  "a DeviceMemory")
+    return _tuple(value, "BackendMemory.gpus", lambda v: isinstance(v, DeviceMemory), "a DeviceMemory")
 
 
 def _is_str(instance: Any, attribute: attrs.Attribute[str], value: Any) -> None:
     if not isinstance(value, str):
-        raise RecordError(f"{type(instance).__name__}.{attribute.name}: expected str, "
-                          f"got {show_value(value)}", attribute.name)
+        raise RecordError(
+            f"{type(instance).__name__}.{attribute.name}: expected str, got {show_value(value)}",
+            attribute.name,
+        )
 
 
 def _is_device_memory(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, DeviceMemory):
-        raise RecordError(f"{type(instance).__name__}.{attribute.name}: expected a DeviceMemory, "
-                          f"got {show_value(value)}", attribute.name)
+        raise RecordError(
+            f"{type(instance).__name__}.{attribute.name}: expected a DeviceMemory, got {show_value(value)}",
+            attribute.name,
+        )
 
 
 @attrs.frozen
@@ -102,6 +107,7 @@ class BackendMemory:
         """``(what, device, bytes)`` rows as the seed's ``BackendMemory.Log`` prints them: model
         weights per GPU then the CPU (input weights included), then kv cache, then compute graph,
         each only when not zero, and a last ``("total memory", "", total)`` row when any is."""
+
         def name(d: DeviceMemory) -> str:
             return _device_name(d)
 
@@ -119,8 +125,10 @@ class BackendMemory:
     def summary(self) -> list[str]:
         """The summary as lines, binary units: ``model weights  CUDA0  12.0 GiB`` ... ``total
         memory  13.5 GiB`` (empty when nothing is needed)."""
-        return [" ".join(part for part in (what, device, human_bytes(size)) if part)
-                for what, device, size in self.summary_rows()]
+        return [
+            " ".join(part for part in (what, device, human_bytes(size)) if part)
+            for what, device, size in self.summary_rows()
+        ]
 
     def log_summary(self, level: str = "info") -> None:
         """Log the summary through structlog: one ``memory.summary`` event per row (``what``,
@@ -146,8 +154,7 @@ class BackendMemory:
                 clause += f", has {human_bytes(available)}"
             clauses.append(clause)
         cpu_size = self.input_weights + self.cpu.size
-        cpu = f"CPU {_device_name(self.cpu, 'CPU')} holds {human_bytes(cpu_size)}".replace(
-            "CPU CPU ", "CPU ")
+        cpu = f"CPU {_device_name(self.cpu, 'CPU')} holds {human_bytes(cpu_size)}".replace("CPU CPU ", "CPU ")
         cpu_parts = _parts(self.cpu, self.input_weights)
         clauses.append(f"{cpu} ({cpu_parts})" if cpu_parts else cpu)
         return "; ".join(clauses)

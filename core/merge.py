@@ -39,10 +39,7 @@ def _same_card(a: DeviceInfo, b: DeviceInfo) -> DeviceComparison:
 
 def _version_key(text: str) -> tuple[tuple[int, int | str], ...]:
     # Digit runs compare as numbers (v9 < v12); the seed compares strings, which we fix on purpose.
-    return tuple(
-        (0, int(part)) if part.isdigit() else (1, part)
-        for part in re.findall(r"\d+|\D+", text)
-    )
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.findall(r"\d+|\D+", text))
 
 
 def is_better(a: DeviceInfo, b: DeviceInfo) -> bool:
@@ -110,17 +107,20 @@ def merge(
         candidates = sorted({*decisive, *twins})
         for i in candidates:
             old_source, old, _ = kept[i]
-            how = (DeviceComparison.DUPLICATE if i in twins
-                   else compare(old, new, _never))
+            how = DeviceComparison.DUPLICATE if i in twins else compare(old, new, _never)
             if how is DeviceComparison.UNIQUE:
                 continue
-            if (how is DeviceComparison.SAME_BACKEND and source == old_source
-                    and old.device_id != new.device_id):
+            if (
+                how is DeviceComparison.SAME_BACKEND
+                and source == old_source
+                and old.device_id != new.device_id
+            ):
                 continue
             if how is DeviceComparison.DUPLICATE:
                 new_first, old_first = preferred(new, old), preferred(old, new)
                 replace = (new_first and not old_first) or (
-                    new_first == old_first and bool(old.hidden_by) and not new.hidden_by)
+                    new_first == old_first and bool(old.hidden_by) and not new.hidden_by
+                )
             elif bool(old.hidden_by) != bool(new.hidden_by):
                 replace = bool(old.hidden_by)
             else:
@@ -139,7 +139,9 @@ def merge(
 
 
 def _first_twin(
-    new: DeviceInfo, heuristic: Iterator[int], kept: Sequence[tuple[str, DeviceInfo, Keys]],
+    new: DeviceInfo,
+    heuristic: Iterator[int],
+    kept: Sequence[tuple[str, DeviceInfo, Keys]],
     is_duplicate: Callable[[Sequence[tuple[DeviceInfo, DeviceInfo]]], Sequence[bool]] | None,
 ) -> int | None:
     """The first of ``heuristic`` (sorted positions) the plugins call a twin of ``new``.
@@ -242,13 +244,15 @@ class _Index:
             card = (pci, d.library, source, d.id)
             same = self._earliest(
                 self.by_card_id.get(card, []),
-                lambda i: bool(self.kept[i][1].pci_id) and self._card_id(i) == card)
+                lambda i: bool(self.kept[i][1].pci_id) and self._card_id(i) == card,
+            )
             if same is not None:
                 decisive.append(same)
         else:
             same = self._earliest(
                 self.by_id.get(d.device_id, []),
-                lambda i: not self.kept[i][1].pci_id and self.kept[i][1].device_id == d.device_id)
+                lambda i: not self.kept[i][1].pci_id and self.kept[i][1].device_id == d.device_id,
+            )
             if same is not None:
                 decisive.append(same)
         decisive.sort()
@@ -260,7 +264,9 @@ class _Index:
         wanted = [_ANY] if keys is None else [None, *keys]
         streams = [
             self._stream(key, library)
-            for key in wanted for library in self.libraries.get(key, ()) if library != d.library
+            for key in wanted
+            for library in self.libraries.get(key, ())
+            if library != d.library
         ]
         last = -1
         for i in heapq.merge(*streams):

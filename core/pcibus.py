@@ -96,8 +96,10 @@ def pci_gpus(context: Context, vendor: int) -> list[PciGpu] | None:
         return None
     addresses = [n for n in names if _ADDRESS.fullmatch(n)]
     if len(addresses) > MAX_PCI_ENTRIES:
-        context.note(f"{PCI_DEVICES}: {len(addresses)} PCI functions; only the first "
-                     f"{MAX_PCI_ENTRIES} looked at for GPUs")
+        context.note(
+            f"{PCI_DEVICES}: {len(addresses)} PCI functions; only the first "
+            f"{MAX_PCI_ENTRIES} looked at for GPUs"
+        )
         addresses = addresses[:MAX_PCI_ENTRIES]
     found: list[PciGpu] = []
     for address in addresses:
@@ -121,7 +123,10 @@ def module_loaded(context: Context, module: str) -> bool:
 
 
 def binding_problem(
-    context: Context, gpu: PciGpu, vendor_label: str, modules: Sequence[str],
+    context: Context,
+    gpu: PciGpu,
+    vendor_label: str,
+    modules: Sequence[str],
     other_drivers: Mapping[str, str] | None = None,
 ) -> str:
     """Why ``gpu`` is not driven by any of ``modules`` (the drivers its library needs, e.g.
@@ -137,8 +142,10 @@ def binding_problem(
         if not loaded:
             where = ", ".join(f"{MODULES}/{m}" for m in modules)
             return f"{who} has no driver bound and module {wanted} is not loaded ({where} missing)"
-        return (f"{who} has no driver bound although module {loaded[0]} is loaded (the driver "
-                "may have refused the card: see the kernel log, dmesg)")
+        return (
+            f"{who} has no driver bound although module {loaded[0]} is loaded (the driver "
+            "may have refused the card: see the kernel log, dmesg)"
+        )
     if gpu.driver in modules:
         return ""
     if gpu.driver in PASSTHROUGH_DRIVERS:

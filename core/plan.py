@@ -67,8 +67,13 @@ def _groups(slots: Sequence[Slot], key: Callable[[Slot], object]) -> list[list[S
     return list(groups.values())
 
 
-def greedy_fit(layers: Sequence[int], gpus: Sequence[Slot], capacity: float, requested: int,
-               counter: Counter | None = None) -> list[list[int]]:
+def greedy_fit(
+    layers: Sequence[int],
+    gpus: Sequence[Slot],
+    capacity: float,
+    requested: int,
+    counter: Counter | None = None,
+) -> list[list[int]]:
     """Layers per GPU of ``gpus`` (same order), filling from the last GPU and the last layer.
 
     Each GPU offers ``float32(free) * capacity`` bytes; a layer that does not fit moves on to
@@ -99,8 +104,9 @@ def _count(placed: list[list[int]]) -> int:
     return sum(len(p) for p in placed)
 
 
-def find_best_fit(layers: Sequence[int], gpus: Sequence[Slot], requested: int, force: bool,
-                  counter: Counter | None = None) -> list[tuple[Slot, list[int]]]:
+def find_best_fit(
+    layers: Sequence[int], gpus: Sequence[Slot], requested: int, force: bool, counter: Counter | None = None
+) -> list[tuple[Slot, list[int]]]:
     """Per ByPerformance group, the smallest float32 capacity that places the most layers.
 
     The upper bound is 1000 (a forced count may overfill) only when ``requested`` ≥ 0 and
@@ -130,9 +136,15 @@ def find_best_fit(layers: Sequence[int], gpus: Sequence[Slot], requested: int, f
     return result
 
 
-def assign_layers(layers: Sequence[int], gpus: Sequence[Slot], require_full: bool,
-                  requested: int, last_used: int, spread: bool,
-                  counter: Counter | None = None) -> list[tuple[Slot, list[int]]]:
+def assign_layers(
+    layers: Sequence[int],
+    gpus: Sequence[Slot],
+    require_full: bool,
+    requested: int,
+    last_used: int,
+    spread: bool,
+    counter: Counter | None = None,
+) -> list[tuple[Slot, list[int]]]:
     """Pack the most layers onto the fewest GPUs; a second try leaves the output layer out."""
     if requested >= 0 or spread:
         gpus = [s._replace(integrated=False) for s in gpus]
@@ -154,11 +166,19 @@ def assign_layers(layers: Sequence[int], gpus: Sequence[Slot], require_full: boo
     return placement
 
 
-def create_layout(layers: Sequence[int], devices: Sequence[DeviceInfo],
-                  reserve: Callable[[DeviceInfo], int], *, num_gpu: int = -1,
-                  require_full: bool = False, spread: bool = False, backoff: float = 0.0,
-                  overhead: int = 0, graphs: Mapping[str, int] | None = None,
-                  counter: Counter | None = None) -> GPULayersList:
+def create_layout(
+    layers: Sequence[int],
+    devices: Sequence[DeviceInfo],
+    reserve: Callable[[DeviceInfo], int],
+    *,
+    num_gpu: int = -1,
+    require_full: bool = False,
+    spread: bool = False,
+    backoff: float = 0.0,
+    overhead: int = 0,
+    graphs: Mapping[str, int] | None = None,
+    counter: Counter | None = None,
+) -> GPULayersList:
     """The layout of LAYOUT.md steps 1-5: one library's GPUs, ordered by first layer.
 
     ``reserve`` gives each device's MinimumMemory; ``graphs`` each device id's graph bytes.
@@ -171,8 +191,12 @@ def create_layout(layers: Sequence[int], devices: Sequence[DeviceInfo],
         libraries.setdefault(d.library, []).append(d)
     for group in libraries.values():
         slots = [
-            Slot(d.id, d.library, d.integrated, usable_free(
-                d.free_memory, backoff, reserve(d), overhead, graphs.get(d.id, 0)))
+            Slot(
+                d.id,
+                d.library,
+                d.integrated,
+                usable_free(d.free_memory, backoff, reserve(d), overhead, graphs.get(d.id, 0)),
+            )
             for d in group
         ]
         last_used = max((i for i, d in enumerate(group) if graphs.get(d.id, 0) != 0), default=0)
@@ -184,9 +208,18 @@ def create_layout(layers: Sequence[int], devices: Sequence[DeviceInfo],
     return layout
 
 
-def verify_layout(layout: GPULayersList, layers: Sequence[int], devices: Sequence[DeviceInfo],
-                  system: SystemInfo, *, num_gpu: int, require_full: bool,
-                  graphs: Mapping[str, int] | None, platform: str, cpu_extra: int = 0) -> None:
+def verify_layout(
+    layout: GPULayersList,
+    layers: Sequence[int],
+    devices: Sequence[DeviceInfo],
+    system: SystemInfo,
+    *,
+    num_gpu: int,
+    require_full: bool,
+    graphs: Mapping[str, int] | None,
+    platform: str,
+    cpu_extra: int = 0,
+) -> None:
     """LAYOUT.md step 6: raise InsufficientMemoryError when the layout cannot be loaded.
 
     With ``require_full``: GPUs exist, not every layer is placed and the count asked for (if
@@ -199,12 +232,17 @@ def verify_layout(layout: GPULayersList, layers: Sequence[int], devices: Sequenc
     placed = layout.sum()
     short = bool(devices) and placed < len(layers) and (num_gpu < 0 or placed < num_gpu)
     if (require_full and (short or cpu > system.free_memory)) or (
-            platform != "darwin" and cpu > system.free_memory + system.free_swap):
+        platform != "darwin" and cpu > system.free_memory + system.free_swap
+    ):
         raise InsufficientMemoryError(attempt(layout, layers, devices, graphs))
 
 
-def attempt(layout: GPULayersList, layers: Sequence[int], devices: Sequence[DeviceInfo],
-            graphs: Mapping[str, int] | None) -> BackendMemory:
+def attempt(
+    layout: GPULayersList,
+    layers: Sequence[int],
+    devices: Sequence[DeviceInfo],
+    graphs: Mapping[str, int] | None,
+) -> BackendMemory:
     """The allocation a layout asks for: layer bytes where each layer sits, graphs per GPU."""
     graphs = graphs or {}
     where = {(g.id, g.library): set(g.layers) for g in layout}
@@ -212,18 +250,32 @@ def attempt(layout: GPULayersList, layers: Sequence[int], devices: Sequence[Devi
     gpus = []
     for d in devices:
         mine = where.get((d.id, d.library), set())
-        gpus.append(DeviceMemory(
-            id=d.id, library=d.library, name=d.name,
-            weights=[size if i in mine else 0 for i, size in enumerate(layers)],
-            graph=graphs.get(d.id, 0)))
-    cpu = DeviceMemory(library=CPU_LIBRARY, name="CPU",
-                       weights=[0 if i in on_gpu else size for i, size in enumerate(layers)])
+        gpus.append(
+            DeviceMemory(
+                id=d.id,
+                library=d.library,
+                name=d.name,
+                weights=[size if i in mine else 0 for i, size in enumerate(layers)],
+                graph=graphs.get(d.id, 0),
+            )
+        )
+    cpu = DeviceMemory(
+        library=CPU_LIBRARY, name="CPU", weights=[0 if i in on_gpu else size for i, size in enumerate(layers)]
+    )
     return BackendMemory(input_weights=0, cpu=cpu, gpus=gpus)
 
 
-def checked_arguments(layers: object, devices: object, system: object, num_gpu: object,
-                      require_full: object, spread: object, backoff: object, overhead: object,
-                      graphs: object) -> tuple[list[int], list[DeviceInfo], dict[str, int]]:
+def checked_arguments(
+    layers: object,
+    devices: object,
+    system: object,
+    num_gpu: object,
+    require_full: object,
+    spread: object,
+    backoff: object,
+    overhead: object,
+    graphs: object,
+) -> tuple[list[int], list[DeviceInfo], dict[str, int]]:
     """``Scout.plan``'s arguments checked: the layers, the devices and the graphs as plain
     values; GpuscoutError saying what was expected and what was found otherwise."""
     if isinstance(layers, (str, bytes, Mapping)) or not isinstance(layers, Iterable):
@@ -232,7 +284,8 @@ def checked_arguments(layers: object, devices: object, system: object, num_gpu: 
     bad = next((i for i, size in enumerate(sizes) if not is_size(size)), None)
     if bad is not None:
         raise GpuscoutError(
-            f"plan: layers[{bad}] must be a non-negative int of bytes, got {sizes[bad]!r:.60}")
+            f"plan: layers[{bad}] must be a non-negative int of bytes, got {sizes[bad]!r:.60}"
+        )
     gpus = device_list(devices, "plan: devices")
     if not isinstance(system, SystemInfo):
         raise GpuscoutError(f"plan: system must be a SystemInfo, got {type(system).__name__}")
@@ -241,8 +294,7 @@ def checked_arguments(layers: object, devices: object, system: object, num_gpu: 
     for name, flag in (("require_full", require_full), ("spread", spread)):
         if not isinstance(flag, bool):
             raise GpuscoutError(f"plan: {name} must be a bool, got {flag!r:.60}")
-    if (isinstance(backoff, bool) or not isinstance(backoff, (int, float))
-            or not 0 <= backoff <= 1):
+    if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not 0 <= backoff <= 1:
         raise GpuscoutError(f"plan: backoff must be a number in [0, 1], got {backoff!r:.60}")
     if not is_size(overhead):
         raise GpuscoutError(f"plan: overhead must be a non-negative int of bytes, got {overhead!r:.60}")
@@ -255,23 +307,64 @@ def checked_arguments(layers: object, devices: object, system: object, num_gpu: 
     if odd is not None:
         raise GpuscoutError(
             f"plan: graphs must map str device ids to non-negative int bytes; "
-            f"{odd[0]!r:.60} maps to {odd[1]!r:.60}")
+            f"{odd[0]!r:.60} maps to {odd[1]!r:.60}"
+        )
     return sizes, gpus, table
 
 
-def plan(layers: Sequence[int], devices: Sequence[DeviceInfo], system: SystemInfo,
-         reserve: Callable[[DeviceInfo], int], *, num_gpu: int = -1,
-         require_full: bool = False, spread: bool = False, backoff: float = 0.0,
-         overhead: int = 0, graphs: Mapping[str, int] | None = None,
-         platform: str = "linux", counter: Counter | None = None) -> GPULayersList:
+def plan(
+    layers: Sequence[int],
+    devices: Sequence[DeviceInfo],
+    system: SystemInfo,
+    reserve: Callable[[DeviceInfo], int],
+    *,
+    num_gpu: int = -1,
+    require_full: bool = False,
+    spread: bool = False,
+    backoff: float = 0.0,
+    overhead: int = 0,
+    graphs: Mapping[str, int] | None = None,
+    platform: str = "linux",
+    counter: Counter | None = None,
+) -> GPULayersList:
     """create_layout then verify_layout (arguments already checked; see ``Scout.plan``)."""
-    layout = create_layout(layers, devices, reserve, num_gpu=num_gpu, require_full=require_full,
-                           spread=spread, backoff=backoff, overhead=overhead, graphs=graphs,
-                           counter=counter)
-    verify_layout(layout, layers, devices, system, num_gpu=num_gpu, require_full=require_full,
-                  graphs=graphs, platform=platform)
+    layout = create_layout(
+        layers,
+        devices,
+        reserve,
+        num_gpu=num_gpu,
+        require_full=require_full,
+        spread=spread,
+        backoff=backoff,
+        overhead=overhead,
+        graphs=graphs,
+        counter=counter,
+    )
+    verify_layout(
+        layout,
+        layers,
+        devices,
+        system,
+        num_gpu=num_gpu,
+        require_full=require_full,
+        graphs=graphs,
+        platform=platform,
+    )
     return layout
 
 
-__all__ = ["Counter", "Slot", "assign_layers", "attempt", "checked_arguments", "create_layout", "f32",
-           "find_best_fit", "greedy_fit", "order", "plan", "usable_free", "verify_layout"]
+__all__ = [
+    "Counter",
+    "Slot",
+    "assign_layers",
+    "attempt",
+    "checked_arguments",
+    "create_layout",
+    "f32",
+    "find_best_fit",
+    "greedy_fit",
+    "order",
+    "plan",
+    "usable_free",
+    "verify_layout",
+]

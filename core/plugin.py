@@ -83,6 +83,7 @@ def for_library(library: str, **options: Any) -> Callable[[F], F]:
                 device = args[0] if args else kwargs[guard]
                 return function(*args, **kwargs) if device.library == library else None
         elif guard == "devices":
+
             @functools.wraps(function)
             def guarded(*args: Any, **kwargs: Any) -> Any:
                 devices = args[0] if args else kwargs[guard]
@@ -91,7 +92,8 @@ def for_library(library: str, **options: Any) -> Callable[[F], F]:
         else:
             raise TypeError(
                 f"for_library cannot guard {name or repr(function)}: it suits "
-                f"{', '.join(sorted(DEVICE_HOOKS | DEVICES_HOOKS))}")
+                f"{', '.join(sorted(DEVICE_HOOKS | DEVICES_HOOKS))}"
+            )
         result: F = hookimpl(**options)(guarded)
         return result
 
@@ -139,7 +141,8 @@ def declared_api_version(plugin: Any) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise GpuscoutError(
-            f"{API_VERSION_ATTRIBUTE} must be a whole number of at least 1, got {value!r:.40}")
+            f"{API_VERSION_ATTRIBUTE} must be a whole number of at least 1, got {value!r:.40}"
+        )
     return value
 
 
@@ -150,9 +153,11 @@ def check_api_version(plugin: Any) -> str:
     except GpuscoutError as exc:
         return str(exc)
     if wanted is not None and wanted > API_VERSION:
-        return (f"written for gpuscout hook API {wanted}, but this gpuscout speaks API "
-                f"{API_VERSION}; upgrade gpuscout or use a release of the plugin for API "
-                f"{API_VERSION}")
+        return (
+            f"written for gpuscout hook API {wanted}, but this gpuscout speaks API "
+            f"{API_VERSION}; upgrade gpuscout or use a release of the plugin for API "
+            f"{API_VERSION}"
+        )
     return ""
 
 

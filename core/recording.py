@@ -31,8 +31,9 @@ from gpuscout.replay import ANSWERS, FORMAT, MANIFEST, PLUGIN_NAME, ROOT
 from gpuscout.version import VERSION
 
 #: Names of variables that are never recorded, whoever reads them: they may hold secrets.
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE|(^|_)KEY($|_)",
-                         re.IGNORECASE)
+SECRET_NAME = re.compile(
+    r"TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE|(^|_)KEY($|_)", re.IGNORECASE
+)
 #: The most bytes of all copied files together (a recording of a big box is a few MiB).
 MAX_TOTAL_BYTES = 256 << 20
 
@@ -104,8 +105,7 @@ class TrackedEnv(Mapping[str, str]):
         with self._lock:
             names = set(self.read)
         names |= {n for n in self._env if _wanted(n, families)}
-        return {n: self._env[n] for n in sorted(names)
-                if n in self._env and not SECRET_NAME.search(n)}
+        return {n: self._env[n] for n in sorted(names) if n in self._env and not SECRET_NAME.search(n)}
 
 
 class Recorder:
@@ -147,16 +147,24 @@ class Recorder:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as exc:
             with self._lock:
-                self.problems.append(f"plugin {plugin}: answer {key!r} is not plain JSON ({exc}); "
-                                     "not recorded")
+                self.problems.append(
+                    f"plugin {plugin}: answer {key!r} is not plain JSON ({exc}); not recorded"
+                )
             return
         with self._lock:
             self.answers.setdefault(plugin or "core", {})[str(key)] = value
 
     # -- writing --------------------------------------------------------------------------------
 
-    def write(self, target: str, *, platform: str, env: Mapping[str, str],
-              anonymize: bool = False, machine: str = "") -> dict[str, Any]:
+    def write(
+        self,
+        target: str,
+        *,
+        platform: str,
+        env: Mapping[str, str],
+        anonymize: bool = False,
+        machine: str = "",
+    ) -> dict[str, Any]:
         """Write the recording to directory ``target`` (which must not exist, or be empty);
         returns the manifest. Raises GpuscoutError when it cannot be written."""
         target = os.path.abspath(target)
@@ -179,8 +187,10 @@ class Recorder:
                     self.problems.append(f"plugin {plugin!r}: not a recordable name; answers left out")
                     continue
                 data = anon.json(values) if anon else values
-                _write_text(os.path.join(answers_dir, f"{plugin}.json"),
-                            json.dumps(data, indent=1, sort_keys=True) + "\n")
+                _write_text(
+                    os.path.join(answers_dir, f"{plugin}.json"),
+                    json.dumps(data, indent=1, sort_keys=True) + "\n",
+                )
             recorded_env = dict(env)
             manifest: dict[str, Any] = {
                 "format": FORMAT,
@@ -245,8 +255,9 @@ class Recorder:
                 state = self._nodes.get(logical) or Context(env={}, platform="").device_node(path)
                 if state != "missing":
                     _ensure_dir(os.path.dirname(dest))
-                    denied = b"denied EPERM\n" if self._node_errno.get(logical) == errno.EPERM \
-                        else b"denied\n"
+                    denied = (
+                        b"denied EPERM\n" if self._node_errno.get(logical) == errno.EPERM else b"denied\n"
+                    )
                     _write_bytes(dest, b"" if state == "present" else denied)
 
 
@@ -316,5 +327,11 @@ class RecordingContext(Context):
         return state
 
 
-__all__ = ["RECORDED_ENV_ATTRIBUTE", "SECRET_NAME", "Recorder", "RecordingContext", "TrackedEnv",
-           "declared_families"]
+__all__ = [
+    "RECORDED_ENV_ATTRIBUTE",
+    "SECRET_NAME",
+    "Recorder",
+    "RecordingContext",
+    "TrackedEnv",
+    "declared_families",
+]

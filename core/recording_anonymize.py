@@ -13,8 +13,10 @@ import os
 import re
 from typing import Any
 
-_UUID = re.compile(r"\b([0-9a-fA-F]{8})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-"
-                   r"([0-9a-fA-F]{12})\b")
+_UUID = re.compile(
+    r"\b([0-9a-fA-F]{8})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-"
+    r"([0-9a-fA-F]{12})\b"
+)
 #: Files whose whole content is an identifier (amdgpu, KFD, the kernel's host name).
 _ID_FILES = ("serial_number", "unique_id", "hostname", "product_serial", "board_serial")
 #: JSON keys whose values are identifiers.
@@ -42,7 +44,7 @@ class Anonymizer:
             new = new.upper()
         parts, at = [], 0
         for group in match.groups():
-            parts.append(new[at:at + len(group)])
+            parts.append(new[at : at + len(group)])
             at += len(group)
         return "-".join(parts)
 
@@ -74,8 +76,11 @@ class Anonymizer:
         if isinstance(value, dict):
             return {k: self.json(v, k) for k, v in value.items()}
         if isinstance(value, list):
-            if _ID_KEYS.search(key) and len(value) == 16 and all(
-                    isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 256 for b in value):
+            if (
+                _ID_KEYS.search(key)
+                and len(value) == 16
+                and all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 256 for b in value)
+            ):
                 return list(bytes.fromhex(self._hex(bytes(value).hex())))
             return [self.json(v, key) for v in value]
         if isinstance(value, str):

@@ -68,8 +68,11 @@ def _in_range(low: int, high: int, expected: str) -> Any:
             raise _refuse(instance, attribute.name, expected, value)
         if not low <= value <= high:
             bound = f">= {low}" if value < low else f"<= {high_text}"
-            raise RecordError(f"{type(instance).__name__}.{attribute.name} must be {bound}, "
-                              f"got {show_value(value)}", attribute.name)
+            raise RecordError(
+                f"{type(instance).__name__}.{attribute.name} must be {bound}, got {show_value(value)}",
+                attribute.name,
+            )
+
     high_text = "2**64-1" if high == 2**64 - 1 else str(high)
     return check
 
@@ -102,14 +105,17 @@ def _str_dict(value: Any) -> Mapping[str, str]:
         if value is None or isinstance(value, Mapping):
             return types.MappingProxyType({})
     if not isinstance(value, Mapping):
-        raise _refuse(None, "runner_env_overrides", "a mapping of str to str", value,
-                      "DeviceInfo.runner_env_overrides")
+        raise _refuse(
+            None, "runner_env_overrides", "a mapping of str to str", value, "DeviceInfo.runner_env_overrides"
+        )
     copy = dict(value)
-    odd = next(((k, v) for k, v in copy.items()
-                if not isinstance(k, str) or not isinstance(v, str)), None)
+    odd = next(((k, v) for k, v in copy.items() if not isinstance(k, str) or not isinstance(v, str)), None)
     if odd is not None:
-        raise RecordError(f"DeviceInfo.runner_env_overrides: expected a mapping of str to str, "
-                          f"got {show_value(odd[0])} -> {show_value(odd[1])}", "runner_env_overrides")
+        raise RecordError(
+            f"DeviceInfo.runner_env_overrides: expected a mapping of str to str, "
+            f"got {show_value(odd[0])} -> {show_value(odd[1])}",
+            "runner_env_overrides",
+        )
     return types.MappingProxyType(copy)
 
 
@@ -163,9 +169,7 @@ class DeviceInfo:
     gfx_target: str = _text()
     library_path: tuple[str, ...] = attrs.field(default=(), converter=_library_path)
     # Compared, but not hashed: a dict has no hash and the overrides never identify a device.
-    runner_env_overrides: Mapping[str, str] = attrs.field(
-        factory=dict, converter=_str_dict, hash=False
-    )
+    runner_env_overrides: Mapping[str, str] = attrs.field(factory=dict, converter=_str_dict, hash=False)
     #: Vendor UUID in the vendor's own spelling, for matching across processes and libraries.
     uuid: str = _text()
     #: True when the library could not say how much memory is free (free_memory is then a guess).
@@ -245,12 +249,21 @@ class FlashAttention(enum.IntEnum):
 #: Largest magnitude of a number field: the wire format is Go's int64/uint64.
 _INT_LIMIT = 2**63
 _PCI_ID = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", re.ASCII | re.IGNORECASE)
-_STR_FIELDS = ("id", "library", "name", "description", "filter_id", "pci_id", "gfx_target", "uuid",
-               "unused_reason", "hidden_by")
+_STR_FIELDS = (
+    "id",
+    "library",
+    "name",
+    "description",
+    "filter_id",
+    "pci_id",
+    "gfx_target",
+    "uuid",
+    "unused_reason",
+    "hidden_by",
+)
 _BOOL_FIELDS = ("integrated", "free_memory_unknown", "software", "free_memory_stale")
 _SIZE_FIELDS = ("total_memory", "free_memory", "max_allocation")
-_INT_FIELDS = ("compute_major", "compute_minor", "driver_major", "driver_minor",
-               "nvidia_driver_major")
+_INT_FIELDS = ("compute_major", "compute_minor", "driver_major", "driver_minor", "nvidia_driver_major")
 #: Longest text field accepted (a description is a line, not a document).
 _MAX_TEXT = 4096
 
@@ -267,8 +280,13 @@ def _plain_int(value: Any, where: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise RecordError(f"{where}: expected int, got {show_value(value)}")
     if not minimum <= value < _INT_LIMIT:
-        shown = f"{value}" if abs(value) < 10**30 else f"a {len(str(abs(value)))}-digit number" \
-            if value.bit_length() < 10000 else "a number of over 3000 digits"
+        shown = (
+            f"{value}"
+            if abs(value) < 10**30
+            else f"a {len(str(abs(value)))}-digit number"
+            if value.bit_length() < 10000
+            else "a number of over 3000 digits"
+        )
         raise RecordError(f"{where}: expected an int in {minimum}..2**63-1, got {shown}")
     return int.__index__(value)
 
@@ -295,19 +313,21 @@ def check_device(value: Any, where: str = "") -> DeviceInfo:
     for name in _INT_FIELDS:
         fields[name] = _plain_int(getattr(value, name), f"{where}.{name}", -_INT_LIMIT)
     if fields["pci_id"] and not _PCI_ID.fullmatch(fields["pci_id"]):
-        raise RecordError(f"{where}.pci_id: expected a PCI id like 0000:c4:00.0, "
-                          f"got {show_value(fields['pci_id'])}")
+        raise RecordError(
+            f"{where}.pci_id: expected a PCI id like 0000:c4:00.0, got {show_value(fields['pci_id'])}"
+        )
     paths = value.library_path
     if not isinstance(paths, tuple):
         raise RecordError(f"{where}.library_path: expected a sequence of str, got {show_value(paths)}")
-    fields["library_path"] = tuple(
-        _plain_str(p, f"{where}.library_path[{i}]") for i, p in enumerate(paths))
+    fields["library_path"] = tuple(_plain_str(p, f"{where}.library_path[{i}]") for i, p in enumerate(paths))
     overrides = value.runner_env_overrides
     if not isinstance(overrides, Mapping):
         raise RecordError(f"{where}.runner_env_overrides: expected a mapping, got {show_value(overrides)}")
     fields["runner_env_overrides"] = {
-        _plain_str(k, f"{where}.runner_env_overrides key"):
-        _plain_str(v, f"{where}.runner_env_overrides[{k!r:.40}]") for k, v in overrides.items()
+        _plain_str(k, f"{where}.runner_env_overrides key"): _plain_str(
+            v, f"{where}.runner_env_overrides[{k!r:.40}]"
+        )
+        for k, v in overrides.items()
     }
     return DeviceInfo(**fields)
 
@@ -332,7 +352,5 @@ def device_list(value: Any, where: str) -> list[DeviceInfo]:
     items = list(value)
     bad = next((i for i, d in enumerate(items) if not isinstance(d, DeviceInfo)), None)
     if bad is not None:
-        raise GpuscoutError(f"{where}[{bad}]: expected a DeviceInfo, found "
-                            f"{type(items[bad]).__name__}")
+        raise GpuscoutError(f"{where}[{bad}]: expected a DeviceInfo, found {type(items[bad]).__name__}")
     return items
-

@@ -41,8 +41,14 @@ MAX_TREE_ENTRIES = 200_000
 PLUGIN_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 #: Manifest keys and the types they must have (all but ``format`` and ``platform`` optional).
 _KEYS: dict[str, type | tuple[type, ...]] = {
-    "format": int, "platform": str, "env": dict, "machine": str, "created": str,
-    "gpuscout": str, "anonymized": bool, "sources": (dict, list, str),
+    "format": int,
+    "platform": str,
+    "env": dict,
+    "machine": str,
+    "created": str,
+    "gpuscout": str,
+    "anonymized": bool,
+    "sources": (dict, list, str),
 }
 
 
@@ -121,8 +127,9 @@ def _float(text: str) -> float:
 def _json(path: str, limit: int, what: str) -> Any:
     data = _read_file(path, limit, what)
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=_reject_constant,
-                          parse_int=_int, parse_float=_float)
+        return json.loads(
+            data.decode("utf-8"), parse_constant=_reject_constant, parse_int=_int, parse_float=_float
+        )
     except UnicodeDecodeError as exc:
         raise RecordingError(f"{path}: not UTF-8 (byte {exc.start})") from None
     except RecursionError:
@@ -141,19 +148,21 @@ def _manifest(path: str) -> dict[str, Any]:
             raise RecordingError(f"{where}: no {key!r} key")
     fmt = data["format"]
     if isinstance(fmt, bool) or not isinstance(fmt, int) or fmt != FORMAT:
-        raise RecordingError(f"{where}: format {fmt!r:.40} is not one this gpuscout reads "
-                             f"(it reads format {FORMAT})")
+        raise RecordingError(
+            f"{where}: format {fmt!r:.40} is not one this gpuscout reads (it reads format {FORMAT})"
+        )
     for key, kind in _KEYS.items():
-        if key in data and (not isinstance(data[key], kind) or (isinstance(data[key], bool)
-                            and kind is not bool)):
-            raise RecordingError(f"{where}: {key!r} must be {_kind_name(kind)}, got "
-                                 f"{type(data[key]).__name__}")
+        if key in data and (
+            not isinstance(data[key], kind) or (isinstance(data[key], bool) and kind is not bool)
+        ):
+            raise RecordingError(
+                f"{where}: {key!r} must be {_kind_name(kind)}, got {type(data[key]).__name__}"
+            )
     if not data["platform"] or len(data["platform"]) > 64:
         raise RecordingError(f"{where}: 'platform' must be a sys.platform value such as 'linux'")
     for name, value in data.get("env", {}).items():
         if not isinstance(value, str):
-            raise RecordingError(f"{where}: env[{name!r:.60}] must be a str, got "
-                                 f"{type(value).__name__}")
+            raise RecordingError(f"{where}: env[{name!r:.60}] must be a str, got {type(value).__name__}")
         if not name or "=" in name or "\x00" in name or "\x00" in value:
             raise RecordingError(f"{where}: env[{name!r:.60}] is not a variable name and value")
     return data
@@ -161,8 +170,7 @@ def _manifest(path: str) -> dict[str, Any]:
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {int: "a whole number", str: "a str", dict: "an object", bool: "true or false",
-             list: "a list"}
+    names = {int: "a whole number", str: "a str", dict: "an object", bool: "true or false", list: "a list"}
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
@@ -229,14 +237,15 @@ def check_tree(base: str) -> None:
             if stat.S_ISLNK(info.st_mode):
                 target = os.readlink(where)
                 if not _inside(base, where, target):
-                    raise RecordingError(f"{where}: a link to {target!r:.200} leads outside "
-                                         "the recording")
+                    raise RecordingError(f"{where}: a link to {target!r:.200} leads outside the recording")
             elif stat.S_ISREG(info.st_mode):
                 if info.st_size > MAX_READ_BYTES:
                     raise RecordingError(f"{where}: larger than {MAX_READ_BYTES} bytes")
             elif not stat.S_ISDIR(info.st_mode):
-                raise RecordingError(f"{where}: not a regular file, directory or link (a "
-                                     "device node is recorded as a plain file under dev/)")
+                raise RecordingError(
+                    f"{where}: not a regular file, directory or link (a "
+                    "device node is recorded as a plain file under dev/)"
+                )
 
 
 def load(path: str | os.PathLike[str]) -> Recording:
@@ -253,8 +262,13 @@ def load(path: str | os.PathLike[str]) -> Recording:
     manifest = _manifest(where)
     answers = _answers(where)
     check_tree(os.path.join(where, ROOT))
-    return Recording(path=where, platform=manifest["platform"],
-                     env=dict(manifest.get("env", {})), answers=answers, manifest=manifest)
+    return Recording(
+        path=where,
+        platform=manifest["platform"],
+        env=dict(manifest.get("env", {})),
+        answers=answers,
+        manifest=manifest,
+    )
 
 
 __all__ = ["FORMAT", "MANIFEST", "Recording", "RecordingError", "check_tree", "load"]

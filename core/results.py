@@ -99,5 +99,14 @@ class Discovery:
         raise UnknownReportError(f"no plugin named {name!r} in this discovery; reports: {there}")
 
 
-__all__ = ["DUPLICATE_REASON", "HIDDEN_PREFIX", "SOFTWARE_REASON", "Discovery", "Dropped",
-           "PluginReport", "PluginStatus", "UnknownReportError", "hidden_reason"]
+__all__ = [
+    "DUPLICATE_REASON",
+    "HIDDEN_PREFIX",
+    "SOFTWARE_REASON",
+    "Discovery",
+    "Dropped",
+    "PluginReport",
+    "PluginStatus",
+    "UnknownReportError",
+    "hidden_reason",
+]

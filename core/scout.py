@@ -64,8 +64,7 @@ def _environment(env: Mapping[str, str] | None) -> Mapping[str, str]:
     if getattr(source, "_gpuscout_read_only", False):
         return source  # a recording's tracked environment: read-only already
     copy = dict(source)
-    bad = next(((k, v) for k, v in copy.items()
-                if not isinstance(k, str) or not isinstance(v, str)), None)
+    bad = next(((k, v) for k, v in copy.items() if not isinstance(k, str) or not isinstance(v, str)), None)
     if bad is not None:
         raise GpuscoutError(f"env must map str to str; {bad[0]!r:.60} maps to {bad[1]!r:.60}")
     # Read-only: nothing (a plugin included) can change what later calls see.
@@ -129,8 +128,9 @@ class Scout:
             raise GpuscoutError(f"root must be a str path without NUL, got {root!r:.60}")
         if self.replay is not None:
             if root not in ("", "/"):
-                raise GpuscoutError("replay and root exclude each other: a recording brings "
-                                    "its own files (under root/)")
+                raise GpuscoutError(
+                    "replay and root exclude each other: a recording brings its own files (under root/)"
+                )
             root = self.replay.root
         self.root = root
         self.enumerate_timeout = _timeout(enumerate_timeout, "enumerate_timeout")
@@ -138,9 +138,14 @@ class Scout:
         # One discovery at a time per Scout: reports are per run.
         self._lock = threading.RLock()
         self._host = PluginHost(
-            plugins=plugins, disable=disable, extra=extra, entry_points=bool(entry_points),
-            env=self.env, context=lambda name, deadline: self.context(name, deadline),
-            enumerate_timeout=self.enumerate_timeout, hook_timeout=self.hook_timeout,
+            plugins=plugins,
+            disable=disable,
+            extra=extra,
+            entry_points=bool(entry_points),
+            env=self.env,
+            context=lambda name, deadline: self.context(name, deadline),
+            enumerate_timeout=self.enumerate_timeout,
+            hook_timeout=self.hook_timeout,
             contain_imports=bool(isolate_imports),
         )
         #: Sentences for the user about this Scout's plugin lists (unknown names in a deny list).
@@ -160,11 +165,23 @@ class Scout:
         if self.recorder is not None:
             from gpuscout.recording import RecordingContext
 
-            return RecordingContext(env=self.env, platform=self.platform, root=self.root,
-                                    deadline=deadline, plugin=plugin, recorder=self.recorder)
+            return RecordingContext(
+                env=self.env,
+                platform=self.platform,
+                root=self.root,
+                deadline=deadline,
+                plugin=plugin,
+                recorder=self.recorder,
+            )
         answers = None if self.replay is None else self.replay.answers_for(plugin)
-        return Context(env=self.env, platform=self.platform, root=self.root,
-                       deadline=deadline, plugin=plugin, answers=answers)
+        return Context(
+            env=self.env,
+            platform=self.platform,
+            root=self.root,
+            deadline=deadline,
+            plugin=plugin,
+            answers=answers,
+        )
 
     @property
     def reports(self) -> list[PluginReport]:
@@ -188,8 +205,9 @@ class Scout:
         """
         return self._host.enumerate(isolated=isolated)
 
-    def discover(self, include_software: bool = False, validate: bool = False,
-                 isolated: bool = False) -> Discovery:
+    def discover(
+        self, include_software: bool = False, validate: bool = False, isolated: bool = False
+    ) -> Discovery:
         """Enumerate, merge duplicates, drop software devices (unless asked), rank.
 
         With ``validate`` each device that needs it is initialised in a child process first and
@@ -220,16 +238,19 @@ class Scout:
             dropped.extend(Dropped(d, SOFTWARE_REASON) for d in kept if d.software)
             kept = [d for d in kept if not d.software]
         if validate and self.replay is not None:
-            self.log.info("discovery.validation_skipped", reason="replaying a recording: "
-                          "there is no driver to initialise")
+            self.log.info(
+                "discovery.validation_skipped",
+                reason="replaying a recording: there is no driver to initialise",
+            )
         elif validate:
             from gpuscout.isolation import START_ALLOWANCE
             from gpuscout.runner import validate_devices
 
             # Each child initialises a driver (seconds without persistence mode) in a discovery
             # of its own: the enumerate deadline, plus the child's start, as isolated discovery.
-            kept, failed = validate_devices([(d, self.init_check_env(d)) for d in kept],
-                                            timeout=self.enumerate_timeout + START_ALLOWANCE)
+            kept, failed = validate_devices(
+                [(d, self.init_check_env(d)) for d in kept], timeout=self.enumerate_timeout + START_ALLOWANCE
+            )
             dropped.extend(failed)
         # System memory is read under the enumerate deadline too (at least 1 s of it left).
         memory_ctx = self.context(deadline=max(deadline, time.monotonic() + 1.0))
@@ -237,10 +258,12 @@ class Scout:
         for note in memory_ctx.notes:
             self.log.info("discovery.system_memory_note", note=note)
         elapsed = time.perf_counter() - start
-        self.log.debug("discovery.done", devices=len(kept), dropped=len(dropped),
-                       elapsed_ms=round(elapsed * 1000, 3))
-        return Discovery(devices=rank(kept), dropped=dropped, system=system,
-                         plugins=self._host.snapshot(), elapsed=elapsed)
+        self.log.debug(
+            "discovery.done", devices=len(kept), dropped=len(dropped), elapsed_ms=round(elapsed * 1000, 3)
+        )
+        return Discovery(
+            devices=rank(kept), dropped=dropped, system=system, plugins=self._host.snapshot(), elapsed=elapsed
+        )
 
     def merge(self, found: Sequence[tuple[str, DeviceInfo]]) -> tuple[list[DeviceInfo], list[Dropped]]:
         """``(plugin, device)`` pairs folded into survivors and dropped duplicates (near-linear)."""
@@ -308,18 +331,25 @@ class Scout:
                     continue  # not asked about (another library's, or an id it changed)
                 if not any(_same_identity(o, d) for o in originals):
                     self._host.record_failure(
-                        plugin, "gpuscout_refresh",
-                        f"{_identity_change(originals[0], d)}; that device is kept, stale")
+                        plugin,
+                        "gpuscout_refresh",
+                        f"{_identity_change(originals[0], d)}; that device is kept, stale",
+                    )
                     continue
                 answers.setdefault(_identity(d), []).append(d)
         out: list[DeviceInfo] = []
         for d in devices:
             got = answers.get(_identity(d))
-            out.append(d.evolve(free_memory_stale=True) if not got
-                       else got[-1].evolve(free_memory_stale=False))
+            out.append(
+                d.evolve(free_memory_stale=True) if not got else got[-1].evolve(free_memory_stale=False)
+            )
         stale = [f"{d.library}:{d.id}" for d in out if d.free_memory_stale]
-        self.log.debug("refresh.done", devices=len(out), stale=stale,
-                       elapsed_ms=round((time.perf_counter() - start) * 1000, 3))
+        self.log.debug(
+            "refresh.done",
+            devices=len(out),
+            stale=stale,
+            elapsed_ms=round((time.perf_counter() - start) * 1000, 3),
+        )
         return out
 
     # -- the seed's rules -----------------------------------------------------------------------
@@ -327,9 +357,7 @@ class Scout:
     def is_duplicate(self, a: DeviceInfo, b: DeviceInfo) -> bool:
         """True if any plugin's heuristic says ``a`` and ``b`` are one card."""
         a, b = _device(a, "is_duplicate"), _device(b, "is_duplicate")
-        return any(
-            answer for _, answer in self._host.each("gpuscout_is_duplicate", a=a, b=b)
-        )
+        return any(answer for _, answer in self._host.each("gpuscout_is_duplicate", a=a, b=b))
 
     def compare(self, a: DeviceInfo, b: DeviceInfo) -> DeviceComparison:
         """The seed's Compare: PCI ids (any case), then the plugins' heuristics, then DeviceID."""
@@ -347,10 +375,19 @@ class Scout:
         answer = self._host.first("gpuscout_minimum_memory", device=device)
         return DEFAULT_MINIMUM_MEMORY if answer is None else int(answer)
 
-    def plan(self, layers: Sequence[int], devices: Sequence[DeviceInfo], system: SystemInfo, *,
-             num_gpu: int = -1, require_full: bool = False, spread: bool = False,
-             backoff: float = 0.0, overhead: int = 0,
-             graphs: Mapping[str, int] | None = None) -> GPULayersList:
+    def plan(
+        self,
+        layers: Sequence[int],
+        devices: Sequence[DeviceInfo],
+        system: SystemInfo,
+        *,
+        num_gpu: int = -1,
+        require_full: bool = False,
+        spread: bool = False,
+        backoff: float = 0.0,
+        overhead: int = 0,
+        graphs: Mapping[str, int] | None = None,
+    ) -> GPULayersList:
         """Place model layers on GPUs by the reference rules (docs LAYOUT.md) -> GPULayersList.
 
         ``layers`` are bytes per layer (output layer last); every device in ``devices`` counts
@@ -364,15 +401,34 @@ class Scout:
         import gpuscout.plan as planner
 
         sizes, gpus, table = planner.checked_arguments(
-            layers, devices, system, num_gpu, require_full, spread, backoff, overhead, graphs)
+            layers, devices, system, num_gpu, require_full, spread, backoff, overhead, graphs
+        )
         return planner.plan(
-            sizes, gpus, system, self.minimum_memory, num_gpu=num_gpu, require_full=require_full,
-            spread=spread, backoff=float(backoff), overhead=overhead, graphs=table,
-            platform=self.platform)
+            sizes,
+            gpus,
+            system,
+            self.minimum_memory,
+            num_gpu=num_gpu,
+            require_full=require_full,
+            spread=spread,
+            backoff=float(backoff),
+            overhead=overhead,
+            graphs=table,
+            platform=self.platform,
+        )
 
-    def load(self, memory: BackendMemory, devices: Sequence[DeviceInfo], system: SystemInfo,
-             allocate: Allocate, *, num_gpu: int = -1, require_full: bool = False,
-             spread: bool = False, overhead: int = 0) -> LoadResult:
+    def load(
+        self,
+        memory: BackendMemory,
+        devices: Sequence[DeviceInfo],
+        system: SystemInfo,
+        allocate: Allocate,
+        *,
+        num_gpu: int = -1,
+        require_full: bool = False,
+        spread: bool = False,
+        overhead: int = 0,
+    ) -> LoadResult:
         """The load loop (docs LAYOUT.md step 7, ``gpuscout.load``) with a runner of the host's.
 
         ``memory`` is the first estimate (weights and cache per layer and device, as ``gpuscout
@@ -395,11 +451,20 @@ class Scout:
         if not callable(allocate):
             raise GpuscoutError(f"load: allocate must be callable, got {type(allocate).__name__}")
         _, gpus, _ = planner.checked_arguments(
-            loader.layer_sizes(memory), devices, system, num_gpu, require_full, spread, 0.0,
-            overhead, None)
-        return loader.load(memory, gpus, system, self.minimum_memory, allocate, num_gpu=num_gpu,
-                           require_full=require_full, spread=spread, overhead=overhead,
-                           platform=self.platform)
+            loader.layer_sizes(memory), devices, system, num_gpu, require_full, spread, 0.0, overhead, None
+        )
+        return loader.load(
+            memory,
+            gpus,
+            system,
+            self.minimum_memory,
+            allocate,
+            num_gpu=num_gpu,
+            require_full=require_full,
+            spread=spread,
+            overhead=overhead,
+            platform=self.platform,
+        )
 
     def flash_attention(self, device: DeviceInfo) -> bool:
         """Whether flash attention is safe on one device."""
@@ -409,12 +474,26 @@ class Scout:
             return device.library == CPU_LIBRARY
         return bool(answer)
 
-    def fit(self, model: Any, *, devices: Sequence[DeviceInfo] | None = None,
-            system: SystemInfo | None = None, ctx: int | None = None, flash_attn: bool | None = None,
-            cache_type_k: str = "f16", cache_type_v: str = "f16", parallel: int = 1,
-            ubatch_size: int = 512, batch_size: int = 2048, swa_full: bool = False,
-            mmproj: Any = None, num_gpu: int = -1, spread: bool = False,
-            include_software: bool = False, cpu_features: Iterable[str] | None = None) -> FitResult:
+    def fit(
+        self,
+        model: Any,
+        *,
+        devices: Sequence[DeviceInfo] | None = None,
+        system: SystemInfo | None = None,
+        ctx: int | None = None,
+        flash_attn: bool | None = None,
+        cache_type_k: str = "f16",
+        cache_type_v: str = "f16",
+        parallel: int = 1,
+        ubatch_size: int = 512,
+        batch_size: int = 2048,
+        swa_full: bool = False,
+        mmproj: Any = None,
+        num_gpu: int = -1,
+        spread: bool = False,
+        include_software: bool = False,
+        cpu_features: Iterable[str] | None = None,
+    ) -> FitResult:
         """Whether ``model`` (a GGUF path or a ``gpuscout.fit.Model``) fits here -> ``FitResult``.
 
         The memory llama.cpp would allocate with these options (its long option names:
@@ -428,10 +507,18 @@ class Scout:
         """
         from gpuscout.fit.placement import checked_options, fit, host_cpu_features
 
-        options = checked_options(ctx=ctx, parallel=parallel, ubatch_size=ubatch_size,
-                                  batch_size=batch_size, cache_type_k=cache_type_k,
-                                  cache_type_v=cache_type_v, swa_full=swa_full,
-                                  flash_attn=flash_attn, num_gpu=num_gpu, spread=spread)
+        options = checked_options(
+            ctx=ctx,
+            parallel=parallel,
+            ubatch_size=ubatch_size,
+            batch_size=batch_size,
+            cache_type_k=cache_type_k,
+            cache_type_v=cache_type_v,
+            swa_full=swa_full,
+            flash_attn=flash_attn,
+            num_gpu=num_gpu,
+            spread=spread,
+        )
         if devices is None or system is None:
             found = self.discover(include_software=include_software)
             devices = found.devices if devices is None else devices
@@ -442,10 +529,20 @@ class Scout:
         features = host_cpu_features(self.root) if cpu_features is None else cpu_features
         if isinstance(features, (str, bytes)):
             raise GpuscoutError("fit: cpu_features must be a list of flags, not a bare string")
-        return fit(model, devices, system, reserve=self.minimum_memory,
-                   flash_attention=self.flash_attention_supported, platform=self.platform,
-                   options=options, flash_attn=flash_attn, mmproj=mmproj, num_gpu=num_gpu,
-                   spread=spread, cpu_features=features)
+        return fit(
+            model,
+            devices,
+            system,
+            reserve=self.minimum_memory,
+            flash_attention=self.flash_attention_supported,
+            platform=self.platform,
+            options=options,
+            flash_attn=flash_attn,
+            mmproj=mmproj,
+            num_gpu=num_gpu,
+            spread=spread,
+            cpu_features=features,
+        )
 
     def flash_attention_supported(self, devices: Iterable[DeviceInfo]) -> bool:
         """The seed's FlashAttentionSupported: every device must pass; no devices pass."""
@@ -487,14 +584,16 @@ class Scout:
             # device or stands for two.
             problem = visibility_id_problem(d)
             if problem:
-                raise GpuscoutError(f"visible_env: device [{i}] ({d.library} {d.id!r:.80}) "
-                                    f"cannot be made visible: {problem}")
+                raise GpuscoutError(
+                    f"visible_env: device [{i}] ({d.library} {d.id!r:.80}) cannot be made visible: {problem}"
+                )
         per_device: list[list[EnvEntry]] = [[] for _ in devices]
         for plugin, answer in self._host.each("gpuscout_visible_env", selection=tuple(devices)):
             bad = [e for e in answer if not 0 <= e[0] < len(devices)]
             if bad:
                 self._host.record_failure(
-                    plugin, "gpuscout_visible_env", f"entry index out of range: {bad[0]!r}")
+                    plugin, "gpuscout_visible_env", f"entry index out of range: {bad[0]!r}"
+                )
                 continue
             for index, name, value in answer:
                 per_device[index].append(EnvEntry(index, name, value))
@@ -505,8 +604,12 @@ class Scout:
             for key, value in device.runner_env_overrides.items():
                 if key in env and env[key] != value:
                     self.log.warning(
-                        "env.override_conflict", key=key, existing=env[key], new=value,
-                        library=device.library, id=device.id,
+                        "env.override_conflict",
+                        key=key,
+                        existing=env[key],
+                        new=value,
+                        library=device.library,
+                        id=device.id,
                     )
                 env[key] = value
         for key, value in env.items():
@@ -514,7 +617,8 @@ class Scout:
             if not key or "=" in key or "\x00" in key or "\x00" in value:
                 raise GpuscoutError(
                     f"visible_env: variable {key!r:.80} = {value!r:.80} cannot be put into an "
-                    "environment (an empty name, '=' in the name, or a NUL character)")
+                    "environment (an empty name, '=' in the name, or a NUL character)"
+                )
         return env
 
     def isolate_env(
@@ -522,14 +626,17 @@ class Scout:
     ) -> list[tuple[str, dict[str, str]]]:
         """Each plugin's variables that hide its unselected devices: ``(plugin, variables)``."""
         return [
-            (plugin, dict(answer)) for plugin, answer in self._host.each(
-                "gpuscout_isolate_env", selection=tuple(device_list(devices, "isolate_env")),
+            (plugin, dict(answer))
+            for plugin, answer in self._host.each(
+                "gpuscout_isolate_env",
+                selection=tuple(device_list(devices, "isolate_env")),
                 env=types.MappingProxyType(dict(env)),
             )
         ]
 
-    def select(self, selectors: Sequence[str], include_software: bool = False,
-               isolated: bool = False) -> list[DeviceInfo]:
+    def select(
+        self, selectors: Sequence[str], include_software: bool = False, isolated: bool = False
+    ) -> list[DeviceInfo]:
         """Devices matching ``selectors`` (see ``gpuscout.select``), in rank order, from one
         discovery (``isolated`` as in ``discover``)."""
         from gpuscout.select import select_devices
@@ -548,8 +655,6 @@ def _device(value: Any, where: str) -> DeviceInfo:
     return value
 
 
-
-
 def _identity(device: DeviceInfo) -> tuple[str, str, str, str]:
     """What a refreshed record must keep: id, library, PCI id and UUID (case ignored)."""
     return device.id, device.library, device.pci_id.lower(), device.uuid.lower()
@@ -561,9 +666,11 @@ def _same_identity(a: DeviceInfo, b: DeviceInfo) -> bool:
 
 def _identity_change(old: DeviceInfo, new: DeviceInfo) -> str:
     """``{library} device {id!r}: pci_id '...' -> '...'``: which identity field a refresh changed."""
-    changed = [f"{name} {getattr(old, name)!r:.80} -> {getattr(new, name)!r:.80}"
-               for name in ("pci_id", "uuid")
-               if getattr(old, name).lower() != getattr(new, name).lower()]
+    changed = [
+        f"{name} {getattr(old, name)!r:.80} -> {getattr(new, name)!r:.80}"
+        for name in ("pci_id", "uuid")
+        if getattr(old, name).lower() != getattr(new, name).lower()
+    ]
     return f"{old.library} device {old.id!r:.80}: changed its {', '.join(changed)}"
 
 

@@ -39,8 +39,14 @@ MAX_SELECTOR = 1000
 MAX_SIZE = 1 << 64
 
 UNITS = {
-    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
 }
 # All patterns are ASCII-only and used with fullmatch: "\d" would take "²" or "٣", IGNORECASE
 # alone would let the Kelvin sign match "k" and a dotless i match "i", and "$" matches before a
@@ -89,7 +95,8 @@ def parse_size(text: str) -> int:
     if not match:
         raise SelectionError(
             f"malformed size {shown}: expected a number and a unit "
-            "(KiB, MiB, GiB, TiB, KB, MB, GB or TB), e.g. fits:24GiB")
+            "(KiB, MiB, GiB, TiB, KB, MB, GB or TB), e.g. fits:24GiB"
+        )
     whole = match.group(1).partition(".")[0].lstrip("0")
     if len(whole) > _MAX_DIGITS:
         raise _too_large(shown)
@@ -103,8 +110,7 @@ def parse_size(text: str) -> int:
 
 
 def _too_large(shown: str) -> SelectionError:
-    return SelectionError(f"size {shown} is larger than the {MAX_SIZE >> 60} EiB any device "
-                          "could hold")
+    return SelectionError(f"size {shown} is larger than the {MAX_SIZE >> 60} EiB any device could hold")
 
 
 def _not_str(selector: object) -> SelectionError:
@@ -130,8 +136,7 @@ def split_selectors(selectors: str | Iterable[str]) -> list[str]:
 
 def _str_items(selectors: Any) -> list[str]:
     if isinstance(selectors, (bytes, bytearray)) or not isinstance(selectors, Iterable):
-        raise SelectionError(f"selectors must be a str or a list of str, got "
-                             f"{type(selectors).__name__}")
+        raise SelectionError(f"selectors must be a str or a list of str, got {type(selectors).__name__}")
     items = list(selectors)
     for item in items:
         if not isinstance(item, str):
@@ -161,13 +166,13 @@ def inventory(devices: Sequence[DeviceInfo]) -> str:
 def library_order(devices: Sequence[DeviceInfo], library: str) -> list[int]:
     """Rank positions of ``library``'s devices in PCI bus order (the order nvidia-smi and
     CUDA_DEVICE_ORDER=PCI_BUS_ID use); devices without a PCI id follow, by filter id."""
+
     def key(i: int) -> tuple[int, str, tuple[int, str], str]:
         d = devices[i]
         token = d.filter_id or d.id
         return (0 if d.pci_id else 1, d.pci_id.lower(), _numeric_key(token), token)
 
-    return sorted((i for i, d in enumerate(devices) if d.library.lower() == library.lower()),
-                  key=key)
+    return sorted((i for i, d in enumerate(devices) if d.library.lower() == library.lower()), key=key)
 
 
 def _numeric_key(token: str) -> tuple[int, str]:
@@ -184,15 +189,12 @@ def _normal_pci(match: re.Match[str]) -> str:
     return f"{int(domain or '0', 16):04x}:{bus}:{dev}.{fn}".lower()
 
 
-def match_one(
-    selector: str, devices: Sequence[DeviceInfo], reserve: ReserveSource
-) -> list[int]:
+def match_one(selector: str, devices: Sequence[DeviceInfo], reserve: ReserveSource) -> list[int]:
     """Rank positions of ``devices`` that ``selector`` picks (see the module doc)."""
     if not isinstance(selector, str):
         raise _not_str(selector)
     if len(selector) > MAX_SELECTOR:
-        raise SelectionError(f"selector {_shorten(selector)} is too long: at most "
-                             f"{MAX_SELECTOR} characters")
+        raise SelectionError(f"selector {_shorten(selector)} is too long: at most {MAX_SELECTOR} characters")
     text = selector.strip()
     low = text.lower()
     if not text:
@@ -216,7 +218,8 @@ def match_one(
             _need(devices, selector)
             raise NoMatchError(
                 f"selector {selector!r}: rank position {text} is out of range "
-                f"(0..{len(devices) - 1}); {inventory(devices)}")
+                f"(0..{len(devices) - 1}); {inventory(devices)}"
+            )
         return [position]
     lib_index = _LIBRARY_INDEX.fullmatch(text)
     if lib_index:
@@ -239,19 +242,23 @@ def _need(devices: Sequence[DeviceInfo], selector: str) -> None:
         raise NoMatchError(f"selector {selector!r} matches nothing: no devices were found")
 
 
-def _fits(selector: str, size: int, devices: Sequence[DeviceInfo],
-          reserve: ReserveSource) -> list[int]:
+def _fits(selector: str, size: int, devices: Sequence[DeviceInfo], reserve: ReserveSource) -> list[int]:
     # A device whose free memory is unknown never fits: its free figure is a stand-in (often
     # the total), and a selector that scripts use to place work must not guess.
-    hits = [i for i, d in enumerate(devices)
-            if not d.free_memory_unknown and d.free_memory - reserve.minimum_memory(d) >= size]
+    hits = [
+        i
+        for i, d in enumerate(devices)
+        if not d.free_memory_unknown and d.free_memory - reserve.minimum_memory(d) >= size
+    ]
     if not hits:
         _need(devices, selector)
-        usable = "; ".join(f"{i}={d.library} {d.uuid or d.id}: {_usable(d, reserve)}"
-                           for i, d in enumerate(devices))
+        usable = "; ".join(
+            f"{i}={d.library} {d.uuid or d.id}: {_usable(d, reserve)}" for i, d in enumerate(devices)
+        )
         raise NoMatchError(
             f"selector {selector!r}: no device has {selector.strip()[5:].strip()} "
-            f"({size / (1 << 30):.2f} GiB) free after its reserve; usable memory: {usable}")
+            f"({size / (1 << 30):.2f} GiB) free after its reserve; usable memory: {usable}"
+        )
     return hits
 
 
@@ -276,23 +283,22 @@ def _library(selector: str, name: str, devices: Sequence[DeviceInfo]) -> list[in
         hint = did_you_mean(name, sorted({d.library.lower() for d in devices}))
         raise NoMatchError(
             f"selector {selector!r}: no device of library {name!r}; "
-            f"libraries found: {_libraries(devices)}{hint}")
+            f"libraries found: {_libraries(devices)}{hint}"
+        )
     return hits
 
 
-def _library_index(selector: str, library: str, index: int,
-                   devices: Sequence[DeviceInfo]) -> list[int]:
+def _library_index(selector: str, library: str, index: int, devices: Sequence[DeviceInfo]) -> list[int]:
     order = library_order(devices, library)
     if not order:
         raise NoMatchError(
-            f"selector {selector!r}: no device of library {library!r}; "
-            f"libraries found: {_libraries(devices)}")
+            f"selector {selector!r}: no device of library {library!r}; libraries found: {_libraries(devices)}"
+        )
     if index >= len(order):
-        listed = "; ".join(f"{library.lower()}:{n} -> {describe(i, devices[i])}"
-                           for n, i in enumerate(order))
+        listed = "; ".join(f"{library.lower()}:{n} -> {describe(i, devices[i])}" for n, i in enumerate(order))
         raise NoMatchError(
-            f"selector {selector!r}: library {devices[order[0]].library} has "
-            f"{len(order)} device(s): {listed}")
+            f"selector {selector!r}: library {devices[order[0]].library} has {len(order)} device(s): {listed}"
+        )
     return [order[index]]
 
 
@@ -300,7 +306,8 @@ def _ambiguous(selector: str, hits: Sequence[int], devices: Sequence[DeviceInfo]
     listed = "; ".join(describe(i, devices[i]) for i in hits)
     return SelectionError(
         f"selector {selector!r} is ambiguous: it matches {len(hits)} devices ({listed}); "
-        "use a longer id or UUID")
+        "use a longer id or UUID"
+    )
 
 
 def _pci(selector: str, pci_id: str, devices: Sequence[DeviceInfo]) -> list[int]:
@@ -309,8 +316,7 @@ def _pci(selector: str, pci_id: str, devices: Sequence[DeviceInfo]) -> list[int]
         # Several records on one card (MIG instances): the caller must name one.
         raise _ambiguous(selector, hits, devices)
     if not hits:
-        raise NoMatchError(f"selector {selector!r}: no device at PCI id {pci_id}; "
-                             f"{inventory(devices)}")
+        raise NoMatchError(f"selector {selector!r}: no device at PCI id {pci_id}; {inventory(devices)}")
     return hits
 
 
@@ -324,21 +330,22 @@ def _identity(selector: str, low: str, devices: Sequence[DeviceInfo]) -> list[in
     if exact:
         return exact
     if len(low) >= MIN_PREFIX:
-        hits = [i for i, d in enumerate(devices)
-                if any(n.startswith(low) for n in names(d))]
+        hits = [i for i, d in enumerate(devices) if any(n.startswith(low) for n in names(d))]
         if len(hits) > 1:
             raise _ambiguous(selector, hits, devices)
         if hits:
             return hits
         if _ID_PREFIX.fullmatch(low):
-            raise NoMatchError(f"selector {selector!r}: no device id or UUID equals or starts "
-                               f"with it; {inventory(devices)}")
+            raise NoMatchError(
+                f"selector {selector!r}: no device id or UUID equals or starts with it; {inventory(devices)}"
+            )
         why = "no device id or UUID equals or starts with it"
     else:
         why = f"not a device id, and an id prefix needs at least {MIN_PREFIX} characters"
     raise SelectionError(
         f"unknown selector {selector!r}: {why}{_did_you_mean(selector.strip())}; expected one of: {GRAMMAR}; "
-        f"{inventory(devices)}")
+        f"{inventory(devices)}"
+    )
 
 
 def _did_you_mean(text: str) -> str:
@@ -355,7 +362,8 @@ def _did_you_mean(text: str) -> str:
 
 
 def select_devices(
-    reserve: ReserveSource, ranked_devices: Sequence[DeviceInfo],
+    reserve: ReserveSource,
+    ranked_devices: Sequence[DeviceInfo],
     selectors: str | Iterable[str],
 ) -> list[DeviceInfo]:
     """The union of what each selector matches, in rank order. No selectors means ``all``.
@@ -372,6 +380,16 @@ def select_devices(
 
 
 __all__ = [
-    "GRAMMAR", "MAX_SELECTOR", "MAX_SIZE", "MIN_PREFIX", "NoMatchError", "SelectionError", "inventory",
-    "library_order", "match_one", "parse_size", "select_devices", "split_selectors",
+    "GRAMMAR",
+    "MAX_SELECTOR",
+    "MAX_SIZE",
+    "MIN_PREFIX",
+    "NoMatchError",
+    "SelectionError",
+    "inventory",
+    "library_order",
+    "match_one",
+    "parse_size",
+    "select_devices",
+    "split_selectors",
 ]

@@ -1,4 +1,4 @@
-""""Did you mean": the closest of a few known words to a misspelled one (``lsit`` -> ``list``).
+""" "Did you mean": the closest of a few known words to a misspelled one (``lsit`` -> ``list``).
 
 Shared by the command line (commands, options, choices) and the selector parser (selector words,
 library names), so every misspelling is answered the same way. Standard library only (difflib),

@@ -139,8 +139,7 @@ def _inactive_file(ctx: Context, path: str, keys: tuple[str, ...]) -> int | None
     return next((values[key] for key in keys if key in values), None)
 
 
-def _headroom(ctx: Context, base: str, limit: int, usage_file: str,
-              keys: tuple[str, ...]) -> int | None:
+def _headroom(ctx: Context, base: str, limit: int, usage_file: str, keys: tuple[str, ...]) -> int | None:
     """``limit`` less the working set of the cgroup at ``base``, in 0..limit; None when its
     usage cannot be read.
 
@@ -170,13 +169,11 @@ def cgroup_memory(ctx: Context) -> tuple[int | None, int | None, int | None]:
     if v1 is not None:
         for p in _ancestors(v1):
             base = os.path.join("/sys/fs/cgroup/memory", p.lstrip("/")).rstrip("/")
-            candidates.append((base, "memory.limit_in_bytes", "memory.usage_in_bytes", None,
-                               _V1_INACTIVE))
+            candidates.append((base, "memory.limit_in_bytes", "memory.usage_in_bytes", None, _V1_INACTIVE))
     if v2 is not None:
         for p in _ancestors(v2):
             base = os.path.join("/sys/fs/cgroup", p.lstrip("/")).rstrip("/")
-            candidates.append((base, "memory.max", "memory.current", "memory.swap.max",
-                               _V2_INACTIVE))
+            candidates.append((base, "memory.max", "memory.current", "memory.swap.max", _V2_INACTIVE))
     for base, limit_file, usage_file, swap_file, inactive_keys in candidates:
         if ctx.time_left() == 0:
             # One note, not one per remaining ancestor; the tightest figures so far stand.
@@ -209,8 +206,7 @@ def read_system(ctx: Context) -> SystemInfo:
     info, bad = _parse_meminfo(ctx.read_text("/proc/meminfo") or "")
     unusable = [key for key in _MEMINFO_KEYS if key in bad]
     if unusable:
-        ctx.note(f"/proc/meminfo: {', '.join(unusable)} not a number below 2**64 bytes; "
-                 "taken as unknown")
+        ctx.note(f"/proc/meminfo: {', '.join(unusable)} not a number below 2**64 bytes; taken as unknown")
     total = info.get("MemTotal", 0)
     free = info.get("MemAvailable", info.get("MemFree", 0))
     swap = info.get("SwapFree", 0)
@@ -221,8 +217,7 @@ def read_system(ctx: Context) -> SystemInfo:
         free = min(free, cgroup_free) if free else cgroup_free
     if swap_left is not None:
         swap = min(swap, swap_left)
-    return SystemInfo(total_memory=total, free_memory=min(free, total) if total else free,
-                      free_swap=swap)
+    return SystemInfo(total_memory=total, free_memory=min(free, total) if total else free, free_swap=swap)
 
 
 def _darwin_system() -> SystemInfo:  # pragma: no cover - macOS only

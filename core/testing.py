@@ -70,8 +70,7 @@ def plugin_test_env(*plugins: Any) -> dict[str, str]:
             plugin = importlib.import_module(module)
         declared = getattr(plugin, TEST_ENV_ATTRIBUTE, None)
         if isinstance(declared, Mapping):
-            env.update({k: v for k, v in declared.items()
-                        if isinstance(k, str) and isinstance(v, str)})
+            env.update({k: v for k, v in declared.items() if isinstance(k, str) and isinstance(v, str)})
     return env
 
 
@@ -119,8 +118,9 @@ def write_tree(root: str | os.PathLike[str], files: Mapping[str, Content]) -> Pa
         elif isinstance(content, str):
             target.write_text(content, encoding="utf-8", errors="surrogatepass")
         else:
-            raise TypeError(f"write_tree: {path}: expected str, bytes, FIFO or Symlink, "
-                            f"got {type(content).__name__}")
+            raise TypeError(
+                f"write_tree: {path}: expected str, bytes, FIFO or Symlink, got {type(content).__name__}"
+            )
     return base
 
 
@@ -215,24 +215,32 @@ def injected(devices: Iterable[DeviceInfo] = (), name: str = "injected") -> tupl
 class ScoutFactory(Protocol):
     """What the ``gpuscout_scout`` fixture returns."""
 
-    def __call__(self, *plugins: Any, env: Mapping[str, str] | None = None,
-                 platform: str | None = None, root: str | os.PathLike[str] | None = None,
-                 include_builtins: bool = False, **scout_options: Any) -> Scout: ...
+    def __call__(
+        self,
+        *plugins: Any,
+        env: Mapping[str, str] | None = None,
+        platform: str | None = None,
+        root: str | os.PathLike[str] | None = None,
+        include_builtins: bool = False,
+        **scout_options: Any,
+    ) -> Scout: ...
 
 
 class RootFactory(Protocol):
     """What the ``gpuscout_root`` fixture returns."""
 
-    def __call__(self, files: Mapping[str, Content] | None = None, *,
-                 copy: str | os.PathLike[str] | None = None) -> Path: ...
+    def __call__(
+        self, files: Mapping[str, Content] | None = None, *, copy: str | os.PathLike[str] | None = None
+    ) -> Path: ...
 
 
 #: Scout arguments the kit decides itself: the Scout holds exactly the plugins given.
 _FIXED = frozenset({"plugins", "extra", "entry_points"})
 
 
-def _plugin_lists(plugins: Sequence[Any], include_builtins: bool,
-                  scout_options: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, Any]]]:
+def _plugin_lists(
+    plugins: Sequence[Any], include_builtins: bool, scout_options: Mapping[str, Any]
+) -> tuple[list[str], list[tuple[str, Any]]]:
     """(allowed names, ``extra`` pairs) of the kit's Scouts: built-in names, plugin objects or
     modules, ``(name, plugin)`` pairs, and every built-in with ``include_builtins``."""
     from gpuscout.host import BUILTINS, normal_name
@@ -260,9 +268,15 @@ def _plugin_lists(plugins: Sequence[Any], include_builtins: bool,
     return names, extra
 
 
-def scout_of(*plugins: Any, env: Mapping[str, str] | None = None, platform: str = "linux",
-             root: str | os.PathLike[str] = "/", include_builtins: bool = False,
-             defaults: Mapping[str, str] = DEFAULT_ENV, **scout_options: Any) -> Scout:
+def scout_of(
+    *plugins: Any,
+    env: Mapping[str, str] | None = None,
+    platform: str = "linux",
+    root: str | os.PathLike[str] = "/",
+    include_builtins: bool = False,
+    defaults: Mapping[str, str] = DEFAULT_ENV,
+    **scout_options: Any,
+) -> Scout:
     """A Scout that holds exactly ``plugins`` (the fixture-free ``gpuscout_scout``).
 
     Each plugin is a built-in's name (``"cuda"``), a plugin object or module (registered under
@@ -276,18 +290,31 @@ def scout_of(*plugins: Any, env: Mapping[str, str] | None = None, platform: str 
     names, extra = _plugin_lists(plugins, include_builtins, scout_options)
     if env is None:
         env = {**plugin_test_env(*names, *(obj for _, obj in extra)), **defaults}
-    return Scout(plugins=names, extra=extra, entry_points=False, env=dict(env),
-                 platform=platform, root=root, **scout_options)
+    return Scout(
+        plugins=names,
+        extra=extra,
+        entry_points=False,
+        env=dict(env),
+        platform=platform,
+        root=root,
+        **scout_options,
+    )
 
 
 def isolated_scout(
-    plugin: Any, name: str = "under_test", *, env: Mapping[str, str] | None = None,
-    platform: str = "linux", root: str | os.PathLike[str] = "/", enumerate_timeout: float = 15.0,
+    plugin: Any,
+    name: str = "under_test",
+    *,
+    env: Mapping[str, str] | None = None,
+    platform: str = "linux",
+    root: str | os.PathLike[str] = "/",
+    enumerate_timeout: float = 15.0,
 ) -> Scout:
     """A Scout holding ``plugin`` alone under ``name``: no built-in, no entry point, and only
     ``env`` (default empty) for environment."""
-    return scout_of((name, plugin), env=dict(env or {}), platform=platform, root=root,
-                    enumerate_timeout=enumerate_timeout)
+    return scout_of(
+        (name, plugin), env=dict(env or {}), platform=platform, root=root, enumerate_timeout=enumerate_timeout
+    )
 
 
 def _plugin_name(plugin: Any) -> str:
@@ -323,8 +350,9 @@ def gpuscout_root(tmp_path: Path) -> RootFactory:
     (``{"/proc/meminfo": "MemTotal: 8 kB\\n"}``, values as ``gpuscout.testing.write_tree``
     takes them: str, bytes, FIFO, Symlink) are written over it."""
 
-    def make(files: Mapping[str, Content] | None = None, *,
-             copy: str | os.PathLike[str] | None = None) -> Path:
+    def make(
+        files: Mapping[str, Content] | None = None, *, copy: str | os.PathLike[str] | None = None
+    ) -> Path:
         import shutil
         import tempfile
 
@@ -345,13 +373,23 @@ def gpuscout_scout(gpuscout_env: dict[str, str], gpuscout_platform: str) -> Scou
     platform to ``gpuscout_platform``, root to "/" (pass a ``gpuscout_root`` folder); options:
     enumerate_timeout, hook_timeout, disable."""
 
-    def make(*plugins: Any, env: Mapping[str, str] | None = None, platform: str | None = None,
-             root: str | os.PathLike[str] | None = None, include_builtins: bool = False,
-             **scout_options: Any) -> Scout:
-        return scout_of(*plugins, env=env, defaults=gpuscout_env,
-                        platform=gpuscout_platform if platform is None else platform,
-                        root="/" if root is None else root, include_builtins=include_builtins,
-                        **scout_options)
+    def make(
+        *plugins: Any,
+        env: Mapping[str, str] | None = None,
+        platform: str | None = None,
+        root: str | os.PathLike[str] | None = None,
+        include_builtins: bool = False,
+        **scout_options: Any,
+    ) -> Scout:
+        return scout_of(
+            *plugins,
+            env=env,
+            defaults=gpuscout_env,
+            platform=gpuscout_platform if platform is None else platform,
+            root="/" if root is None else root,
+            include_builtins=include_builtins,
+            **scout_options,
+        )
 
     return make
 
@@ -359,14 +397,23 @@ def gpuscout_scout(gpuscout_env: dict[str, str], gpuscout_platform: str) -> Scou
 class ReplayFactory(Protocol):
     """What the ``gpuscout_replay`` fixture returns."""
 
-    def __call__(self, recording: str | os.PathLike[str], *plugins: Any,
-                 env: Mapping[str, str] | None = None, include_builtins: bool = True,
-                 **scout_options: Any) -> Scout: ...
+    def __call__(
+        self,
+        recording: str | os.PathLike[str],
+        *plugins: Any,
+        env: Mapping[str, str] | None = None,
+        include_builtins: bool = True,
+        **scout_options: Any,
+    ) -> Scout: ...
 
 
-def replay_scout(recording: str | os.PathLike[str], *plugins: Any,
-                 env: Mapping[str, str] | None = None, include_builtins: bool = True,
-                 **scout_options: Any) -> Scout:
+def replay_scout(
+    recording: str | os.PathLike[str],
+    *plugins: Any,
+    env: Mapping[str, str] | None = None,
+    include_builtins: bool = True,
+    **scout_options: Any,
+) -> Scout:
     """A Scout that discovers on ``recording`` (a ``gpuscout record`` directory) with every
     built-in (unless ``include_builtins=False``) and ``plugins``; no entry point loads.
 
@@ -376,8 +423,7 @@ def replay_scout(recording: str | os.PathLike[str], *plugins: Any,
     from gpuscout.scout import Scout
 
     names, extra = _plugin_lists(plugins, include_builtins, scout_options)
-    return Scout(plugins=names, extra=extra, entry_points=False, env=env, replay=recording,
-                 **scout_options)
+    return Scout(plugins=names, extra=extra, entry_points=False, env=env, replay=recording, **scout_options)
 
 
 @pytest.fixture
@@ -410,10 +456,18 @@ class CliRun(NamedTuple):
 class CliRunner(Protocol):
     """What the ``gpuscout_cli`` fixture returns."""
 
-    def __call__(self, argv: Sequence[str], devices: Iterable[DeviceInfo] = (), *,
-                 env: Mapping[str, str] | None = None, plugins: Sequence[Any] = (),
-                 builtins: bool = True, platform: str | None = None,
-                 scout: Any = None, **scout_options: Any) -> CliRun: ...
+    def __call__(
+        self,
+        argv: Sequence[str],
+        devices: Iterable[DeviceInfo] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        plugins: Sequence[Any] = (),
+        builtins: bool = True,
+        platform: str | None = None,
+        scout: Any = None,
+        **scout_options: Any,
+    ) -> CliRun: ...
 
 
 @hookimpl
@@ -440,8 +494,10 @@ def _hide_builtin_devices(monkeypatch: pytest.MonkeyPatch) -> None:
 
     for _, module_name in BUILTINS:
         module = importlib.import_module(module_name)
-        for hook, stand_in in (("gpuscout_enumerate", _finds_nothing),
-                               ("gpuscout_refresh", _refreshes_nothing)):
+        for hook, stand_in in (
+            ("gpuscout_enumerate", _finds_nothing),
+            ("gpuscout_refresh", _refreshes_nothing),
+        ):
             if hasattr(module, hook):
                 monkeypatch.setattr(module, hook, stand_in)
 
@@ -458,8 +514,12 @@ def _exit_status(exc: SystemExit) -> int:
 
 
 @pytest.fixture
-def gpuscout_cli(gpuscout_env: dict[str, str], gpuscout_platform: str,
-                 monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> CliRunner:
+def gpuscout_cli(
+    gpuscout_env: dict[str, str],
+    gpuscout_platform: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> CliRunner:
     """gpuscout: ``run(argv, devices=(), *, env=None, plugins=(), builtins=True, platform=None,
     scout=None, **scout_options) -> CliRun(code, out, err)``: ``gpuscout ARGV`` run in-process
     (``gpuscout.cli.main``) over a Scout that reports exactly ``devices`` (and what ``plugins``
@@ -477,19 +537,30 @@ def gpuscout_cli(gpuscout_env: dict[str, str], gpuscout_platform: str,
     """
     from gpuscout.cli import main
 
-    def run(argv: Sequence[str], devices: Iterable[DeviceInfo] = (), *,
-            env: Mapping[str, str] | None = None, plugins: Sequence[Any] = (),
-            builtins: bool = True, platform: str | None = None, scout: Any = None,
-            **scout_options: Any) -> CliRun:
+    def run(
+        argv: Sequence[str],
+        devices: Iterable[DeviceInfo] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        plugins: Sequence[Any] = (),
+        builtins: bool = True,
+        platform: str | None = None,
+        scout: Any = None,
+        **scout_options: Any,
+    ) -> CliRun:
         if isinstance(argv, str):
             raise TypeError(f"argv must be a list of arguments, got the str {argv!r:.80}")
         if scout is None:
             if builtins:
                 _hide_builtin_devices(monkeypatch)
-            scout = scout_of(injected(devices), *plugins, include_builtins=builtins,
-                             env=dict(gpuscout_env if env is None else env),
-                             platform=gpuscout_platform if platform is None else platform,
-                             **scout_options)
+            scout = scout_of(
+                injected(devices),
+                *plugins,
+                include_builtins=builtins,
+                env=dict(gpuscout_env if env is None else env),
+                platform=gpuscout_platform if platform is None else platform,
+                **scout_options,
+            )
         capfd.readouterr()
         try:
             code = main(list(argv), scout_factory=lambda args: scout)
@@ -510,8 +581,13 @@ _FOREIGN = "gpuscout-check-foreign"
 
 
 def check_plugin(
-    plugin: Any, *, name: str = "under_test", env: Mapping[str, str] | None = None,
-    platform: str = "linux", root: str | os.PathLike[str] = "/", enumerate_timeout: float = 15.0,
+    plugin: Any,
+    *,
+    name: str = "under_test",
+    env: Mapping[str, str] | None = None,
+    platform: str = "linux",
+    root: str | os.PathLike[str] = "/",
+    enumerate_timeout: float = 15.0,
 ) -> list[str]:
     """Problems found with ``plugin`` (an empty list when there are none), each naming its hook
     or device.
@@ -533,8 +609,9 @@ def check_plugin(
     from gpuscout.results import PluginStatus
 
     try:
-        scout = isolated_scout(plugin, name, env=env, platform=platform, root=root,
-                               enumerate_timeout=enumerate_timeout)
+        scout = isolated_scout(
+            plugin, name, env=env, platform=platform, root=root, enumerate_timeout=enumerate_timeout
+        )
     except GpuscoutError as exc:
         return [*problems, f"cannot be loaded: {exc}"]
     found = scout.discover(include_software=True)
@@ -586,8 +663,10 @@ def _static_problems(plugin: Any) -> tuple[list[str], bool]:
         else:
             implemented += 1
     if not implemented:
-        problems.append("implements no gpuscout hook (functions named after a hook of "
-                        "gpuscout.hookspecs, decorated with gpuscout.hookimpl)")
+        problems.append(
+            "implements no gpuscout hook (functions named after a hook of "
+            "gpuscout.hookspecs, decorated with gpuscout.hookimpl)"
+        )
         loadable = False
     return problems, loadable
 
@@ -612,16 +691,19 @@ def _record_problems(devices: Sequence[DeviceInfo], hooks: Sequence[str]) -> lis
             problems.append(f"device {d.id!r} does not survive the wire format")
     for key, count in Counter(d.device_id for d in devices).items():
         if count > 1:
-            problems.append(f"device {key.id!r} of library {key.library!r} is reported {count} "
-                            "times: a DeviceID (id, library) must name one device")
+            problems.append(
+                f"device {key.id!r} of library {key.library!r} is reported {count} "
+                "times: a DeviceID (id, library) must name one device"
+            )
     if devices and "gpuscout_visible_env" not in hooks:
-        problems.append("reports devices but does not implement gpuscout_visible_env: "
-                        "`gpuscout env` and `gpuscout exec` cannot select its devices")
+        problems.append(
+            "reports devices but does not implement gpuscout_visible_env: "
+            "`gpuscout env` and `gpuscout exec` cannot select its devices"
+        )
     return problems
 
 
-def _rule_problems(scout: Scout, name: str, hooks: Sequence[str],
-                   devices: Sequence[DeviceInfo]) -> list[str]:
+def _rule_problems(scout: Scout, name: str, hooks: Sequence[str], devices: Sequence[DeviceInfo]) -> list[str]:
     """Ask each rule hook ``plugin`` implements about its own devices; what the Scout refused
     (and wrote into the plugin's report) comes back as problems."""
     from gpuscout.errors import GpuscoutError
@@ -669,8 +751,11 @@ def _rule_problems(scout: Scout, name: str, hooks: Sequence[str],
     # Per-device answers must leave other libraries' devices alone: a firstresult answer about
     # a device that is not the plugin's overrules the plugin that owns it.
     foreign = DeviceInfo(id="0", library=_FOREIGN)
-    values: dict[str, Any] = {"device": foreign, "other": sample[0] if sample else foreign,
-                              "context": scout.context(name)}
+    values: dict[str, Any] = {
+        "device": foreign,
+        "other": sample[0] if sample else foreign,
+        "context": scout.context(name),
+    }
     for hook, facts in HOOKS.items():
         if facts.declines_foreign and hook in hooks:
             kwargs = {arg: values[arg] for arg in facts.args}
@@ -684,16 +769,21 @@ def _foreign_problems(scout: Scout, hook: str, kwargs: Mapping[str, Any]) -> lis
     try:
         answer = promptly(lambda: caller(**kwargs), seconds=scout.hook_timeout)
     except AssertionError:
-        return [f"{hook} did not answer within {scout.hook_timeout:g} s about a device of "
-                f"library {_FOREIGN!r}"]
+        return [
+            f"{hook} did not answer within {scout.hook_timeout:g} s about a device of library {_FOREIGN!r}"
+        ]
     except Exception as exc:
-        return [f"{hook} raised {type(exc).__name__}: {exc!s:.200} about a device of library "
-                f"{_FOREIGN!r}, which is not its own"]
+        return [
+            f"{hook} raised {type(exc).__name__}: {exc!s:.200} about a device of library "
+            f"{_FOREIGN!r}, which is not its own"
+        ]
     if answer is None or answer == []:
         return []
-    return [f"{hook} answers {answer!r:.80} about a device of library {_FOREIGN!r}, which is "
-            "not its own: answer None for other libraries' devices "
-            "(gpuscout.plugin.for_library does that)"]
+    return [
+        f"{hook} answers {answer!r:.80} about a device of library {_FOREIGN!r}, which is "
+        "not its own: answer None for other libraries' devices "
+        "(gpuscout.plugin.for_library does that)"
+    ]
 
 
 __all__ = [

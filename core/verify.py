@@ -49,8 +49,7 @@ def same_device(a: DeviceInfo, b: DeviceInfo) -> bool:
         return a.uuid.lower() == b.uuid.lower()
     if a.pci_id and b.pci_id:
         return a.pci_id.lower() == b.pci_id.lower()
-    return (a.library.lower() == b.library.lower()
-            and (a.filter_id or a.id) == (b.filter_id or b.id))
+    return a.library.lower() == b.library.lower() and (a.filter_id or a.id) == (b.filter_id or b.id)
 
 
 def compare_views(selected: Sequence[DeviceInfo], seen: Sequence[DeviceInfo]) -> Verdict:
@@ -63,29 +62,33 @@ def compare_views(selected: Sequence[DeviceInfo], seen: Sequence[DeviceInfo]) ->
 def report(verdict: Verdict) -> str:
     """A human-readable account of a verdict (several lines, ending in a newline)."""
     if verdict.ok:
-        return f"gpuscout: verified: the child sees exactly the {len(verdict.selected)} " \
-               "selected device(s)\n"
-    lines = ["gpuscout: verify: MISMATCH between the selection and what a child process sees",
-             "  (S0, S1, ... number the selection in rank order, C0, C1, ... what the child "
-             "lists in its rank order; a device keeps its number in every line)"]
+        return f"gpuscout: verified: the child sees exactly the {len(verdict.selected)} selected device(s)\n"
+    lines = [
+        "gpuscout: verify: MISMATCH between the selection and what a child process sees",
+        "  (S0, S1, ... number the selection in rank order, C0, C1, ... what the child "
+        "lists in its rank order; a device keeps its number in every line)",
+    ]
     selected = {id(d): i for i, d in enumerate(verdict.selected)}
     seen = {id(d): i for i, d in enumerate(verdict.seen)}
     for title, devices, prefix, numbers in (
-            ("selected", verdict.selected, "S", selected),
-            ("child sees", verdict.seen, "C", seen),
-            ("selected but not seen", verdict.missing, "S", selected),
-            ("seen but not selected", verdict.extra, "C", seen)):
-        listed = "; ".join(prefix + describe(numbers.get(id(d), i), d)
-                           for i, d in enumerate(devices)) or "nothing"
+        ("selected", verdict.selected, "S", selected),
+        ("child sees", verdict.seen, "C", seen),
+        ("selected but not seen", verdict.missing, "S", selected),
+        ("seen but not selected", verdict.extra, "C", seen),
+    ):
+        listed = (
+            "; ".join(prefix + describe(numbers.get(id(d), i), d) for i, d in enumerate(devices)) or "nothing"
+        )
         lines.append(f"  {title}: {listed}")
     if verdict.extra:
-        lines.append("  (another vendor's devices stay visible unless --isolate is given; "
-                     "a library whose rule does not filter a multi-device selection shows all)")
+        lines.append(
+            "  (another vendor's devices stay visible unless --isolate is given; "
+            "a library whose rule does not filter a multi-device selection shows all)"
+        )
     return "\n".join(lines) + "\n"
 
 
-def child_command(include_software: bool = False,
-                  scout_args: Sequence[str] = ()) -> list[str]:
+def child_command(include_software: bool = False, scout_args: Sequence[str] = ()) -> list[str]:
     """The discovery child: this interpreter running ``gpuscout list --json``."""
     command = [sys.executable, "-m", "gpuscout", "list", "--json", *scout_args]
     if include_software:
@@ -93,14 +96,22 @@ def child_command(include_software: bool = False,
     return command
 
 
-def child_view(env: Mapping[str, str], command: Sequence[str],
-               timeout: float = DEFAULT_TIMEOUT) -> list[DeviceInfo]:
+def child_view(
+    env: Mapping[str, str], command: Sequence[str], timeout: float = DEFAULT_TIMEOUT
+) -> list[DeviceInfo]:
     """Run the discovery ``command`` with exactly ``env`` and return the devices it lists."""
     from gpuscout.wire import structure
 
     try:
-        done = subprocess.run(list(command), env=dict(env), capture_output=True, text=True,
-                              timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            list(command),
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         raise VerifyError(f"verification child did not finish within {timeout:g} s") from None
     except OSError as exc:
@@ -115,11 +126,24 @@ def child_view(env: Mapping[str, str], command: Sequence[str],
     return structure(devices, list[DeviceInfo])
 
 
-def verify(selected: Sequence[DeviceInfo], env: Mapping[str, str], command: Sequence[str],
-           timeout: float = DEFAULT_TIMEOUT) -> Verdict:
+def verify(
+    selected: Sequence[DeviceInfo],
+    env: Mapping[str, str],
+    command: Sequence[str],
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Verdict:
     """Run the discovery child with ``env`` and compare its devices with ``selected``."""
     return compare_views(selected, child_view(env, command, timeout))
 
 
-__all__ = ["VERIFY_FAILED", "Verdict", "VerifyError", "child_command", "child_view",
-           "compare_views", "report", "same_device", "verify"]
+__all__ = [
+    "VERIFY_FAILED",
+    "Verdict",
+    "VerifyError",
+    "child_command",
+    "child_view",
+    "compare_views",
+    "report",
+    "same_device",
+    "verify",
+]

@@ -38,8 +38,9 @@ class EnvSource(Protocol):
         """The seed's GetDevicesEnv for ``devices``."""
         ...
 
-    def isolate_env(self, devices: Sequence[DeviceInfo],
-                    env: Mapping[str, str]) -> list[tuple[str, dict[str, str]]]:
+    def isolate_env(
+        self, devices: Sequence[DeviceInfo], env: Mapping[str, str]
+    ) -> list[tuple[str, dict[str, str]]]:
         """Each plugin's hide values for its unselected devices."""
         ...
 
@@ -52,8 +53,7 @@ class SelectionEnv:
     notes: tuple[str, ...] = ()
 
 
-def isolation_env(scout: EnvSource, devices: Sequence[DeviceInfo],
-                  env: Mapping[str, str]) -> SelectionEnv:
+def isolation_env(scout: EnvSource, devices: Sequence[DeviceInfo], env: Mapping[str, str]) -> SelectionEnv:
     """``env`` plus each plugin's values that hide its unselected devices (its own
     ``gpuscout_isolate_env``: the vendors' "hide all" values live in their plugins).
 
@@ -65,15 +65,15 @@ def isolation_env(scout: EnvSource, devices: Sequence[DeviceInfo],
     for plugin, additions in scout.isolate_env(devices, env):
         for name, value in additions.items():
             if name in env and env[name] != value:
-                notes.append(f"cannot hide {plugin} devices: {name} already carries "
-                             f"{env[name]!r} for the selection")
+                notes.append(
+                    f"cannot hide {plugin} devices: {name} already carries {env[name]!r} for the selection"
+                )
                 continue
             out[name] = value
     return SelectionEnv(out, tuple(notes))
 
 
-def selection_env(scout: EnvSource, devices: Sequence[DeviceInfo],
-                  isolate: bool = False) -> SelectionEnv:
+def selection_env(scout: EnvSource, devices: Sequence[DeviceInfo], isolate: bool = False) -> SelectionEnv:
     """The variables a child needs to see ``devices``; with ``isolate`` every other vendor hidden."""
     env = scout.visible_env(devices)
     return isolation_env(scout, devices, env) if isolate else SelectionEnv(env)
@@ -101,14 +101,14 @@ def check_env(env: Mapping[str, str]) -> None:
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise EnvFormatError(
                 f"not a valid environment variable name: {name!r} (expected ASCII letters, "
-                "digits and '_', not starting with a digit)")
+                "digits and '_', not starting with a digit)"
+            )
         if not isinstance(value, str):
-            raise EnvFormatError(
-                f"the value of variable {name!r} is {type(value).__name__}, expected str")
+            raise EnvFormatError(f"the value of variable {name!r} is {type(value).__name__}, expected str")
         if "\0" in value:
             raise EnvFormatError(
-                f"the value of variable {name!r} holds a NUL byte, which no environment "
-                "variable can carry")
+                f"the value of variable {name!r} holds a NUL byte, which no environment variable can carry"
+            )
 
 
 def render(env: Mapping[str, str], fmt: str) -> str:
@@ -127,5 +127,13 @@ def render(env: Mapping[str, str], fmt: str) -> str:
     raise EnvFormatError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
-__all__ = ["FORMATS", "EnvFormatError", "SelectionEnv", "check_env", "isolation_env", "render",
-           "selection_env", "sh_quote"]
+__all__ = [
+    "FORMATS",
+    "EnvFormatError",
+    "SelectionEnv",
+    "check_env",
+    "isolation_env",
+    "render",
+    "selection_env",
+    "sh_quote",
+]

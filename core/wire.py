@@ -41,6 +41,7 @@ from gpuscout.wire_encode import to_json, unstructure
 
 T = TypeVar("T")
 
+
 def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
@@ -60,8 +61,7 @@ def _strict_int(value: Any, _: type) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"expected int, got {value!r:.60}")
     if not -(2**63) <= value < 2**64:
-        raise ValueError(f"expected an int that 64 bits hold, got an int of "
-                         f"{value.bit_length()} bits")
+        raise ValueError(f"expected an int that 64 bits hold, got an int of {value.bit_length()} bits")
     return value
 
 
@@ -95,12 +95,12 @@ def _status(value: Any, _: type) -> PluginStatus:
     try:
         return PluginStatus(value)
     except ValueError:
-        raise ValueError(f"expected one of {', '.join(map(str, PluginStatus))}, "
-                         f"got {value!r:.60}") from None
+        raise ValueError(f"expected one of {', '.join(map(str, PluginStatus))}, got {value!r:.60}") from None
 
 
 def _record_list_hook(conv: cattrs.Converter, item: type) -> Any:
     """A list of records, null as empty; a bad item's error carries its index (for the path)."""
+
     def structure(value: Any, _: type) -> list[Any]:
         if value is None:
             return []
@@ -111,16 +111,20 @@ def _record_list_hook(conv: cattrs.Converter, item: type) -> Any:
             try:
                 out.append(conv.structure(v, item))
             except Exception as exc:
-                exc.__notes__ = [*getattr(exc, "__notes__", []),
-                                 IterableValidationNote(f"Structuring @ index {i}", i, item)]
+                exc.__notes__ = [
+                    *getattr(exc, "__notes__", []),
+                    IterableValidationNote(f"Structuring @ index {i}", i, item),
+                ]
                 raise cattrs.IterableValidationError("bad item", [exc], list) from None
         return out
+
     return structure
 
 
 def _sequence_hook(conv: cattrs.Converter, item: type, wrap: Any) -> Any:
     def structure(value: Any, cls: type) -> Any:
         return wrap(_seq(item)(value, cls, conv))
+
     return structure
 
 
@@ -131,6 +135,7 @@ def _seq(item_type: type) -> Any:
         if not isinstance(value, list):
             raise TypeError(f"expected list, got {value!r:.60}")
         return tuple(conv.structure(v, item_type) for v in value)
+
     return structure
 
 
@@ -143,12 +148,15 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook(float, _strict_float)
     conv.register_structure_hook(PluginStatus, _status)
     for generic, item, wrap in (
-        (tuple[str, ...], str, tuple), (tuple[int, ...], int, tuple),
-        (tuple[DeviceMemory, ...], DeviceMemory, tuple), (list[int], int, list),
+        (tuple[str, ...], str, tuple),
+        (tuple[int, ...], int, tuple),
+        (tuple[DeviceMemory, ...], DeviceMemory, tuple),
+        (list[int], int, list),
         (list[str], str, list),
     ):
         conv.register_structure_hook_func(
-            functools.partial(operator.eq, generic), _sequence_hook(conv, item, wrap))
+            functools.partial(operator.eq, generic), _sequence_hook(conv, item, wrap)
+        )
     # runner_env_overrides is never on the wire.
     conv.register_structure_hook_func(lambda t: t == dict[str, str], lambda v, t: {})
     for cls, keys in _KEYS.items():
@@ -157,17 +165,21 @@ def make_converter() -> cattrs.Converter:
             never = f.name in _NEVER.get(cls, frozenset())
             st[f.name] = override(omit=True) if never else override(rename=keys.get(f.name, f.name))
         conv.register_structure_hook(cls, _object_hook(make_dict_structure_fn(cls, conv, **st)))
-    for listed, record in ((list[DeviceInfo], DeviceInfo), (list[Dropped], Dropped),
-                            (list[PluginReport], PluginReport)):
+    for listed, record in (
+        (list[DeviceInfo], DeviceInfo),
+        (list[Dropped], Dropped),
+        (list[PluginReport], PluginReport),
+    ):
         conv.register_structure_hook_func(
-            functools.partial(operator.eq, listed), _record_list_hook(conv, record))
+            functools.partial(operator.eq, listed), _record_list_hook(conv, record)
+        )
     # The list --json document: no discovery wall time on it; a plugin's time is in ms.
-    conv.register_structure_hook(Discovery, _object_hook(make_dict_structure_fn(
-        Discovery, conv, elapsed=override(omit=True))))
+    conv.register_structure_hook(
+        Discovery, _object_hook(make_dict_structure_fn(Discovery, conv, elapsed=override(omit=True)))
+    )
     conv.register_structure_hook(Dropped, _object_hook(make_dict_structure_fn(Dropped, conv)))
     report = make_dict_structure_fn(PluginReport, conv, elapsed=override(rename="elapsed_ms"))
-    conv.register_structure_hook(PluginReport, _object_hook(
-        lambda value, cls: _seconds(report(value, cls))))
+    conv.register_structure_hook(PluginReport, _object_hook(lambda value, cls: _seconds(report(value, cls))))
     return conv
 
 
@@ -182,6 +194,7 @@ def _object_hook(inner: Any) -> Any:
             raise TypeError(f"expected object, got {value!r:.60}")
         # Go leaves a field at its zero value for null; so do we.
         return inner({k: v for k, v in value.items() if v is not None}, cls)
+
     return structure
 
 
@@ -225,8 +238,7 @@ def from_json(text: str | bytes, cls: type[T] | Any) -> T:
     if len(text) > MAX_JSON_SIZE:
         raise _too_large(len(text), "characters")
     if _too_deep(text):
-        raise GpuscoutError(f"not readable JSON: arrays and objects nested more than "
-                            f"{MAX_JSON_DEPTH} deep")
+        raise GpuscoutError(f"not readable JSON: arrays and objects nested more than {MAX_JSON_DEPTH} deep")
     try:
         data = json.loads(text, parse_constant=_NonFinite)
     except (ValueError, TypeError, RecursionError) as exc:
@@ -236,8 +248,9 @@ def from_json(text: str | bytes, cls: type[T] | Any) -> T:
 
 
 def _too_large(size: int, unit: str) -> GpuscoutError:
-    return GpuscoutError(f"JSON text of {size} {unit} is too large: at most {MAX_JSON_SIZE} "
-                         f"({MAX_JSON_SIZE >> 20} MiB)")
+    return GpuscoutError(
+        f"JSON text of {size} {unit} is too large: at most {MAX_JSON_SIZE} ({MAX_JSON_SIZE >> 20} MiB)"
+    )
 
 
 def _too_deep(text: str) -> bool:
@@ -261,7 +274,7 @@ def _too_deep(text: str) -> bool:
     steps = data.translate(_SIGNED_STEP)
     depth = 0
     for start in range(0, len(steps), _SCAN_CHUNK):
-        chunk = steps[start:start + _SCAN_CHUNK]
+        chunk = steps[start : start + _SCAN_CHUNK]
         opens = chunk.count(1)
         room = MAX_JSON_DEPTH - depth
         # Most chunks cannot climb past the limit even if every opener came first.
@@ -313,8 +326,10 @@ def _check_wire_type(cls: Any) -> None:
         shown = f"{cls!r:.80}"
     except Exception:  # a repr that fails (an int of over 4300 digits) still gets an answer
         shown = f"a {type(cls).__name__}"
-    raise GpuscoutError(f"cannot read {shown} from JSON: expected a wire record type "
-                        f"({', '.join(sorted(c.__name__ for c in _READABLE))}) or a list of one")
+    raise GpuscoutError(
+        f"cannot read {shown} from JSON: expected a wire record type "
+        f"({', '.join(sorted(c.__name__ for c in _READABLE))}) or a list of one"
+    )
 
 
 def structure(data: Any, cls: type[T] | Any) -> T:
@@ -390,5 +405,13 @@ def _item_type(cls: type | None) -> type | None:
     return DeviceMemory if cls is BackendMemory else cls if cls in _READABLE else None
 
 
-__all__ = ["MAX_JSON_DEPTH", "MAX_JSON_SIZE", "converter", "from_json", "make_converter",
-           "structure", "to_json", "unstructure"]
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "MAX_JSON_SIZE",
+    "converter",
+    "from_json",
+    "make_converter",
+    "structure",
+    "to_json",
+    "unstructure",
+]

@@ -24,22 +24,45 @@ from gpuscout.results import Discovery, Dropped, PluginReport
 KEYS: dict[type, dict[str, str]] = {
     DeviceID: {"library": "backend"},
     DeviceInfo: {
-        "library": "backend", "integrated": "integration", "compute_major": "ComputeMajor",
-        "compute_minor": "ComputeMinor", "library_path": "LibraryPath",
+        "library": "backend",
+        "integrated": "integration",
+        "compute_major": "ComputeMajor",
+        "compute_minor": "ComputeMinor",
+        "library_path": "LibraryPath",
     },
     SystemInfo: {},
-    DeviceMemory: {"library": "backend", "name": "Name", "weights": "Weights",
-                   "cache": "Cache", "graph": "Graph"},
+    DeviceMemory: {
+        "library": "backend",
+        "name": "Name",
+        "weights": "Weights",
+        "cache": "Cache",
+        "graph": "Graph",
+    },
     BackendMemory: {"input_weights": "InputWeights", "cpu": "CPU", "gpus": "GPUs"},
     GPULayers: {"library": "backend", "layers": "Layers"},
 }
 #: Fields left out when they hold their default (the seed's ``omitempty``).
 OMIT_IF_EMPTY: dict[type, frozenset[str]] = {
     DeviceID: frozenset({"library"}),
-    DeviceInfo: frozenset({"library", "filter_id", "integrated", "pci_id", "free_memory",
-                           "driver_major", "driver_minor", "gfx_target", "uuid",
-                           "free_memory_unknown", "software", "free_memory_stale",
-                           "unused_reason", "max_allocation", "hidden_by"}),
+    DeviceInfo: frozenset(
+        {
+            "library",
+            "filter_id",
+            "integrated",
+            "pci_id",
+            "free_memory",
+            "driver_major",
+            "driver_minor",
+            "gfx_target",
+            "uuid",
+            "free_memory_unknown",
+            "software",
+            "free_memory_stale",
+            "unused_reason",
+            "max_allocation",
+            "hidden_by",
+        }
+    ),
     SystemInfo: frozenset({"total_memory", "free_memory", "free_swap"}),
     DeviceMemory: frozenset({"library"}),
     BackendMemory: frozenset(),
@@ -115,14 +138,22 @@ def _dropped(drop: Dropped) -> dict[str, Any]:
 
 def _report(r: PluginReport) -> dict[str, Any]:
     return {
-        "name": r.name, "version": r.version, "distribution": r.distribution,
-        "hooks": list(r.hooks), "status": str(r.status), "error": r.error, "note": r.note,
-        "devices": r.devices, "elapsed_ms": round(r.elapsed * 1000, 3),
+        "name": r.name,
+        "version": r.version,
+        "distribution": r.distribution,
+        "hooks": list(r.hooks),
+        "status": str(r.status),
+        "error": r.error,
+        "note": r.note,
+        "devices": r.devices,
+        "elapsed_ms": round(r.elapsed * 1000, 3),
     }
 
 
 _SPECIAL: dict[type, Callable[[Any], dict[str, Any]]] = {
-    Discovery: _discovery, Dropped: _dropped, PluginReport: _report,
+    Discovery: _discovery,
+    Dropped: _dropped,
+    PluginReport: _report,
 }
 
 

@@ -85,8 +85,15 @@ class Batch:
     is made: the batch ends with ``skipped`` True and no results.
     """
 
-    def __init__(self, fn: Callable[[Any], Any], items: Sequence[Any], label: str, *,
-                 after: Batch | None = None, until: float | None = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[[Any], Any],
+        items: Sequence[Any],
+        label: str,
+        *,
+        after: Batch | None = None,
+        until: float | None = None,
+    ) -> None:
         self.fn = fn
         self.items = items
         #: (True, answer) or (False, exception), one per finished call.

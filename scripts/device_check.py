@@ -98,15 +98,18 @@ class Row:
 
 def matrix_cases(uuids: Sequence[str]) -> list[Case]:
     """The CUDA_VISIBLE_DEVICES values to try, given the UUIDs in CUDA order (first one used)."""
-    cases = [Case("unset", None), Case("empty", ""), Case("minus one", "-1"),
-             Case("index twice", "0,0")]
+    cases = [Case("unset", None), Case("empty", ""), Case("minus one", "-1"), Case("index twice", "0,0")]
     cases += [Case(f"index {i}", str(i)) for i in range(len(uuids))]
     cases.append(Case("index past the end", str(len(uuids))))
     if uuids:
         full = uuids[0]
         bare = full.removeprefix("GPU-")
-        cases += [Case("full UUID", full), Case("UUID prefix", full[:12]),
-                  Case("upper-case UUID", full.upper()), Case("UUID without GPU-", bare)]
+        cases += [
+            Case("full UUID", full),
+            Case("UUID prefix", full[:12]),
+            Case("upper-case UUID", full.upper()),
+            Case("UUID without GPU-", bare),
+        ]
     cases += [Case("leading space", " 0"), Case("index then letters", "0gpu")]
     return cases
 
@@ -129,8 +132,11 @@ def cuda_uuids(dump: Mapping[str, Any]) -> list[str] | None:
 
 def scout_uuids(listing: Mapping[str, Any]) -> list[str]:
     """The CUDA devices' UUIDs (else ids) in ``gpuscout list --json`` output."""
-    return [str(d.get("uuid") or d.get("id")) for d in listing.get("devices", [])
-            if str(d.get("backend", "")).upper() == "CUDA"]
+    return [
+        str(d.get("uuid") or d.get("id"))
+        for d in listing.get("devices", [])
+        if str(d.get("backend", "")).upper() == "CUDA"
+    ]
 
 
 def show(uuids: Sequence[str] | None) -> str:
@@ -168,45 +174,76 @@ def compare(check: str, cuda: Any, scout: Any, informative: bool = False) -> Row
 
 def nvml_rows(nvml: Mapping[str, Any], cuda: Mapping[str, Any]) -> list[Row]:
     """NVML (the gpuscout column) against the CUDA driver API, per UUID."""
-    rows = [compare("NVML CUDA version _v2 = cuDriverGetVersion", cuda.get("driver_version"),
-                    nvml.get("driver", {}).get("cuda_v2")),
-            compare("NVML CUDA version v1 (info)", cuda.get("driver_version"),
-                    nvml.get("driver", {}).get("cuda"), informative=True)]
+    rows = [
+        compare(
+            "NVML CUDA version _v2 = cuDriverGetVersion",
+            cuda.get("driver_version"),
+            nvml.get("driver", {}).get("cuda_v2"),
+        ),
+        compare(
+            "NVML CUDA version v1 (info)",
+            cuda.get("driver_version"),
+            nvml.get("driver", {}).get("cuda"),
+            informative=True,
+        ),
+    ]
     gpus = {str(g.get("uuid")).lower(): g for g in nvml.get("gpus", [])}
     seen = cuda_uuids(cuda) or []
-    rows.append(compare("device UUIDs: CUDA = NVML", show(sorted(u.lower() for u in seen)),
-                        show(sorted(gpus))))
+    rows.append(
+        compare("device UUIDs: CUDA = NVML", show(sorted(u.lower() for u in seen)), show(sorted(gpus)))
+    )
     for device in cuda.get("devices", []):
         gpu = gpus.get(str(device.get("uuid")).lower())
         if gpu is None:
             continue
         label = f"cuda:{device['ordinal']}"
         pci = gpu.get("pci", {})
-        rows.append(compare(f"{label} PCI domain:bus:device",
-                            (device.get("pci_domain"), device.get("pci_bus"),
-                             device.get("pci_device")),
-                            (pci.get("domain"), pci.get("bus"), pci.get("device"))))
-        rows.append(compare(f"{label} compute capability",
-                            [device.get("compute_major"), device.get("compute_minor")],
-                            gpu.get("compute")))
+        rows.append(
+            compare(
+                f"{label} PCI domain:bus:device",
+                (device.get("pci_domain"), device.get("pci_bus"), device.get("pci_device")),
+                (pci.get("domain"), pci.get("bus"), pci.get("device")),
+            )
+        )
+        rows.append(
+            compare(
+                f"{label} compute capability",
+                [device.get("compute_major"), device.get("compute_minor")],
+                gpu.get("compute"),
+            )
+        )
         v2 = gpu.get("memory_v2", {})
-        rows.append(compare(f"{label} cuDeviceTotalMem_v2 vs NVML v2 total (info)",
-                            device.get("total_mem"), v2.get("total"), informative=True))
+        rows.append(
+            compare(
+                f"{label} cuDeviceTotalMem_v2 vs NVML v2 total (info)",
+                device.get("total_mem"),
+                v2.get("total"),
+                informative=True,
+            )
+        )
         if isinstance(v2.get("total"), int) and isinstance(device.get("total_mem"), int):
-            rows.append(compare(f"{label} NVML total - reserved - cuDeviceTotalMem (info)", "",
-                                v2["total"] - v2.get("reserved", 0) - device["total_mem"],
-                                informative=True))
+            rows.append(
+                compare(
+                    f"{label} NVML total - reserved - cuDeviceTotalMem (info)",
+                    "",
+                    v2["total"] - v2.get("reserved", 0) - device["total_mem"],
+                    informative=True,
+                )
+            )
         mem = device.get("mem_info", {})
-        rows.append(compare(f"{label} cuMemGetInfo free/total vs NVML v2 free (info)",
-                            f"{mem.get('free')}/{mem.get('total')}", v2.get("free"),
-                            informative=True))
-        rows.append(compare(f"{label} integrated (info)", device.get("integrated"), "",
-                            informative=True))
+        rows.append(
+            compare(
+                f"{label} cuMemGetInfo free/total vs NVML v2 free (info)",
+                f"{mem.get('free')}/{mem.get('total')}",
+                v2.get("free"),
+                informative=True,
+            )
+        )
+        rows.append(compare(f"{label} integrated (info)", device.get("integrated"), "", informative=True))
     return rows
 
 
-def record_rows(nvml: Mapping[str, Any], cuda: Mapping[str, Any],
-                listing: Mapping[str, Any]) -> list[Row]:
+def record_rows(nvml: Mapping[str, Any], cuda: Mapping[str, Any], listing: Mapping[str, Any]) -> list[Row]:
     """gpuscout's CUDA records (unset env) against the CUDA child and NVML, per UUID.
 
     Totals are the CUDA runtime's (cuDeviceTotalMem_v2), PCI and compute capability NVML's.
@@ -223,12 +260,27 @@ def record_rows(nvml: Mapping[str, Any], cuda: Mapping[str, Any],
         expect_pci = f"{pci.get('domain', 0):04x}:{pci.get('bus', 0):02x}:{pci.get('device', 0):02x}.0"
         name = f"gpuscout {str(device.get('id'))[:12]}"
         rows.append(compare(f"{name} pci_id (NVML | gpuscout)", expect_pci, device.get("pci_id")))
-        rows.append(compare(f"{name} total_memory (cuDeviceTotalMem_v2 | gpuscout)",
-                            seen.get("total_mem"), device.get("total_memory")))
-        rows.append(compare(f"{name} integrated (CUDA attribute 18 | gpuscout)",
-                            bool(seen.get("integrated")), bool(device.get("integration"))))
-        rows.append(compare(f"{name} compute (NVML | gpuscout)", gpu.get("compute"),
-                            [device.get("ComputeMajor"), device.get("ComputeMinor")]))
+        rows.append(
+            compare(
+                f"{name} total_memory (cuDeviceTotalMem_v2 | gpuscout)",
+                seen.get("total_mem"),
+                device.get("total_memory"),
+            )
+        )
+        rows.append(
+            compare(
+                f"{name} integrated (CUDA attribute 18 | gpuscout)",
+                bool(seen.get("integrated")),
+                bool(device.get("integration")),
+            )
+        )
+        rows.append(
+            compare(
+                f"{name} compute (NVML | gpuscout)",
+                gpu.get("compute"),
+                [device.get("ComputeMajor"), device.get("ComputeMinor")],
+            )
+        )
     return rows
 
 
@@ -271,8 +323,21 @@ def recorded_card(nvml: Mapping[str, Any], captured: Mapping[str, Any]) -> dict[
     driver = nvml.get("driver", {})
     gpus = []
     for raw in nvml.get("gpus", []):
-        gpu = {k: raw[k] for k in ("name", "uuid", "memory_v2", "memory_v1", "compute",
-                                   "mig_mode", "max_mig", "mig", "handle") if k in raw}
+        gpu = {
+            k: raw[k]
+            for k in (
+                "name",
+                "uuid",
+                "memory_v2",
+                "memory_v1",
+                "compute",
+                "mig_mode",
+                "max_mig",
+                "mig",
+                "handle",
+            )
+            if k in raw
+        }
         pci = raw.get("pci", {})
         gpu["pci"] = {k: pci[k] for k in ("busId", "domain", "bus", "device") if k in pci}
         for key in ("memory_v2", "memory_v1", "mig_mode", "handle"):
@@ -282,11 +347,16 @@ def recorded_card(nvml: Mapping[str, Any], captured: Mapping[str, Any]) -> dict[
     names = sorted({str(g.get("name")) for g in gpus})
     cuda = driver.get("cuda")
     version = f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else "unknown"
-    machine = (f"{len(gpus)} x {' + '.join(names)}, driver {driver.get('kernel')}, "
-               f"CUDA {version}: captured by scripts/device_check.py")
-    return {"machine": machine, "captured": dict(captured),
-            "driver": {k: driver[k] for k in ("kernel", "cuda", "cuda_v2") if k in driver},
-            "gpus": gpus}
+    machine = (
+        f"{len(gpus)} x {' + '.join(names)}, driver {driver.get('kernel')}, "
+        f"CUDA {version}: captured by scripts/device_check.py"
+    )
+    return {
+        "machine": machine,
+        "captured": dict(captured),
+        "driver": {k: driver[k] for k in ("kernel", "cuda", "cuda_v2") if k in driver},
+        "gpus": gpus,
+    }
 
 
 def fixture_name(card: Mapping[str, Any]) -> str:
@@ -334,9 +404,15 @@ class Runner:
             return Outcome(None, why="skipped: the overall time budget is spent")
         began = time.perf_counter()
         try:
-            done = subprocess.run(list(argv), env=dict(env) if env is not None else None,
-                                  capture_output=True, text=True, timeout=timeout, check=False,
-                                  stdin=subprocess.DEVNULL)
+            done = subprocess.run(
+                list(argv),
+                env=dict(env) if env is not None else None,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired:
             return Outcome(None, seconds=timeout, why=f"timed out after {timeout:.0f} s")
         except OSError as exc:
@@ -360,10 +436,25 @@ def prepare(wheelhouse: pathlib.Path, python_version: str) -> int:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     wanted = [*project["project"]["dependencies"], *project["build-system"]["requires"], "wheel"]
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check",
-               "--only-binary=:all:", "--python-version", python_version,
-               "--implementation", "cp", "--platform", "manylinux2014_x86_64",
-               "--platform", "any", "-d", str(wheelhouse), *wanted]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--disable-pip-version-check",
+        "--only-binary=:all:",
+        "--python-version",
+        python_version,
+        "--implementation",
+        "cp",
+        "--platform",
+        "manylinux2014_x86_64",
+        "--platform",
+        "any",
+        "-d",
+        str(wheelhouse),
+        *wanted,
+    ]
     print("device-check: " + " ".join(command), flush=True)
     rc = subprocess.run(command, check=False).returncode
     if rc == 0:
@@ -375,10 +466,26 @@ def install(runner: Runner, wheelhouse: pathlib.Path, target: pathlib.Path) -> O
     """pip-install this tree and its dependencies from the wheelhouse into ``target``."""
     if not any(wheelhouse.glob("*.whl")):
         return Outcome(None, why=f"no wheels in {wheelhouse}: run --prepare on a networked machine")
-    return runner.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-input",
-                       "--disable-pip-version-check", "--no-cache-dir", "--no-compile",
-                       "--no-index", "--find-links", str(wheelhouse), "--target", str(target),
-                       str(REPO)], cap=150)
+    return runner.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-input",
+            "--disable-pip-version-check",
+            "--no-cache-dir",
+            "--no-compile",
+            "--no-index",
+            "--find-links",
+            str(wheelhouse),
+            "--target",
+            str(target),
+            str(REPO),
+        ],
+        cap=150,
+    )
 
 
 # -- the check ----------------------------------------------------------------------------------
@@ -392,16 +499,18 @@ class Check:
     rows: list[Row] = field(default_factory=list)
     report: dict[str, Any] = field(default_factory=dict)
 
-    def probe(self, kind: str, env: Mapping[str, str] | None = None, context: bool = False,
-              cap: float = 60) -> dict[str, Any] | str:
+    def probe(
+        self, kind: str, env: Mapping[str, str] | None = None, context: bool = False, cap: float = 60
+    ) -> dict[str, Any] | str:
         argv = [sys.executable, str(PROBES), kind, *(["--context"] if context else [])]
         return as_json(self.runner.run(argv, cap, env if env is not None else self.env))
 
     def listing(self, env: Mapping[str, str] | None = None) -> tuple[dict[str, Any] | str, Outcome]:
         if self.scout is None:
             return "gpuscout not installed", Outcome(None, why="gpuscout not installed")
-        done = self.runner.run([*self.scout, "list", "--json", "--plugins", "cuda"], 60,
-                               env if env is not None else self.env)
+        done = self.runner.run(
+            [*self.scout, "list", "--json", "--plugins", "cuda"], 60, env if env is not None else self.env
+        )
         return as_json(done), done
 
     def timing(self, name: str, argv: Sequence[str], runs: int) -> list[float]:
@@ -430,26 +539,53 @@ def selection_rows(check: Check, best_uuid: str | None) -> list[Row]:
     """``env best --verify`` and ``exec --device cuda:0 --verify`` must land on one UUID."""
     assert check.scout is not None
     rows = []
-    done = check.runner.run([*check.scout, "env", "best", "--verify", "--format", "json",
-                             "--plugins", "cuda"], 90, check.env)
+    done = check.runner.run(
+        [*check.scout, "env", "best", "--verify", "--format", "json", "--plugins", "cuda"], 90, check.env
+    )
     chosen = as_json(done)
     check.report["env_best"] = {"rc": done.rc, "stdout": done.stdout, "stderr": done.stderr}
     if isinstance(chosen, str):
         return [Row("gpuscout env best --verify", "", chosen, FAILED)]
     child = check.probe("cuda", {**check.env, **{k: str(v) for k, v in chosen.items()}})
     seen = cuda_uuids(child) if not isinstance(child, str) else None
-    rows.append(compare("env best --verify: CUDA child | gpuscout best (list)", show(seen),
-                        show([best_uuid] if best_uuid else [])))
-    rows.append(compare("env best: CUDA child | CUDA_VISIBLE_DEVICES written", show(seen),
-                        chosen.get(VISIBLE)))
-    done = check.runner.run([*check.scout, "exec", "--plugins", "cuda", "--device", "cuda:0",
-                             "--verify", "--", sys.executable, str(PROBES), "cuda"], 90, check.env)
+    rows.append(
+        compare(
+            "env best --verify: CUDA child | gpuscout best (list)",
+            show(seen),
+            show([best_uuid] if best_uuid else []),
+        )
+    )
+    rows.append(
+        compare("env best: CUDA child | CUDA_VISIBLE_DEVICES written", show(seen), chosen.get(VISIBLE))
+    )
+    done = check.runner.run(
+        [
+            *check.scout,
+            "exec",
+            "--plugins",
+            "cuda",
+            "--device",
+            "cuda:0",
+            "--verify",
+            "--",
+            sys.executable,
+            str(PROBES),
+            "cuda",
+        ],
+        90,
+        check.env,
+    )
     check.report["exec_cuda0"] = {"rc": done.rc, "stdout": done.stdout, "stderr": done.stderr}
     ran = as_json(done)
     exec_seen = cuda_uuids(ran) if not isinstance(ran, str) else None
-    rows.append(Row("exec --device cuda:0 --verify: child | env best child",
-                    ran if isinstance(ran, str) else show(exec_seen), show(seen),
-                    AGREE if exec_seen is not None and exec_seen == seen else DIFFER))
+    rows.append(
+        Row(
+            "exec --device cuda:0 --verify: child | env best child",
+            ran if isinstance(ran, str) else show(exec_seen),
+            show(seen),
+            AGREE if exec_seen is not None and exec_seen == seen else DIFFER,
+        )
+    )
     return rows
 
 
@@ -490,8 +626,9 @@ def run_check(check: Check) -> None:
     if smi:
         check.timing("nvidia-smi -L", [smi, "-L"], 3)
     check.rows += timing_rows(check.report["timings"])
-    mig_seen = any(isinstance(g.get("mig_mode"), list) and g["mig_mode"][0] == 1
-                   for g in nvml.get("gpus", []))
+    mig_seen = any(
+        isinstance(g.get("mig_mode"), list) and g["mig_mode"][0] == 1 for g in nvml.get("gpus", [])
+    )
     check.rows += covered_rows(len(nvml.get("gpus", [])), mig_seen)
 
 
@@ -502,12 +639,16 @@ def write_outputs(check: Check, out: pathlib.Path) -> list[pathlib.Path]:
     nvml = check.report.get("nvml")
     if isinstance(nvml, dict) and nvml.get("gpus"):
         cuda = check.report.get("cuda")
-        card = recorded_card(nvml, {
-            "by": "scripts/device_check.py", "date": time.strftime("%Y-%m-%d"),
-            "nvml_version": nvml.get("nvml_version"),
-            "cuda_driver_version_v2": nvml.get("driver", {}).get("cuda_v2"),
-            "cuda_driver_api": cuda.get("driver_version") if isinstance(cuda, dict) else None,
-        })
+        card = recorded_card(
+            nvml,
+            {
+                "by": "scripts/device_check.py",
+                "date": time.strftime("%Y-%m-%d"),
+                "nvml_version": nvml.get("nvml_version"),
+                "cuda_driver_version_v2": nvml.get("driver", {}).get("cuda_v2"),
+                "cuda_driver_api": cuda.get("driver_version") if isinstance(cuda, dict) else None,
+            },
+        )
         path = out / fixture_name(card)
         path.write_text(json.dumps(card, indent=2) + "\n")
         written.append(path)
@@ -521,13 +662,15 @@ def write_outputs(check: Check, out: pathlib.Path) -> list[pathlib.Path]:
 def arguments(argv: Sequence[str]) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     p = argparse.ArgumentParser(prog="device_check.py", description=__doc__.split("\n")[0])
-    p.add_argument("--out", type=pathlib.Path, help="folder for the fixture and report "
-                   "(default: $OUT when set, else nothing is written)")
+    p.add_argument(
+        "--out",
+        type=pathlib.Path,
+        help="folder for the fixture and report (default: $OUT when set, else nothing is written)",
+    )
     p.add_argument("--gpuscout", help="run this gpuscout command instead of installing one")
     p.add_argument("--wheelhouse", type=pathlib.Path, default=WHEELHOUSE)
     p.add_argument("--budget", type=float, default=330.0, help="seconds for the whole run")
-    p.add_argument("--prepare", action="store_true",
-                   help="fill the wheelhouse (networked machine) and stop")
+    p.add_argument("--prepare", action="store_true", help="fill the wheelhouse (networked machine) and stop")
     p.add_argument("--python-version", default="3.12", help="CPython version the wheels are for")
     return p.parse_args(argv)
 
@@ -549,8 +692,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return NO_DRIVER
     runner = Runner(args.budget)
     env = {k: v for k, v in os.environ.items() if k not in (VISIBLE, "GPUSCOUT_PLUGINS")}
-    print("device-check: read-only (no MIG, reset or persistence-mode change); "
-          f"budget {args.budget:.0f} s", flush=True)
+    print(
+        f"device-check: read-only (no MIG, reset or persistence-mode change); budget {args.budget:.0f} s",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="gpuscout-device-check-") as target:
         scout: list[str] | None = args.gpuscout.split() if args.gpuscout else None
         if scout is None:

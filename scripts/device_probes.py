@@ -30,20 +30,48 @@ CUDA_LIBRARY = "libcuda.so.1"
 
 #: nvml.h return codes by pynvml's NVMLError_<Name> class names.
 NVML_ERRORS = {
-    1: "Uninitialized", 2: "InvalidArgument", 3: "NotSupported", 4: "NoPermission",
-    5: "AlreadyInitialized", 6: "NotFound", 7: "InsufficientSize", 8: "InsufficientPower",
-    9: "DriverNotLoaded", 10: "Timeout", 11: "IrqIssue", 12: "LibraryNotFound",
-    13: "FunctionNotFound", 14: "CorruptedInforom", 15: "GpuIsLost", 16: "ResetRequired",
-    17: "OperatingSystem", 18: "LibRmVersionMismatch", 19: "InUse", 20: "Memory", 21: "NoData",
-    22: "VgpuEccNotSupported", 23: "InsufficientResources", 24: "FreqNotSupported",
-    25: "ArgumentVersionMismatch", 26: "Deprecated", 27: "NotReady", 28: "GpuNotFound",
-    29: "InvalidState", 999: "Unknown",
+    1: "Uninitialized",
+    2: "InvalidArgument",
+    3: "NotSupported",
+    4: "NoPermission",
+    5: "AlreadyInitialized",
+    6: "NotFound",
+    7: "InsufficientSize",
+    8: "InsufficientPower",
+    9: "DriverNotLoaded",
+    10: "Timeout",
+    11: "IrqIssue",
+    12: "LibraryNotFound",
+    13: "FunctionNotFound",
+    14: "CorruptedInforom",
+    15: "GpuIsLost",
+    16: "ResetRequired",
+    17: "OperatingSystem",
+    18: "LibRmVersionMismatch",
+    19: "InUse",
+    20: "Memory",
+    21: "NoData",
+    22: "VgpuEccNotSupported",
+    23: "InsufficientResources",
+    24: "FreqNotSupported",
+    25: "ArgumentVersionMismatch",
+    26: "Deprecated",
+    27: "NotReady",
+    28: "GpuNotFound",
+    29: "InvalidState",
+    999: "Unknown",
 }
 FUNCTION_NOT_FOUND = 13
 CUDA_ERROR_NO_DEVICE = 100
 #: cuDeviceGetAttribute numbers (cuda.h CUdevice_attribute).
-ATTRIBUTES = {"pci_bus": 33, "pci_device": 34, "pci_domain": 50, "integrated": 18,
-              "compute_major": 75, "compute_minor": 76}
+ATTRIBUTES = {
+    "pci_bus": 33,
+    "pci_device": 34,
+    "pci_domain": 50,
+    "integrated": 18,
+    "compute_major": 75,
+    "compute_minor": 76,
+}
 
 
 class Failed(Exception):
@@ -57,25 +85,33 @@ class Failed(Exception):
 class NvmlPciInfo(ctypes.Structure):
     """nvmlPciInfo_t as nvmlDeviceGetPciInfo_v3 fills it."""
 
-    _fields_ = [("busIdLegacy", ctypes.c_char * 16), ("domain", ctypes.c_uint),
-                ("bus", ctypes.c_uint), ("device", ctypes.c_uint),
-                ("pciDeviceId", ctypes.c_uint), ("pciSubSystemId", ctypes.c_uint),
-                ("busId", ctypes.c_char * 32)]
+    _fields_ = [
+        ("busIdLegacy", ctypes.c_char * 16),
+        ("domain", ctypes.c_uint),
+        ("bus", ctypes.c_uint),
+        ("device", ctypes.c_uint),
+        ("pciDeviceId", ctypes.c_uint),
+        ("pciSubSystemId", ctypes.c_uint),
+        ("busId", ctypes.c_char * 32),
+    ]
 
 
 class NvmlMemory(ctypes.Structure):
     """nvmlMemory_t (v1)."""
 
-    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
-                ("used", ctypes.c_ulonglong)]
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
 
 
 class NvmlMemoryV2(ctypes.Structure):
     """nvmlMemory_v2_t; ``version`` must be sizeof | 2 << 24 (0x02000028)."""
 
-    _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong),
-                ("reserved", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
-                ("used", ctypes.c_ulonglong)]
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("total", ctypes.c_ulonglong),
+        ("reserved", ctypes.c_ulonglong),
+        ("free", ctypes.c_ulonglong),
+        ("used", ctypes.c_ulonglong),
+    ]
 
 
 MEMORY_V2_VERSION = ctypes.sizeof(NvmlMemoryV2) | (2 << 24)
@@ -101,8 +137,9 @@ class Nvml:
     def call(self, name: str, *args: Any) -> None:
         function = getattr(self.lib, name, None)
         if function is None:
-            raise Failed({"error": NVML_ERRORS[FUNCTION_NOT_FOUND], "code": FUNCTION_NOT_FOUND,
-                          "missing": name})
+            raise Failed(
+                {"error": NVML_ERRORS[FUNCTION_NOT_FOUND], "code": FUNCTION_NOT_FOUND, "missing": name}
+            )
         rc = int(function(*args))
         if rc:
             raise Failed({"error": NVML_ERRORS.get(rc, f"Code{rc}"), "code": rc})
@@ -125,15 +162,19 @@ class Nvml:
     def memory_v2(self, handle: ctypes.c_void_p) -> dict[str, int]:
         info = NvmlMemoryV2(version=MEMORY_V2_VERSION)
         self.call("nvmlDeviceGetMemoryInfo_v2", handle, ctypes.byref(info))
-        return {"total": info.total, "reserved": info.reserved, "free": info.free,
-                "used": info.used}
+        return {"total": info.total, "reserved": info.reserved, "free": info.free, "used": info.used}
 
     def pci(self, handle: ctypes.c_void_p) -> dict[str, Any]:
         info = NvmlPciInfo()
         self.call("nvmlDeviceGetPciInfo_v3", handle, ctypes.byref(info))
-        return {"busId": _text(info.busId), "domain": info.domain, "bus": info.bus,
-                "device": info.device, "busIdLegacy": _text(info.busIdLegacy),
-                "pciDeviceId": info.pciDeviceId}
+        return {
+            "busId": _text(info.busId),
+            "domain": info.domain,
+            "bus": info.bus,
+            "device": info.device,
+            "busIdLegacy": _text(info.busIdLegacy),
+            "pciDeviceId": info.pciDeviceId,
+        }
 
     def pair(self, name: str, handle: ctypes.c_void_p, kind: Any = ctypes.c_uint) -> list[int]:
         first, second = kind(), kind()
@@ -164,8 +205,7 @@ def _nvml_mig(nv: Nvml, handle: ctypes.c_void_p) -> list[dict[str, Any]]:
             continue
         node = {"index": index, **_nvml_node(nv, mig)}
         node["gpu_instance_id"] = _answer(partial(nv.uint, "nvmlDeviceGetGpuInstanceId", mig))
-        node["compute_instance_id"] = _answer(
-            partial(nv.uint, "nvmlDeviceGetComputeInstanceId", mig))
+        node["compute_instance_id"] = _answer(partial(nv.uint, "nvmlDeviceGetComputeInstanceId", mig))
         found.append(node)
     return found
 
@@ -178,8 +218,7 @@ def nvml_gpu(nv: Nvml, index: int) -> dict[str, Any]:
         return {"index": index, "handle": exc.answer}
     gpu: dict[str, Any] = {"index": index, **_nvml_node(nv, handle)}
     gpu["pci"] = _answer(lambda: nv.pci(handle))
-    gpu["compute"] = _answer(
-        lambda: nv.pair("nvmlDeviceGetCudaComputeCapability", handle, ctypes.c_int))
+    gpu["compute"] = _answer(lambda: nv.pair("nvmlDeviceGetCudaComputeCapability", handle, ctypes.c_int))
     gpu["mig_mode"] = _answer(lambda: nv.pair("nvmlDeviceGetMigMode", handle))
     gpu["persistence_mode"] = _answer(lambda: nv.uint("nvmlDeviceGetPersistenceMode", handle))
     if isinstance(gpu["mig_mode"], list) and gpu["mig_mode"][0] == 1:
@@ -261,9 +300,11 @@ class Cuda:
             return {"free": free.value, "total": total.value}
         finally:
             self.call("cuCtxSetCurrent", ctypes.c_void_p())
-            release = ("cuDevicePrimaryCtxRelease_v2"
-                       if getattr(self.lib, "cuDevicePrimaryCtxRelease_v2", None) is not None
-                       else "cuDevicePrimaryCtxRelease")
+            release = (
+                "cuDevicePrimaryCtxRelease_v2"
+                if getattr(self.lib, "cuDevicePrimaryCtxRelease_v2", None) is not None
+                else "cuDevicePrimaryCtxRelease"
+            )
             self.call(release, device)
 
 
@@ -332,8 +373,7 @@ def cuda_dump(context: bool) -> dict[str, Any]:
         return dump
     count = _answer(lambda: cu.integer("cuDeviceGetCount"))
     dump["count"] = count
-    dump["devices"] = ([cuda_device(cu, i, context) for i in range(count)]
-                       if isinstance(count, int) else [])
+    dump["devices"] = [cuda_device(cu, i, context) for i in range(count)] if isinstance(count, int) else []
     return dump
 
 

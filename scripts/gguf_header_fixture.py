@@ -67,8 +67,12 @@ def check(fixture: Path, file_size: int) -> dict[str, int]:
     with tempfile.TemporaryDirectory() as tmp:
         path = restore(fixture, file_size, Path(tmp) / "model.gguf")
         reader = gguf.GGUFReader(str(path))
-        return {"file_size": file_size, "data_offset": int(reader.data_offset),
-                "tensors": len(reader.tensors), "kv": len(reader.fields)}
+        return {
+            "file_size": file_size,
+            "data_offset": int(reader.data_offset),
+            "tensors": len(reader.tensors),
+            "kv": len(reader.fields),
+        }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -111,9 +111,18 @@ def load_mutations(path: Path) -> list[tuple[str, Mutation]]:
             stem = stem.removeprefix(prefix)
         stem = stem.removesuffix("/__init__")
         numbered[stem] = numbered.get(stem, 0) + 1
-        out.append((f"{stem}:{numbered[stem]}", Mutation(
-            mutation.path, mutation.original, mutation.replacement, tuple(mutation.tests),
-            mutation.description)))
+        out.append(
+            (
+                f"{stem}:{numbered[stem]}",
+                Mutation(
+                    mutation.path,
+                    mutation.original,
+                    mutation.replacement,
+                    tuple(mutation.tests),
+                    mutation.description,
+                ),
+            )
+        )
     return out
 
 
@@ -139,17 +148,25 @@ def copy_tree(repo: Path, dest: Path, worktree: bool) -> None:
     """Copy the committed tree (or the working tree's files git does not ignore) into ``dest``."""
     dest.mkdir(parents=True)
     if worktree:
-        names = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=repo, check=True, capture_output=True).stdout.decode().split("\0")
+        names = (
+            subprocess.run(
+                ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                cwd=repo,
+                check=True,
+                capture_output=True,
+            )
+            .stdout.decode()
+            .split("\0")
+        )
         for name in filter(None, names):
             source = repo / name
             if source.is_file() and not source.is_symlink():
                 (dest / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, dest / name)
     else:
-        archive = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=repo, check=True,
-                                 capture_output=True).stdout
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", "HEAD"], cwd=repo, check=True, capture_output=True
+        ).stdout
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(dest, filter="data")
 
@@ -174,22 +191,30 @@ def has_xdist(python: str) -> bool:
     return subprocess.run([python, "-c", "import xdist"], capture_output=True).returncode == 0
 
 
-def run_tests(python: str, tree: Path, tests: Sequence[str], timeout: float,
-              serial: Sequence[str] = ()) -> tuple[str, float, str]:
+def run_tests(
+    python: str, tree: Path, tests: Sequence[str], timeout: float, serial: Sequence[str] = ()
+) -> tuple[str, float, str]:
     """Run ``tests`` in ``tree``: ("pass"|"fail"|"timeout"|"error:N", seconds, last output line).
 
     ``serial``: options that turn off a parallel runner the project's addopts may ask for
     (workers cost more than they save on one file, and ``-x`` stops soonest in one process)."""
     env = {**os.environ, "PYTHONPATH": str(tree.parent / "pkg"), "PYTHONDONTWRITEBYTECODE": "1"}
     # A glob (tests/test_rules_*.py) names whatever files the copy holds, new ones included.
-    files = [name for pattern in tests
-             for name in (sorted(str(p.relative_to(tree)) for p in tree.glob(pattern))
-                          if any(c in pattern for c in "*?[") else [pattern])]
+    files = [
+        name
+        for pattern in tests
+        for name in (
+            sorted(str(p.relative_to(tree)) for p in tree.glob(pattern))
+            if any(c in pattern for c in "*?[")
+            else [pattern]
+        )
+    ]
     command = [python, "-m", "pytest", "-q", "-x", "-p", "no:randomly", *serial, *files]
     start = time.monotonic()
     # A session of its own, so a timeout ends the test's children (workers, servers) too.
-    proc = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -203,8 +228,9 @@ def run_tests(python: str, tree: Path, tests: Sequence[str], timeout: float,
     return status, seconds, last
 
 
-def mutate_one(python: str, tree: Path, key: str, mutation: Mutation, timeout: float,
-               serial: Sequence[str] = ()) -> Outcome:
+def mutate_one(
+    python: str, tree: Path, key: str, mutation: Mutation, timeout: float, serial: Sequence[str] = ()
+) -> Outcome:
     """Plant ``mutation`` in ``tree``, run its tests, restore the module."""
     outcome = Outcome(key, mutation.path, mutation.description, "stale")
     target = tree / mutation.path
@@ -232,8 +258,17 @@ def mutate_one(python: str, tree: Path, key: str, mutation: Mutation, timeout: f
     return outcome
 
 
-def run(repo: Path, mutations: list[tuple[str, Mutation]], *, python: str, jobs: int, timeout: float,
-        worktree: bool, package: str = "gpuscout", echo: Any = None) -> Report:
+def run(
+    repo: Path,
+    mutations: list[tuple[str, Mutation]],
+    *,
+    python: str,
+    jobs: int,
+    timeout: float,
+    worktree: bool,
+    package: str = "gpuscout",
+    echo: Any = None,
+) -> Report:
     """Plant every mutation in working copies of ``repo`` and collect the outcomes in list order."""
     report = Report()
     start = time.monotonic()
@@ -252,9 +287,18 @@ def run(repo: Path, mutations: list[tuple[str, Mutation]], *, python: str, jobs:
 
         suites = sorted({m.tests for _, m in mutations})
         with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
-            baseline = dict(zip(suites, pool.map(
-                lambda tests: with_copy(lambda tree: run_tests(python, tree, tests, timeout * 2, serial)),
-                suites), strict=True))
+            baseline = dict(
+                zip(
+                    suites,
+                    pool.map(
+                        lambda tests: with_copy(
+                            lambda tree: run_tests(python, tree, tests, timeout * 2, serial)
+                        ),
+                        suites,
+                    ),
+                    strict=True,
+                )
+            )
             for tests, (status, seconds, last) in baseline.items():
                 if status != "pass" and echo:
                     echo(f"baseline fails ({status}, {seconds:.0f}s): {' '.join(tests)}: {last}")
@@ -263,10 +307,16 @@ def run(repo: Path, mutations: list[tuple[str, Mutation]], *, python: str, jobs:
                 key, mutation = item
                 status, _, last = baseline[mutation.tests]
                 if status != "pass":
-                    return Outcome(key, mutation.path, mutation.description, "baseline",
-                                   detail=f"unmutated tests {status}: {last}")
+                    return Outcome(
+                        key,
+                        mutation.path,
+                        mutation.description,
+                        "baseline",
+                        detail=f"unmutated tests {status}: {last}",
+                    )
                 done: Outcome = with_copy(
-                    lambda tree: mutate_one(python, tree, key, mutation, timeout, serial))
+                    lambda tree: mutate_one(python, tree, key, mutation, timeout, serial)
+                )
                 return done
 
             for outcome in pool.map(one, mutations):
@@ -302,25 +352,39 @@ def summary(report: Report) -> list[str]:
 def as_json(report: Report) -> dict[str, Any]:
     """The report as plain data for ``--json``."""
     caught, counted = report.figure()
-    return {"caught": caught, "counted": counted,
-            "percent": round(100.0 * caught / counted, 1) if counted else 0.0,
-            "seconds": round(report.seconds, 1), "modules": report.modules(),
-            "outcomes": [asdict(o) for o in report.outcomes]}
+    return {
+        "caught": caught,
+        "counted": counted,
+        "percent": round(100.0 * caught / counted, 1) if counted else 0.0,
+        "seconds": round(report.seconds, 1),
+        "modules": report.modules(),
+        "outcomes": [asdict(o) for o in report.outcomes],
+    }
 
 
 def main(argv: Iterable[str] | None = None) -> int:
     """Parse the options, run the mutations, print the report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--only", action="append", default=[], metavar="PATTERN",
-                        help="only mutations whose id or path matches (glob or substring); repeatable")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="only mutations whose id or path matches (glob or substring); repeatable",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="mutations run at once (default 1)")
-    parser.add_argument("--timeout", type=float, default=300.0,
-                        help="seconds per mutation's test run (default 300)")
-    parser.add_argument("--worktree", action="store_true",
-                        help="copy the working tree (uncommitted files too) instead of HEAD")
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds per mutation's test run (default 300)"
+    )
+    parser.add_argument(
+        "--worktree",
+        action="store_true",
+        help="copy the working tree (uncommitted files too) instead of HEAD",
+    )
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the report as JSON")
-    parser.add_argument("--fail-under", type=float, metavar="PCT",
-                        help="exit 1 when the overall figure is below PCT")
+    parser.add_argument(
+        "--fail-under", type=float, metavar="PCT", help="exit 1 when the overall figure is below PCT"
+    )
     parser.add_argument("--list", action="store_true", help="print the mutations and exit")
     parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
     parser.add_argument("--mutations", type=Path, help=argparse.SUPPRESS)
@@ -331,8 +395,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print("mutate: --jobs must be at least 1 and --timeout positive", file=sys.stderr)
         return 64
-    listed = select(load_mutations(args.mutations or Path(__file__).with_name("mutations.py")),
-                    args.only)
+    listed = select(load_mutations(args.mutations or Path(__file__).with_name("mutations.py")), args.only)
     if not listed:
         print(f"mutate: no mutation matches {args.only}", file=sys.stderr)
         return 64
@@ -340,8 +403,16 @@ def main(argv: Iterable[str] | None = None) -> int:
         for key, mutation in listed:
             print(f"{key:<24} {mutation.path}: {mutation.description}")
         return 0
-    report = run(args.repo.resolve(), listed, python=args.python, jobs=args.jobs, timeout=args.timeout,
-                 worktree=args.worktree, package=args.package, echo=lambda s: print(s, flush=True))
+    report = run(
+        args.repo.resolve(),
+        listed,
+        python=args.python,
+        jobs=args.jobs,
+        timeout=args.timeout,
+        worktree=args.worktree,
+        package=args.package,
+        echo=lambda s: print(s, flush=True),
+    )
     for line in summary(report):
         print(line)
     if args.json:

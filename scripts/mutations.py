@@ -14,22 +14,46 @@ from __future__ import annotations
 
 # The rule tests of any kind (tests/test_rules.py, test_rules_pinned.py, test_rules_*.py).
 RULES = "tests/test_rules*.py"
-MERGE = ("tests/test_merge_index.py", "tests/test_hidden_devices.py", RULES,
-         "tests/plugins/vulkan/test_vulkan_duplicates.py")
+MERGE = (
+    "tests/test_merge_index.py",
+    "tests/test_hidden_devices.py",
+    RULES,
+    "tests/plugins/vulkan/test_vulkan_duplicates.py",
+)
 RANKING = (RULES, "tests/test_unused_reason.py", "tests/cli/test_cli_explain.py")
 PLAN = ("tests/test_plan.py", RULES)
 LOAD = ("tests/test_load.py", RULES)
 FIT = ("tests/test_fit.py", "tests/test_fit_reader_hostile.py", RULES, "tests/fit")
 SELECT = ("tests/test_select.py", "tests/test_select_hostile.py", RULES)
-VISIBILITY = ("tests/test_visible_env.py", "tests/test_shell_output.py", "tests/test_visibility_ids.py",
-              "tests/test_inherited_masks.py", RULES)
+VISIBILITY = (
+    "tests/test_visible_env.py",
+    "tests/test_shell_output.py",
+    "tests/test_visibility_ids.py",
+    "tests/test_inherited_masks.py",
+    RULES,
+)
 RECORDS = ("tests/test_records.py", "tests/test_border_errors.py", "tests/test_wire.py", RULES)
-CONTEXT = ("tests/test_system.py", "tests/test_files_hostile.py", "tests/test_pcibus.py",
-           "tests/test_system_properties.py", "tests/plugins/rocm/test_sysfs_hostile.py", RULES)
-RUNNER = ("tests/test_runner.py", "tests/test_runner_protocol.py", "tests/test_runner_hostile.py", RULES,
-          "tests/test_runner_slow_clients.py")
-ISOLATION = ("tests/test_isolation.py", "tests/test_isolation_bounds.py", RULES,
-             "tests/test_isolation_workers.py")
+CONTEXT = (
+    "tests/test_system.py",
+    "tests/test_files_hostile.py",
+    "tests/test_pcibus.py",
+    "tests/test_system_properties.py",
+    "tests/plugins/rocm/test_sysfs_hostile.py",
+    RULES,
+)
+RUNNER = (
+    "tests/test_runner.py",
+    "tests/test_runner_protocol.py",
+    "tests/test_runner_hostile.py",
+    RULES,
+    "tests/test_runner_slow_clients.py",
+)
+ISOLATION = (
+    "tests/test_isolation.py",
+    "tests/test_isolation_bounds.py",
+    RULES,
+    "tests/test_isolation_workers.py",
+)
 NFD = ("tests/test_nfd.py", RULES)
 CUDA = ("tests/plugins/cuda", "tests/test_visible_env.py", RULES)
 ROCM = ("tests/plugins/rocm", "tests/test_inherited_masks.py", RULES)
@@ -41,463 +65,1139 @@ MUTATIONS: list[tuple[str, str, str, tuple[str, ...], str]] = []
 # --- core/merge.py: the seed's Compare, IsBetter and the merge of duplicates
 _m = "core/merge.py"
 MUTATIONS += [
-    (_m, "        if a.pci_id.lower() != b.pci_id.lower():", "        if a.pci_id != b.pci_id:", MERGE,
-     "PCI ids compare case-sensitively"),
-    (_m, """    if is_duplicate(a, b):
+    (
+        _m,
+        "        if a.pci_id.lower() != b.pci_id.lower():",
+        "        if a.pci_id != b.pci_id:",
+        MERGE,
+        "PCI ids compare case-sensitively",
+    ),
+    (
+        _m,
+        """    if is_duplicate(a, b):
         return DeviceComparison.DUPLICATE
-    if a.pci_id != b.pci_id:""", """    if a.pci_id != b.pci_id:""", MERGE,
-     "Compare no longer asks the plugins' duplicate heuristics"),
-    (_m, """    if a.device_id != b.device_id:
+    if a.pci_id != b.pci_id:""",
+        """    if a.pci_id != b.pci_id:""",
+        MERGE,
+        "Compare no longer asks the plugins' duplicate heuristics",
+    ),
+    (
+        _m,
+        """    if a.device_id != b.device_id:
         return DeviceComparison.UNIQUE
     return _same_card(a, b)
 
 
-def _same_card""", """    return _same_card(a, b)
+def _same_card""",
+        """    return _same_card(a, b)
 
 
-def _same_card""", MERGE, "devices without PCI ids match whatever their DeviceID"),
-    (_m, "    if a.library == b.library:\n        return DeviceComparison.SAME_BACKEND",
-     "    if a.library != b.library:\n        return DeviceComparison.SAME_BACKEND", MERGE,
-     "same card from two libraries is SAME_BACKEND, from one library DUPLICATE"),
-    (_m, "(0, int(part)) if part.isdigit() else (1, part)", "(1, part) if part.isdigit() else (1, part)",
-     MERGE, "library variants compare as strings (v9 above v12)"),
-    (_m, "    return _version_key(b_split[1]) > _version_key(a_split[1])",
-     "    return _version_key(b_split[1]) < _version_key(a_split[1])", MERGE,
-     "the older library variant wins"),
-    (_m, """                replace = (new_first and not old_first) or (
-                    new_first == old_first and bool(old.hidden_by) and not new.hidden_by)""",
-     """                replace = new_first and not old_first""", MERGE,
-     "a visible duplicate no longer beats a hidden one when preference ties"),
-    (_m, "                replace = (new_first and not old_first) or (",
-     "                replace = (new_first and old_first) or (", MERGE,
-     "the preferred library no longer wins a duplicate"),
-    (_m, "            elif bool(old.hidden_by) != bool(new.hidden_by):\n                replace = bool(old.hidden_by)",
-     "            elif bool(old.hidden_by) != bool(new.hidden_by):\n                replace = bool(new.hidden_by)",
-     MERGE, "SAME_BACKEND keeps the hidden device over the visible one"),
-    (_m, """            if (how is DeviceComparison.SAME_BACKEND and source == old_source
-                    and old.device_id != new.device_id):
-                continue""", """            if (how is DeviceComparison.SAME_BACKEND and source == old_source
-                    and old.id != new.id and False):
-                continue""", MERGE, "partitions of one card (MIG, MI300) are merged away"),
+def _same_card""",
+        MERGE,
+        "devices without PCI ids match whatever their DeviceID",
+    ),
+    (
+        _m,
+        "    if a.library == b.library:\n        return DeviceComparison.SAME_BACKEND",
+        "    if a.library != b.library:\n        return DeviceComparison.SAME_BACKEND",
+        MERGE,
+        "same card from two libraries is SAME_BACKEND, from one library DUPLICATE",
+    ),
+    (
+        _m,
+        "(0, int(part)) if part.isdigit() else (1, part)",
+        "(1, part) if part.isdigit() else (1, part)",
+        MERGE,
+        "library variants compare as strings (v9 above v12)",
+    ),
+    (
+        _m,
+        "    return _version_key(b_split[1]) > _version_key(a_split[1])",
+        "    return _version_key(b_split[1]) < _version_key(a_split[1])",
+        MERGE,
+        "the older library variant wins",
+    ),
+    (
+        _m,
+        """                replace = (new_first and not old_first) or (
+                    new_first == old_first and bool(old.hidden_by) and not new.hidden_by
+                )""",
+        """                replace = new_first and not old_first""",
+        MERGE,
+        "a visible duplicate no longer beats a hidden one when preference ties",
+    ),
+    (
+        _m,
+        "                replace = (new_first and not old_first) or (",
+        "                replace = (new_first and old_first) or (",
+        MERGE,
+        "the preferred library no longer wins a duplicate",
+    ),
+    (
+        _m,
+        "            elif bool(old.hidden_by) != bool(new.hidden_by):\n                replace = bool(old.hidden_by)",
+        "            elif bool(old.hidden_by) != bool(new.hidden_by):\n                replace = bool(new.hidden_by)",
+        MERGE,
+        "SAME_BACKEND keeps the hidden device over the visible one",
+    ),
+    (
+        _m,
+        """                and old.device_id != new.device_id
+            ):
+                continue""",
+        """                and old.device_id != new.device_id
+                and False
+            ):
+                continue""",
+        MERGE,
+        "partitions of one card (MIG, MI300) are merged away",
+    ),
 ]
 
 # --- core/ranking.py: the order of devices
 _m = "core/ranking.py"
 MUTATIONS += [
-    (_m, '    Criterion("software", lambda d: d.software),\n    Criterion("unused", lambda d: bool(d.unused_reason)),',
-     '    Criterion("unused", lambda d: bool(d.unused_reason)),\n    Criterion("software", lambda d: d.software),',
-     RANKING, "an unused real GPU ranks after a software renderer"),
-    (_m, 'Criterion("integrated", lambda d: d.integrated),', 'Criterion("integrated", lambda d: not d.integrated),',
-     RANKING, "integrated GPUs rank before discrete"),
-    (_m, 'Criterion("free_memory", lambda d: -d.free_memory),', 'Criterion("free_memory", lambda d: d.free_memory),',
-     RANKING, "free memory ascending"),
-    (_m, 'Criterion("free_memory", lambda d: -d.free_memory),', 'Criterion("free_memory", lambda d: -d.total_memory),',
-     RANKING, "ranked by total memory instead of free"),
-    (_m, "        seen.update(dict.fromkeys(p for p in d.library_path if p not in seen))",
-     "        seen.update(dict.fromkeys(reversed(d.library_path)))", RANKING,
-     "library paths of a device reversed"),
+    (
+        _m,
+        '    Criterion("software", lambda d: d.software),\n    Criterion("unused", lambda d: bool(d.unused_reason)),',
+        '    Criterion("unused", lambda d: bool(d.unused_reason)),\n    Criterion("software", lambda d: d.software),',
+        RANKING,
+        "an unused real GPU ranks after a software renderer",
+    ),
+    (
+        _m,
+        'Criterion("integrated", lambda d: d.integrated),',
+        'Criterion("integrated", lambda d: not d.integrated),',
+        RANKING,
+        "integrated GPUs rank before discrete",
+    ),
+    (
+        _m,
+        'Criterion("free_memory", lambda d: -d.free_memory),',
+        'Criterion("free_memory", lambda d: d.free_memory),',
+        RANKING,
+        "free memory ascending",
+    ),
+    (
+        _m,
+        'Criterion("free_memory", lambda d: -d.free_memory),',
+        'Criterion("free_memory", lambda d: -d.total_memory),',
+        RANKING,
+        "ranked by total memory instead of free",
+    ),
+    (
+        _m,
+        "        seen.update(dict.fromkeys(p for p in d.library_path if p not in seen))",
+        "        seen.update(dict.fromkeys(reversed(d.library_path)))",
+        RANKING,
+        "library paths of a device reversed",
+    ),
 ]
 
 # --- core/plan.py: LAYOUT.md's createLayout, assignLayers, findBestFit, greedyFit, verifyLayout
 _m = "core/plan.py"
 MUTATIONS += [
-    (_m, "    return free - reserved if free > reserved else 0", "    return free - reserved", PLAN,
-     "usable free memory is not floored at 0"),
-    (_m, "    reserved = int(f32(f32(free) * f32(backoff))) + minimum + overhead + graph",
-     "    reserved = int(f32(f32(free) * f32(backoff))) + minimum + graph", PLAN,
-     "the per-GPU overhead is not reserved"),
-    (_m, "    return sorted(devices, key=lambda d: (d.integrated, -d.free_memory))",
-     "    return sorted(devices, key=lambda d: (d.integrated, d.free_memory))", PLAN,
-     "GPUs are filled smallest-free first"),
-    (_m, "        while size > space:", "        while size >= space:", PLAN,
-     "a layer that exactly fits moves on to the previous GPU"),
-    (_m, "            if _count(attempt) == most:", "            if _count(attempt) >= most - 1:", PLAN,
-     "the capacity search accepts a placement with one layer fewer"),
-    (_m, "        gpus = [s._replace(integrated=False) for s in gpus]",
-     "        gpus = list(gpus)", PLAN, "a forced count or spread still splits by performance group"),
-    (_m, "        layers = layers[:-1]\n    return placement", "    return placement", PLAN,
-     "no second try without the output layer"),
-    (_m, "    short = bool(devices) and placed < len(layers) and (num_gpu < 0 or placed < num_gpu)",
-     "    short = bool(devices) and placed < len(layers)", PLAN,
-     "a reached layer count is still short when not every layer fits"),
-    (_m, "            platform != \"darwin\" and cpu > system.free_memory + system.free_swap):",
-     "            platform != \"darwin\" and cpu > system.free_memory):", PLAN,
-     "swap is not counted off darwin"),
-    (_m, "            or not 0 <= backoff <= 1):", "            or not 0 <= backoff):", PLAN,
-     "backoff above 1 is accepted"),
+    (
+        _m,
+        "    return free - reserved if free > reserved else 0",
+        "    return free - reserved",
+        PLAN,
+        "usable free memory is not floored at 0",
+    ),
+    (
+        _m,
+        "    reserved = int(f32(f32(free) * f32(backoff))) + minimum + overhead + graph",
+        "    reserved = int(f32(f32(free) * f32(backoff))) + minimum + graph",
+        PLAN,
+        "the per-GPU overhead is not reserved",
+    ),
+    (
+        _m,
+        "    return sorted(devices, key=lambda d: (d.integrated, -d.free_memory))",
+        "    return sorted(devices, key=lambda d: (d.integrated, d.free_memory))",
+        PLAN,
+        "GPUs are filled smallest-free first",
+    ),
+    (
+        _m,
+        "        while size > space:",
+        "        while size >= space:",
+        PLAN,
+        "a layer that exactly fits moves on to the previous GPU",
+    ),
+    (
+        _m,
+        "            if _count(attempt) == most:",
+        "            if _count(attempt) >= most - 1:",
+        PLAN,
+        "the capacity search accepts a placement with one layer fewer",
+    ),
+    (
+        _m,
+        "        gpus = [s._replace(integrated=False) for s in gpus]",
+        "        gpus = list(gpus)",
+        PLAN,
+        "a forced count or spread still splits by performance group",
+    ),
+    (
+        _m,
+        "        layers = layers[:-1]\n    return placement",
+        "    return placement",
+        PLAN,
+        "no second try without the output layer",
+    ),
+    (
+        _m,
+        "    short = bool(devices) and placed < len(layers) and (num_gpu < 0 or placed < num_gpu)",
+        "    short = bool(devices) and placed < len(layers)",
+        PLAN,
+        "a reached layer count is still short when not every layer fits",
+    ),
+    (
+        _m,
+        '        platform != "darwin" and cpu > system.free_memory + system.free_swap\n',
+        '        platform != "darwin" and cpu > system.free_memory\n',
+        PLAN,
+        "swap is not counted off darwin",
+    ),
+    (
+        _m,
+        "or not 0 <= backoff <= 1:",
+        "or not 0 <= backoff:",
+        PLAN,
+        "backoff above 1 is accepted",
+    ),
 ]
 
 # --- core/load.py: the load loop of LAYOUT.md step 7
 _m = "core/load.py"
 MUTATIONS += [
-    (_m, "    sizes = [w + c for w, c in _pairs(memory.cpu.weights, memory.cpu.cache)]",
-     "    sizes = [w for w, c in _pairs(memory.cpu.weights, memory.cpu.cache)]", LOAD,
-     "a layer's CPU cache is left out of its size"),
-    (_m, "                sizes[i] += w + c", "                sizes[i] += w", LOAD,
-     "a layer's GPU cache is left out of its size"),
-    (_m, "            if new.hash() not in past and new.sum() <= layout.sum():",
-     "            if new.hash() not in past:", LOAD, "a new layout with more layers is tried"),
-    (_m, "            if new.hash() not in past and new.sum() <= layout.sum():",
-     "            if new.sum() <= layout.sum():", LOAD, "a layout tried before is tried again"),
-    (_m, "            if self.num_gpu < 0 and new.sum() - layout.sum() > 1:",
-     "            if self.num_gpu < 0 and new.sum() - layout.sum() > 2:", LOAD,
-     "a jump of two layers does not try the count in between"),
-    (_m, "                        past.clear()  # going up again: coming back down must stay possible\n", "", LOAD,
-     "tried layouts are not forgotten after going up"),
-    (_m, "            if self.num_gpu >= 0:\n                raise", "            if self.num_gpu > 0:\n                raise",
-     LOAD, "num_gpu 0 backs off instead of failing"),
-    (_m, "            if self.backoff > 1:", "            if self.backoff > 2:", LOAD,
-     "backoff may pass 1"),
-    (_m, """        if not reply.success:
-            raise GpuscoutError("failed to commit memory for model")""", "", LOAD,
-     "a failed commit is taken as loaded"),
-    (_m, "                allocate(GPULayersList(), LoadOperation.CLOSE)", "                pass", LOAD,
-     "the runner is not told to release memory after a failure"),
+    (
+        _m,
+        "    sizes = [w + c for w, c in _pairs(memory.cpu.weights, memory.cpu.cache)]",
+        "    sizes = [w for w, c in _pairs(memory.cpu.weights, memory.cpu.cache)]",
+        LOAD,
+        "a layer's CPU cache is left out of its size",
+    ),
+    (
+        _m,
+        "                sizes[i] += w + c",
+        "                sizes[i] += w",
+        LOAD,
+        "a layer's GPU cache is left out of its size",
+    ),
+    (
+        _m,
+        "            if new.hash() not in past and new.sum() <= layout.sum():",
+        "            if new.hash() not in past:",
+        LOAD,
+        "a new layout with more layers is tried",
+    ),
+    (
+        _m,
+        "            if new.hash() not in past and new.sum() <= layout.sum():",
+        "            if new.sum() <= layout.sum():",
+        LOAD,
+        "a layout tried before is tried again",
+    ),
+    (
+        _m,
+        "            if self.num_gpu < 0 and new.sum() - layout.sum() > 1:",
+        "            if self.num_gpu < 0 and new.sum() - layout.sum() > 2:",
+        LOAD,
+        "a jump of two layers does not try the count in between",
+    ),
+    (
+        _m,
+        "                        past.clear()  # going up again: coming back down must stay possible\n",
+        "",
+        LOAD,
+        "tried layouts are not forgotten after going up",
+    ),
+    (
+        _m,
+        "            if self.num_gpu >= 0:\n                raise",
+        "            if self.num_gpu > 0:\n                raise",
+        LOAD,
+        "num_gpu 0 backs off instead of failing",
+    ),
+    (_m, "            if self.backoff > 1:", "            if self.backoff > 2:", LOAD, "backoff may pass 1"),
+    (
+        _m,
+        """        if not reply.success:
+            raise GpuscoutError("failed to commit memory for model")""",
+        "",
+        LOAD,
+        "a failed commit is taken as loaded",
+    ),
+    (
+        _m,
+        "                allocate(GPULayersList(), LoadOperation.CLOSE)",
+        "                pass",
+        LOAD,
+        "the runner is not told to release memory after a failure",
+    ),
 ]
 
 # --- core/fit/*: llama.cpp's memory per device
 _m = "core/fit/estimate.py"
 MUTATIONS += [
-    (_m, "    return (n + to - 1) // to * to", "    return (n + to) // to * to", FIT,
-     "GGML_PAD pads an exact multiple one step further"),
-    (_m, "    n_ubatch = min(n_batch, o.ubatch_size)", "    n_ubatch = o.ubatch_size", FIT,
-     "the micro-batch is not capped by the batch"),
-    (_m, "    swa = n_ctx_seq if o.swa_full else pad(min(n_ctx_seq, h.n_swa + n_ubatch), 256)",
-     "    swa = n_ctx_seq if o.swa_full else pad(min(n_ctx_seq, h.n_swa), 256)", FIT,
-     "sliding-window cells leave out the micro-batch"),
-    (_m, "    tied = not any(t.name == \"output.weight\" for t in output) and embedding is not None",
-     "    tied = embedding is not None", FIT, "an output.weight still counts as a tied output"),
-    (_m, "            if not h.mla:\n", "            if True:\n", FIT, "latent attention still gets a V cache"),
-    (_m, "    per_cell = 2 if o.flash_attn else F32", "    per_cell = F32", FIT,
-     "flash attention's f16 masks counted as f32"),
+    (
+        _m,
+        "    return (n + to - 1) // to * to",
+        "    return (n + to) // to * to",
+        FIT,
+        "GGML_PAD pads an exact multiple one step further",
+    ),
+    (
+        _m,
+        "    n_ubatch = min(n_batch, o.ubatch_size)",
+        "    n_ubatch = o.ubatch_size",
+        FIT,
+        "the micro-batch is not capped by the batch",
+    ),
+    (
+        _m,
+        "    swa = n_ctx_seq if o.swa_full else pad(min(n_ctx_seq, h.n_swa + n_ubatch), 256)",
+        "    swa = n_ctx_seq if o.swa_full else pad(min(n_ctx_seq, h.n_swa), 256)",
+        FIT,
+        "sliding-window cells leave out the micro-batch",
+    ),
+    (
+        _m,
+        '    tied = not any(t.name == "output.weight" for t in output) and embedding is not None',
+        "    tied = embedding is not None",
+        FIT,
+        "an output.weight still counts as a tied output",
+    ),
+    (
+        _m,
+        "            if not h.mla:\n",
+        "            if True:\n",
+        FIT,
+        "latent attention still gets a V cache",
+    ),
+    (
+        _m,
+        "    per_cell = 2 if o.flash_attn else F32",
+        "    per_cell = F32",
+        FIT,
+        "flash attention's f16 masks counted as f32",
+    ),
 ]
 _m = "core/fit/placement.py"
 MUTATIONS += [
-    (_m, "    return device is not None and 0 < getattr(device, \"max_allocation\", 0) < t_bytes",
-     "    return device is not None and 0 < getattr(device, \"max_allocation\", 0) <= t_bytes", FIT,
-     "a tensor exactly the size of the largest allocation is left in host memory"),
-    (_m, "    if options.cache_type_v not in (\"f16\", \"f32\", \"bf16\") and not flash_attn:",
-     "    if options.cache_type_v not in (\"f16\", \"f32\", \"bf16\", \"q8_0\") and not flash_attn:", FIT,
-     "a q8_0 V cache is accepted without flash attention"),
-    (_m, "        if u.total > room:", "        if u.total > d.free_memory:", FIT,
-     "a GPU's reserve is not held back in the verdict"),
+    (
+        _m,
+        '    return device is not None and 0 < getattr(device, "max_allocation", 0) < t_bytes',
+        '    return device is not None and 0 < getattr(device, "max_allocation", 0) <= t_bytes',
+        FIT,
+        "a tensor exactly the size of the largest allocation is left in host memory",
+    ),
+    (
+        _m,
+        '    if options.cache_type_v not in ("f16", "f32", "bf16") and not flash_attn:',
+        '    if options.cache_type_v not in ("f16", "f32", "bf16", "q8_0") and not flash_attn:',
+        FIT,
+        "a q8_0 V cache is accepted without flash attention",
+    ),
+    (
+        _m,
+        "        if u.total > room:",
+        "        if u.total > d.free_memory:",
+        FIT,
+        "a GPU's reserve is not held back in the verdict",
+    ),
 ]
 _m = "core/fit/reader.py"
 MUTATIONS += [
     (_m, "    if version not in (2, 3):", "    if version not in (1, 2, 3):", FIT, "GGUF version 1 is read"),
 ]
 _m = "core/fit/hparams.py"
-MUTATIONS += [
-]
+MUTATIONS += []
 
 # --- core/select.py: the selector language
 _m = "core/select.py"
 MUTATIONS += [
     (_m, "MIN_PREFIX = 4", "MIN_PREFIX = 3", SELECT, "id prefixes of 3 characters are accepted"),
-    (_m, '"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,',
-     '"kib": 1 << 10, "mib": 1 << 20, "gib": 10**9, "tib": 1 << 40,', SELECT, "GiB taken as 10^9"),
-    (_m, "    if size > MAX_SIZE:\n        raise _too_large(shown)", "", SELECT,
-     "a size over 16 EiB is accepted"),
-    (_m, "        if position >= len(devices):", "        if position > len(devices):", SELECT,
-     "a rank one past the end is an IndexError, not NoMatchError"),
-    (_m, "            if not d.free_memory_unknown and d.free_memory - reserve.minimum_memory(d) >= size]",
-     "            if not d.free_memory_unknown and d.free_memory - reserve.minimum_memory(d) > size]", SELECT,
-     "fits: leaves out a device with exactly the size free"),
-    (_m, "            if not d.free_memory_unknown and d.free_memory - reserve.minimum_memory(d) >= size]",
-     "            if not d.free_memory_unknown and d.free_memory >= size]", SELECT, "fits: ignores the minimum reserve"),
-    (_m, "            if not d.free_memory_unknown and d.free_memory - reserve.minimum_memory(d) >= size]",
-     "            if d.free_memory - reserve.minimum_memory(d) >= size]", SELECT,
-     "fits: selects a device whose free memory is unknown"),
-    (_m, "        return (0 if d.pci_id else 1, d.pci_id.lower(), _numeric_key(token), token)",
-     "        return (0 if d.pci_id else 1, d.pci_id.lower(), (0, token), token)", SELECT,
-     "filter ids order as strings (10 before 9)"),
-    (_m, "        return (0 if d.pci_id else 1, d.pci_id.lower(), _numeric_key(token), token)",
-     "        return (0, d.pci_id.lower(), _numeric_key(token), token)", SELECT,
-     "devices without a PCI id sort before those with one"),
-    (_m, "        if len(hits) > 1:\n            raise _ambiguous(selector, hits, devices)\n        if hits:",
-     "        if hits:", SELECT, "an ambiguous prefix picks several devices"),
-    (_m, "    return [devices[i] for i in sorted(chosen)]", "    return [devices[i] for i in chosen]", SELECT,
-     "the union is not in rank order"),
+    (
+        _m,
+        '    "gib": 1 << 30,\n',
+        '    "gib": 10**9,\n',
+        SELECT,
+        "GiB taken as 10^9",
+    ),
+    (
+        _m,
+        "    if size > MAX_SIZE:\n        raise _too_large(shown)",
+        "",
+        SELECT,
+        "a size over 16 EiB is accepted",
+    ),
+    (
+        _m,
+        "        if position >= len(devices):",
+        "        if position > len(devices):",
+        SELECT,
+        "a rank one past the end is an IndexError, not NoMatchError",
+    ),
+    (
+        _m,
+        "        if not d.free_memory_unknown and d.free_memory - reserve.minimum_memory(d) >= size\n",
+        "        if not d.free_memory_unknown and d.free_memory - reserve.minimum_memory(d) > size\n",
+        SELECT,
+        "fits: leaves out a device with exactly the size free",
+    ),
+    (
+        _m,
+        "        if not d.free_memory_unknown and d.free_memory - reserve.minimum_memory(d) >= size\n",
+        "        if not d.free_memory_unknown and d.free_memory >= size\n",
+        SELECT,
+        "fits: ignores the minimum reserve",
+    ),
+    (
+        _m,
+        "        if not d.free_memory_unknown and d.free_memory - reserve.minimum_memory(d) >= size\n",
+        "        if d.free_memory - reserve.minimum_memory(d) >= size\n",
+        SELECT,
+        "fits: selects a device whose free memory is unknown",
+    ),
+    (
+        _m,
+        "        return (0 if d.pci_id else 1, d.pci_id.lower(), _numeric_key(token), token)",
+        "        return (0 if d.pci_id else 1, d.pci_id.lower(), (0, token), token)",
+        SELECT,
+        "filter ids order as strings (10 before 9)",
+    ),
+    (
+        _m,
+        "        return (0 if d.pci_id else 1, d.pci_id.lower(), _numeric_key(token), token)",
+        "        return (0, d.pci_id.lower(), _numeric_key(token), token)",
+        SELECT,
+        "devices without a PCI id sort before those with one",
+    ),
+    (
+        _m,
+        "        if len(hits) > 1:\n            raise _ambiguous(selector, hits, devices)\n        if hits:",
+        "        if hits:",
+        SELECT,
+        "an ambiguous prefix picks several devices",
+    ),
+    (
+        _m,
+        "    return [devices[i] for i in sorted(chosen)]",
+        "    return [devices[i] for i in chosen]",
+        SELECT,
+        "the union is not in rank order",
+    ),
 ]
 
 # --- core/visibility.py: the child's environment and its three formats
 _m = "core/visibility.py"
 MUTATIONS += [
-    (_m, "            if name in env and env[name] != value:", "            if False:", VISIBILITY,
-     "isolation overwrites a variable the selection already sets"),
-    (_m, "            if name in env and env[name] != value:", "            if name in env:", VISIBILITY,
-     "an isolation value equal to the selection's is noted as a conflict"),
-    (_m, "    return isolation_env(scout, devices, env) if isolate else SelectionEnv(env)",
-     "    return isolation_env(scout, devices, env)", VISIBILITY, "every selection isolates other vendors"),
-    (_m, "    return \"'\" + value.replace(\"'\", \"'\\\\''\") + \"'\"", "    return \"'\" + value + \"'\"",
-     VISIBILITY, "a single quote in a value ends the shell quoting"),
-    (_m, '_DOTENV_PLAIN = re.compile(r"[A-Za-z0-9_.,:/@%+=-]*", re.ASCII)',
-     '_DOTENV_PLAIN = re.compile(r"[A-Za-z0-9_.,:/@%+=~-]*", re.ASCII)', VISIBILITY,
-     "a value with ~ is written bare in dotenv output"),
-    (_m, '_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)',
-     '_NAME = re.compile(r"[A-Za-z0-9_]+", re.ASCII)', VISIBILITY,
-     "a variable name may start with a digit"),
-    (_m, '        if "\\0" in value:', '        if False:', VISIBILITY, "a NUL byte in a value is written"),
+    (
+        _m,
+        "            if name in env and env[name] != value:",
+        "            if False:",
+        VISIBILITY,
+        "isolation overwrites a variable the selection already sets",
+    ),
+    (
+        _m,
+        "            if name in env and env[name] != value:",
+        "            if name in env:",
+        VISIBILITY,
+        "an isolation value equal to the selection's is noted as a conflict",
+    ),
+    (
+        _m,
+        "    return isolation_env(scout, devices, env) if isolate else SelectionEnv(env)",
+        "    return isolation_env(scout, devices, env)",
+        VISIBILITY,
+        "every selection isolates other vendors",
+    ),
+    (
+        _m,
+        '    return "\'" + value.replace("\'", "\'\\\\\'\'") + "\'"',
+        '    return "\'" + value + "\'"',
+        VISIBILITY,
+        "a single quote in a value ends the shell quoting",
+    ),
+    (
+        _m,
+        '_DOTENV_PLAIN = re.compile(r"[A-Za-z0-9_.,:/@%+=-]*", re.ASCII)',
+        '_DOTENV_PLAIN = re.compile(r"[A-Za-z0-9_.,:/@%+=~-]*", re.ASCII)',
+        VISIBILITY,
+        "a value with ~ is written bare in dotenv output",
+    ),
+    (
+        _m,
+        '_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)',
+        '_NAME = re.compile(r"[A-Za-z0-9_]+", re.ASCII)',
+        VISIBILITY,
+        "a variable name may start with a digit",
+    ),
+    (_m, '        if "\\0" in value:', "        if False:", VISIBILITY, "a NUL byte in a value is written"),
 ]
 
 # --- core/records.py: the records and their invariants
 _m = "core/records.py"
 MUTATIONS += [
-    (_m, "        if not low <= value <= high:", "        if not low <= value:", RECORDS,
-     "byte counts over 2**64-1 are accepted"),
-    (_m, "        if isinstance(value, bool) or not isinstance(value, int):\n            raise _refuse(instance, attribute.name, expected, value)",
-     "        if not isinstance(value, int):\n            raise _refuse(instance, attribute.name, expected, value)",
-     RECORDS, "a bool is accepted as a byte count"),
-    (_m, '            return f"gfx{self.compute_major:x}{self.compute_minor:02x}"',
-     '            return f"gfx{self.compute_major:x}{self.compute_minor:x}"', RECORDS,
-     "the gfx label drops the minor's leading zero"),
-    (_m, '        if self.library.lower() == "rocm":', '        if self.library == "rocm":', RECORDS,
-     "ROCm's compute label is case-sensitive on the library"),
-    (_m, "    if not minimum <= value < _INT_LIMIT:", "    if not minimum <= value <= _INT_LIMIT:", RECORDS,
-     "2**63 passes the border"),
-    (_m, "        fields[name] = _plain_int(getattr(value, name), f\"{where}.{name}\", 0)",
-     "        fields[name] = _plain_int(getattr(value, name), f\"{where}.{name}\", -_INT_LIMIT)", RECORDS,
-     "negative sizes pass the border"),
-    (_m, "    if fields[\"pci_id\"] and not _PCI_ID.fullmatch(fields[\"pci_id\"]):",
-     "    if fields[\"pci_id\"] and not _PCI_ID.match(fields[\"pci_id\"]):", RECORDS,
-     "a PCI id with trailing text passes the border"),
-    (_m, "    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63",
-     "    return isinstance(value, int) and 0 <= value < 2**63", RECORDS, "True counts as a size"),
+    (
+        _m,
+        "        if not low <= value <= high:",
+        "        if not low <= value:",
+        RECORDS,
+        "byte counts over 2**64-1 are accepted",
+    ),
+    (
+        _m,
+        "        if isinstance(value, bool) or not isinstance(value, int):\n            raise _refuse(instance, attribute.name, expected, value)",
+        "        if not isinstance(value, int):\n            raise _refuse(instance, attribute.name, expected, value)",
+        RECORDS,
+        "a bool is accepted as a byte count",
+    ),
+    (
+        _m,
+        '            return f"gfx{self.compute_major:x}{self.compute_minor:02x}"',
+        '            return f"gfx{self.compute_major:x}{self.compute_minor:x}"',
+        RECORDS,
+        "the gfx label drops the minor's leading zero",
+    ),
+    (
+        _m,
+        '        if self.library.lower() == "rocm":',
+        '        if self.library == "rocm":',
+        RECORDS,
+        "ROCm's compute label is case-sensitive on the library",
+    ),
+    (
+        _m,
+        "    if not minimum <= value < _INT_LIMIT:",
+        "    if not minimum <= value <= _INT_LIMIT:",
+        RECORDS,
+        "2**63 passes the border",
+    ),
+    (
+        _m,
+        '        fields[name] = _plain_int(getattr(value, name), f"{where}.{name}", 0)',
+        '        fields[name] = _plain_int(getattr(value, name), f"{where}.{name}", -_INT_LIMIT)',
+        RECORDS,
+        "negative sizes pass the border",
+    ),
+    (
+        _m,
+        '    if fields["pci_id"] and not _PCI_ID.fullmatch(fields["pci_id"]):',
+        '    if fields["pci_id"] and not _PCI_ID.match(fields["pci_id"]):',
+        RECORDS,
+        "a PCI id with trailing text passes the border",
+    ),
+    (
+        _m,
+        "    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63",
+        "    return isinstance(value, int) and 0 <= value < 2**63",
+        RECORDS,
+        "True counts as a size",
+    ),
 ]
 
 # --- core/context.py: the plugin's window onto env and files
 _m = "core/context.py"
 MUTATIONS += [
-    (_m, "    return value if value < U64_LIMIT else None", "    return value if value <= U64_LIMIT else None",
-     CONTEXT, "2**64 reads as a 64-bit counter"),
-    (_m, "                if not parts:\n                    return None\n                parts.pop()",
-     "                if parts:\n                    parts.pop()", CONTEXT, "a path climbing out of the root stays at it"),
-    (_m, "            while size <= MAX_READ_BYTES:", "            while size < MAX_READ_BYTES:", CONTEXT,
-     "a file of more than MAX_READ_BYTES is read cut off"),
-    (_m, "        if size > MAX_READ_BYTES:", "        if size > MAX_READ_BYTES + 1:", CONTEXT,
-     "a file one byte over the limit is returned cut"),
-    (_m, "        if value is None and text and text not in allow:", "        if value is None and text:", CONTEXT,
-     "an allowed word (cgroup's max) is noted as garbage"),
-    (_m, "        return sorted(names)\n", "        return names\n", CONTEXT, "directory names are not sorted"),
-    (_m, "        if self.time_left() == 0:\n", "        if False:\n", CONTEXT, "files are read after the deadline"),
-    (_m, "        if len(self.notes) < MAX_NOTES - 1:", "        if True:", CONTEXT, "notes grow without bound"),
+    (
+        _m,
+        "    return value if value < U64_LIMIT else None",
+        "    return value if value <= U64_LIMIT else None",
+        CONTEXT,
+        "2**64 reads as a 64-bit counter",
+    ),
+    (
+        _m,
+        "                if not parts:\n                    return None\n                parts.pop()",
+        "                if parts:\n                    parts.pop()",
+        CONTEXT,
+        "a path climbing out of the root stays at it",
+    ),
+    (
+        _m,
+        "            while size <= MAX_READ_BYTES:",
+        "            while size < MAX_READ_BYTES:",
+        CONTEXT,
+        "a file of more than MAX_READ_BYTES is read cut off",
+    ),
+    (
+        _m,
+        "        if size > MAX_READ_BYTES:",
+        "        if size > MAX_READ_BYTES + 1:",
+        CONTEXT,
+        "a file one byte over the limit is returned cut",
+    ),
+    (
+        _m,
+        "        if value is None and text and text not in allow:",
+        "        if value is None and text:",
+        CONTEXT,
+        "an allowed word (cgroup's max) is noted as garbage",
+    ),
+    (
+        _m,
+        "        return sorted(names)\n",
+        "        return names\n",
+        CONTEXT,
+        "directory names are not sorted",
+    ),
+    (
+        _m,
+        "        if self.time_left() == 0:\n",
+        "        if False:\n",
+        CONTEXT,
+        "files are read after the deadline",
+    ),
+    (
+        _m,
+        "        if len(self.notes) < MAX_NOTES - 1:",
+        "        if True:",
+        CONTEXT,
+        "notes grow without bound",
+    ),
 ]
 
 # --- core/runner/*: the child runner, its replies and the validation of devices
 _m = "core/runner/client.py"
 MUTATIONS += [
-    (_m, "    if got is None or not hmac.compare_digest(got.encode(\"latin-1\"), token.encode(\"ascii\")):",
-     "    if got is None:", RUNNER, "an answer with another child's token is accepted"),
-    (_m, "    if got is None and not required:\n        return", "    if got is None:\n        return", RUNNER,
-     "a required token may be missing"),
-    (_m, "        if status == 503:  # more connections than it serves at once: ask again",
-     "        if status == 599:  # more connections than it serves at once: ask again", RUNNER,
-     "a busy runner (503) is an error, not asked again"),
+    (
+        _m,
+        '    if got is None or not hmac.compare_digest(got.encode("latin-1"), token.encode("ascii")):',
+        "    if got is None:",
+        RUNNER,
+        "an answer with another child's token is accepted",
+    ),
+    (
+        _m,
+        "    if got is None and not required:\n        return",
+        "    if got is None:\n        return",
+        RUNNER,
+        "a required token may be missing",
+    ),
+    (
+        _m,
+        "        if status == 503:  # more connections than it serves at once: ask again",
+        "        if status == 599:  # more connections than it serves at once: ask again",
+        RUNNER,
+        "a busy runner (503) is an error, not asked again",
+    ),
 ]
 _m = "core/runner/reply.py"
 MUTATIONS += [
-    (_m, "    if len(digits) > 12 or int(digits) > MAX_BODY:", "    if len(digits) > 12:", RUNNER,
-     "a Content-Length over MAX_BODY is accepted"),
-    (_m, "        if name == \"content-length\" and headers.get(name, value) != value:",
-     "        if False:", RUNNER, "two different Content-Lengths are accepted"),
-    (_m, "    if len(body) < head.length:\n", "    if len(body) < head.length - 1:\n", RUNNER,
-     "a body one byte short is accepted"),
+    (
+        _m,
+        "    if len(digits) > 12 or int(digits) > MAX_BODY:",
+        "    if len(digits) > 12:",
+        RUNNER,
+        "a Content-Length over MAX_BODY is accepted",
+    ),
+    (
+        _m,
+        '        if name == "content-length" and headers.get(name, value) != value:',
+        "        if False:",
+        RUNNER,
+        "two different Content-Lengths are accepted",
+    ),
+    (
+        _m,
+        "    if len(body) < head.length:\n",
+        "    if len(body) < head.length - 1:\n",
+        RUNNER,
+        "a body one byte short is accepted",
+    ),
 ]
 _m = "core/runner/server.py"
 MUTATIONS += [
-    (_m, "            if self.path.split(\"?\", 1)[0] != \"/info\":", "            if not self.path.startswith(\"/info\"):",
-     RUNNER, "/infox answers devices instead of 404"),
-    (_m, "            if token:\n                self.send_header(TOKEN_HEADER, token)", "            pass", RUNNER,
-     "the runner's replies leave out the token"),
+    (
+        _m,
+        '            if self.path.split("?", 1)[0] != "/info":',
+        '            if not self.path.startswith("/info"):',
+        RUNNER,
+        "/infox answers devices instead of 404",
+    ),
+    (
+        _m,
+        "            if token:\n                self.send_header(TOKEN_HEADER, token)",
+        "            pass",
+        RUNNER,
+        "the runner's replies leave out the token",
+    ),
 ]
 _m = "core/runner/validation.py"
 MUTATIONS += [
-    (_m, "        return a.uuid.lower() == b.uuid.lower()", "        return a.uuid == b.uuid", RUNNER,
-     "UUIDs compare case-sensitively in validation"),
-    (_m, "            reason = None if seen_it else \"init validation failed: device not seen by the child\"",
-     "            reason = None", RUNNER, "a device the child does not see is kept"),
+    (
+        _m,
+        "        return a.uuid.lower() == b.uuid.lower()",
+        "        return a.uuid == b.uuid",
+        RUNNER,
+        "UUIDs compare case-sensitively in validation",
+    ),
+    (
+        _m,
+        '            reason = None if seen_it else "init validation failed: device not seen by the child"',
+        "            reason = None",
+        RUNNER,
+        "a device the child does not see is kept",
+    ),
 ]
 
 # --- core/isolation/*: enumeration in child processes
 _m = "core/isolation/__init__.py"
 MUTATIONS += [
-    (_m, "    if \"name\" not in data or data.get(\"status\") not in (\"ok\", \"failed\", \"timeout\"):",
-     "    if \"name\" not in data:", ISOLATION, "an answer with an unknown status is believed"),
-    (_m, "        if len(self._line) > MAX_LINE:", "        if len(self._line) > MAX_LINE * 64:", ISOLATION,
-     "an answer line over MAX_LINE keeps growing"),
-    (_m, "        if got.name in self.names:\n            self.outcomes.setdefault(got.name, got)",
-     "        if got.name in self.names:\n            self.outcomes[got.name] = got", ISOLATION,
-     "a second line for one plugin replaces the first"),
-    (_m, "        if got.name in self.names:\n", "        if True:\n", ISOLATION,
-     "an answer for a plugin that was not asked for is believed"),
+    (
+        _m,
+        '    if "name" not in data or data.get("status") not in ("ok", "failed", "timeout"):',
+        '    if "name" not in data:',
+        ISOLATION,
+        "an answer with an unknown status is believed",
+    ),
+    (
+        _m,
+        "        if len(self._line) > MAX_LINE:",
+        "        if len(self._line) > MAX_LINE * 64:",
+        ISOLATION,
+        "an answer line over MAX_LINE keeps growing",
+    ),
+    (
+        _m,
+        "        if got.name in self.names:\n            self.outcomes.setdefault(got.name, got)",
+        "        if got.name in self.names:\n            self.outcomes[got.name] = got",
+        ISOLATION,
+        "a second line for one plugin replaces the first",
+    ),
+    (
+        _m,
+        "        if got.name in self.names:\n",
+        "        if True:\n",
+        ISOLATION,
+        "an answer for a plugin that was not asked for is believed",
+    ),
 ]
 _m = "core/isolation/child.py"
 MUTATIONS += [
-    (_m, "        if status != 0:\n", "        if status not in (0, 1):\n", ISOLATION,
-     "a worker that exits 1 is read as done"),
-    (_m, "            if now >= w.deadline:", "            if now >= w.deadline + 3600:", ISOLATION,
-     "a worker past its deadline is not killed"),
-    (_m, "        if r.status not in (\"ok\", \"disabled\"):", "        if r.status not in (\"ok\", \"disabled\", \"failed\"):",
-     ISOLATION, "a plugin that failed to load in the child goes unreported"),
+    (
+        _m,
+        "        if status != 0:\n",
+        "        if status not in (0, 1):\n",
+        ISOLATION,
+        "a worker that exits 1 is read as done",
+    ),
+    (
+        _m,
+        "            if now >= w.deadline:",
+        "            if now >= w.deadline + 3600:",
+        ISOLATION,
+        "a worker past its deadline is not killed",
+    ),
+    (
+        _m,
+        '        if r.status not in ("ok", "disabled"):',
+        '        if r.status not in ("ok", "disabled", "failed"):',
+        ISOLATION,
+        "a plugin that failed to load in the child goes unreported",
+    ),
 ]
 
 # --- core/cluster/nfd.py: node feature labels
 _m = "core/cluster/nfd.py"
 MUTATIONS += [
-    (_m, "    return (d.driver_major, d.driver_minor) > (0, 0) and min(d.driver_major, d.driver_minor) >= 0",
-     "    return min(d.driver_major, d.driver_minor) >= 0", NFD, "driver 0.0 counts as known"),
-    (_m, "        out[f\"{key}.max\"] = sanitize_value(f\"{key}.max\", show(ranked[-1]))",
-     "        out[f\"{key}.max\"] = sanitize_value(f\"{key}.max\", show(ranked[0]))", NFD,
-     "the .max label shows the minimum"),
-    (_m, "        ranked = sorted(devices, key=lambda d: (order(d), show(d)))",
-     "        ranked = sorted(devices, key=lambda d: show(d))", NFD,
-     "compute and driver ranges order as strings (9.0 above 12.0)"),
-    (_m, "    out[f\"{lib}.flash-attention\"] = _bool(all(flash(d) for d in devices))",
-     "    out[f\"{lib}.flash-attention\"] = _bool(any(flash(d) for d in devices))", NFD,
-     "flash attention labelled safe when one device has it"),
-    (_m, "        out[f\"{lib}.nvidia-driver\"] = str(min(nvidia))", "        out[f\"{lib}.nvidia-driver\"] = str(max(nvidia))",
-     NFD, "the NVIDIA driver label shows the newest, not the oldest"),
-    (_m, "    out[f\"{lib}.memory.smallest-mib\"] = str(min(d.total_memory for d in devices) // _MIB)",
-     "    out[f\"{lib}.memory.smallest-mib\"] = str(min(d.free_memory for d in devices) // _MIB)", NFD,
-     "the smallest-memory label reads free memory"),
-    (_m, "    kinds = {(d.library.lower(), model_name(d), d.total_memory) for d in devices}",
-     "    kinds = {(d.library.lower(), model_name(d)) for d in devices}", NFD,
-     "cards of one model but different memory are homogeneous"),
-    (_m, "    if any(_in_domain(prefix, d) for d in RESERVED_DOMAINS) and not any(",
-     "    if False and not any(", NFD, "a prefix in kubernetes.io is accepted"),
+    (
+        _m,
+        "    return (d.driver_major, d.driver_minor) > (0, 0) and min(d.driver_major, d.driver_minor) >= 0",
+        "    return min(d.driver_major, d.driver_minor) >= 0",
+        NFD,
+        "driver 0.0 counts as known",
+    ),
+    (
+        _m,
+        '        out[f"{key}.max"] = sanitize_value(f"{key}.max", show(ranked[-1]))',
+        '        out[f"{key}.max"] = sanitize_value(f"{key}.max", show(ranked[0]))',
+        NFD,
+        "the .max label shows the minimum",
+    ),
+    (
+        _m,
+        "        ranked = sorted(devices, key=lambda d: (order(d), show(d)))",
+        "        ranked = sorted(devices, key=lambda d: show(d))",
+        NFD,
+        "compute and driver ranges order as strings (9.0 above 12.0)",
+    ),
+    (
+        _m,
+        '    out[f"{lib}.flash-attention"] = _bool(all(flash(d) for d in devices))',
+        '    out[f"{lib}.flash-attention"] = _bool(any(flash(d) for d in devices))',
+        NFD,
+        "flash attention labelled safe when one device has it",
+    ),
+    (
+        _m,
+        '        out[f"{lib}.nvidia-driver"] = str(min(nvidia))',
+        '        out[f"{lib}.nvidia-driver"] = str(max(nvidia))',
+        NFD,
+        "the NVIDIA driver label shows the newest, not the oldest",
+    ),
+    (
+        _m,
+        '    out[f"{lib}.memory.smallest-mib"] = str(min(d.total_memory for d in devices) // _MIB)',
+        '    out[f"{lib}.memory.smallest-mib"] = str(min(d.free_memory for d in devices) // _MIB)',
+        NFD,
+        "the smallest-memory label reads free memory",
+    ),
+    (
+        _m,
+        "    kinds = {(d.library.lower(), model_name(d), d.total_memory) for d in devices}",
+        "    kinds = {(d.library.lower(), model_name(d)) for d in devices}",
+        NFD,
+        "cards of one model but different memory are homogeneous",
+    ),
+    (
+        _m,
+        "    if any(_in_domain(prefix, d) for d in RESERVED_DOMAINS) and not any(",
+        "    if False and not any(",
+        NFD,
+        "a prefix in kubernetes.io is accepted",
+    ),
 ]
 
 # --- plugins/cuda: CUDA_VISIBLE_DEVICES, CUDA's order and the seed's CUDA rules
 _m = "plugins/cuda/visibility.py"
 MUTATIONS += [
-    (_m, "    if match.group(1) == \"-\" and number != 0:", "    if match.group(1) == \"-\":", CUDA,
-     "-0 wraps around instead of naming device 0"),
+    (
+        _m,
+        '    if match.group(1) == "-" and number != 0:',
+        '    if match.group(1) == "-":',
+        CUDA,
+        "-0 wraps around instead of naming device 0",
+    ),
     (_m, "        return 2**64 - number\n", "        return number\n", CUDA, "-1 names device 1"),
-    (_m, "    return hits[0] if len(hits) == 1 else None", "    return hits[0] if hits else None", CUDA,
-     "an ambiguous UUID prefix names the first GPU"),
-    (_m, "    if number is None or number >= len(gpus):", "    if number is None or number > len(gpus):", CUDA,
-     "an index one past the last GPU is an IndexError"),
-    (_m, "        if selected is None:\n            break", "        if selected is None:\n            continue", CUDA,
-     "an invalid entry is skipped instead of ending the list"),
-    (_m, "        if any(uuid in chosen for uuid in selected):\n            return []", "", CUDA,
-     "a device named twice is listed twice instead of selecting nothing"),
-    (_m, "    return list(uuids) if first is None else [first]", "    return list(uuids)", CUDA,
-     "a process sees several MIG instances"),
-    (_m, "        return [m.uuid for m in self.mig] if self.mig_enabled else [self.uuid]",
-     "        return [self.uuid]", CUDA, "a GPU in MIG mode selects itself, not its instances"),
+    (
+        _m,
+        "    return hits[0] if len(hits) == 1 else None",
+        "    return hits[0] if hits else None",
+        CUDA,
+        "an ambiguous UUID prefix names the first GPU",
+    ),
+    (
+        _m,
+        "    if number is None or number >= len(gpus):",
+        "    if number is None or number > len(gpus):",
+        CUDA,
+        "an index one past the last GPU is an IndexError",
+    ),
+    (
+        _m,
+        "        if selected is None:\n            break",
+        "        if selected is None:\n            continue",
+        CUDA,
+        "an invalid entry is skipped instead of ending the list",
+    ),
+    (
+        _m,
+        "        if any(uuid in chosen for uuid in selected):\n            return []",
+        "",
+        CUDA,
+        "a device named twice is listed twice instead of selecting nothing",
+    ),
+    (
+        _m,
+        "    return list(uuids) if first is None else [first]",
+        "    return list(uuids)",
+        CUDA,
+        "a process sees several MIG instances",
+    ),
+    (
+        _m,
+        "        return [m.uuid for m in self.mig] if self.mig_enabled else [self.uuid]",
+        "        return [self.uuid]",
+        CUDA,
+        "a GPU in MIG mode selects itself, not its instances",
+    ),
 ]
 _m = "plugins/cuda/rules.py"
 MUTATIONS += [
-    (_m, "    if device.compute_major < 7 or (device.compute_major == 7 and device.compute_minor == 2):",
-     "    if device.compute_major < 7:", CUDA, "Jetson Xavier (7.2) gets flash attention"),
-    (_m, "    return device.driver_major >= 7", "    return device.driver_major > 7", CUDA,
-     "driver 7 is refused flash attention"),
+    (
+        _m,
+        "    if device.compute_major < 7 or (device.compute_major == 7 and device.compute_minor == 2):",
+        "    if device.compute_major < 7:",
+        CUDA,
+        "Jetson Xavier (7.2) gets flash attention",
+    ),
+    (
+        _m,
+        "    return device.driver_major >= 7",
+        "    return device.driver_major > 7",
+        CUDA,
+        "driver 7 is refused flash attention",
+    ),
 ]
 _m = "plugins/cuda/order.py"
 MUTATIONS += [
-    (_m, "    return len({g.name for g in gpus}) > 1", "    return len(gpus) > 1", CUDA,
-     "identical GPUs still need the driver's probe"),
+    (
+        _m,
+        "    return len({g.name for g in gpus}) > 1",
+        "    return len(gpus) > 1",
+        CUDA,
+        "identical GPUs still need the driver's probe",
+    ),
 ]
 _m = "plugins/cuda/__init__.py"
 MUTATIONS += [
-    (_m, "    must_filter = len(selection) == 1 or all(d.library == LIBRARY for d in selection)",
-     "    must_filter = True", CUDA, "CUDA_VISIBLE_DEVICES is set for mixed selections (confuses ROCm)"),
+    (
+        _m,
+        "    must_filter = len(selection) == 1 or all(d.library == LIBRARY for d in selection)",
+        "    must_filter = True",
+        CUDA,
+        "CUDA_VISIBLE_DEVICES is set for mixed selections (confuses ROCm)",
+    ),
 ]
 
 # --- plugins/rocm: ROCR/HIP visibility (ROCr and ROCclr) and the seed's ROCm rules
 _m = "plugins/rocm/visibility.py"
 MUTATIONS += [
-    (_m, "    if not 5 <= len(token) <= 20:", "    if not 4 <= len(token) <= 20:", ROCM,
-     "a ROCr UUID prefix of 4 characters is accepted"),
-    (_m, "    found = [i for i, u in enumerate(uuids) if u and u.upper().startswith(token)]",
-     "    found = [i for i, u in enumerate(uuids) if u and u.startswith(token)]", ROCM,
-     "ROCr UUIDs match case-sensitively"),
-    (_m, "    return found[0] if len(found) == 1 else None\n\n\ndef rocr_visible",
-     "    return found[0] if found else None\n\n\ndef rocr_visible", ROCM,
-     "an ambiguous ROCr UUID prefix picks the first GPU"),
-    (_m, "    elif digits[0] == \"0\":\n        value = int(digits, 8)", "    elif digits[0] == \"0\":\n        value = int(digits)",
-     ROCM, "a leading 0 reads decimal, not octal"),
-    (_m, "        if index is None or not 0 <= index < len(uuids) or index in chosen:",
-     "        if index is None or not 0 <= index < len(uuids):", ROCM,
-     "a repeated ROCr token is kept twice instead of ending the list"),
-    (_m, "            match = next((i for i, u in enumerate(uuids) if token in (u or NO_UUID)), None)",
-     "            match = next((i for i, u in enumerate(uuids) if token in u), None)", ROCM,
-     "HIP's GPU-XX does not match a GPU without a UUID"),
-    (_m, "        if index not in chosen:\n            chosen.append(index)", "        chosen.append(index)", ROCM,
-     "HIP keeps repeated entries"),
-    (_m, "    if not (token.isascii() and token.isdigit()) or (token[0] == \"0\" and token != \"0\"):",
-     "    if not (token.isascii() and token.isdigit()):", ROCM, "HIP accepts indices with a leading zero"),
-    (_m, "    return env.get(HIP, \"\") or env.get(CUDA, \"\")", "    return env.get(HIP, \"\")", ROCM,
-     "HIP ignores CUDA_VISIBLE_DEVICES when its own list is empty"),
+    (
+        _m,
+        "    if not 5 <= len(token) <= 20:",
+        "    if not 4 <= len(token) <= 20:",
+        ROCM,
+        "a ROCr UUID prefix of 4 characters is accepted",
+    ),
+    (
+        _m,
+        "    found = [i for i, u in enumerate(uuids) if u and u.upper().startswith(token)]",
+        "    found = [i for i, u in enumerate(uuids) if u and u.startswith(token)]",
+        ROCM,
+        "ROCr UUIDs match case-sensitively",
+    ),
+    (
+        _m,
+        "    return found[0] if len(found) == 1 else None\n\n\ndef rocr_visible",
+        "    return found[0] if found else None\n\n\ndef rocr_visible",
+        ROCM,
+        "an ambiguous ROCr UUID prefix picks the first GPU",
+    ),
+    (
+        _m,
+        '    elif digits[0] == "0":\n        value = int(digits, 8)',
+        '    elif digits[0] == "0":\n        value = int(digits)',
+        ROCM,
+        "a leading 0 reads decimal, not octal",
+    ),
+    (
+        _m,
+        "        if index is None or not 0 <= index < len(uuids) or index in chosen:",
+        "        if index is None or not 0 <= index < len(uuids):",
+        ROCM,
+        "a repeated ROCr token is kept twice instead of ending the list",
+    ),
+    (
+        _m,
+        "            match = next((i for i, u in enumerate(uuids) if token in (u or NO_UUID)), None)",
+        "            match = next((i for i, u in enumerate(uuids) if token in u), None)",
+        ROCM,
+        "HIP's GPU-XX does not match a GPU without a UUID",
+    ),
+    (
+        _m,
+        "        if index not in chosen:\n            chosen.append(index)",
+        "        chosen.append(index)",
+        ROCM,
+        "HIP keeps repeated entries",
+    ),
+    (
+        _m,
+        '    if not (token.isascii() and token.isdigit()) or (token[0] == "0" and token != "0"):',
+        "    if not (token.isascii() and token.isdigit()):",
+        ROCM,
+        "HIP accepts indices with a leading zero",
+    ),
+    (
+        _m,
+        '    return env.get(HIP, "") or env.get(CUDA, "")',
+        '    return env.get(HIP, "")',
+        ROCM,
+        "HIP ignores CUDA_VISIBLE_DEVICES when its own list is empty",
+    ),
 ]
 _m = "plugins/rocm/rules.py"
 MUTATIONS += [
-    (_m, "            if int(field) < 0:", "            if int(field) < -1:", ROCM, "-1 counts as a numeric device list"),
-    (_m, "    if env.get(ROCR, \"\"):\n        return \"\"\n    return _first_numeric(env)", "    return _first_numeric(env)",
-     ROCM, "a set ROCR_VISIBLE_DEVICES still gets the seed's ordinal variable"),
-    (_m, "    if hip_reads and hip_reads != written:", "    if hip_reads:", ROCM,
-     "HIP_VISIBLE_DEVICES is written twice when the seed already rewrote it"),
-    (_m, "        if token.strip():\n            ordinal += 1", "        ordinal += 1", ROCM,
-     "a blank filter id counts as an ordinal"),
+    (
+        _m,
+        "            if int(field) < 0:",
+        "            if int(field) < -1:",
+        ROCM,
+        "-1 counts as a numeric device list",
+    ),
+    (
+        _m,
+        '    if env.get(ROCR, ""):\n        return ""\n    return _first_numeric(env)',
+        "    return _first_numeric(env)",
+        ROCM,
+        "a set ROCR_VISIBLE_DEVICES still gets the seed's ordinal variable",
+    ),
+    (
+        _m,
+        "    if hip_reads and hip_reads != written:",
+        "    if hip_reads:",
+        ROCM,
+        "HIP_VISIBLE_DEVICES is written twice when the seed already rewrote it",
+    ),
+    (
+        _m,
+        "        if token.strip():\n            ordinal += 1",
+        "        ordinal += 1",
+        ROCM,
+        "a blank filter id counts as an ordinal",
+    ),
 ]
 
 # --- plugins/vulkan: the seed's duplicate heuristic, ggml-vulkan's visibility and default set
 _m = "plugins/vulkan/rules.py"
 MUTATIONS += [
-    (_m, "            if depth > 0:\n                depth -= 1", "            depth -= 1", VULKAN,
-     "an unmatched ) makes the depth negative"),
-    (_m, "        elif \"a\" <= ch <= \"z\" or \"0\" <= ch <= \"9\":", "        elif \"a\" <= ch <= \"z\":", VULKAN,
-     "digits are dropped from descriptions"),
-    (_m, "    return normalized != \"\" and normalized == normalize_description(b)",
-     "    return normalized == normalize_description(b)", VULKAN, "two empty descriptions are similar"),
-    (_m, "    tolerance = max(larger // 20, 512 * MIB)", "    tolerance = larger // 20", VULKAN,
-     "no 512 MiB floor under the 5 % tolerance"),
-    (_m, "    return larger - smaller <= tolerance", "    return larger - smaller < tolerance", VULKAN,
-     "memory exactly at the tolerance is not similar"),
-    (_m, "TWIN_LIBRARIES = (\"CUDA\", \"ROCm\")", "TWIN_LIBRARIES = (\"CUDA\", \"ROCm\", \"Vulkan\", \"Metal\")", VULKAN,
-     "a Vulkan device may be the description twin of a Metal one"),
-    (_m, "    if {a.library, b.library} != {LIBRARY, METAL} or not (a.integrated and b.integrated):",
-     "    if {a.library, b.library} != {LIBRARY, METAL}:", VULKAN,
-     "a discrete Vulkan GPU is merged with a Metal one by name"),
+    (
+        _m,
+        "            if depth > 0:\n                depth -= 1",
+        "            depth -= 1",
+        VULKAN,
+        "an unmatched ) makes the depth negative",
+    ),
+    (
+        _m,
+        '        elif "a" <= ch <= "z" or "0" <= ch <= "9":',
+        '        elif "a" <= ch <= "z":',
+        VULKAN,
+        "digits are dropped from descriptions",
+    ),
+    (
+        _m,
+        '    return normalized != "" and normalized == normalize_description(b)',
+        "    return normalized == normalize_description(b)",
+        VULKAN,
+        "two empty descriptions are similar",
+    ),
+    (
+        _m,
+        "    tolerance = max(larger // 20, 512 * MIB)",
+        "    tolerance = larger // 20",
+        VULKAN,
+        "no 512 MiB floor under the 5 % tolerance",
+    ),
+    (
+        _m,
+        "    return larger - smaller <= tolerance",
+        "    return larger - smaller < tolerance",
+        VULKAN,
+        "memory exactly at the tolerance is not similar",
+    ),
+    (
+        _m,
+        'TWIN_LIBRARIES = ("CUDA", "ROCm")',
+        'TWIN_LIBRARIES = ("CUDA", "ROCm", "Vulkan", "Metal")',
+        VULKAN,
+        "a Vulkan device may be the description twin of a Metal one",
+    ),
+    (
+        _m,
+        "    if {a.library, b.library} != {LIBRARY, METAL} or not (a.integrated and b.integrated):",
+        "    if {a.library, b.library} != {LIBRARY, METAL}:",
+        VULKAN,
+        "a discrete Vulkan GPU is merged with a Metal one by name",
+    ),
 ]
 _m = "plugins/vulkan/visible.py"
 MUTATIONS += [
-    (_m, "        out.append(-number % _SIZE_T_LIMIT if match.group(1) == \"-\" else number)",
-     "        out.append(number)", VULKAN, "-1 names device 1 instead of wrapping"),
-    (_m, "    bad = [i for i in indices if i >= count]", "    bad = [i for i in indices if i > count]", VULKAN,
-     "an index equal to the count is reported"),
-    (_m, "    unique = list(dict.fromkeys(indices))", "    unique = list(indices)", VULKAN,
-     "a repeated index is reported twice"),
+    (
+        _m,
+        '        out.append(-number % _SIZE_T_LIMIT if match.group(1) == "-" else number)',
+        "        out.append(number)",
+        VULKAN,
+        "-1 names device 1 instead of wrapping",
+    ),
+    (
+        _m,
+        "    bad = [i for i in indices if i >= count]",
+        "    bad = [i for i in indices if i > count]",
+        VULKAN,
+        "an index equal to the count is reported",
+    ),
+    (
+        _m,
+        "    unique = list(dict.fromkeys(indices))",
+        "    unique = list(indices)",
+        VULKAN,
+        "a repeated index is reported twice",
+    ),
 ]
 _m = "plugins/vulkan/default_set.py"
 MUTATIONS += [
-    (_m, "        if not raw.storage_16bit:\n", "        if False:\n", VULKAN,
-     "devices without 16-bit storage are opened"),
-    (_m, "        if driver_priority(kept.vendor_id, raw.driver_id) < driver_priority(kept.vendor_id,",
-     "        if driver_priority(kept.vendor_id, raw.driver_id) > driver_priority(kept.vendor_id,", VULKAN,
-     "the driver of lower priority wins a twin"),
+    (
+        _m,
+        "        if not raw.storage_16bit:\n",
+        "        if False:\n",
+        VULKAN,
+        "devices without 16-bit storage are opened",
+    ),
+    (
+        _m,
+        "        if driver_priority(kept.vendor_id, raw.driver_id) < driver_priority(kept.vendor_id,",
+        "        if driver_priority(kept.vendor_id, raw.driver_id) > driver_priority(kept.vendor_id,",
+        VULKAN,
+        "the driver of lower priority wins a twin",
+    ),
 ]
 
 # --- plugins/metal: ggml-metal's device and memory view
 _m = "plugins/metal/discover.py"
 MUTATIONS += [
-    (_m, "        free_memory=max(0, total - used),", "        free_memory=total,", METAL,
-     "Metal's free memory ignores what is already allocated"),
-    (_m, "    return [devices[at], *devices[:at], *devices[at + 1:]], True",
-     "    return devices, True", METAL, "the system default device is not put first"),
-    (_m, "            records[1:] = [d.evolve(unused_reason=_NOT_DEFAULT) for d in records[1:]]",
-     "            pass", METAL, "devices besides the default are not marked unused"),
-    (_m, "        integrated=bool(device.hasUnifiedMemory()),", "        integrated=False,", METAL,
-     "unified-memory GPUs are not integrated"),
+    (
+        _m,
+        "        free_memory=max(0, total - used),",
+        "        free_memory=total,",
+        METAL,
+        "Metal's free memory ignores what is already allocated",
+    ),
+    (
+        _m,
+        "    return [devices[at], *devices[:at], *devices[at + 1 :]], True",
+        "    return devices, True",
+        METAL,
+        "the system default device is not put first",
+    ),
+    (
+        _m,
+        "            records[1:] = [d.evolve(unused_reason=_NOT_DEFAULT) for d in records[1:]]",
+        "            pass",
+        METAL,
+        "devices besides the default are not marked unused",
+    ),
+    (
+        _m,
+        "        integrated=bool(device.hasUnifiedMemory()),",
+        "        integrated=False,",
+        METAL,
+        "unified-memory GPUs are not integrated",
+    ),
 ]
 _m = "plugins/metal/__init__.py"
 MUTATIONS += [
-    (_m, "    return True if device.library == LIBRARY or device.name == LIBRARY else None",
-     "    return True if device.library == LIBRARY else None", METAL,
-     "a device named Metal from another library loses the seed's flash-attention pass"),
+    (
+        _m,
+        "    return True if device.library == LIBRARY or device.name == LIBRARY else None",
+        "    return True if device.library == LIBRARY else None",
+        METAL,
+        "a device named Metal from another library loses the seed's flash-attention pass",
+    ),
 ]
 MUTATIONS += [
-    ("plugins/metal/__init__.py", "MINIMUM_MEMORY = 512 * MIB", "MINIMUM_MEMORY = 256 * MIB", METAL,
-     "Metal holds back 256 MiB instead of the seed's 512"),
+    (
+        "plugins/metal/__init__.py",
+        "MINIMUM_MEMORY = 512 * MIB",
+        "MINIMUM_MEMORY = 256 * MIB",
+        METAL,
+        "Metal holds back 256 MiB instead of the seed's 512",
+    ),
 ]
-

@@ -43,27 +43,34 @@ def scout_with(gpuscout_scout: ScoutFactory, hidden_machine: None) -> Callable[.
     """Build a Scout holding the built-in rule plugins plus injected devices, and none of this
     machine's real devices (``hidden_machine``), whatever ``env`` says."""
 
-    def make(devices: Sequence[DeviceInfo] = (), *, builtins: Sequence[str] = (
-            "cuda", "rocm", "metal", "vulkan"), env: dict[str, str] | None = None,
-            platform: str = "linux", **kwargs: Any) -> Scout:
+    def make(
+        devices: Sequence[DeviceInfo] = (),
+        *,
+        builtins: Sequence[str] = ("cuda", "rocm", "metal", "vulkan"),
+        env: dict[str, str] | None = None,
+        platform: str = "linux",
+        **kwargs: Any,
+    ) -> Scout:
         # Vulkan's test env only: hidden_machine hides the others' devices, and the env is
         # also what `gpuscout exec` hands its child, where a test looks at every variable.
-        return gpuscout_scout(*builtins, injected(devices), env={**NO_VULKAN_ENV, **(env or {})},
-                              platform=platform, **kwargs)
+        return gpuscout_scout(
+            *builtins, injected(devices), env={**NO_VULKAN_ENV, **(env or {})}, platform=platform, **kwargs
+        )
 
     return make
 
 
-def write_site(root: Path, distribution: str, version: str, modules: dict[str, str],
-               entry_points: dict[str, str]) -> Path:
+def write_site(
+    root: Path, distribution: str, version: str, modules: dict[str, str], entry_points: dict[str, str]
+) -> Path:
     """A folder that is a real install of ``distribution``: dist-info with gpuscout entry points
     (name -> module) and the modules' sources. Put it on PYTHONPATH or sys.path."""
     dist = root / f"{distribution.replace('-', '_')}-{version}.dist-info"
     dist.mkdir(parents=True)
-    (dist / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n")
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n")
     (dist / "entry_points.txt").write_text(
-        "[gpuscout]\n" + "".join(f"{n} = {m}\n" for n, m in entry_points.items()))
+        "[gpuscout]\n" + "".join(f"{n} = {m}\n" for n, m in entry_points.items())
+    )
     for module, source in modules.items():
         (root / f"{module}.py").write_text(textwrap.dedent(source))
     return root
@@ -72,10 +79,10 @@ def write_site(root: Path, distribution: str, version: str, modules: dict[str, s
 @pytest.fixture(scope="session")
 def site_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """Build installed-distribution folders with ``write_site``."""
-    def make(distribution: str, version: str, modules: dict[str, str],
-             entry_points: dict[str, str]) -> Path:
-        return write_site(tmp_path_factory.mktemp("site"), distribution, version, modules,
-                          entry_points)
+
+    def make(distribution: str, version: str, modules: dict[str, str], entry_points: dict[str, str]) -> Path:
+        return write_site(tmp_path_factory.mktemp("site"), distribution, version, modules, entry_points)
+
     return make
 
 
@@ -85,8 +92,7 @@ def machine(scout_with: Callable[..., Scout]) -> Callable[..., Callable[[Any], S
     whose Scout reports ``devices`` under ``env`` (the command line's scout options are ignored)
     and none of this machine's real devices (see ``scout_with``)."""
 
-    def factory(devices: Sequence[DeviceInfo],
-                env: dict[str, str] | None = None) -> Callable[[Any], Scout]:
+    def factory(devices: Sequence[DeviceInfo], env: dict[str, str] | None = None) -> Callable[[Any], Scout]:
         return lambda args: scout_with(devices, env=env)
 
     return factory
@@ -105,8 +111,9 @@ def on_ci() -> bool:
 def require(what: str) -> None:
     """Skip without ``what``, but fail under CI, where .ci/run must have installed it."""
     if on_ci():
-        pytest.fail(f"{what} is missing, but CI must provide it "
-                    "(.ci/run installs mesa-vulkan-drivers libvulkan1)")
+        pytest.fail(
+            f"{what} is missing, but CI must provide it (.ci/run installs mesa-vulkan-drivers libvulkan1)"
+        )
     pytest.skip(f"{what} is missing")
 
 
@@ -136,15 +143,20 @@ def lavapipe_icd() -> str:
 @pytest.fixture
 def lavapipe_env(lavapipe_icd: str) -> dict[str, str]:
     """This process's environment with the loader pinned to lavapipe alone."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("GGML_VK_VISIBLE_DEVICES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("GGML_VK_VISIBLE_DEVICES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES")
+    }
     env["VK_DRIVER_FILES"] = lavapipe_icd
     return env
 
 
 #: Sets SIGINT to its default action, then execs its arguments (the pid stays the same).
-SIGINT_LAUNCHER = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-                   "os.execv(sys.argv[1], sys.argv[1:])")
+SIGINT_LAUNCHER = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
 
 
 def with_default_sigint(argv: Sequence[str]) -> list[str]:
@@ -167,8 +179,9 @@ def env() -> Iterator[dict[str, str]]:
 
     marker = uuid.uuid4().hex
     yield {**os.environ, MARKER: marker}
-    assert eventually(lambda: not processes_with_env(MARKER, marker)), \
+    assert eventually(lambda: not processes_with_env(MARKER, marker)), (
         f"processes left running: {processes_with_env(MARKER, marker)}"
+    )
 
 
 # -- the machine: fake, hidden, or needed as it is --------------------------------------------------
@@ -208,33 +221,30 @@ MARKERS = {
 
 #: Tests of vendor files (owned there) that need the machine without a driver, by node id.
 #: TODO(vendor owners): move each into its file as a mark, then empty this table.
+_NO_DRIVER = "tests/plugins/cuda/test_cuda_no_driver.py::"
+_AMDSMI = "tests/plugins/rocm/test_amdsmi_source.py::"
 VENDOR_MARKS = {
-    "tests/plugins/cuda/test_cuda_no_driver.py::test_missing_driver_gives_no_devices_and_an_ok_report":
-        "needs_no_nvidia_driver",
-    "tests/plugins/cuda/test_cuda_no_driver.py::test_missing_driver_path_does_not_import_pynvml":
-        "needs_no_nvidia_driver",
-    "tests/plugins/cuda/test_cuda_no_driver.py::test_pynvml_itself_reports_library_not_found_here":
-        "needs_no_nvidia_driver",
-    "tests/plugins/cuda/test_cuda_no_driver.py::test_enumeration_without_a_driver_is_fast":
-        "needs_no_nvidia_driver",
-    "tests/plugins/rocm/test_amdsmi_source.py::test_amdsmi_alone_builds_the_record_when_kfd_is_unreadable":
-        "needs_no_amd_gpu",
-    "tests/plugins/rocm/test_amdsmi_source.py::test_amdsmi_gpus_without_dev_kfd_give_no_device_and_say_why":
-        "needs_no_amd_gpu",
-    "tests/plugins/rocm/test_amdsmi_source.py::test_amdsmi_failure_falls_back_to_sysfs":
-        "needs_no_amd_gpu",
-    "tests/plugins/rocm/test_amdsmi_source.py::test_live_root_without_amdsmi_falls_back_to_sysfs_and_names_amdsmi":
-        "needs_no_amd_gpu",
+    _NO_DRIVER + "test_missing_driver_gives_no_devices_and_an_ok_report": "needs_no_nvidia_driver",
+    _NO_DRIVER + "test_missing_driver_path_does_not_import_pynvml": "needs_no_nvidia_driver",
+    _NO_DRIVER + "test_pynvml_itself_reports_library_not_found_here": "needs_no_nvidia_driver",
+    _NO_DRIVER + "test_enumeration_without_a_driver_is_fast": "needs_no_nvidia_driver",
+    _AMDSMI + "test_amdsmi_alone_builds_the_record_when_kfd_is_unreadable": "needs_no_amd_gpu",
+    _AMDSMI + "test_amdsmi_gpus_without_dev_kfd_give_no_device_and_say_why": "needs_no_amd_gpu",
+    _AMDSMI + "test_amdsmi_failure_falls_back_to_sysfs": "needs_no_amd_gpu",
+    _AMDSMI + "test_live_root_without_amdsmi_falls_back_to_sysfs_and_names_amdsmi": "needs_no_amd_gpu",
 }
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--fake-machine", default=os.environ.get(FAKE_MACHINE_ENV, ""), metavar="NAMES",
+        "--fake-machine",
+        default=os.environ.get(FAKE_MACHINE_ENV, ""),
+        metavar="NAMES",
         help="run as if this machine had the recorded hardware: CUDA recordings "
-             f"({', '.join(sorted(p.stem for p in CUDA_RECORDINGS.glob('*.json')))}) and ROCm "
-             f"trees ({', '.join(sorted(p.name for p in ROCM_TREES.iterdir() if p.is_dir()))}), "
-             f"comma separated (default: ${FAKE_MACHINE_ENV})")
+        f"({', '.join(sorted(p.stem for p in CUDA_RECORDINGS.glob('*.json')))}) and ROCm "
+        f"trees ({', '.join(sorted(p.name for p in ROCM_TREES.iterdir() if p.is_dir()))}), "
+        f"comma separated (default: ${FAKE_MACHINE_ENV})",
+    )
 
 
 def fake_machine_names(config: pytest.Config) -> list[str]:
@@ -245,7 +255,8 @@ def fake_machine_names(config: pytest.Config) -> list[str]:
         if not ((CUDA_RECORDINGS / f"{name}.json").is_file() or (ROCM_TREES / name).is_dir()):
             raise pytest.UsageError(
                 f"--fake-machine / {FAKE_MACHINE_ENV}: {name!r} is neither a CUDA recording in "
-                f"{CUDA_RECORDINGS} nor a ROCm tree in {ROCM_TREES}")
+                f"{CUDA_RECORDINGS} nor a ROCm tree in {ROCM_TREES}"
+            )
     return names
 
 
@@ -302,7 +313,8 @@ def _cuda_fakes() -> Any:
     """tests/plugins/cuda/conftest.py as a module (its FakeNvmlRecorded), loaded by path: with
     --import-mode=importlib no test folder is importable by name."""
     spec = importlib.util.spec_from_file_location(
-        "gpuscout_tests_cuda_fakes", TESTS / "plugins" / "cuda" / "conftest.py")
+        "gpuscout_tests_cuda_fakes", TESTS / "plugins" / "cuda" / "conftest.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -330,8 +342,9 @@ def _live_root_read_as(original: Callable[[Any], Any], tree: Path) -> Callable[[
     return enumerate_devices
 
 
-def _machine_as(monkeypatch: pytest.MonkeyPatch, nvml_answer: Callable[[Any], Any] | None,
-                rocm_tree: Path | None) -> None:
+def _machine_as(
+    monkeypatch: pytest.MonkeyPatch, nvml_answer: Callable[[Any], Any] | None, rocm_tree: Path | None
+) -> None:
     """Point the built-ins' seams at another machine: NVML answers ``nvml_answer(context)``
     (off macOS, where the plugin never looks), the live root reads as ``rocm_tree``."""
     if nvml_answer is not None:
@@ -339,25 +352,32 @@ def _machine_as(monkeypatch: pytest.MonkeyPatch, nvml_answer: Callable[[Any], An
 
         real = nvml._load_nvml
         # A replay asks no driver: its recorded answers are hermetic already.
-        monkeypatch.setattr(nvml, "_load_nvml", lambda context: (
-            real(context) if context.platform == "darwin" or context.replaying
-            else nvml_answer(context)))
+        monkeypatch.setattr(
+            nvml,
+            "_load_nvml",
+            lambda context: (
+                real(context) if context.platform == "darwin" or context.replaying else nvml_answer(context)
+            ),
+        )
     if rocm_tree is not None:
         from gpuscout.plugins.rocm import discover
 
-        monkeypatch.setattr(discover, "enumerate_devices",
-                            _live_root_read_as(discover.enumerate_devices, rocm_tree))
+        monkeypatch.setattr(
+            discover, "enumerate_devices", _live_root_read_as(discover.enumerate_devices, rocm_tree)
+        )
 
 
 def _no_driver(context: Any) -> None:
-    context.note("no NVIDIA driver: this machine's GPUs are hidden from the test "
-                 "(tests/conftest.py hidden_machine)")
+    context.note(
+        "no NVIDIA driver: this machine's GPUs are hidden from the test (tests/conftest.py hidden_machine)"
+    )
     return None
 
 
 @pytest.fixture
-def hidden_machine(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
-                   _fake_machine: None) -> None:
+def hidden_machine(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory, _fake_machine: None
+) -> None:
     """The built-in CUDA and ROCm plugins find no device of this machine, real or fake: NVML
     is "not installed" and the live root has no /sys (whatever env the Scout is given). Vulkan
     is kept off real drivers by its ``GPUSCOUT_TEST_ENV``, Metal by ``platform="linux"``."""
@@ -371,8 +391,11 @@ def _fake_machine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     cuda, rocm = _fake_cuda_names(request.config), _fake_rocm_names(request.config)
     if cuda or rocm:
         nv = fake_nvml(cuda) if cuda else None
-        _machine_as(monkeypatch, (lambda context: nv) if nv is not None else None,
-                    ROCM_TREES / rocm[0] if rocm else None)
+        _machine_as(
+            monkeypatch,
+            (lambda context: nv) if nv is not None else None,
+            ROCM_TREES / rocm[0] if rocm else None,
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -427,12 +450,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if not (report.skipped and on_ci()) or hasattr(report, "wasxfail"):
         return report
     reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
-    declared = {str(m.kwargs.get("reason", m.args[0] if m.name == "skip" and m.args else ""))
-                for m in item.iter_markers() if m.name in ("skip", "skipif")}
-    if (item.stash.get(FAKE_CAUSED, False) or item.get_closest_marker("ci_may_skip")
-            or reason.removeprefix("Skipped: ") in declared):
+    declared = {
+        str(m.kwargs.get("reason", m.args[0] if m.name == "skip" and m.args else ""))
+        for m in item.iter_markers()
+        if m.name in ("skip", "skipif")
+    }
+    if (
+        item.stash.get(FAKE_CAUSED, False)
+        or item.get_closest_marker("ci_may_skip")
+        or reason.removeprefix("Skipped: ") in declared
+    ):
         return report
     report.outcome = "failed"
-    report.longrepr = (f"skipped under CI=true, where the machine must provide what the test "
-                       f"needs: {reason}")
+    report.longrepr = f"skipped under CI=true, where the machine must provide what the test needs: {reason}"
     return report

@@ -51,15 +51,35 @@ class Bench:
 
 BENCHES = [
     # Its own RAY_TMPDIR, and ports the OS picks: no collision with tests/test_cluster_ray.py's.
-    Bench("cluster.py", ("--nodes", "1", "--runs", "1"), r"inventory, already attached: +\d+ ms",
-          needs_lavapipe=True),
+    Bench(
+        "cluster.py",
+        ("--nodes", "1", "--runs", "1"),
+        r"inventory, already attached: +\d+ ms",
+        needs_lavapipe=True,
+    ),
     Bench("fit_accuracy.py", ("--only", "llama-gqa", "--worst", "1"), r"\d+ figures held to the targets"),
-    Bench("fit_speed.py", ("{model}", "--runs", "1", "--reader-runs", "1"),
-          r"gpuscout fit FILE --json +\d+\.\d+"),
+    Bench(
+        "fit_speed.py",
+        ("{model}", "--runs", "1", "--reader-runs", "1"),
+        r"gpuscout fit FILE --json +\d+\.\d+",
+    ),
     Bench("isolation.py", ("--runs", "1"), r"gpuscout list --isolated --json: +\d+\.\d ms +ratio"),
-    Bench("llama_reference.py", ("--bin", "{bin}", "--name", "smoke", "--out", "{out}", "--no-standard",
-                                 "--run", "cpu:2048:on", "{model}"),
-          r"smoke cpu ctx=2048 fa=on : rc=0 kv=\{'CPU': 4\.0\} compute=\{'CPU': 15\.5\}"),
+    Bench(
+        "llama_reference.py",
+        (
+            "--bin",
+            "{bin}",
+            "--name",
+            "smoke",
+            "--out",
+            "{out}",
+            "--no-standard",
+            "--run",
+            "cpu:2048:on",
+            "{model}",
+        ),
+        r"smoke cpu ctx=2048 fa=on : rc=0 kv=\{'CPU': 4\.0\} compute=\{'CPU': 15\.5\}",
+    ),
     Bench("merge.py", ("--sizes", "20", "40", "--runs", "1"), r"twins +40 +\d+\.\d+"),
     Bench("plan.py", ("--runs", "1"), r"plan +\d+\.\d+ ms"),
     Bench("plugin_cost.py", ("--runs", "1", "--repeats", "1"), r"cuda: +\d+\.\d+ ms"),
@@ -72,8 +92,9 @@ BENCHES = [
 
 def _fit_writers() -> Any:
     """tests/fit/conftest.py as a module (its GGUF writers), loaded by path."""
-    spec = importlib.util.spec_from_file_location("gpuscout_tests_fit_writers",
-                                                  ROOT / "tests" / "fit" / "conftest.py")
+    spec = importlib.util.spec_from_file_location(
+        "gpuscout_tests_fit_writers", ROOT / "tests" / "fit" / "conftest.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -103,8 +124,13 @@ def test_every_bench_script_is_smoke_tested() -> None:
 @pytest.mark.real_machine
 @pytest.mark.parametrize("bench", BENCHES, ids=lambda b: b.script)
 def test_bench_script_runs_with_tiny_sizes_and_prints_its_figures(
-        bench: Bench, model: Path, tmp_path: Path, short_tmp: Path, env: dict[str, str],
-        request: pytest.FixtureRequest) -> None:
+    bench: Bench,
+    model: Path,
+    tmp_path: Path,
+    short_tmp: Path,
+    env: dict[str, str],
+    request: pytest.FixtureRequest,
+) -> None:
     """The script exits 0 and prints the line that carries its figures."""
     run_env = {k: v for k, v in env.items() if not k.startswith("GPUSCOUT_") or k == "GPUSCOUT_TEST_CHILD"}
     run_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{run_env.get('PATH', '')}"
@@ -117,8 +143,14 @@ def test_bench_script_runs_with_tiny_sizes_and_prints_its_figures(
     (fake_bin / "llama-completion").write_text(textwrap.dedent(FAKE_LLAMA))
     (fake_bin / "llama-completion").chmod(0o755)
     args = [a.format(model=model, bin=fake_bin, out=tmp_path / "out.json") for a in bench.args]
-    out = subprocess.run([sys.executable, str(BENCH / bench.script), *args], cwd=tmp_path,
-                         env=run_env, capture_output=True, text=True, timeout=TIMEOUT)
+    out = subprocess.run(
+        [sys.executable, str(BENCH / bench.script), *args],
+        cwd=tmp_path,
+        env=run_env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     shown = out.stdout + out.stderr
     assert out.returncode == 0, f"{bench.script} exited {out.returncode}:\n{shown[-3000:]}"
     assert re.search(bench.shows, shown), f"{bench.script} printed no {bench.shows!r}:\n{shown[-3000:]}"

@@ -56,8 +56,10 @@ def test_load_refuses_str_weights() -> None:
 
 def test_load_refuses_a_memory_that_is_no_backend_memory() -> None:
     """``load`` with a str for its memory raises GpuscoutError."""
+
     def allocate(layout: GPULayersList, op: LoadOperation) -> Allocation:
         raise AssertionError("never called")
+
     with pytest.raises(GpuscoutError, match="BackendMemory"):
         _scout().load("weights", [], SystemInfo(), allocate)  # type: ignore[arg-type]
 
@@ -89,8 +91,13 @@ def test_system_info_refuses_text_naming_the_field() -> None:
 
 def test_every_documented_construction_still_works() -> None:
     """Any str id and library, compute_major -1, a list path and any mapping are accepted."""
-    d = DeviceInfo(id="\x00 any", library="weird lib", compute_major=-1,
-                   library_path=["/a", "/b"], runner_env_overrides={"A": "1"})
+    d = DeviceInfo(
+        id="\x00 any",
+        library="weird lib",
+        compute_major=-1,
+        library_path=["/a", "/b"],
+        runner_env_overrides={"A": "1"},
+    )
     assert (d.library_path, dict(d.runner_env_overrides)) == (("/a", "/b"), {"A": "1"})
 
 
@@ -118,15 +125,17 @@ def test_to_json_never_writes_nan() -> None:
 def test_print_json_never_writes_nan() -> None:
     """The CLI's JSON printer refuses NaN with a GpuscoutError."""
     from gpuscout.cli.common import print_json
+
     with pytest.raises(GpuscoutError, match="JSON"):
         print_json({"elapsed_ms": math.inf})
 
 
-def test_nfd_expiry_of_5000_digits_is_a_one_line_usage_error(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_nfd_expiry_of_5000_digits_is_a_one_line_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     """``nfd --expiry`` with 5000 digits exits 2 with one line, before any discovery."""
+
     def factory(_: argparse.Namespace) -> Scout:
         raise AssertionError("no discovery for a bad option")
+
     code = main(["nfd", "--dry-run", "--expiry", "1" * 5000 + "s"], scout_factory=factory)
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--expiry" in err
@@ -134,7 +143,8 @@ def test_nfd_expiry_of_5000_digits_is_a_one_line_usage_error(
 
 @pytest.mark.parametrize("host", ["a" * 64, "a..b"])
 def test_cluster_ray_address_with_a_bad_host_label_is_a_one_line_usage_error(
-        host: str, capsys: pytest.CaptureFixture[str]) -> None:
+    host: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A host label over 63 characters, or an empty one, exits 2 with one line."""
     code = main(["cluster", "--ray", f"{host}:6379"])
     err = capsys.readouterr().err
@@ -143,13 +153,16 @@ def test_cluster_ray_address_with_a_bad_host_label_is_a_one_line_usage_error(
 
 def _values() -> st.SearchStrategy[Any]:
     return st.one_of(
-        st.none(), st.booleans(),
-        st.integers(), st.sampled_from([-1, 2**63, 2**64 - 1, 2**64, -(2**63) - 1, HUGE]),
-        st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5),
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.sampled_from([-1, 2**63, 2**64 - 1, 2**64, -(2**63) - 1, HUGE]),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=5),
         st.lists(st.one_of(st.integers(), st.text(max_size=3), st.none()), max_size=3),
-        st.dictionaries(st.text(max_size=3), st.one_of(st.text(max_size=3), st.integers()),
-                        max_size=2),
-        st.builds(DeviceMemory), st.builds(GPULayers),
+        st.dictionaries(st.text(max_size=3), st.one_of(st.text(max_size=3), st.integers()), max_size=2),
+        st.builds(DeviceMemory),
+        st.builds(GPULayers),
     )
 
 
@@ -159,8 +172,7 @@ RECORDS = [DeviceInfo, SystemInfo, DeviceMemory, BackendMemory, GPULayers]
 @pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
-def test_any_value_in_any_field_gives_a_record_or_one_gpuscout_error(
-        cls: type, data: st.DataObject) -> None:
+def test_any_value_in_any_field_gives_a_record_or_one_gpuscout_error(cls: type, data: st.DataObject) -> None:
     """Any field given any value builds the record or raises GpuscoutError, nothing else."""
     field = data.draw(st.sampled_from([f.name for f in attrs.fields(cls)]))
     value = data.draw(_values())

@@ -11,13 +11,17 @@ from typing import Any
 from gpuscout.testing import CliRunner
 
 BUILTINS = ["cuda", "rocm", "metal", "vulkan"]
-REPORT_KEYS = ["name", "version", "distribution", "hooks", "status", "error", "note", "devices",
-               "elapsed_ms"]
+REPORT_KEYS = ["name", "version", "distribution", "hooks", "status", "error", "note", "devices", "elapsed_ms"]
 
 
 def gpuscout(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "gpuscout", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_list_json_prints_one_object_of_the_documented_shape() -> None:
@@ -53,8 +57,7 @@ def test_plugins_json_lists_the_four_builtins_with_reasons() -> None:
 
 def test_disabled_plugins_are_reported_as_disabled() -> None:
     """--disable and GPUSCOUT_DISABLE_PLUGINS mark plugins disabled."""
-    out = gpuscout("plugins", "--json", "--disable", "cuda",
-                   env={"GPUSCOUT_DISABLE_PLUGINS": "metal"})
+    out = gpuscout("plugins", "--json", "--disable", "cuda", env={"GPUSCOUT_DISABLE_PLUGINS": "metal"})
     status = {r["name"]: r["status"] for r in json.loads(out.stdout)}
     assert status["cuda"] == status["metal"] == "disabled" and status["rocm"] == "ok"
 
@@ -97,8 +100,7 @@ def test_an_unknown_command_is_one_line_naming_the_commands() -> None:
 
 def test_a_command_help_page_has_a_description() -> None:
     """`list`, `plugins` and `runner` explain themselves beyond their one-line help."""
-    for command, words in (("list", "best first"), ("plugins", "each plugin"),
-                           ("runner", "GET /info")):
+    for command, words in (("list", "best first"), ("plugins", "each plugin"), ("runner", "GET /info")):
         out = gpuscout(command, "--help", env={"COLUMNS": "300"})
         assert out.returncode == 0, out.stderr
         description = out.stdout.split("\n\n")[1]
@@ -107,24 +109,34 @@ def test_a_command_help_page_has_a_description() -> None:
 
 def test_an_unconfigured_host_gets_nothing_on_stdout() -> None:
     """A host that never configured structlog sees no gpuscout log lines on its stdout."""
-    code = ("from gpuscout import Scout, DeviceInfo;"
-            "s = Scout(entry_points=False);"
-            "s.discover();"
-            "s.flash_attention_supported([DeviceInfo(library='CUDA', compute_major=8)])")
+    code = (
+        "from gpuscout import Scout, DeviceInfo;"
+        "s = Scout(entry_points=False);"
+        "s.discover();"
+        "s.flash_attention_supported([DeviceInfo(library='CUDA', compute_major=8)])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout == ""
     assert "rules.cuda_driver_unknown" in out.stderr
 
 
 def test_the_table_marks_software_devices_and_unknown_compute(
-        gpuscout_cli: CliRunner, monkeypatch: Any) -> None:
+    gpuscout_cli: CliRunner, monkeypatch: Any
+) -> None:
     """A software device shows as such, an unknown compute capability as a dash."""
     from gpuscout import DeviceInfo
 
     monkeypatch.setenv("COLUMNS", "200")
-    llvmpipe = DeviceInfo(id="0", library="Vulkan", description="llvmpipe", software=True,
-                          compute_major=-1, compute_minor=-1, total_memory=2**31,
-                          free_memory=2**31)
+    llvmpipe = DeviceInfo(
+        id="0",
+        library="Vulkan",
+        description="llvmpipe",
+        software=True,
+        compute_major=-1,
+        compute_minor=-1,
+        total_memory=2**31,
+        free_memory=2**31,
+    )
     code, out, _ = gpuscout_cli(["list", "--include-software"], [llvmpipe])
     assert code == 0
     row = next(line for line in out.splitlines() if "llvmpipe" in line)

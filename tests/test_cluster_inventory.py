@@ -52,24 +52,51 @@ A100 = "NVIDIA A100-SXM4-80GB"
 MI300X = "AMD Instinct MI300X"
 
 
-def gpu(name: str = H100, library: str = "CUDA", index: int = 0, total: int = 80 * GIB,
-        free: int = 70 * GIB, **more: Any) -> DeviceInfo:
-    return DeviceInfo(id=str(index), library=library, name=name, description=name,
-                      total_memory=total, free_memory=free, **more)
+def gpu(
+    name: str = H100,
+    library: str = "CUDA",
+    index: int = 0,
+    total: int = 80 * GIB,
+    free: int = 70 * GIB,
+    **more: Any,
+) -> DeviceInfo:
+    return DeviceInfo(
+        id=str(index),
+        library=library,
+        name=name,
+        description=name,
+        total_memory=total,
+        free_memory=free,
+        **more,
+    )
 
 
-def found(devices: Sequence[DeviceInfo], plugins: Sequence[PluginReport] = (),
-          system: SystemInfo | None = None) -> Discovery:
-    return Discovery(devices=list(devices), dropped=[], system=system or SystemInfo(),
-                     plugins=list(plugins))
+def found(
+    devices: Sequence[DeviceInfo], plugins: Sequence[PluginReport] = (), system: SystemInfo | None = None
+) -> Discovery:
+    return Discovery(devices=list(devices), dropped=[], system=system or SystemInfo(), plugins=list(plugins))
 
 
-def node(devices: Sequence[DeviceInfo] = (), *, gpus: float = 0.0, kind: str = "",
-         node_id: str = "node-a", hostname: str = "host-a",
-         status: NodeStatus = NodeStatus.OK, **more: Any) -> NodeResult:
-    return NodeResult(node_id=node_id, hostname=hostname, address="10.0.0.1", status=status,
-                      ray_resources={"CPU": 96.0, "GPU": gpus}, accelerator_type=kind,
-                      discovery=found(devices) if status is NodeStatus.OK else None, **more)
+def node(
+    devices: Sequence[DeviceInfo] = (),
+    *,
+    gpus: float = 0.0,
+    kind: str = "",
+    node_id: str = "node-a",
+    hostname: str = "host-a",
+    status: NodeStatus = NodeStatus.OK,
+    **more: Any,
+) -> NodeResult:
+    return NodeResult(
+        node_id=node_id,
+        hostname=hostname,
+        address="10.0.0.1",
+        status=status,
+        ray_resources={"CPU": 96.0, "GPU": gpus},
+        accelerator_type=kind,
+        discovery=found(devices) if status is NodeStatus.OK else None,
+        **more,
+    )
 
 
 def cudas(n: int, name: str = H100, start: int = 0) -> list[DeviceInfo]:
@@ -79,35 +106,44 @@ def cudas(n: int, name: str = H100, start: int = 0) -> list[DeviceInfo]:
 # -- type_matches ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("ray_type", "model"), [
-    ("H100", H100),
-    ("A100", A100),
-    ("GeForce-RTX-4090", "NVIDIA GeForce RTX 4090"),
-    ("AMD-Instinct-MI300X-OAM", MI300X),
-    ("h100", "nvidia h100 80gb hbm3"),  # case does not matter either
-])
+@pytest.mark.parametrize(
+    ("ray_type", "model"),
+    [
+        ("H100", H100),
+        ("A100", A100),
+        ("GeForce-RTX-4090", "NVIDIA GeForce RTX 4090"),
+        ("AMD-Instinct-MI300X-OAM", MI300X),
+        ("h100", "nvidia h100 80gb hbm3"),  # case does not matter either
+    ],
+)
 def test_ray_accelerator_types_match_gpuscout_names(ray_type: str, model: str) -> None:
     assert type_matches(ray_type, model)
 
 
-@pytest.mark.parametrize(("ray_type", "model"), [
-    ("H100", A100),
-    ("A100", H100),
-    ("", H100),
-    ("", ""),
-    ("H100", ""),
-    ("---", H100),  # nothing left after the punctuation goes
-    ("MI300X", "AMD Instinct MI250X"),
-])
+@pytest.mark.parametrize(
+    ("ray_type", "model"),
+    [
+        ("H100", A100),
+        ("A100", H100),
+        ("", H100),
+        ("", ""),
+        ("H100", ""),
+        ("---", H100),  # nothing left after the punctuation goes
+        ("MI300X", "AMD Instinct MI250X"),
+    ],
+)
 def test_other_or_empty_types_do_not_match(ray_type: str, model: str) -> None:
     assert not type_matches(ray_type, model)
 
 
-@pytest.mark.parametrize(("ray_type", "model"), [
-    ("L4", "NVIDIA L40S"),
-    ("H20", "NVIDIA H200"),
-    ("A10", "NVIDIA A100-SXM4-80GB"),
-])
+@pytest.mark.parametrize(
+    ("ray_type", "model"),
+    [
+        ("L4", "NVIDIA L40S"),
+        ("H20", "NVIDIA H200"),
+        ("A10", "NVIDIA A100-SXM4-80GB"),
+    ],
+)
 def test_a_shorter_model_number_is_not_a_prefix_match(ray_type: str, model: str) -> None:
     assert not type_matches(ray_type, model)
 
@@ -139,16 +175,20 @@ def test_a_mixed_node_lists_both_models() -> None:
     assert f"4x {A100}" in d.detail and f"4x {H100}" in d.detail
 
 
-@pytest.mark.parametrize(("devices", "gpus", "kind"), [
-    (cudas(8), 8.0, "H100"),
-    ([gpu(MI300X, "ROCm", i) for i in range(8)], 8.0, "AMD-Instinct-MI300X-OAM"),
-    ([gpu("Apple M2 Max", "Metal")], 1.0, "M2"),
-    ([], 0.0, ""),
-    ([gpu("Intel(R) Arc(tm) A770 Graphics (DG2)", "Vulkan")], 0.0, ""),
-    ([gpu("llvmpipe (LLVM 17.0.6, 256 bits)", "Vulkan", software=True)], 0.0, ""),
-])
+@pytest.mark.parametrize(
+    ("devices", "gpus", "kind"),
+    [
+        (cudas(8), 8.0, "H100"),
+        ([gpu(MI300X, "ROCm", i) for i in range(8)], 8.0, "AMD-Instinct-MI300X-OAM"),
+        ([gpu("Apple M2 Max", "Metal")], 1.0, "M2"),
+        ([], 0.0, ""),
+        ([gpu("Intel(R) Arc(tm) A770 Graphics (DG2)", "Vulkan")], 0.0, ""),
+        ([gpu("llvmpipe (LLVM 17.0.6, 256 bits)", "Vulkan", software=True)], 0.0, ""),
+    ],
+)
 def test_agreeing_nodes_and_vulkan_only_nodes_have_no_disagreement(
-        devices: list[DeviceInfo], gpus: float, kind: str) -> None:
+    devices: list[DeviceInfo], gpus: float, kind: str
+) -> None:
     assert disagreements(node(devices, gpus=gpus, kind=kind)) == []
 
 
@@ -192,12 +232,15 @@ def test_fractional_gpu_resource_is_a_count_disagreement() -> None:
 def cluster() -> list[NodeResult]:
     return [
         node(cudas(8), gpus=8.0, kind="H100", node_id="n1", hostname="h1"),
-        node(cudas(6) + cudas(2, A100, start=6), gpus=8.0, kind="H100", node_id="n2",
-             hostname="h2"),
-        node([gpu(MI300X, "ROCm", 0, total=192 * GIB, free=190 * GIB)], gpus=2.0,
-             kind="AMD-Instinct-MI300X-OAM", node_id="n3", hostname="h3"),
-        node(gpus=8.0, kind="H100", node_id="n4", hostname="", status=NodeStatus.DEAD,
-             reason="gone"),
+        node(cudas(6) + cudas(2, A100, start=6), gpus=8.0, kind="H100", node_id="n2", hostname="h2"),
+        node(
+            [gpu(MI300X, "ROCm", 0, total=192 * GIB, free=190 * GIB)],
+            gpus=2.0,
+            kind="AMD-Instinct-MI300X-OAM",
+            node_id="n3",
+            hostname="h3",
+        ),
+        node(gpus=8.0, kind="H100", node_id="n4", hostname="", status=NodeStatus.DEAD, reason="gone"),
         node(node_id="n5", status=NodeStatus.TIMEOUT),
     ]
 
@@ -213,22 +256,19 @@ def test_summary_counts_models_per_library_with_their_nodes() -> None:
 def test_summary_sums_memory_per_library() -> None:
     s = summarize(cluster())
     memory = {m.library: (m.devices, m.total_memory, m.free_memory) for m in s.memory}
-    assert memory == {"CUDA": (16, 16 * 80 * GIB, 16 * 70 * GIB),
-                      "ROCm": (1, 192 * GIB, 190 * GIB)}
+    assert memory == {"CUDA": (16, 16 * 80 * GIB, 16 * 70 * GIB), "ROCm": (1, 192 * GIB, 190 * GIB)}
 
 
 def test_summary_counts_every_status_zeros_included() -> None:
     s = summarize(cluster())
-    assert dict(s.nodes_by_status) == {"ok": 3, "dead": 1, "timeout": 1, "missing": 0,
-                                       "failed": 0}
+    assert dict(s.nodes_by_status) == {"ok": 3, "dead": 1, "timeout": 1, "missing": 0, "failed": 0}
     assert set(summarize([]).nodes_by_status) == {str(v) for v in NodeStatus}
     assert set(summarize([]).nodes_by_status.values()) == {0}
 
 
 def test_summary_collects_every_nodes_disagreements() -> None:
     s = summarize(cluster())
-    assert [(d.node_id, d.kind) for d in s.disagreements] == [
-        ("n2", "accelerator_type"), ("n3", "gpu_count")]
+    assert [(d.node_id, d.kind) for d in s.disagreements] == [("n2", "accelerator_type"), ("n3", "gpu_count")]
 
 
 def test_summary_of_nothing() -> None:
@@ -239,9 +279,24 @@ def test_summary_of_nothing() -> None:
 # -- inventory_json -------------------------------------------------------------------------------
 
 
-NODE_KEYS = {"node_id", "hostname", "address", "status", "reason", "ray", "gpuscout_version",
-             "ran_on", "pid", "devices", "dropped", "system", "problems", "notes", "visible_env",
-             "elapsed_ms"}
+NODE_KEYS = {
+    "node_id",
+    "hostname",
+    "address",
+    "status",
+    "reason",
+    "ray",
+    "gpuscout_version",
+    "ran_on",
+    "pid",
+    "devices",
+    "dropped",
+    "system",
+    "problems",
+    "notes",
+    "visible_env",
+    "elapsed_ms",
+}
 
 
 def test_inventory_json_shape() -> None:
@@ -263,15 +318,25 @@ def test_inventory_json_shape() -> None:
     assert nodes[0].discovery is not None
     assert first["devices"] == unstructure(nodes[0].discovery.devices)
     summary = doc["summary"]
-    assert set(summary) == {"elapsed_ms", "nodes", "nodes_by_status", "devices", "models", "memory",
-                            "disagreements"}
-    assert summary["memory"]["ROCm"] == {"devices": 1, "total_memory": 192 * GIB,
-                                         "free_memory": 190 * GIB, "free_unknown_devices": 0,
-                                         "free_unknown_total_memory": 0}
+    assert set(summary) == {
+        "elapsed_ms",
+        "nodes",
+        "nodes_by_status",
+        "devices",
+        "models",
+        "memory",
+        "disagreements",
+    }
+    assert summary["memory"]["ROCm"] == {
+        "devices": 1,
+        "total_memory": 192 * GIB,
+        "free_memory": 190 * GIB,
+        "free_unknown_devices": 0,
+        "free_unknown_total_memory": 0,
+    }
     assert {"library": "CUDA", "name": H100, "count": 14, "nodes": 2} in summary["models"]
     assert summary["disagreements"][0]["node_id"] == "n2"
-    assert set(summary["disagreements"][0]) == {"node_id", "hostname", "kind", "ray",
-                                                 "gpuscout", "detail"}
+    assert set(summary["disagreements"][0]) == {"node_id", "hostname", "kind", "ray", "gpuscout", "detail"}
 
 
 def test_a_dead_node_in_json_has_no_devices_and_no_system() -> None:
@@ -296,22 +361,41 @@ def test_json_ray_type_is_null_when_ray_has_none_and_problems_are_listed() -> No
 
 
 BASE = NodeResult(node_id="node-x", ray_resources={"GPU": 1.0}, accelerator_type="H100")
-GOOD_DEVICES = [gpu(H100, index=0, uuid="GPU-1234", pci_id="0000:18:00.0",
-                    compute_major=9, compute_minor=0, driver_major=12, driver_minor=4,
-                    library_path=("/usr/lib/x86_64-linux-gnu",))]
+GOOD_DEVICES = [
+    gpu(
+        H100,
+        index=0,
+        uuid="GPU-1234",
+        pci_id="0000:18:00.0",
+        compute_major=9,
+        compute_minor=0,
+        driver_major=12,
+        driver_minor=4,
+        library_path=("/usr/lib/x86_64-linux-gnu",),
+    )
+]
 
 
 def answer(**fields: Any) -> str:
-    doc: dict[str, Any] = {"format": 1, "node_id": "node-x", "hostname": "gpu-07", "pid": 4242,
-                           "python": "/usr/bin/python3"}
+    doc: dict[str, Any] = {
+        "format": 1,
+        "node_id": "node-x",
+        "hostname": "gpu-07",
+        "pid": 4242,
+        "python": "/usr/bin/python3",
+    }
     doc.update(fields)
     return json.dumps(doc)
 
 
 def good_discovery() -> dict[str, Any]:
-    doc: dict[str, Any] = unstructure(found(
-        GOOD_DEVICES, plugins=[PluginReport(name="cuda", devices=1)],
-        system=SystemInfo(total_memory=512 * GIB, free_memory=400 * GIB)))
+    doc: dict[str, Any] = unstructure(
+        found(
+            GOOD_DEVICES,
+            plugins=[PluginReport(name="cuda", devices=1)],
+            system=SystemInfo(total_memory=512 * GIB, free_memory=400 * GIB),
+        )
+    )
     return doc
 
 
@@ -328,31 +412,43 @@ def assert_failed(result: NodeResult, *words: str) -> None:
 
 
 def test_a_good_answer_is_ok_with_the_devices_notes_and_env() -> None:
-    r = read(answer(version="9.9", notes=["restored CUDA_VISIBLE_DEVICES"],
-                    visible_env={"CUDA_VISIBLE_DEVICES": "0"}, discovery=good_discovery()))
+    r = read(
+        answer(
+            version="9.9",
+            notes=["restored CUDA_VISIBLE_DEVICES"],
+            visible_env={"CUDA_VISIBLE_DEVICES": "0"},
+            discovery=good_discovery(),
+        )
+    )
     assert r.status is NodeStatus.OK and r.reason == ""
     assert r.devices == GOOD_DEVICES
     assert r.discovery is not None and r.discovery.system.total_memory == 512 * GIB
     assert [p.name for p in r.discovery.plugins] == ["cuda"]
     assert r.notes == ("restored CUDA_VISIBLE_DEVICES",)
     assert dict(r.visible_env) == {"CUDA_VISIBLE_DEVICES": "0"}
-    assert (r.version, r.ran_on, r.pid, r.hostname, r.elapsed) == (
-        "9.9", "node-x", 4242, "gpu-07", 0.25)
+    assert (r.version, r.ran_on, r.pid, r.hostname, r.elapsed) == ("9.9", "node-x", 4242, "gpu-07", 0.25)
     # What Ray said is kept.
     assert (dict(r.ray_resources), r.accelerator_type) == ({"GPU": 1.0}, "H100")
     assert disagreements(r) == []
 
 
 def test_rays_hostname_wins_over_the_answers() -> None:
-    r = read_answer(attrs.evolve(BASE, hostname="from-ray"),
-                    answer(hostname="from-node", discovery=good_discovery()), 0.0)
+    r = read_answer(
+        attrs.evolve(BASE, hostname="from-ray"), answer(hostname="from-node", discovery=good_discovery()), 0.0
+    )
     assert r.status is NodeStatus.OK and r.hostname == "from-ray"
 
 
-@pytest.mark.parametrize("text", [
-    b'{"format": 1, "node_id": "node-x"}', None, {"format": 1, "node_id": "node-x"}, 42,
-    ["format", 1],
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"format": 1, "node_id": "node-x"}',
+        None,
+        {"format": 1, "node_id": "node-x"},
+        42,
+        ["format", 1],
+    ],
+)
 def test_an_answer_that_is_not_text_is_unreadable(text: Any) -> None:
     assert_failed(read(text), "unreadable answer", str(MAX_ANSWER))
 
@@ -368,10 +464,21 @@ def test_invalid_json_is_unreadable(text: str) -> None:
     assert_failed(read(text), "unreadable answer")
 
 
-@pytest.mark.parametrize("text", [
-    "[]", "[1]", "1", '"text"', "null", json.dumps([{"format": 1, "node_id": "node-x"}]),
-    '{"node_id": "node-x"}', answer(format=2), answer(format="1"), answer(format=None),
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[]",
+        "[1]",
+        "1",
+        '"text"',
+        "null",
+        json.dumps([{"format": 1, "node_id": "node-x"}]),
+        '{"node_id": "node-x"}',
+        answer(format=2),
+        answer(format="1"),
+        answer(format=None),
+    ],
+)
 def test_a_document_of_another_kind_or_format_is_unreadable(text: str) -> None:
     assert_failed(read(text), "unreadable answer", "format 1")
 
@@ -403,19 +510,34 @@ def _deep(n: int) -> str:
     return "[" * n + "]" * n
 
 
-@pytest.mark.parametrize("discovery", [
-    {"devices": [{"id": "0", "backend": "CUDA", "name": "x", "total_memory": "abc"}],
-     "dropped": [], "system": {}, "plugins": []},
-    {"devices": "not a list", "dropped": [], "system": {}, "plugins": []},
-    {"devices": {"0": {}}, "dropped": [], "system": {}, "plugins": []},
-    {"devices": [{"id": "0", "backend": "CUDA", "total_memory": -1}], "dropped": [],
-     "system": {}, "plugins": []},
-    {"devices": [], "dropped": [], "system": {"total_memory": 1.5}, "plugins": []},
-    {"devices": [], "dropped": [], "system": {}, "plugins": [{"name": "x", "status": "weird"}]},
-    {"devices": [], "dropped": [], "system": [], "plugins": []},
-    {"devices": [[]], "dropped": [], "system": {}, "plugins": []},
-    None, [], "discovery", 7,
-], ids=lambda v: f"{v!r:.40}")
+@pytest.mark.parametrize(
+    "discovery",
+    [
+        {
+            "devices": [{"id": "0", "backend": "CUDA", "name": "x", "total_memory": "abc"}],
+            "dropped": [],
+            "system": {},
+            "plugins": [],
+        },
+        {"devices": "not a list", "dropped": [], "system": {}, "plugins": []},
+        {"devices": {"0": {}}, "dropped": [], "system": {}, "plugins": []},
+        {
+            "devices": [{"id": "0", "backend": "CUDA", "total_memory": -1}],
+            "dropped": [],
+            "system": {},
+            "plugins": [],
+        },
+        {"devices": [], "dropped": [], "system": {"total_memory": 1.5}, "plugins": []},
+        {"devices": [], "dropped": [], "system": {}, "plugins": [{"name": "x", "status": "weird"}]},
+        {"devices": [], "dropped": [], "system": [], "plugins": []},
+        {"devices": [[]], "dropped": [], "system": {}, "plugins": []},
+        None,
+        [],
+        "discovery",
+        7,
+    ],
+    ids=lambda v: f"{v!r:.40}",
+)
 def test_a_discovery_of_wrong_types_is_unreadable(discovery: Any) -> None:
     assert_failed(read(answer(discovery=discovery)), "unreadable answer")
 
@@ -424,19 +546,22 @@ def test_no_discovery_at_all_is_unreadable() -> None:
     assert_failed(read(answer()), "unreadable answer")
 
 
-@pytest.mark.parametrize("where", ["discovery", "devices", "notes", "visible_env", "node_id",
-                                   "top"])
+@pytest.mark.parametrize("where", ["discovery", "devices", "notes", "visible_env", "node_id", "top"])
 @pytest.mark.parametrize("depth", [500, 990, 10_000])
 def test_deeply_nested_answers_never_raise(where: str, depth: int) -> None:
     nested = _deep(depth)
     good = json.dumps(good_discovery())
     texts = {
         "discovery": '{"format":1,"node_id":"node-x","discovery":' + nested + "}",
-        "devices": '{"format":1,"node_id":"node-x","discovery":{"devices":' + nested
-                   + ',"dropped":[],"system":{},"plugins":[]}}',
+        "devices": '{"format":1,"node_id":"node-x","discovery":{"devices":'
+        + nested
+        + ',"dropped":[],"system":{},"plugins":[]}}',
         "notes": '{"format":1,"node_id":"node-x","notes":' + nested + ',"discovery":' + good + "}",
-        "visible_env": '{"format":1,"node_id":"node-x","visible_env":{"A":' + nested
-                       + '},"discovery":' + good + "}",
+        "visible_env": '{"format":1,"node_id":"node-x","visible_env":{"A":'
+        + nested
+        + '},"discovery":'
+        + good
+        + "}",
         "node_id": '{"format":1,"node_id":' + nested + "}",
         "top": nested,
     }
@@ -448,10 +573,16 @@ def test_deeply_nested_answers_never_raise(where: str, depth: int) -> None:
         assert "unreadable answer" in r.reason
 
 
-@pytest.mark.parametrize("fields", [
-    {"notes": 5}, {"visible_env": ["CUDA_VISIBLE_DEVICES"]}, {"visible_env": "x"},
-    {"notes": 3.5}, {"visible_env": 7},
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"notes": 5},
+        {"visible_env": ["CUDA_VISIBLE_DEVICES"]},
+        {"visible_env": "x"},
+        {"notes": 3.5},
+        {"visible_env": 7},
+    ],
+)
 def test_notes_and_env_of_wrong_types_are_unreadable(fields: dict[str, Any]) -> None:
     assert_failed(read(answer(discovery=good_discovery(), **fields)), "unreadable answer")
 
@@ -471,8 +602,7 @@ HOSTILE = "evil\x1b[2J\nhost\"'$(rm -rf /)`id`\x07\u2028"
 
 
 def test_hostile_text_survives_into_the_result_and_prints_escaped() -> None:
-    r = read_answer(NodeResult(node_id="node-x"),
-                    answer(hostname=HOSTILE, error=f"Boom: {HOSTILE}"), 0.0)
+    r = read_answer(NodeResult(node_id="node-x"), answer(hostname=HOSTILE, error=f"Boom: {HOSTILE}"), 0.0)
     assert r.status is NodeStatus.FAILED
     assert r.hostname == HOSTILE
     assert HOSTILE in r.reason
@@ -486,12 +616,22 @@ def test_hostile_text_survives_into_the_result_and_prints_escaped() -> None:
 
 def test_hostile_devices_and_disagreements_print_escaped_in_the_summary() -> None:
     evil = gpu(f"H100 {HOSTILE}")
-    r = read_answer(NodeResult(node_id="node-x", ray_resources={"GPU": 2.0},
-                               accelerator_type=f"A100{HOSTILE}"),
-                    answer(hostname=HOSTILE, discovery=unstructure(found([evil]))), 0.0)
+    r = read_answer(
+        NodeResult(node_id="node-x", ray_resources={"GPU": 2.0}, accelerator_type=f"A100{HOSTILE}"),
+        answer(hostname=HOSTILE, discovery=unstructure(found([evil]))),
+        0.0,
+    )
     assert r.status is NodeStatus.OK and r.devices == [evil]
-    nodes = (r, attrs.evolve(r, node_id="missing-node", status=NodeStatus.MISSING,
-                             discovery=None, reason=f"no gpuscout {HOSTILE}"))
+    nodes = (
+        r,
+        attrs.evolve(
+            r,
+            node_id="missing-node",
+            status=NodeStatus.MISSING,
+            discovery=None,
+            reason=f"no gpuscout {HOSTILE}",
+        ),
+    )
     inv = Inventory(nodes=nodes, summary=summarize(nodes), elapsed=2.0)
     lines = summary_lines(inv)
     for line in [*lines, *(node_heading(n) for n in nodes)]:
@@ -536,10 +676,15 @@ def test_without_the_override_nothing_changes() -> None:
 
 
 def test_the_override_restores_the_nodes_own_values() -> None:
-    environ = {RAY_OVERRIDE_ON_ZERO: "1", "CUDA_VISIBLE_DEVICES": "", "ROCR_VISIBLE_DEVICES": "",
-               "HIP_VISIBLE_DEVICES": "", "GPU_DEVICE_ORDINAL": "3", "PATH": "/bin"}
-    started = {"CUDA_VISIBLE_DEVICES": "0,1", "HIP_VISIBLE_DEVICES": "",
-               "GPU_DEVICE_ORDINAL": "1"}
+    environ = {
+        RAY_OVERRIDE_ON_ZERO: "1",
+        "CUDA_VISIBLE_DEVICES": "",
+        "ROCR_VISIBLE_DEVICES": "",
+        "HIP_VISIBLE_DEVICES": "",
+        "GPU_DEVICE_ORDINAL": "3",
+        "PATH": "/bin",
+    }
+    started = {"CUDA_VISIBLE_DEVICES": "0,1", "HIP_VISIBLE_DEVICES": "", "GPU_DEVICE_ORDINAL": "1"}
     env, notes = node_env(environ, started)
     assert env["CUDA_VISIBLE_DEVICES"] == "0,1"  # restored
     assert "ROCR_VISIBLE_DEVICES" not in env  # the node never set it
@@ -556,8 +701,9 @@ def test_the_override_restores_the_nodes_own_values() -> None:
 
 @pytest.mark.parametrize("flag", ["1", "true", "YES", " on "])
 def test_the_override_switch_reads_truthy_values(flag: str) -> None:
-    env, notes = node_env({RAY_OVERRIDE_ON_ZERO: flag, "CUDA_VISIBLE_DEVICES": ""},
-                          {"CUDA_VISIBLE_DEVICES": "2"})
+    env, notes = node_env(
+        {RAY_OVERRIDE_ON_ZERO: flag, "CUDA_VISIBLE_DEVICES": ""}, {"CUDA_VISIBLE_DEVICES": "2"}
+    )
     assert env["CUDA_VISIBLE_DEVICES"] == "2" and len(notes) == 1
 
 
@@ -568,11 +714,17 @@ def test_without_a_start_environment_nothing_changes() -> None:
 
 def test_start_environ_reads_nul_separated_entries(tmp_path: Path) -> None:
     path = tmp_path / "environ"
-    path.write_bytes(b"PATH=/usr/bin\0OPTS=a=b=c\0EMPTY=\0NOEQUALS\0=novalue\0"
-                     b"RAW=caf\xe9\xff\0CUDA_VISIBLE_DEVICES=0,1\0")
+    path.write_bytes(
+        b"PATH=/usr/bin\0OPTS=a=b=c\0EMPTY=\0NOEQUALS\0=novalue\0RAW=caf\xe9\xff\0CUDA_VISIBLE_DEVICES=0,1\0"
+    )
     env = start_environ(str(path))
-    assert env == {"PATH": "/usr/bin", "OPTS": "a=b=c", "EMPTY": "",
-                   "RAW": "caf\udce9\udcff", "CUDA_VISIBLE_DEVICES": "0,1"}
+    assert env == {
+        "PATH": "/usr/bin",
+        "OPTS": "a=b=c",
+        "EMPTY": "",
+        "RAW": "caf\udce9\udcff",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+    }
     assert env["RAW"].encode("utf-8", "surrogateescape") == b"caf\xe9\xff"
 
 
@@ -586,15 +738,18 @@ def test_start_environ_of_a_missing_or_unreadable_path_is_none(tmp_path: Path) -
 # -- addresses ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("address", "expected", "loopback"), [
-    ("127.0.0.1:6379", ("127.0.0.1", 6379), True),
-    ("localhost:1", ("localhost", 1), True),
-    ("[::1]:6379", ("::1", 6379), True),
-    ("host", ("host", DEFAULT_PORT), False),
-    ("10.1.2.3:65535", ("10.1.2.3", 65535), False),
-    ("127.8.9.10", ("127.8.9.10", DEFAULT_PORT), True),
-    ("head.example.com:6380", ("head.example.com", 6380), False),
-])
+@pytest.mark.parametrize(
+    ("address", "expected", "loopback"),
+    [
+        ("127.0.0.1:6379", ("127.0.0.1", 6379), True),
+        ("localhost:1", ("localhost", 1), True),
+        ("[::1]:6379", ("::1", 6379), True),
+        ("host", ("host", DEFAULT_PORT), False),
+        ("10.1.2.3:65535", ("10.1.2.3", 65535), False),
+        ("127.8.9.10", ("127.8.9.10", DEFAULT_PORT), True),
+        ("head.example.com:6380", ("head.example.com", 6380), False),
+    ],
+)
 def test_split_host_and_port(address: str, expected: tuple[str, int], loopback: bool) -> None:
     assert _split(address) == expected
     assert _is_loopback(expected[0]) is loopback
@@ -641,9 +796,15 @@ def test_import_ray_checks_the_address_first(monkeypatch: pytest.MonkeyPatch) ->
 @pytest.fixture
 def lavapipe_node(monkeypatch: pytest.MonkeyPatch, lavapipe_icd: str) -> None:
     """This process's environment as a node pinned to Vulkan and lavapipe alone."""
-    monkeypatch.setattr(os, "environ", {"GPUSCOUT_PLUGINS": "vulkan",
-                                        "VK_DRIVER_FILES": lavapipe_icd,
-                                        "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    monkeypatch.setattr(
+        os,
+        "environ",
+        {
+            "GPUSCOUT_PLUGINS": "vulkan",
+            "VK_DRIVER_FILES": lavapipe_icd,
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        },
+    )
 
 
 def test_report_in_process_reads_back_ok(lavapipe_node: None) -> None:
@@ -670,8 +831,9 @@ def test_report_in_process_reads_back_ok(lavapipe_node: None) -> None:
 
 
 def test_report_without_software_finds_nothing(lavapipe_node: None) -> None:
-    r = read_answer(NodeResult(node_id="node-x"),
-                    report({"include_software": False, "isolated": False}, "node-x"), 0.0)
+    r = read_answer(
+        NodeResult(node_id="node-x"), report({"include_software": False, "isolated": False}, "node-x"), 0.0
+    )
     assert r.status is NodeStatus.OK and r.devices == [] and r.discovery is not None
     assert [d.device.name[:8] for d in r.discovery.dropped] == ["llvmpipe"]
 
@@ -686,20 +848,31 @@ def test_report_for_another_node_is_refused(lavapipe_node: None) -> None:
 def test_devices_named_by_position_count_by_their_description() -> None:
     """ROCm's records are named ROCm0, ROCm1 with the model in the description: the summary
     and Ray's accelerator type are compared on the description."""
-    cards = [DeviceInfo(id=f"GPU-{i}", library="ROCm", name=f"ROCm{i}",
-                        description="AMD Instinct MI300X", total_memory=192 << 30)
-             for i in range(2)]
-    node = NodeResult(node_id="n1", status=NodeStatus.OK, ray_resources={"GPU": 2.0},
-                      accelerator_type="AMD-Instinct-MI300X-OAM",
-                      discovery=Discovery(devices=cards, dropped=[], system=SystemInfo(),
-                                          plugins=[]))
+    cards = [
+        DeviceInfo(
+            id=f"GPU-{i}",
+            library="ROCm",
+            name=f"ROCm{i}",
+            description="AMD Instinct MI300X",
+            total_memory=192 << 30,
+        )
+        for i in range(2)
+    ]
+    node = NodeResult(
+        node_id="n1",
+        status=NodeStatus.OK,
+        ray_resources={"GPU": 2.0},
+        accelerator_type="AMD-Instinct-MI300X-OAM",
+        discovery=Discovery(devices=cards, dropped=[], system=SystemInfo(), plugins=[]),
+    )
     assert disagreements(node) == []
     s = summarize([node])
     assert [(m.name, m.count, m.nodes) for m in s.models] == [("AMD Instinct MI300X", 2, 1)]
 
 
 def test_the_address_comes_from_the_argument_then_ray_address_then_rays_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from gpuscout.cluster.ray import ray_address_file, resolve_address
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -726,19 +899,28 @@ def test_a_bad_inventory_timeout_is_refused_before_ray_is_touched(timeout: objec
     assert ("ray" in sys.modules) == before
 
 
-@pytest.mark.parametrize(("child", "message"), [
-    ("import sys; sys.stdout.write('[1, 2]')", "answered something unreadable: TypeError"),
-    ("import sys; sys.stdout.write('{{\"nodes\": [{{\"x\": 1}}]}}')",
-     "answered something unreadable: KeyError"),
-    ("import sys; sys.stderr.write('Failed to connect to GCS\\\\n'); sys.exit(1)",
-     "exited with status 1 without an answer; last stderr: Failed to connect to GCS"),
-    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
-     "crashed: SIGKILL without an answer"),
-    ("import sys; sys.stdout.write('{{\"error\": \"cannot reach it\", \"kind\": \"error\"}}')",
-     "^cannot reach it$"),
-])
+@pytest.mark.parametrize(
+    ("child", "message"),
+    [
+        ("import sys; sys.stdout.write('[1, 2]')", "answered something unreadable: TypeError"),
+        (
+            'import sys; sys.stdout.write(\'{{"nodes": [{{"x": 1}}]}}\')',
+            "answered something unreadable: KeyError",
+        ),
+        (
+            "import sys; sys.stderr.write('Failed to connect to GCS\\\\n'); sys.exit(1)",
+            "exited with status 1 without an answer; last stderr: Failed to connect to GCS",
+        ),
+        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "crashed: SIGKILL without an answer"),
+        (
+            'import sys; sys.stdout.write(\'{{"error": "cannot reach it", "kind": "error"}}\')',
+            "^cannot reach it$",
+        ),
+    ],
+)
 def test_the_inventory_child_ending_badly_is_one_gpuscout_error(
-        monkeypatch: pytest.MonkeyPatch, child: str, message: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, child: str, message: str
+) -> None:
     """The child that holds Ray's driver is gpuscout's own, but whatever it does (answers
     garbage, is ended by Ray with status 1, is killed), the host gets one GpuscoutError. (The
     child's code is a format string: its braces are doubled.)"""

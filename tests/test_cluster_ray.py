@@ -47,8 +47,11 @@ SLOW = """
         return []
 """
 #: Ray notices a dead node after health checks fail (15 s by default); the tests kill nodes.
-FAST_DEATH = {"health_check_period_ms": 500, "health_check_timeout_ms": 500,
-              "health_check_failure_threshold": 2}
+FAST_DEATH = {
+    "health_check_period_ms": 500,
+    "health_check_timeout_ms": 500,
+    "health_check_failure_threshold": 2,
+}
 #: An older gpuscout, as a node might have: importable, but without gpuscout.cluster.
 OLD_GPUSCOUT = '"""gpuscout 0.0.1, before the cluster inventory."""\n__version__ = "0.0.1"\n'
 
@@ -93,20 +96,34 @@ def local_cluster(lavapipe_icd: str) -> Iterator[LocalCluster]:
     ray, Cluster = _import_ray()
     mark = uuid.uuid4().hex
     base = {"GPUSCOUT_PLUGINS": "vulkan", "VK_DRIVER_FILES": lavapipe_icd, MARK: mark}
-    saved = {k: os.environ.pop(k) for k in ("VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES",
-                                           "GGML_VK_VISIBLE_DEVICES", "RAY_ADDRESS", "RAY_TMPDIR")
-             if k in os.environ}
+    saved = {
+        k: os.environ.pop(k)
+        for k in (
+            "VK_ICD_FILENAMES",
+            "VK_ADD_DRIVER_FILES",
+            "GGML_VK_VISIBLE_DEVICES",
+            "RAY_ADDRESS",
+            "RAY_TMPDIR",
+        )
+        if k in os.environ
+    }
     # Ray's sessions and its address file go to a folder of the test's own, not /tmp/ray,
     # where a real cluster on this machine keeps its address (a short path: Ray's sockets
     # live there and Unix socket paths are short).
     os.environ["RAY_TMPDIR"] = ray_tmp = tempfile.mkdtemp(prefix="gsray", dir="/tmp")
     try:
-        cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 1, "num_gpus": 0, "env_vars": base, "_system_config": FAST_DEATH})
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={"num_cpus": 1, "num_gpus": 0, "env_vars": base, "_system_config": FAST_DEATH},
+        )
         local = LocalCluster(cluster, base, mark)
         local.roles["head"] = cluster.head_node.node_id
-        local.add("other", GPUSCOUT_DISABLE_PLUGINS="vulkan", RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO="1",
-                  CUDA_VISIBLE_DEVICES="3")
+        local.add(
+            "other",
+            GPUSCOUT_DISABLE_PLUGINS="vulkan",
+            RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO="1",
+            CUDA_VISIBLE_DEVICES="3",
+        )
         local.add("plain")
         yield local
     finally:
@@ -116,8 +133,9 @@ def local_cluster(lavapipe_icd: str) -> Iterator[LocalCluster]:
             cluster.shutdown()
         del os.environ["RAY_TMPDIR"]
         os.environ.update(saved)
-    assert eventually(lambda: not processes_with_env(MARK, mark), within=20), \
+    assert eventually(lambda: not processes_with_env(MARK, mark), within=20), (
         f"processes of the test cluster left running: {processes_with_env(MARK, mark)}"
+    )
     shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
@@ -172,16 +190,23 @@ def test_summary_counts_models_and_memory_across_nodes(local_cluster: LocalClust
     assert s.nodes_by_status["ok"] == sum(1 for n in found.nodes if n.status is NodeStatus.OK)
     vulkan = {m.library: m for m in s.memory}["Vulkan"]
     assert vulkan.devices == ok and vulkan.total_memory == sum(
-        d.total_memory for n in found.nodes for d in n.devices)
+        d.total_memory for n in found.nodes for d in n.devices
+    )
     # Ray counts no GPU on any node (num_gpus=0) and gpuscout finds none it would count.
     assert s.disagreements == ()
 
 
-def _gpuscout(*args: str, env: dict[str, str] | None = None,
-              timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _gpuscout(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    return subprocess.run([str(Path(sys.executable).parent / "gpuscout"), *args],
-                          capture_output=True, text=True, timeout=timeout, env=env or clean)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "gpuscout"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or clean,
+    )
 
 
 def test_cluster_json_on_the_command_line(local_cluster: LocalCluster) -> None:
@@ -195,8 +220,7 @@ def test_cluster_json_on_the_command_line(local_cluster: LocalCluster) -> None:
     for role in ("head", "other", "plain"):
         node = nodes[local_cluster.roles[role]]
         assert node["status"] == "ok" and node["ran_on"] == node["node_id"]
-        assert set(node) >= {"hostname", "address", "ray", "devices", "dropped", "system",
-                             "problems"}
+        assert set(node) >= {"hostname", "address", "ray", "devices", "dropped", "system", "problems"}
         assert node["ray"]["resources"]["CPU"] == 1.0
     assert [d["backend"] for d in nodes[local_cluster.roles["plain"]]["devices"]] == ["Vulkan"]
     assert nodes[local_cluster.roles["other"]]["devices"] == []
@@ -204,8 +228,9 @@ def test_cluster_json_on_the_command_line(local_cluster: LocalCluster) -> None:
     assert document["summary"]["disagreements"] == []
 
 
-def test_without_an_address_the_cluster_started_here_is_found(local_cluster: LocalCluster,
-                                                               tmp_path: Path) -> None:
+def test_without_an_address_the_cluster_started_here_is_found(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
     """No --ray and no RAY_ADDRESS: Ray's address file names the cluster on this machine
     (read by gpuscout, so that its loopback address is kept)."""
     (tmp_path / "ray").mkdir()
@@ -223,18 +248,18 @@ def test_cluster_table_on_the_command_line(local_cluster: LocalCluster) -> None:
     for role in ("head", "other", "plain"):
         assert f"node {local_cluster.roles[role][:12]} on " in out.stdout
     assert "note: Ray set CUDA_VISIBLE_DEVICES=''" in out.stdout
-    summary = out.stdout[out.stdout.index("\nCluster: "):]
+    summary = out.stdout[out.stdout.index("\nCluster: ") :]
     assert "x Vulkan llvmpipe" in summary and "Vulkan: " in summary
 
 
 @pytest.fixture
 def slow_node(local_cluster: LocalCluster, tmp_path: Path) -> Iterator[tuple[Any, Path]]:
     """A fourth node whose discovery hangs in a plugin (which writes its pid first)."""
-    site = write_site(tmp_path / "site", "gpuscout-slow", "1.0", {"slow_probe": SLOW},
-                      {"slow": "slow_probe"})
+    site = write_site(tmp_path / "site", "gpuscout-slow", "1.0", {"slow_probe": SLOW}, {"slow": "slow_probe"})
     pid_file = tmp_path / "slow.pid"
-    node = local_cluster.add("slow", PYTHONPATH=str(site), GPUSCOUT_PLUGINS="vulkan,slow",
-                             SLOW_PID_FILE=str(pid_file))
+    node = local_cluster.add(
+        "slow", PYTHONPATH=str(site), GPUSCOUT_PLUGINS="vulkan,slow", SLOW_PID_FILE=str(pid_file)
+    )
     yield node, pid_file
     if node in local_cluster.cluster.worker_nodes:
         local_cluster.cluster.remove_node(node, allow_graceful=False)
@@ -242,13 +267,15 @@ def slow_node(local_cluster: LocalCluster, tmp_path: Path) -> Iterator[tuple[Any
 
 
 def _slow_pid(pid_file: Path) -> int:
-    assert eventually(lambda: pid_file.is_file() and pid_file.read_text().strip() != "",
-                      within=30), "the slow plugin never started"
+    assert eventually(lambda: pid_file.is_file() and pid_file.read_text().strip() != "", within=30), (
+        "the slow plugin never started"
+    )
     return int(pid_file.read_text())
 
 
-def test_a_node_killed_mid_inventory_is_reported_dead(local_cluster: LocalCluster,
-                                                       slow_node: tuple[Any, Path]) -> None:
+def test_a_node_killed_mid_inventory_is_reported_dead(
+    local_cluster: LocalCluster, slow_node: tuple[Any, Path]
+) -> None:
     node, pid_file = slow_node
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         running_inventory = pool.submit(inventory, local_cluster, enumerate_timeout=120)
@@ -266,8 +293,9 @@ def test_a_node_killed_mid_inventory_is_reported_dead(local_cluster: LocalCluste
     assert again["plain"].status is NodeStatus.OK
 
 
-def test_a_node_that_does_not_answer_in_time_is_cancelled(local_cluster: LocalCluster,
-                                                          slow_node: tuple[Any, Path]) -> None:
+def test_a_node_that_does_not_answer_in_time_is_cancelled(
+    local_cluster: LocalCluster, slow_node: tuple[Any, Path]
+) -> None:
     start = time.monotonic()
     found = inventory(local_cluster, timeout=8.0, enumerate_timeout=120)
     took = time.monotonic() - start
@@ -281,8 +309,9 @@ def test_a_node_that_does_not_answer_in_time_is_cancelled(local_cluster: LocalCl
     assert eventually(lambda: not running(pid), within=15), "the cancelled discovery still runs"
 
 
-def test_a_node_without_cluster_support_is_reported_missing(local_cluster: LocalCluster,
-                                                            tmp_path: Path) -> None:
+def test_a_node_without_cluster_support_is_reported_missing(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
     old = tmp_path / "old" / "gpuscout"
     old.mkdir(parents=True)
     (old / "__init__.py").write_text(OLD_GPUSCOUT)
@@ -315,13 +344,14 @@ def test_an_unreachable_cluster_is_one_line_and_exit_2() -> None:
 
 def test_without_ray_installed_one_line_says_how_to_install_it() -> None:
     """A Python where ``import ray`` fails, as it does without the extra."""
-    code = ("import sys; sys.modules['ray'] = None\n"
-            "from gpuscout.cli import main\n"
-            "sys.exit(main(['cluster', '--ray', '127.0.0.1:6379', '--json']))")
+    code = (
+        "import sys; sys.modules['ray'] = None\n"
+        "from gpuscout.cli import main\n"
+        "sys.exit(main(['cluster', '--ray', '127.0.0.1:6379', '--json']))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert (out.returncode, out.stdout) == (2, "")
-    assert out.stderr == ("gpuscout: error: the cluster inventory needs Ray: "
-                          "pip install 'gpuscout[ray]'\n")
+    assert out.stderr == ("gpuscout: error: the cluster inventory needs Ray: pip install 'gpuscout[ray]'\n")
 
 
 def test_a_process_already_attached_stays_attached(local_cluster: LocalCluster) -> None:
@@ -338,7 +368,6 @@ def test_a_process_already_attached_stays_attached(local_cluster: LocalCluster) 
         ray.shutdown()
 
 
-
 HEAD_ONLY = """
 import os, sys, time
 from ray.cluster_utils import Cluster
@@ -349,22 +378,29 @@ time.sleep(300)
 
 
 def test_a_cluster_whose_head_dies_mid_inventory_does_not_take_the_host_down(
-        lavapipe_icd: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lavapipe_icd: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Ray ends a driver whose cluster head stays unreachable (exit status 1, after
     gcs_rpc_server_reconnect_timeout_s): the inventory's driver is a child of its own, so the
     host gets one GpuscoutError and lives on, and nothing of the dead cluster runs on."""
     _import_ray()
-    site = write_site(tmp_path / "site", "gpuscout-slow", "1.0", {"slow_probe": SLOW},
-                      {"slow": "slow_probe"})
+    site = write_site(tmp_path / "site", "gpuscout-slow", "1.0", {"slow_probe": SLOW}, {"slow": "slow_probe"})
     pid_file = tmp_path / "slow.pid"
     mark = uuid.uuid4().hex
-    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", MARK: mark,
-           "PYTHONPATH": str(site), "GPUSCOUT_PLUGINS": "vulkan,slow",
-           "VK_DRIVER_FILES": lavapipe_icd, "SLOW_PID_FILE": str(pid_file),
-           "RAY_TMPDIR": tempfile.mkdtemp(prefix="gsray", dir="/tmp")}
+    env = {
+        **os.environ,
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        MARK: mark,
+        "PYTHONPATH": str(site),
+        "GPUSCOUT_PLUGINS": "vulkan,slow",
+        "VK_DRIVER_FILES": lavapipe_icd,
+        "SLOW_PID_FILE": str(pid_file),
+        "RAY_TMPDIR": tempfile.mkdtemp(prefix="gsray", dir="/tmp"),
+    }
     env.pop("RAY_ADDRESS", None)
-    head = subprocess.Popen([sys.executable, "-c", HEAD_ONLY], env=env, stdout=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    head = subprocess.Popen(
+        [sys.executable, "-c", HEAD_ONLY], env=env, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         assert head.stdout is not None
         address = head.stdout.readline().strip()
@@ -391,6 +427,7 @@ def test_a_cluster_whose_head_dies_mid_inventory_does_not_take_the_host_down(
         head.wait(10)
         assert head.stdout is not None
         head.stdout.close()
-    assert eventually(lambda: not processes_with_env(MARK, mark), within=20), \
+    assert eventually(lambda: not processes_with_env(MARK, mark), within=20), (
         f"processes of the dead cluster left running: {processes_with_env(MARK, mark)}"
+    )
     shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)

@@ -49,26 +49,54 @@ no_driver_only = pytest.mark.skipif(_driver_present(), reason="an NVIDIA driver 
 def raw_nvml(**gpu_changes: Any) -> dict[str, Any]:
     """An NVML dump as device_probes.py prints it, with the recorded H200's figures."""
     gpu = {
-        "index": 0, "name": "NVIDIA H200", "uuid": UUID,
-        "memory_v2": {"total": 150754820096, "reserved": 613416960, "free": 150140354560,
-                      "used": 614465536},
+        "index": 0,
+        "name": "NVIDIA H200",
+        "uuid": UUID,
+        "memory_v2": {"total": 150754820096, "reserved": 613416960, "free": 150140354560, "used": 614465536},
         "memory_v1": {"total": 150754820096, "free": 150140354560, "used": 614465536},
-        "pci": {"busId": "00000000:19:00.0", "domain": 0, "bus": 25, "device": 0,
-                "busIdLegacy": "0000:19:00.0", "pciDeviceId": 0x233510DE},
-        "compute": [9, 0], "mig_mode": [0, 0], "persistence_mode": 0,
+        "pci": {
+            "busId": "00000000:19:00.0",
+            "domain": 0,
+            "bus": 25,
+            "device": 0,
+            "busIdLegacy": "0000:19:00.0",
+            "pciDeviceId": 0x233510DE,
+        },
+        "compute": [9, 0],
+        "mig_mode": [0, 0],
+        "persistence_mode": 0,
     }
     gpu.update(gpu_changes)
-    return {"library": "libnvidia-ml.so.1", "nvml_version": "12.570.124.06",
-            "driver": {"kernel": "570.124.06", "cuda": 12080, "cuda_v2": 12080},
-            "count": 1, "gpus": [gpu], "shutdown": None}
+    return {
+        "library": "libnvidia-ml.so.1",
+        "nvml_version": "12.570.124.06",
+        "driver": {"kernel": "570.124.06", "cuda": 12080, "cuda_v2": 12080},
+        "count": 1,
+        "gpus": [gpu],
+        "shutdown": None,
+    }
 
 
 def raw_cuda(*uuids: str, **device_changes: Any) -> dict[str, Any]:
     """A CUDA child's dump showing ``uuids`` (the H200's PCI figures for each)."""
-    devices = [{"ordinal": i, "uuid": u, "uuid_call": "cuDeviceGetUuid_v2", "name": "NVIDIA H200",
-                "pci_bus_id": "0000:19:00.0", "pci_bus": 25, "pci_device": 0, "pci_domain": 0,
-                "integrated": 0, "compute_major": 9, "compute_minor": 0,
-                "total_mem": 150141403136, **device_changes} for i, u in enumerate(uuids)]
+    devices = [
+        {
+            "ordinal": i,
+            "uuid": u,
+            "uuid_call": "cuDeviceGetUuid_v2",
+            "name": "NVIDIA H200",
+            "pci_bus_id": "0000:19:00.0",
+            "pci_bus": 25,
+            "pci_device": 0,
+            "pci_domain": 0,
+            "integrated": 0,
+            "compute_major": 9,
+            "compute_minor": 0,
+            "total_mem": 150141403136,
+            **device_changes,
+        }
+        for i, u in enumerate(uuids)
+    ]
     dump: dict[str, Any] = {"driver_version": 12080, "count": len(devices), "devices": devices}
     if not devices:
         dump["init"] = {"error": "CUDA_ERROR_NO_DEVICE", "code": 100}
@@ -77,16 +105,32 @@ def raw_cuda(*uuids: str, **device_changes: Any) -> dict[str, Any]:
 
 def listing(*uuids: str) -> dict[str, Any]:
     """``gpuscout list --json`` output holding CUDA devices with these UUIDs."""
-    return {"devices": [{"id": u, "uuid": u, "backend": "CUDA", "pci_id": "0000:19:00.0",
-                         "total_memory": 150141403136, "ComputeMajor": 9, "ComputeMinor": 0}
-                        for u in uuids]}
+    return {
+        "devices": [
+            {
+                "id": u,
+                "uuid": u,
+                "backend": "CUDA",
+                "pci_id": "0000:19:00.0",
+                "total_memory": 150141403136,
+                "ComputeMajor": 9,
+                "ComputeMinor": 0,
+            }
+            for u in uuids
+        ]
+    }
 
 
 @no_driver_only
 def test_check_without_driver_stops_at_once_with_exit_2() -> None:
     """Without libnvidia-ml the check says so on stderr and exits 2, no traceback."""
-    done = subprocess.run([sys.executable, str(SCRIPT), "--gpuscout", "false"],
-                          capture_output=True, text=True, timeout=30, check=False)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--gpuscout", "false"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert done.returncode == 2
     assert "no NVIDIA driver (libnvidia-ml.so.1 cannot be loaded" in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
@@ -95,8 +139,9 @@ def test_check_without_driver_stops_at_once_with_exit_2() -> None:
 @no_driver_only
 def test_nvml_probe_without_driver_prints_the_load_error_as_json() -> None:
     """The NVML probe child reports a missing library as data and exits 0."""
-    done = subprocess.run([sys.executable, str(PROBES), "nvml"], capture_output=True, text=True,
-                          timeout=30, check=False)
+    done = subprocess.run(
+        [sys.executable, str(PROBES), "nvml"], capture_output=True, text=True, timeout=30, check=False
+    )
     assert done.returncode == 0
     assert "libnvidia-ml.so.1" in json.loads(done.stdout)["load_error"]
 
@@ -104,8 +149,20 @@ def test_nvml_probe_without_driver_prints_the_load_error_as_json() -> None:
 def test_matrix_for_one_gpu_tries_every_spelling_of_it() -> None:
     """One GPU gives the unset, empty, index, UUID and malformed cases in a fixed order."""
     values = [c.value for c in dc.matrix_cases([UUID])]
-    assert values == [None, "", "-1", "0,0", "0", "1", UUID, UUID[:12], UUID.upper(),
-                      UUID.removeprefix("GPU-"), " 0", "0gpu"]
+    assert values == [
+        None,
+        "",
+        "-1",
+        "0,0",
+        "0",
+        "1",
+        UUID,
+        UUID[:12],
+        UUID.upper(),
+        UUID.removeprefix("GPU-"),
+        " 0",
+        "0gpu",
+    ]
 
 
 def test_matrix_indexes_every_gpu_and_one_past_the_end() -> None:
@@ -183,8 +240,9 @@ def test_one_gpu_without_mig_names_the_recorded_cases_that_cover_the_rest() -> N
     assert "a100_mig.json" in text and "h100_sxm_x2.json" in text and "MISSING" not in text
 
 
-def test_written_fixture_replays_through_the_recorded_nvml_fake(tmp_path: pathlib.Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_written_fixture_replays_through_the_recorded_nvml_fake(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The captured card, as written to disk, discovers the same H200 through FakeNvmlRecorded."""
     conftest = _load("cuda_conftest_for_device_check", CUDA_TESTS / "conftest.py")
     raw = raw_nvml(memory_v1={"error": "NotSupported", "code": 3})

@@ -119,12 +119,11 @@ def blocks(doc: Path) -> Iterator[Block]:
         body: list[str] = []
         i += 1
         while i < len(lines) and not re.match(rf"^{indent}```\s*$", lines[i]):
-            body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i])
+            body.append(lines[i][len(indent) :] if lines[i].startswith(indent) else lines[i])
             i += 1
         before = next((lines[j] for j in range(start - 1, -1, -1) if lines[j].strip()), "")
         marked = NOT_RUN.match(before)
-        yield Block(doc, start + 1, lang, "\n".join(body) + "\n",
-                    marked.group(1) if marked else None)
+        yield Block(doc, start + 1, lang, "\n".join(body) + "\n", marked.group(1) if marked else None)
         i += 1
 
 
@@ -150,7 +149,7 @@ def commands() -> Iterator[Command]:
             if not RUNNABLE.match(line):
                 continue
             command = COMMENT.sub("", line)
-            comment = line[len(command):]
+            comment = line[len(command) :]
             documented = DOCUMENTED_EXIT.search(comment)
             codes = frozenset({0, int(documented.group(1))} if documented else {0})
             variants = {OPTIONAL.sub("", command), OPTIONAL.sub(r" \1", command)}
@@ -167,10 +166,18 @@ COMMANDS = [c for c in ALL_COMMANDS if not PLACEHOLDER.search(c.command)]
 @pytest.fixture(scope="module")
 def docs_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The environment snippets run in: the fake-cards plugin installed, the venv first."""
-    site = write_site(tmp_path_factory.mktemp("docs-site"), "gpuscout-docs-cards", "1.0.0",
-                      {"gpuscout_docs_cards": FAKE_PLUGIN}, {"docscards": "gpuscout_docs_cards"})
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("GPUSCOUT_") and k not in ("PYTHONPATH", "COVERAGE_PROCESS_START")}
+    site = write_site(
+        tmp_path_factory.mktemp("docs-site"),
+        "gpuscout-docs-cards",
+        "1.0.0",
+        {"gpuscout_docs_cards": FAKE_PLUGIN},
+        {"docscards": "gpuscout_docs_cards"},
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("GPUSCOUT_") and k not in ("PYTHONPATH", "COVERAGE_PROCESS_START")
+    }
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = str(site)
     return env
@@ -179,8 +186,13 @@ def docs_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def subcommands(docs_env: dict[str, str]) -> frozenset[str]:
     """The commands ``gpuscout --help`` lists, one per line under its ``COMMAND``."""
-    out = subprocess.run([str(BIN / "gpuscout"), "--help"], env=docs_env, capture_output=True,
-                         text=True, timeout=SNIPPET_TIMEOUT).stdout
+    out = subprocess.run(
+        [str(BIN / "gpuscout"), "--help"],
+        env=docs_env,
+        capture_output=True,
+        text=True,
+        timeout=SNIPPET_TIMEOUT,
+    ).stdout
     listed = frozenset(re.findall(r"^ {4}([a-z][\w-]*)\b", out, re.MULTILINE))
     assert {"list", "env"} <= listed, f"gpuscout --help names no commands:\n{out}"
     return listed
@@ -226,20 +238,29 @@ def test_every_not_run_marker_gives_a_reason_and_precedes_a_block() -> None:
 
 
 @pytest.mark.real_machine
-@pytest.mark.parametrize("block", [b for b in PYTHON if b.not_run is None],
-                         ids=lambda b: b.where)
+@pytest.mark.parametrize("block", [b for b in PYTHON if b.not_run is None], ids=lambda b: b.where)
 def test_python_snippet_runs(block: Block, docs_env: dict[str, str], tmp_path: Path) -> None:
     """The snippet runs as a script in a fresh interpreter, against the fake cards."""
-    run = subprocess.run([sys.executable, "-c", block.text], env=docs_env, cwd=tmp_path,
-                         capture_output=True, text=True, timeout=SNIPPET_TIMEOUT)
+    run = subprocess.run(
+        [sys.executable, "-c", block.text],
+        env=docs_env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=SNIPPET_TIMEOUT,
+    )
     assert run.returncode == 0, f"{block.where} exited {run.returncode}:\n{run.stderr[-3000:]}"
 
 
 @pytest.mark.real_machine
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: f"{c.block.where}:{c.command}")
-def test_shell_command_runs(command: Command, docs_env: dict[str, str],
-                            subcommands: frozenset[str], tmp_path: Path,
-                            request: pytest.FixtureRequest) -> None:
+def test_shell_command_runs(
+    command: Command,
+    docs_env: dict[str, str],
+    subcommands: frozenset[str],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
     """The command exits 0 (or with the code its comment documents), with no traceback."""
     shown = command.command
     inner = re.match(r'^eval "\$\((.*)\)"$', shown)
@@ -248,15 +269,31 @@ def test_shell_command_runs(command: Command, docs_env: dict[str, str],
     sub = words[1] if words[0] == "gpuscout" else words[3] if len(words) > 3 else ""
     assert sub in subcommands, f"{command.block.where}: the docs show {sub!r}, not a command"
     if NEEDS_VULKAN.search(run_first):
-        docs_env = {k: v for k, v in docs_env.items()
-                    if k not in ("VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES", "GGML_VK_VISIBLE_DEVICES")}
+        docs_env = {
+            k: v
+            for k, v in docs_env.items()
+            if k not in ("VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES", "GGML_VK_VISIBLE_DEVICES")
+        }
         docs_env["VK_DRIVER_FILES"] = request.getfixturevalue("lavapipe_icd")
-    run = subprocess.run(["sh", "-c", run_first], env=docs_env, cwd=tmp_path,
-                         capture_output=True, text=True, timeout=SNIPPET_TIMEOUT)
+    run = subprocess.run(
+        ["sh", "-c", run_first],
+        env=docs_env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=SNIPPET_TIMEOUT,
+    )
     assert run.returncode in command.codes, (
-        f"{command.block.where}: {run_first!r} exited {run.returncode}:\n{run.stderr[-3000:]}")
+        f"{command.block.where}: {run_first!r} exited {run.returncode}:\n{run.stderr[-3000:]}"
+    )
     assert "Traceback" not in run.stderr, run.stderr[-3000:]
     if inner:
-        evaluated = subprocess.run(["sh", "-c", shown], env=docs_env, cwd=tmp_path,
-                                   capture_output=True, text=True, timeout=SNIPPET_TIMEOUT)
+        evaluated = subprocess.run(
+            ["sh", "-c", shown],
+            env=docs_env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=SNIPPET_TIMEOUT,
+        )
         assert evaluated.returncode == 0, evaluated.stderr[-3000:]

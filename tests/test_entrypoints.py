@@ -12,10 +12,11 @@ from gpuscout.entrypoints import entry_points, parse_entry_points
 
 def test_an_ini_group_is_read_line_by_line() -> None:
     """Only the named section's ``name = value`` lines are returned, comments skipped."""
-    text = ("[console_scripts]\nx = a:b\n\n[gpuscout]\n# a comment\nacme = acme_plugin\n"
-            " other=pkg.mod:obj \n[gpuscout.extra]\nno = no\n")
-    assert parse_entry_points(text, "gpuscout") == [("acme", "acme_plugin"),
-                                                    ("other", "pkg.mod:obj")]
+    text = (
+        "[console_scripts]\nx = a:b\n\n[gpuscout]\n# a comment\nacme = acme_plugin\n"
+        " other=pkg.mod:obj \n[gpuscout.extra]\nno = no\n"
+    )
+    assert parse_entry_points(text, "gpuscout") == [("acme", "acme_plugin"), ("other", "pkg.mod:obj")]
 
 
 @pytest.mark.parametrize("group", ["console_scripts", "pytest11", "gpuscout"])
@@ -29,8 +30,9 @@ def test_the_scan_agrees_with_importlib_metadata(group: str) -> None:
 def write_dist(site: Path, folder: str, name: str, version: str, eps: str) -> None:
     dist = site / folder
     dist.mkdir(parents=True)
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n"
-                                   "Name: not-a-header\n")
+    (dist / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nName: not-a-header\n"
+    )
     (dist / "entry_points.txt").write_text(eps)
 
 
@@ -39,8 +41,7 @@ def test_the_first_distribution_on_the_path_wins(tmp_path: Path) -> None:
     write_dist(tmp_path / "a", "acme_gpu-2.0.dist-info", "acme-gpu", "2.0", "[gpuscout]\nacme = x\n")
     write_dist(tmp_path / "b", "acme_gpu-1.0.dist-info", "acme-gpu", "1.0", "[gpuscout]\nacme = y\n")
     found = entry_points("gpuscout", [str(tmp_path / "a"), str(tmp_path / "b")])
-    assert [(e.name, e.value, e.distribution, e.version) for e in found] == [
-        ("acme", "x", "acme-gpu", "2.0")]
+    assert [(e.name, e.value, e.distribution, e.version) for e in found] == [("acme", "x", "acme-gpu", "2.0")]
 
 
 def test_missing_folders_and_files_are_skipped(tmp_path: Path) -> None:

@@ -38,13 +38,26 @@ BUILTINS = "vulkan,cuda,rocm,metal"
 #: Budget for building the venv: measured about 4 s on 2 cores, generous for a loaded CI box.
 BUILD_BUDGET_S = 60.0
 
-INVENTORY = {"devices": [
-    {"id": "big", "name": "Big card", "total_memory": "24GiB", "free_memory": "20GiB",
-     "flash_attention": True},
-    {"name": "Small card", "total_memory": 8 * GIB, "free_memory": 6 * GIB},
-    {"id": "igpu", "name": "Integrated part", "integrated": True, "pci_id": "0000:c4:00.0",
-     "total_memory": "4GiB", "free_memory": "3GiB"},
-]}
+INVENTORY = {
+    "devices": [
+        {
+            "id": "big",
+            "name": "Big card",
+            "total_memory": "24GiB",
+            "free_memory": "20GiB",
+            "flash_attention": True,
+        },
+        {"name": "Small card", "total_memory": 8 * GIB, "free_memory": 6 * GIB},
+        {
+            "id": "igpu",
+            "name": "Integrated part",
+            "integrated": True,
+            "pci_id": "0000:c4:00.0",
+            "total_memory": "4GiB",
+            "free_memory": "3GiB",
+        },
+    ]
+}
 
 
 @attrs.frozen
@@ -65,12 +78,20 @@ class Venv:
     def python(self) -> str:
         return str(self.root / "bin" / "python")
 
-    def run(self, *argv: str, cwd: Path | None = None,
-            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *argv: str, cwd: Path | None = None, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """``argv`` run with the venv's environment updated by ``env``."""
-        return subprocess.run(list(argv), env={**self.env, **(env or {})}, capture_output=True,
-                              text=True, timeout=60, stdin=subprocess.DEVNULL, check=False,
-                              cwd=cwd or self.root)
+        return subprocess.run(
+            list(argv),
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            check=False,
+            cwd=cwd or self.root,
+        )
 
 
 def _copy_sources(into: Path) -> tuple[Path, Path]:
@@ -89,8 +110,7 @@ def _copy_sources(into: Path) -> tuple[Path, Path]:
 
 def _clean_env(**more: str) -> dict[str, str]:
     """A minimal environment: nothing of the developer's shell, venv or Python path."""
-    env = {"PATH": os.defpath, "LC_ALL": "C.UTF-8", "PYTHONNOUSERSITE": "1",
-           "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {"PATH": os.defpath, "LC_ALL": "C.UTF-8", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     env.update(more)
     return env
 
@@ -102,27 +122,60 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     work = tmp_path_factory.mktemp("example-inventory")
     main, example = _copy_sources(work)
     root = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True,
-                   timeout=120, env=_clean_env())
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=120, env=_clean_env()
+    )
     purelib = subprocess.run(
         [str(root / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        check=True, timeout=60, capture_output=True, text=True, env=_clean_env()).stdout.strip()
+        check=True,
+        timeout=60,
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+    ).stdout.strip()
     # The dependencies come from this interpreter's site-packages; the venv's own comes first,
     # so what is installed into it wins over anything of the same name found there.
     user = [site.getusersitepackages()] if site.ENABLE_USER_SITE else []
     lent = [p for p in (*site.getsitepackages(), *user) if os.path.isdir(p)]
     Path(purelib, "_lent_dependencies.pth").write_text("\n".join(lent) + "\n", encoding="utf-8")
-    pip_env = _clean_env(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1",
-                         PIP_NO_INPUT="1", PIP_NO_CACHE_DIR="1", HOME=str(work))
+    pip_env = _clean_env(
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_NO_INPUT="1",
+        PIP_NO_CACHE_DIR="1",
+        HOME=str(work),
+    )
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(root / "bin" / "python"), "install",
-         "--quiet", "--no-deps", "--no-index", "--no-build-isolation", str(main), str(example)],
-        capture_output=True, text=True, timeout=300, env=pip_env, cwd=work, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(root / "bin" / "python"),
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--no-build-isolation",
+            str(main),
+            str(example),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=pip_env,
+        cwd=work,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     inventory = work / "inventory.json"
     inventory.write_text(json.dumps(INVENTORY), encoding="utf-8")
-    env = _clean_env(PATH=f"{root / 'bin'}{os.pathsep}{os.defpath}", HOME=str(work),
-                     GPUSCOUT_INVENTORY=str(inventory), GPUSCOUT_PLUGINS="inventory")
+    env = _clean_env(
+        PATH=f"{root / 'bin'}{os.pathsep}{os.defpath}",
+        HOME=str(work),
+        GPUSCOUT_INVENTORY=str(inventory),
+        GPUSCOUT_PLUGINS="inventory",
+    )
     return Venv(root, env, time.monotonic() - start, example)
 
 
@@ -170,15 +223,18 @@ def test_list_command_lists_the_inventory_devices(venv: Venv) -> None:
     """``gpuscout list --json`` ranks the file's devices, discrete first."""
     found = _json(venv.run(venv.gpuscout, "list", "--json"))
     assert [(d["backend"], d["id"], d["name"]) for d in found["devices"]] == [
-        ("Inventory", "big", "Big card"), ("Inventory", "1", "Small card"),
-        ("Inventory", "igpu", "Integrated part")]
+        ("Inventory", "big", "Big card"),
+        ("Inventory", "1", "Small card"),
+        ("Inventory", "igpu", "Integrated part"),
+    ]
     assert found["devices"][0]["total_memory"] == 24 * GIB
 
 
 def test_list_command_with_the_vendor_plugins_disabled(venv: Venv) -> None:
     """Blocking the built-ins with the deny list instead gives the same Inventory devices."""
-    done = venv.run(venv.gpuscout, "list", "--json",
-                    env={"GPUSCOUT_PLUGINS": "", "GPUSCOUT_DISABLE_PLUGINS": BUILTINS})
+    done = venv.run(
+        venv.gpuscout, "list", "--json", env={"GPUSCOUT_PLUGINS": "", "GPUSCOUT_DISABLE_PLUGINS": BUILTINS}
+    )
     found = _json(done)
     assert [d["id"] for d in found["devices"] if d["backend"] == "Inventory"] == ["big", "1", "igpu"]
     assert {r["name"]: r["status"] for r in found["plugins"]}["inventory"] == "ok"
@@ -195,8 +251,19 @@ def test_env_verify_proves_a_child_sees_only_the_selected_device(venv: Venv) -> 
 
 def test_exec_runs_a_child_that_sees_only_the_selection(venv: Venv) -> None:
     """``gpuscout exec --device`` hands the child an environment showing only the selection."""
-    done = venv.run(venv.gpuscout, "exec", "--device", "big", "--device", "1", "--verify", "--",
-                    venv.gpuscout, "list", "--json")
+    done = venv.run(
+        venv.gpuscout,
+        "exec",
+        "--device",
+        "big",
+        "--device",
+        "1",
+        "--verify",
+        "--",
+        venv.gpuscout,
+        "list",
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     assert [d["id"] for d in json.loads(done.stdout)["devices"]] == ["big", "1"]
 
@@ -211,20 +278,26 @@ def test_a_bad_inventory_is_a_note_not_a_failure(venv: Venv) -> None:
     assert f"{bad}: device 0, key 'totl_memory'" in report["note"]
 
 
-_IMPORTED = ("import sys; from gpuscout import Scout; "
-             "found = Scout(disable={disable}).discover(); "
-             "print('gpuscout_inventory' in sys.modules, "
-             "[r.status.value for r in found.plugins if r.name == 'inventory'])")
+_IMPORTED = (
+    "import sys; from gpuscout import Scout; "
+    "found = Scout(disable={disable}).discover(); "
+    "print('gpuscout_inventory' in sys.modules, "
+    "[r.status.value for r in found.plugins if r.name == 'inventory'])"
+)
 
 
-@pytest.mark.parametrize(("disable", "extra_env", "imported", "status"), [
-    ([], {}, True, "ok"),
-    (["inventory"], {}, False, "disabled"),
-    ([], {"GPUSCOUT_DISABLE_PLUGINS": "inventory"}, False, "disabled"),
-], ids=["enabled", "disable-argument", "disable-env"])
-def test_disabled_plugin_is_never_imported(venv: Venv, disable: list[str],
-                                           extra_env: dict[str, str], imported: bool,
-                                           status: str) -> None:
+@pytest.mark.parametrize(
+    ("disable", "extra_env", "imported", "status"),
+    [
+        ([], {}, True, "ok"),
+        (["inventory"], {}, False, "disabled"),
+        ([], {"GPUSCOUT_DISABLE_PLUGINS": "inventory"}, False, "disabled"),
+    ],
+    ids=["enabled", "disable-argument", "disable-env"],
+)
+def test_disabled_plugin_is_never_imported(
+    venv: Venv, disable: list[str], extra_env: dict[str, str], imported: bool, status: str
+) -> None:
     """Blocking the plugin (argument or env) keeps its module out of sys.modules."""
     code = _IMPORTED.format(disable=disable)
     done = venv.run(venv.python, "-c", code, env=extra_env)
@@ -234,14 +307,21 @@ def test_disabled_plugin_is_never_imported(venv: Venv, disable: list[str],
 
 def test_disable_option_of_the_command_blocks_the_plugin(venv: Venv) -> None:
     """``gpuscout plugins --disable inventory`` reports it disabled with no device."""
-    report = _inventory_report(_json(venv.run(venv.gpuscout, "plugins", "--json",
-                                              "--disable", "inventory")))
+    report = _inventory_report(_json(venv.run(venv.gpuscout, "plugins", "--json", "--disable", "inventory")))
     assert (report["status"], report["devices"]) == ("disabled", 0)
 
 
 def test_example_tests_pass_against_the_installed_plugin(venv: Venv) -> None:
     """The example's own tests, run with pytest from its folder, pass on the installed copy."""
-    done = venv.run(venv.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=venv.example,
-                    env={"GPUSCOUT_INVENTORY": ""})
+    done = venv.run(
+        venv.python,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        cwd=venv.example,
+        env={"GPUSCOUT_INVENTORY": ""},
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and "failed" not in done.stdout

@@ -85,7 +85,9 @@ def test_directory_where_a_file_is_expected_is_refused(tmp_path: Path) -> None:
     (tmp_path / "proc" / "meminfo").mkdir(parents=True)
     ctx = context(tmp_path)
     assert (ctx.read_text("/proc/meminfo"), ctx.notes) == (
-        None, ["/proc/meminfo: not a regular file; not read"])
+        None,
+        ["/proc/meminfo: not a regular file; not read"],
+    )
 
 
 @needs_dev_zero
@@ -114,8 +116,7 @@ def test_passed_deadline_reads_nothing_and_says_so(tmp_path: Path) -> None:
     """Once the deadline has passed read_text returns None with a 'deadline passed' note."""
     put(tmp_path, "/proc/meminfo", "MemTotal: 1 kB\n")
     ctx = context(tmp_path, deadline=time.monotonic() - 1)
-    assert (ctx.read_text("/proc/meminfo"), ctx.notes) == (
-        None, ["/proc/meminfo: deadline passed; not read"])
+    assert (ctx.read_text("/proc/meminfo"), ctx.notes) == (None, ["/proc/meminfo: deadline passed; not read"])
 
 
 def test_read_system_after_the_deadline_returns_zeros_at_once(tmp_path: Path) -> None:
@@ -151,7 +152,9 @@ def test_reading_above_the_root_is_refused_with_a_note(tmp_path: Path) -> None:
     put(tmp_path, "/secret", "x")
     ctx = context(root)
     assert (ctx.read_text("/proc/../../secret"), ctx.notes) == (
-        None, [f"/proc/../../secret: leads outside the root {str(root)!r}; not read"])
+        None,
+        [f"/proc/../../secret: leads outside the root {str(root)!r}; not read"],
+    )
 
 
 def test_live_root_keeps_paths_absolute() -> None:
@@ -189,8 +192,10 @@ def test_binary_garbage_meminfo_gives_zeros(tmp_path: Path) -> None:
     assert read_system(context(tmp_path)) == SystemInfo()
 
 
-@pytest.mark.parametrize("value", [SUPERSCRIPT_TWO, ARABIC_TWELVE, "-5", "+5", "1e9", "9" * 5000,
-                                   str(1 << 64), str((1 << 64) // 1024)])
+@pytest.mark.parametrize(
+    "value",
+    [SUPERSCRIPT_TWO, ARABIC_TWELVE, "-5", "+5", "1e9", "9" * 5000, str(1 << 64), str((1 << 64) // 1024)],
+)
 def test_absurd_memtotal_is_unknown_and_noted(tmp_path: Path, value: str) -> None:
     """A MemTotal that is no number below 2**64 bytes counts as missing, with a note."""
     put(tmp_path, "/proc/meminfo", f"MemTotal: {value} kB\nMemAvailable: 4 kB\n")
@@ -216,8 +221,7 @@ def test_absurd_cgroup_limit_is_ignored_with_a_note(tmp_path: Path) -> None:
     assert any("memory.max" in note for note in ctx.notes)
 
 
-@pytest.mark.parametrize("line", ["0::/../../..", "0::../../etc", "4:memory:/../x",
-                                  "0::/a/../../../../b"])
+@pytest.mark.parametrize("line", ["0::/../../..", "0::../../etc", "4:memory:/../x", "0::/a/../../../../b"])
 def test_cgroup_path_leading_out_of_the_hierarchy_is_ignored(tmp_path: Path, line: str) -> None:
     """A cgroup path with ``..`` or without a leading slash reads no limit anywhere."""
     root = tmp_path / "root"

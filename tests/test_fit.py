@@ -33,9 +33,18 @@ def finish(w: GGUFWriter, path: Path) -> Path:
     return path
 
 
-def write_model(path: Path, *, arch: str = "llama", blocks: int = 2, heads: int = 8,
-                kv_heads: int | list[int] = 2, embd: int = 64, ctx: int = 4096, tied: bool = False,
-                vocab: int = 16) -> Path:
+def write_model(
+    path: Path,
+    *,
+    arch: str = "llama",
+    blocks: int = 2,
+    heads: int = 8,
+    kv_heads: int | list[int] = 2,
+    embd: int = 64,
+    ctx: int = 4096,
+    tied: bool = False,
+    vocab: int = 16,
+) -> Path:
     w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(blocks)
     w.add_context_length(ctx)
@@ -56,13 +65,20 @@ def write_model(path: Path, *, arch: str = "llama", blocks: int = 2, heads: int 
 def write_q4_model(path: Path, *, blocks: int) -> Path:
     """A llama model whose blocks are one Q4_0 64x64 matrix each (repackable on AVX2)."""
     w = gguf.GGUFWriter(str(path), "llama")
-    for key, value in (("block_count", blocks), ("context_length", 512), ("embedding_length", 64),
-                       ("attention.head_count", 4)):
+    for key, value in (
+        ("block_count", blocks),
+        ("context_length", 512),
+        ("embedding_length", 64),
+        ("attention.head_count", 4),
+    ):
         w.add_uint32(f"llama.{key}", value)
     w.add_tensor("token_embd.weight", np.ones((16, 64), dtype=np.float32))
     for i in range(blocks):
-        w.add_tensor(f"blk.{i}.attn_q.weight", np.zeros((64, 64 // 32 * 18), dtype=np.uint8),
-                     raw_dtype=gguf.GGMLQuantizationType.Q4_0)
+        w.add_tensor(
+            f"blk.{i}.attn_q.weight",
+            np.zeros((64, 64 // 32 * 18), dtype=np.uint8),
+            raw_dtype=gguf.GGMLQuantizationType.Q4_0,
+        )
     w.add_tensor("output.weight", np.ones((16, 64), dtype=np.float32))
     return finish(w, path)
 
@@ -72,8 +88,18 @@ def block_bytes(embd: int = 64) -> int:
 
 
 def gpu(i: int = 0, free: int = 20 * GIB, **kw: object) -> DeviceInfo:
-    return DeviceInfo(**{"id": f"GPU-{i}", "library": "CUDA", "name": f"CUDA{i}", "total_memory": 24 * GIB,
-                         "free_memory": free, "compute_major": 8, "compute_minor": 9, **kw})  # type: ignore[arg-type]
+    return DeviceInfo(
+        **{  # type: ignore[arg-type]
+            "id": f"GPU-{i}",
+            "library": "CUDA",
+            "name": f"CUDA{i}",
+            "total_memory": 24 * GIB,
+            "free_memory": free,
+            "compute_major": 8,
+            "compute_minor": 9,
+            **kw,
+        }
+    )
 
 
 def scout() -> Scout:
@@ -90,16 +116,29 @@ def test_block_weights_are_the_tensors_written(tmp_path: Path) -> None:
 
 def test_kv_cache_for_grouped_query_attention_is_padded_to_256_cells(tmp_path: Path) -> None:
     """ctx 300 becomes 512 cells; K and V rows are n_head_kv x head size, f16."""
-    result = scout().fit(write_model(tmp_path / "m.gguf", heads=8, kv_heads=2), devices=[], system=ROOMY,
-                         ctx=300, cpu_features=())
+    result = scout().fit(
+        write_model(tmp_path / "m.gguf", heads=8, kv_heads=2),
+        devices=[],
+        system=ROOMY,
+        ctx=300,
+        cpu_features=(),
+    )
     assert result.context.n_ctx == 512
     assert result.usage[-1].kv_cache == 2 * 512 * 2 * 8 * (2 + 2)
 
 
 def test_k_and_v_cache_types_count_separately(tmp_path: Path) -> None:
     """q8_0 keys (34 bytes per 32) with f16 values."""
-    result = scout().fit(write_model(tmp_path / "m.gguf", kv_heads=4), devices=[], system=ROOMY, ctx=256,
-                         cache_type_k="q8_0", cache_type_v="f16", flash_attn=True, cpu_features=())
+    result = scout().fit(
+        write_model(tmp_path / "m.gguf", kv_heads=4),
+        devices=[],
+        system=ROOMY,
+        ctx=256,
+        cache_type_k="q8_0",
+        cache_type_v="f16",
+        flash_attn=True,
+        cpu_features=(),
+    )
     per_layer = 256 * (32 // 32 * 34 + 32 * 2)
     assert result.usage[-1].kv_cache == 2 * per_layer
 
@@ -107,8 +146,14 @@ def test_k_and_v_cache_types_count_separately(tmp_path: Path) -> None:
 def test_quantized_v_cache_without_flash_attention_is_refused(tmp_path: Path) -> None:
     """llama.cpp refuses a quantized V cache without flash attention; so does fit."""
     with pytest.raises(ModelError, match="flash"):
-        scout().fit(write_model(tmp_path / "m.gguf"), devices=[], system=ROOMY, cache_type_v="q8_0",
-                    flash_attn=False, cpu_features=())
+        scout().fit(
+            write_model(tmp_path / "m.gguf"),
+            devices=[],
+            system=ROOMY,
+            cache_type_v="q8_0",
+            flash_attn=False,
+            cpu_features=(),
+        )
 
 
 def test_parallel_sequences_share_the_context(tmp_path: Path) -> None:
@@ -121,8 +166,13 @@ def test_parallel_sequences_share_the_context(tmp_path: Path) -> None:
 
 def test_tied_output_is_counted_again_on_the_gpu_that_holds_it(tmp_path: Path) -> None:
     """Without output.weight the token embeddings are loaded a second time on the output's GPU."""
-    result = scout().fit(write_model(tmp_path / "m.gguf", tied=True, vocab=4096), devices=[gpu()],
-                         system=ROOMY, ctx=256, cpu_features=())
+    result = scout().fit(
+        write_model(tmp_path / "m.gguf", tied=True, vocab=4096),
+        devices=[gpu()],
+        system=ROOMY,
+        ctx=256,
+        cpu_features=(),
+    )
     embedding = 4096 * 64 * 4
     assert result.placement[0].layers == [0, 1, 2]
     assert result.usage[0].weights == 2 * block_bytes() + 64 * 4 + embedding
@@ -130,16 +180,22 @@ def test_tied_output_is_counted_again_on_the_gpu_that_holds_it(tmp_path: Path) -
 
 def test_a_tensor_past_the_device_largest_allocation_stays_on_the_cpu(tmp_path: Path) -> None:
     """A tied output over max_allocation is not copied to the device (it stays mapped on the host)."""
-    result = scout().fit(write_model(tmp_path / "m.gguf", tied=True, vocab=4096),
-                         devices=[gpu(max_allocation=MIB // 2)], system=ROOMY, ctx=256, cpu_features=())
+    result = scout().fit(
+        write_model(tmp_path / "m.gguf", tied=True, vocab=4096),
+        devices=[gpu(max_allocation=MIB // 2)],
+        system=ROOMY,
+        ctx=256,
+        cpu_features=(),
+    )
     assert result.usage[0].weights == 2 * block_bytes() + 64 * 4
 
 
 def test_a_small_model_lands_on_one_of_eight_gpus(tmp_path: Path) -> None:
     """Fewest GPUs first: a graph is reserved only where layers are, so one 24 GiB GPU takes it all."""
     devices = [gpu(i) for i in range(8)]
-    result = scout().fit(write_model(tmp_path / "m.gguf"), devices=devices, system=ROOMY, ctx=2048,
-                         cpu_features=())
+    result = scout().fit(
+        write_model(tmp_path / "m.gguf"), devices=devices, system=ROOMY, ctx=2048, cpu_features=()
+    )
     assert len(result.placement) == 1 and result.placement.sum() == 3
     assert len(result.usage) == 2  # the one GPU, then the CPU
 
@@ -147,8 +203,9 @@ def test_a_small_model_lands_on_one_of_eight_gpus(tmp_path: Path) -> None:
 def test_num_gpu_keeps_layers_off_the_integrated_gpu_while_the_discrete_has_room(tmp_path: Path) -> None:
     """--num-gpu N on a discrete + integrated box places every layer on the discrete one."""
     devices = [gpu(0), gpu(1, integrated=True, free=30 * GIB)]
-    result = scout().fit(write_model(tmp_path / "m.gguf"), devices=devices, system=ROOMY, ctx=2048,
-                         num_gpu=3, cpu_features=())
+    result = scout().fit(
+        write_model(tmp_path / "m.gguf"), devices=devices, system=ROOMY, ctx=2048, num_gpu=3, cpu_features=()
+    )
     assert [g.id for g in result.placement] == ["GPU-0"]
 
 
@@ -163,8 +220,9 @@ def test_repacked_cpu_weights_follow_the_cpu_features(tmp_path: Path) -> None:
 
 def test_a_context_past_training_is_said_in_a_note(tmp_path: Path) -> None:
     """--ctx above the model's context_length warns, as llama.cpp does."""
-    result = scout().fit(write_model(tmp_path / "m.gguf", ctx=1024), devices=[], system=ROOMY, ctx=4096,
-                         cpu_features=())
+    result = scout().fit(
+        write_model(tmp_path / "m.gguf", ctx=1024), devices=[], system=ROOMY, ctx=4096, cpu_features=()
+    )
     assert any("trained for (1024)" in n for n in result.notes)
 
 
@@ -182,8 +240,15 @@ def test_bad_arguments_are_gpuscout_errors(tmp_path: Path) -> None:
     a model or projector that is no path, devices and system of the wrong kind."""
     path = write_model(tmp_path / "m.gguf")
     kw: Mapping[str, object]
-    for kw in ({"ctx": 0}, {"cache_type_k": "q9"}, {"parallel": True}, {"cpu_features": "avx2"},
-               {"mmproj": 42}, {"devices": "x"}, {"system": {}}):
+    for kw in (
+        {"ctx": 0},
+        {"cache_type_k": "q9"},
+        {"parallel": True},
+        {"cpu_features": "avx2"},
+        {"mmproj": 42},
+        {"devices": "x"},
+        {"system": {}},
+    ):
         with pytest.raises(GpuscoutError):
             scout().fit(path, **{"devices": [], "system": ROOMY, **kw})  # type: ignore[arg-type]
     for model in (42, None, ["m.gguf"]):
@@ -197,8 +262,19 @@ def test_json_has_the_contract_keys(gpuscout_cli: CliRunner, tmp_path: Path) -> 
     run = gpuscout_cli(["fit", str(path), "--json", "--ctx", "1000"], [gpu()], builtins=False)
     assert run.code == 0, run.err
     doc = run.json()
-    assert {"model", "placement", "cpu_layers", "fits", "ctx", "flash_attn", "cache_type_k",
-            "cache_type_v", "notes", "memory", "total"} <= set(doc)
+    assert {
+        "model",
+        "placement",
+        "cpu_layers",
+        "fits",
+        "ctx",
+        "flash_attn",
+        "cache_type_k",
+        "cache_type_v",
+        "notes",
+        "memory",
+        "total",
+    } <= set(doc)
     assert doc["ctx"] == 1024 and doc["cache_type_k"] == doc["cache_type_v"] == "f16"
     assert type(doc["flash_attn"]) is bool and any("flash attention auto" in n for n in doc["notes"])
     assert doc["model"]["input_weights"] == 16 * 64 * 4 and doc["model"]["blocks"] == 2
@@ -211,8 +287,7 @@ def test_json_has_the_contract_keys(gpuscout_cli: CliRunner, tmp_path: Path) -> 
 def test_kv_type_sets_both_and_flash_attn_off(gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """--kv-type sets both cache types; --flash-attn off is said in the JSON."""
     path = write_model(tmp_path / "m.gguf", kv_heads=4)
-    on = gpuscout_cli(["fit", str(path), "--json", "--kv-type", "q8_0", "--flash-attn", "on"],
-                      builtins=False)
+    on = gpuscout_cli(["fit", str(path), "--json", "--kv-type", "q8_0", "--flash-attn", "on"], builtins=False)
     assert on.code == 0 and on.json()["cache_type_k"] == on.json()["cache_type_v"] == "q8_0"
     off = gpuscout_cli(["fit", str(path), "--json", "--flash-attn", "off"], builtins=False)
     assert off.code == 0 and off.json()["flash_attn"] is False
@@ -225,9 +300,17 @@ def test_does_not_fit_exits_1(gpuscout_cli: CliRunner) -> None:
     assert run.json()["fits"] is False
 
 
-@pytest.mark.parametrize("argv", [["--ctx", "9" * 400], ["--layers", "1" + "0" * 400],
-                                  ["--layers", "١٢٣"], ["--ctx", "0"], ["--parallel", "-1"],
-                                  ["--layers", f"{1 << 63}"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--ctx", "9" * 400],
+        ["--layers", "1" + "0" * 400],
+        ["--layers", "١٢٣"],
+        ["--ctx", "0"],
+        ["--parallel", "-1"],
+        ["--layers", f"{1 << 63}"],
+    ],
+)
 def test_bad_numbers_exit_2_with_one_line(argv: list[str], gpuscout_cli: CliRunner) -> None:
     """Oversized, non-ASCII or out-of-range numbers are usage errors, never tracebacks."""
     code, _, err = gpuscout_cli(["fit", *argv], [gpu()], builtins=False)
@@ -235,8 +318,7 @@ def test_bad_numbers_exit_2_with_one_line(argv: list[str], gpuscout_cli: CliRunn
 
 
 @pytest.mark.parametrize("content", [b"not a gguf file at all" * 4, None, "unknown"])
-def test_bad_files_exit_2_with_one_line(gpuscout_cli: CliRunner, tmp_path: Path,
-                                        content: object) -> None:
+def test_bad_files_exit_2_with_one_line(gpuscout_cli: CliRunner, tmp_path: Path, content: object) -> None:
     """Not GGUF, truncated, or an architecture name nobody knows with no block_count: one line."""
     path = write_model(tmp_path / "m.gguf")
     if content is None:
@@ -254,13 +336,15 @@ def test_bad_files_exit_2_with_one_line(gpuscout_cli: CliRunner, tmp_path: Path,
 
 def test_an_unknown_architecture_is_estimated_with_a_note(tmp_path: Path) -> None:
     """An architecture without rules of its own gets the generic rules, and a note says so."""
-    result = scout().fit(write_model(tmp_path / "m.gguf", arch="brandnew"), devices=[], system=ROOMY,
-                         cpu_features=())
+    result = scout().fit(
+        write_model(tmp_path / "m.gguf", arch="brandnew"), devices=[], system=ROOMY, cpu_features=()
+    )
     assert any("brandnew" in n and "generic" in n for n in result.notes)
 
 
-def test_without_gguf_says_how_to_install(gpuscout_cli: CliRunner, tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_gguf_says_how_to_install(
+    gpuscout_cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """fit MODEL without the gguf extra: one line naming the extra, exit 2."""
     path = write_model(tmp_path / "m.gguf")
     monkeypatch.setitem(sys.modules, "gguf", None)
@@ -298,7 +382,8 @@ def test_text_output_names_devices_as_list_does(gpuscout_cli: CliRunner, tmp_pat
 
 
 def test_the_memory_summary_is_a_table_on_a_terminal_and_lines_in_a_pipe(
-        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
+    gpuscout_cli: CliRunner, tmp_path: Path
+) -> None:
     """Weights, cache and graph per device: a rich table when drawn (--color always), lines in a pipe."""
     argv = ["fit", str(write_model(tmp_path / "m.gguf"))]
     code, drawn, _ = gpuscout_cli([*argv, "--color", "always"], [gpu()], builtins=False)
@@ -310,8 +395,12 @@ def test_the_memory_summary_is_a_table_on_a_terminal_and_lines_in_a_pipe(
 
 def write_projector(path: Path) -> Path:
     w = gguf.GGUFWriter(str(path), "clip")
-    for key, value in (("clip.vision.image_size", 224), ("clip.vision.patch_size", 14),
-                       ("clip.vision.embedding_length", 64), ("clip.vision.attention.head_count", 4)):
+    for key, value in (
+        ("clip.vision.image_size", 224),
+        ("clip.vision.patch_size", 14),
+        ("clip.vision.embedding_length", 64),
+        ("clip.vision.attention.head_count", 4),
+    ):
         w.add_uint32(key, value)
     w.add_tensor("v.patch_embd.weight", np.ones((64, 588), dtype=np.float16))
     w.add_tensor("mm.0.weight", np.ones((64, 64), dtype=np.float32))
@@ -322,8 +411,9 @@ def test_a_projector_sits_on_the_first_gpu(gpuscout_cli: CliRunner, tmp_path: Pa
     """--mmproj: the projector's weights and its compute buffer are the first GPU's."""
     model, projector = write_model(tmp_path / "m.gguf"), write_projector(tmp_path / "p.gguf")
     plain = scout().fit(model, devices=[gpu()], system=ROOMY, ctx=256, cpu_features=())
-    with_p = scout().fit(model, devices=[gpu()], system=ROOMY, ctx=256, mmproj=str(projector),
-                         cpu_features=())
+    with_p = scout().fit(
+        model, devices=[gpu()], system=ROOMY, ctx=256, mmproj=str(projector), cpu_features=()
+    )
     weights = 64 * 588 * 2 + 64 * 64 * 4
     assert with_p.usage[0].weights - plain.usage[0].weights == weights
     assert with_p.usage[0].graph > plain.usage[0].graph
@@ -411,7 +501,8 @@ def test_an_offloaded_host_attention_counts_its_kv_copy_on_the_gpu(tmp_path: Pat
 
 
 def test_a_device_whose_free_memory_is_unknown_is_shown_as_unknown_free(
-        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
+    gpuscout_cli: CliRunner, tmp_path: Path
+) -> None:
     """fit's device row says "unknown free" (and a bar of "?"), never the stand-in figure."""
     path = write_model(tmp_path / "m.gguf")
     run = gpuscout_cli(["fit", str(path)], [gpu(free_memory_unknown=True)], builtins=False)
@@ -422,11 +513,18 @@ def test_a_device_whose_free_memory_is_unknown_is_shown_as_unknown_free(
 
 
 def test_a_placement_on_a_device_of_unknown_free_memory_says_its_verdict_may_be_optimistic(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """The stand-in figure places the layers, as the runtime would, and a note says so."""
-    result = scout().fit(write_model(tmp_path / "m.gguf"), devices=[gpu(free_memory_unknown=True)],
-                         system=ROOMY, ctx=256, cpu_features=())
+    result = scout().fit(
+        write_model(tmp_path / "m.gguf"),
+        devices=[gpu(free_memory_unknown=True)],
+        system=ROOMY,
+        ctx=256,
+        cpu_features=(),
+    )
     assert any("free memory unknown" in n and "optimistic" in n for n in result.notes)
-    known = scout().fit(write_model(tmp_path / "k.gguf"), devices=[gpu()], system=ROOMY, ctx=256,
-                        cpu_features=())
+    known = scout().fit(
+        write_model(tmp_path / "k.gguf"), devices=[gpu()], system=ROOMY, ctx=256, cpu_features=()
+    )
     assert not any("free memory unknown" in n for n in known.notes)

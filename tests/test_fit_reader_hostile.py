@@ -30,8 +30,19 @@ gguf = pytest.importorskip("gguf")
 T = TypeVar("T")
 UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 = range(13)
 F32, Q8_0 = 0, 8
-_CODES = {UINT8: "B", INT8: "b", UINT16: "H", INT16: "h", UINT32: "I", INT32: "i", FLOAT32: "f",
-          BOOL: "?", UINT64: "Q", INT64: "q", FLOAT64: "d"}
+_CODES = {
+    UINT8: "B",
+    INT8: "b",
+    UINT16: "H",
+    INT16: "h",
+    UINT32: "I",
+    INT32: "i",
+    FLOAT32: "f",
+    BOOL: "?",
+    UINT64: "Q",
+    INT64: "q",
+    FLOAT64: "d",
+}
 QUANT_SIZES = {int(k): (int(v[0]), int(v[1])) for k, v in gguf.GGML_QUANT_SIZES.items()}
 LIMIT_S = 2.0
 ARCH = "general.architecture"
@@ -41,13 +52,17 @@ KV = tuple[str | bytes, int, Any]
 Tensor = tuple[str | bytes, tuple[int, ...], int]
 
 LLAMA: list[KV] = [
-    ("general.architecture", STRING, "llama"), ("llama.block_count", UINT32, 2),
-    ("llama.embedding_length", UINT32, 64), ("llama.attention.head_count", UINT32, 4),
+    ("general.architecture", STRING, "llama"),
+    ("llama.block_count", UINT32, 2),
+    ("llama.embedding_length", UINT32, 64),
+    ("llama.attention.head_count", UINT32, 4),
     ("llama.context_length", UINT32, 128),
 ]
 LLAMA_TENSORS: list[Tensor] = [
-    ("token_embd.weight", (64, 16), F32), ("blk.0.attn_norm.weight", (64,), F32),
-    ("blk.1.attn_norm.weight", (64,), F32), ("output_norm.weight", (64,), F32),
+    ("token_embd.weight", (64, 16), F32),
+    ("blk.0.attn_norm.weight", (64,), F32),
+    ("blk.1.attn_norm.weight", (64,), F32),
+    ("output_norm.weight", (64,), F32),
 ]
 
 
@@ -72,21 +87,41 @@ def kv_bytes(key: str | bytes, kind: int, v: Any, e: str = "<") -> bytes:
     return gstring(key, e) + struct.pack(e + "I", kind) + value(kind, v, e)
 
 
-def gguf_bytes(kvs: Sequence[KV] = LLAMA, tensors: Sequence[Tensor] = LLAMA_TENSORS, *,
-               version: int = 3, e: str = "<", alignment: int = 32, offsets: Sequence[int] = (),
-               data: bool = True, n_tensors: int | None = None, n_kv: int | None = None) -> bytes:
+def gguf_bytes(
+    kvs: Sequence[KV] = LLAMA,
+    tensors: Sequence[Tensor] = LLAMA_TENSORS,
+    *,
+    version: int = 3,
+    e: str = "<",
+    alignment: int = 32,
+    offsets: Sequence[int] = (),
+    data: bool = True,
+    n_tensors: int | None = None,
+    n_kv: int | None = None,
+) -> bytes:
     """A GGUF file: header, kv pairs, tensor infos (contiguous aligned offsets unless given) and
     zeroed tensor data (unless ``data`` is false); the counts may be overridden."""
-    out = [b"GGUF", struct.pack(e + "IQQ", version, len(tensors) if n_tensors is None else n_tensors,
-                                len(kvs) if n_kv is None else n_kv)]
+    out = [
+        b"GGUF",
+        struct.pack(
+            e + "IQQ",
+            version,
+            len(tensors) if n_tensors is None else n_tensors,
+            len(kvs) if n_kv is None else n_kv,
+        ),
+    ]
     out += [kv_bytes(key, kind, v, e) for key, kind, v in kvs]
     at = 0
     for i, (name, dims, ggml_type) in enumerate(tensors):
         block, block_bytes = QUANT_SIZES.get(ggml_type, (1, 1))
         nbytes = math.prod(dims) // block * block_bytes
         offset = offsets[i] if offsets else at
-        out += [gstring(name, e), struct.pack(e + "I", len(dims)), struct.pack(e + "Q" * len(dims), *dims),
-                struct.pack(e + "IQ", ggml_type, offset)]
+        out += [
+            gstring(name, e),
+            struct.pack(e + "I", len(dims)),
+            struct.pack(e + "Q" * len(dims), *dims),
+            struct.pack(e + "IQ", ggml_type, offset),
+        ]
         at = offset + nbytes + (-nbytes % alignment)
     head = b"".join(out)
     if tensors and data:
@@ -153,8 +188,11 @@ def test_the_llama_header_reads_its_values_and_tensors(tmp_path: Path) -> None:
     model = read_gguf(write(tmp_path, gguf_bytes()))
     assert model.values["llama.block_count"] == 2 and model.version == 3
     assert [(t.name, t.shape, t.nbytes) for t in model.tensors] == [
-        ("token_embd.weight", (64, 16), 4096), ("blk.0.attn_norm.weight", (64,), 256),
-        ("blk.1.attn_norm.weight", (64,), 256), ("output_norm.weight", (64,), 256)]
+        ("token_embd.weight", (64, 16), 4096),
+        ("blk.0.attn_norm.weight", (64,), 256),
+        ("blk.1.attn_norm.weight", (64,), 256),
+        ("output_norm.weight", (64,), 256),
+    ]
 
 
 def test_a_big_endian_file_reads_as_its_little_endian_twin(tmp_path: Path) -> None:
@@ -289,15 +327,18 @@ def test_a_file_cut_mid_header_is_refused(tmp_path: Path) -> None:
     """A header cut inside the tensor table is refused, naming the size and what was being read."""
     cut = len(gguf_bytes(data=False)) - 4
     message = refusal(write(tmp_path, gguf_bytes()[:cut]))
-    assert f"file ends after {cut} bytes while reading the data offset of tensor 'output_norm.weight'" \
-        in message
+    assert (
+        f"file ends after {cut} bytes while reading the data offset of tensor 'output_norm.weight'" in message
+    )
 
 
-def test_a_file_that_shrinks_while_read_is_refused_as_shrunk(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_that_shrinks_while_read_is_refused_as_shrunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A file cut to 100 bytes after it is opened is refused as having shrunk."""
     tokens = [f"t{i}" for i in range(50_000)]
     path = write(tmp_path, gguf_bytes(llama(("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)))))
+
     def open_then_cut(name: str) -> tuple[int, int]:
         opened = open_regular(name)  # the reader's own, which this replaces
         os.truncate(name, 100)
@@ -376,8 +417,11 @@ def test_a_long_key_is_not_echoed_whole(tmp_path: Path) -> None:
     assert len(refusal(write(tmp_path, data))) < 300
 
 
-@pytest.mark.parametrize("tail", [struct.pack("<IQ", 13, 0), struct.pack("<IIQ", ARRAY, ARRAY, 0), b"\x04"],
-                         ids=["unknown-type", "nested-array", "cut-after-key"])
+@pytest.mark.parametrize(
+    "tail",
+    [struct.pack("<IQ", 13, 0), struct.pack("<IIQ", ARRAY, ARRAY, 0), b"\x04"],
+    ids=["unknown-type", "nested-array", "cut-after-key"],
+)
 def test_control_characters_in_a_key_are_escaped(tmp_path: Path, tail: bytes) -> None:
     """A key holding a newline, an escape and shell quotes appears repr-escaped on one line."""
     data = one_pair(HOSTILE_KEY, tail)
@@ -450,8 +494,9 @@ def test_tensor_data_outside_the_file_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("strings", [[4000] * 40, [100_000]], ids=["kept", "skipped"])
-def test_a_header_over_the_cap_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          strings: list[int]) -> None:
+def test_a_header_over_the_cap_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strings: list[int]
+) -> None:
     """A header past MAX_HEADER_BYTES is refused, whether its long strings are kept or skipped."""
     long = [(f"general.s{i}", STRING, "x" * n) for i, n in enumerate(strings)]
     path = write(tmp_path, gguf_bytes(llama(*long)))
@@ -568,8 +613,9 @@ HOSTILE: dict[str, Callable[[Path], Path]] = {
 
 
 @pytest.mark.parametrize("make", HOSTILE.values(), ids=HOSTILE.keys())
-def test_fit_answers_a_hostile_file_with_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                        make: Callable[[Path], Path]) -> None:
+def test_fit_answers_a_hostile_file_with_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: Callable[[Path], Path]
+) -> None:
     """gpuscout fit exits 2 with one "gpuscout: error:" line, no traceback, never the input whole."""
     path = make(tmp_path)
     if not path.exists():
@@ -606,14 +652,15 @@ def mutate(data: bytes, changes: Sequence[tuple[Any, ...]]) -> bytes:
         elif kind == "insert":
             buf[at:at] = rest[0]
         elif kind == "u64":
-            buf[at:at + 8] = struct.pack("<Q", rest[0])
+            buf[at : at + 8] = struct.pack("<Q", rest[0])
     return bytes(buf)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(changes=st.lists(mutation, min_size=1, max_size=5))
-def test_a_mutated_header_reads_or_raises_model_error_quickly(tmp_path: Path,
-                                                              changes: list[tuple[Any, ...]]) -> None:
+def test_a_mutated_header_reads_or_raises_model_error_quickly(
+    tmp_path: Path, changes: list[tuple[Any, ...]]
+) -> None:
     """Any mutation of a valid file gives a GGUFFile or a ModelError, within a second."""
     path = write(tmp_path, mutate(VALID, changes))
     with suppress(ModelError):

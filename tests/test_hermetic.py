@@ -30,11 +30,11 @@ SUBSET = [
 THIS = "tests/test_hermetic.py::test_a_subset_passes_on_a_fake_gpu_machine"
 
 
-def test_shared_scouts_find_no_device_even_where_env_names_one(
-        scout_with: Callable[..., Scout]) -> None:
+def test_shared_scouts_find_no_device_even_where_env_names_one(scout_with: Callable[..., Scout]) -> None:
     """A test's own CUDA_/ROCR_VISIBLE_DEVICES=0 unhides none of the machine's GPUs."""
-    scout = scout_with(env={"CUDA_VISIBLE_DEVICES": "0", "ROCR_VISIBLE_DEVICES": "0",
-                            "HIP_VISIBLE_DEVICES": "0"})
+    scout = scout_with(
+        env={"CUDA_VISIBLE_DEVICES": "0", "ROCR_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "0"}
+    )
     found = scout.discover()
     assert found.devices == [] and found.dropped == []
     assert all(r.status == "ok" for r in found.plugins)
@@ -61,18 +61,36 @@ def test_a_subset_passes_on_a_fake_gpu_machine() -> None:
     """With an H200 and an RX 7900 XTX faked for the whole run the subset passes, and only the
     no-driver tests are skipped, saying why (and, on a machine without Mesa's lavapipe, those
     that need it; under CI=true these fail the subset)."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTEST_ADDOPTS", "GPUSCOUT_TEST_FAKE_MACHINE")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "GPUSCOUT_TEST_FAKE_MACHINE")}
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:randomly",
-         "--fake-machine=h200,rx7900xtx", "--deselect", THIS, *SUBSET],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:randomly",
+            "--fake-machine=h200,rx7900xtx",
+            "--deselect",
+            THIS,
+            *SUBSET,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     tail = out.stdout[-4000:] + out.stderr[-2000:]
     assert out.returncode == 0, tail
     # "SKIPPED [count] file:line: reason", one line per reason (-rs groups them).
-    reasons = [line.split(": ", 1)[-1] for line in out.stdout.splitlines()
-               if line.startswith("SKIPPED")]
+    reasons = [line.split(": ", 1)[-1] for line in out.stdout.splitlines() if line.startswith("SKIPPED")]
     missing = find_lavapipe()[1]
-    assert sorted(r.rsplit("; ", 1)[-1] for r in reasons) == sorted([
-        "the fake machine (h200) has one", "the fake machine (rx7900xtx) has one",
-        *([f"{missing} is missing"] if missing else [])]), tail
+    assert sorted(r.rsplit("; ", 1)[-1] for r in reasons) == sorted(
+        [
+            "the fake machine (h200) has one",
+            "the fake machine (rx7900xtx) has one",
+            *([f"{missing} is missing"] if missing else []),
+        ]
+    ), tail

@@ -50,12 +50,22 @@ def vulkan_view(index: int, gpu: dict[str, Any], pci: bool) -> RawDevice:
     VK_EXT_pci_bus_info)."""
     total = int(gpu["memory_v1"]["total"])
     return RawDevice(
-        index=index, name=gpu["name"], device_type=DISCRETE, vendor_id=NVIDIA,
-        device_id=0x2330, api_version=(1 << 22) | (3 << 12), driver_version=0,
-        driver_id=NVIDIA_DRIVER, driver_name="NVIDIA", storage_16bit=True,
-        pci=[0, gpu["pci"]["bus"], 0, 0] if pci else None, heaps=[[total, 1]],
+        index=index,
+        name=gpu["name"],
+        device_type=DISCRETE,
+        vendor_id=NVIDIA,
+        device_id=0x2330,
+        api_version=(1 << 22) | (3 << 12),
+        driver_version=0,
+        driver_id=NVIDIA_DRIVER,
+        driver_name="NVIDIA",
+        storage_16bit=True,
+        pci=[0, gpu["pci"]["bus"], 0, 0] if pci else None,
+        heaps=[[total, 1]],
         # More free than CUDA says of the card: a surviving twin would rank before it.
-        heap_budget=[total], heap_usage=[0])
+        heap_budget=[total],
+        heap_usage=[0],
+    )
 
 
 @pytest.fixture
@@ -64,8 +74,7 @@ def box(monkeypatch: pytest.MonkeyPatch, gpuscout_scout: ScoutFactory) -> Callab
     the cuda and vulkan plugins with CUDA_VISIBLE_DEVICES set to ``cuda_visible`` (unset for
     None); the Vulkan views carry their PCI ids unless ``pci`` is False."""
 
-    def make(cuda_visible: str | None = None, pci: bool = True,
-             recording: str = "h100_sxm_x2") -> Scout:
+    def make(cuda_visible: str | None = None, pci: bool = True, recording: str = "h100_sxm_x2") -> Scout:
         answers = _cuda_fakes().load_recording(recording)
         fake = _cuda_fakes().FakeNvmlRecorded(answers)
         monkeypatch.setattr(nvml, "_load_nvml", lambda context: fake)
@@ -92,40 +101,37 @@ def test_a_cuda_mask_lists_only_the_card_cuda_sees(box: Callable[..., Scout]) ->
     assert [(d.library, d.id) for d in box("0").discover().devices] == [("CUDA", GPU0)]
 
 
-def test_the_card_a_cuda_mask_hides_is_dropped_naming_the_variable(
-        box: Callable[..., Scout]) -> None:
+def test_the_card_a_cuda_mask_hides_is_dropped_naming_the_variable(box: Callable[..., Scout]) -> None:
     """GPU 1 is dropped as hidden by CUDA_VISIBLE_DEVICES=0, a twin of nothing."""
-    assert ("CUDA", "0000:2a:00.0", "hidden by CUDA_VISIBLE_DEVICES=0", None) in dropped(
-        box("0").discover())
+    assert ("CUDA", "0000:2a:00.0", "hidden by CUDA_VISIBLE_DEVICES=0", None) in dropped(box("0").discover())
 
 
 def test_the_vulkan_twin_of_a_hidden_card_is_dropped_with_it(box: Callable[..., Scout]) -> None:
     """GPU 1's Vulkan view (same PCI id) is dropped naming the variable and the hidden card."""
-    assert ("Vulkan", "0000:2a:00.0", "hidden by CUDA_VISIBLE_DEVICES=0",
-            DeviceID(GPU1, "CUDA")) in dropped(box("0").discover())
+    assert ("Vulkan", "0000:2a:00.0", "hidden by CUDA_VISIBLE_DEVICES=0", DeviceID(GPU1, "CUDA")) in dropped(
+        box("0").discover()
+    )
 
 
-def test_the_vulkan_twin_of_the_visible_card_stays_a_plain_duplicate(
-        box: Callable[..., Scout]) -> None:
+def test_the_vulkan_twin_of_the_visible_card_stays_a_plain_duplicate(box: Callable[..., Scout]) -> None:
     """GPU 0's Vulkan view is dropped as an ordinary duplicate of the visible CUDA record."""
-    assert ("Vulkan", "0000:18:00.0", "duplicate", DeviceID(GPU0, "CUDA")) in dropped(
-        box("0").discover())
+    assert ("Vulkan", "0000:18:00.0", "duplicate", DeviceID(GPU0, "CUDA")) in dropped(box("0").discover())
 
 
-def test_a_twin_without_pci_id_is_matched_by_the_duplicate_heuristics(
-        box: Callable[..., Scout]) -> None:
+def test_a_twin_without_pci_id_is_matched_by_the_duplicate_heuristics(box: Callable[..., Scout]) -> None:
     """Without VK_EXT_pci_bus_info the Vulkan plugin's heuristic (name and memory) matches the
     H100 PCIe's Vulkan view to that card, which CUDA_VISIBLE_DEVICES=0 hides (the RTX 4090
     sits first on the bus)."""
     found = box("0", pci=False, recording="rtx4090_h100_pcie").discover()
-    assert [(d.device.name, d.reason, d.duplicate_of) for d in found.dropped
-            if d.device.library == "Vulkan"] == [
+    assert [
+        (d.device.name, d.reason, d.duplicate_of) for d in found.dropped if d.device.library == "Vulkan"
+    ] == [
         ("NVIDIA GeForce RTX 4090", "duplicate", DeviceID(RTX4090, "CUDA")),
-        ("NVIDIA H100 PCIe", "hidden by CUDA_VISIBLE_DEVICES=0", DeviceID(H100_PCIE, "CUDA"))]
+        ("NVIDIA H100 PCIe", "hidden by CUDA_VISIBLE_DEVICES=0", DeviceID(H100_PCIE, "CUDA")),
+    ]
 
 
-def test_env_best_never_names_the_hidden_card(
-        gpuscout_cli: CliRunner, box: Callable[..., Scout]) -> None:
+def test_env_best_never_names_the_hidden_card(gpuscout_cli: CliRunner, box: Callable[..., Scout]) -> None:
     """`gpuscout env best` gives GPU 0, though GPU 1's Vulkan view reports the most free memory."""
     scout = box("0")
     run = gpuscout_cli(["env", "best"], scout=scout)
@@ -142,20 +148,24 @@ def test_without_a_mask_both_cards_are_listed_through_cuda(box: Callable[..., Sc
     """With CUDA_VISIBLE_DEVICES unset nothing is hidden: both CUDA records, no hidden reason."""
     found = box().discover()
     assert ([d.id for d in found.devices], [d.reason for d in found.dropped]) == (
-        [GPU0, GPU1], ["duplicate", "duplicate"])
+        [GPU0, GPU1],
+        ["duplicate", "duplicate"],
+    )
 
 
-def test_no_dev_files_hides_every_nvidia_card_and_both_vulkan_twins(
-        box: Callable[..., Scout]) -> None:
+def test_no_dev_files_hides_every_nvidia_card_and_both_vulkan_twins(box: Callable[..., Scout]) -> None:
     """Slurm's CUDA_VISIBLE_DEVICES=NoDevFiles (a job without GPUs) leaves no device at all."""
     found = box("NoDevFiles").discover()
     assert (found.devices, sorted((d.device.library, d.reason) for d in found.dropped)) == (
-        [], [("CUDA", "hidden by CUDA_VISIBLE_DEVICES=NoDevFiles")] * 2
-        + [("Vulkan", "hidden by CUDA_VISIBLE_DEVICES=NoDevFiles")] * 2)
+        [],
+        [("CUDA", "hidden by CUDA_VISIBLE_DEVICES=NoDevFiles")] * 2
+        + [("Vulkan", "hidden by CUDA_VISIBLE_DEVICES=NoDevFiles")] * 2,
+    )
 
 
 def test_explain_text_says_the_card_and_its_twin_are_hidden(
-        gpuscout_cli: CliRunner, box: Callable[..., Scout]) -> None:
+    gpuscout_cli: CliRunner, box: Callable[..., Scout]
+) -> None:
     """`list --explain` names the variable for the hidden card and for its Vulkan twin."""
     scout = box("0")
     run = gpuscout_cli(["list", "--explain"], scout=scout)
@@ -166,7 +176,8 @@ def test_explain_text_says_the_card_and_its_twin_are_hidden(
 
 
 def test_explain_json_gives_the_hiding_setting_of_the_card_and_its_twin(
-        gpuscout_cli: CliRunner, box: Callable[..., Scout]) -> None:
+    gpuscout_cli: CliRunner, box: Callable[..., Scout]
+) -> None:
     """`list --json --explain` carries reason, duplicate_of and hidden_by for both."""
     scout = box("0")
     run = gpuscout_cli(["list", "--json", "--explain"], scout=scout)
@@ -174,10 +185,21 @@ def test_explain_json_gives_the_hiding_setting_of_the_card_and_its_twin(
     entries = run.json()["explain"]["dropped"]
     hidden = [e for e in entries if e["hidden_by"]]
     assert hidden == [
-        {"id": GPU1, "backend": "CUDA", "reason": "hidden by CUDA_VISIBLE_DEVICES=0",
-         "duplicate_of": None, "hidden_by": "CUDA_VISIBLE_DEVICES=0"},
-        {"id": "1", "backend": "Vulkan", "reason": "hidden by CUDA_VISIBLE_DEVICES=0",
-         "duplicate_of": {"id": GPU1, "backend": "CUDA"}, "hidden_by": "CUDA_VISIBLE_DEVICES=0"}]
+        {
+            "id": GPU1,
+            "backend": "CUDA",
+            "reason": "hidden by CUDA_VISIBLE_DEVICES=0",
+            "duplicate_of": None,
+            "hidden_by": "CUDA_VISIBLE_DEVICES=0",
+        },
+        {
+            "id": "1",
+            "backend": "Vulkan",
+            "reason": "hidden by CUDA_VISIBLE_DEVICES=0",
+            "duplicate_of": {"id": GPU1, "backend": "CUDA"},
+            "hidden_by": "CUDA_VISIBLE_DEVICES=0",
+        },
+    ]
 
 
 # -- the merge rule ------------------------------------------------------------------------------
@@ -202,7 +224,9 @@ def test_a_vulkan_mask_never_hides_the_card_cuda_shows() -> None:
     hidden = VK_CARD.evolve(hidden_by="GGML_VK_VISIBLE_DEVICES=1")
     kept, out = merge([("vulkan", hidden), ("cuda", CUDA_CARD)], None, _cuda_first)
     assert (kept, [(d.reason, d.duplicate_of) for d in out]) == (
-        [CUDA_CARD], [("duplicate", CUDA_CARD.device_id)])
+        [CUDA_CARD],
+        [("duplicate", CUDA_CARD.device_id)],
+    )
 
 
 def test_a_hidden_view_never_wins_a_tie_over_a_visible_twin() -> None:
@@ -218,11 +242,11 @@ def test_a_twin_of_a_hidden_partition_points_at_a_visible_partition() -> None:
     duplicate, of the visible instance."""
     visible = CUDA_CARD.evolve(id="MIG-b")
     hidden = CUDA_CARD.evolve(id="MIG-a", hidden_by="CUDA_VISIBLE_DEVICES=MIG-b")
-    kept, out = merge([("cuda", hidden), ("cuda", visible), ("vulkan", VK_CARD)], None,
-                      _cuda_first)
+    kept, out = merge([("cuda", hidden), ("cuda", visible), ("vulkan", VK_CARD)], None, _cuda_first)
     assert (kept, [(d.device.id, d.reason, d.duplicate_of) for d in out]) == (
-        [visible], [("MIG-a", "hidden by CUDA_VISIBLE_DEVICES=MIG-b", None),
-                    ("0", "duplicate", visible.device_id)])
+        [visible],
+        [("MIG-a", "hidden by CUDA_VISIBLE_DEVICES=MIG-b", None), ("0", "duplicate", visible.device_id)],
+    )
 
 
 # -- the record on the wire -------------------------------------------------------------------
@@ -231,8 +255,10 @@ def test_a_twin_of_a_hidden_partition_points_at_a_visible_partition() -> None:
 def test_hidden_by_is_a_wire_key_only_when_set() -> None:
     """``hidden_by`` is written when set and left out when empty, and read back."""
     hidden = CUDA_CARD.evolve(hidden_by="CUDA_VISIBLE_DEVICES=0")
-    assert ("hidden_by" in json.loads(to_json(CUDA_CARD)),
-            from_json(to_json(hidden), DeviceInfo)) == (False, hidden)
+    assert ("hidden_by" in json.loads(to_json(CUDA_CARD)), from_json(to_json(hidden), DeviceInfo)) == (
+        False,
+        hidden,
+    )
 
 
 def test_a_hidden_device_survives_the_isolation_childs_encoding() -> None:
@@ -247,9 +273,12 @@ def test_a_plugins_device_count_leaves_out_the_devices_it_reports_hidden() -> No
     from gpuscout import DeviceInfo, Scout
     from gpuscout.testing import injected
 
-    name, plugin = injected([DeviceInfo(id="a", library="Mine", total_memory=1),
-                             DeviceInfo(id="b", library="Mine", total_memory=1,
-                                        hidden_by="MINE_VISIBLE=a")])
+    name, plugin = injected(
+        [
+            DeviceInfo(id="a", library="Mine", total_memory=1),
+            DeviceInfo(id="b", library="Mine", total_memory=1, hidden_by="MINE_VISIBLE=a"),
+        ]
+    )
     found = Scout(plugins=[name], extra=[(name, plugin)], entry_points=False, env={}).discover()
     assert [d.id for d in found.devices] == ["a"]
     assert found.report(name).devices == 1

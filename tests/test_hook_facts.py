@@ -78,8 +78,7 @@ def test_each_hooks_facts_agree_with_each_other() -> None:
         assert facts.expected and facts.returns and facts.label, name
 
 
-_GUARD_CELL = {"device": "when `device` is yours", "devices": "when one of `devices` is yours",
-               "": "no"}
+_GUARD_CELL = {"device": "when `device` is yours", "devices": "when one of `devices` is yours", "": "no"}
 
 
 def _readme_hook_rows() -> list[list[str]]:
@@ -99,8 +98,16 @@ def test_the_readme_hook_table_matches_the_facts_row_by_row() -> None:
     header, rule, *rows = _readme_hook_rows()
     assert header == ["hook", "returns", "firstresult", "bounded by", "`for_library`"]
     assert all(re.fullmatch(r"-+", cell) for cell in rule)
-    expected = [[f"`{f.signature}`", f.returns, "yes" if f.firstresult else "no",
-                 f"`{f.timeout}`", _GUARD_CELL[f.guard]] for f in HOOKS.values()]
+    expected = [
+        [
+            f"`{f.signature}`",
+            f.returns,
+            "yes" if f.firstresult else "no",
+            f"`{f.timeout}`",
+            _GUARD_CELL[f.guard],
+        ]
+        for f in HOOKS.values()
+    ]
     for row, want in zip(rows, expected, strict=True):
         assert row == want
 
@@ -113,16 +120,16 @@ def test_an_answer_of_the_wrong_type_is_refused_in_the_tables_words(hook: str) -
     assert any(p.startswith(words) for p in problems), problems
 
 
-def test_the_host_reads_the_words_of_a_refused_answer_from_the_table(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_host_reads_the_words_of_a_refused_answer_from_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
     """Changing a hook's check and words in the table changes what the Scout accepts and says."""
     hook = "gpuscout_flash_attention"
     scout = scout_of(("card", _card_answering(hook, "yes")))
     assert scout.flash_attention(MINE) is False
     assert "expected bool or None" in next(r for r in scout.reports if r.name == "card").error
     # The table itself, changed for this test (HOOKS is a read-only view of it).
-    monkeypatch.setitem(hookspecs._HOOKS, hook,
-                        attrs.evolve(HOOKS[hook], check=lambda v: v == "yes", expected="a yes"))
+    monkeypatch.setitem(
+        hookspecs._HOOKS, hook, attrs.evolve(HOOKS[hook], check=lambda v: v == "yes", expected="a yes")
+    )
     assert scout.flash_attention(MINE) is True
     other = scout_of(("card", _card_answering(hook, "no")))
     assert other.flash_attention(MINE) is False
@@ -153,8 +160,7 @@ def test_check_plugin_asks_each_foreign_declining_hook_about_a_foreign_device() 
     members: dict[str, Any] = {}
     for name, facts in HOOKS.items():
         if facts.declines_foreign:
-            members[name] = hookimpl(_function(name, ", ".join(("self", *facts.args)),
-                                               answer=True))
+            members[name] = hookimpl(_function(name, ", ".join(("self", *facts.args)), answer=True))
     problems = check_plugin(type("Greedy", (Card,), members)())
     blamed = sorted(p.split(" ", 1)[0] for p in problems if "which is not its own" in p)
     assert blamed == sorted(members)
@@ -183,5 +189,4 @@ def test_a_hook_is_bounded_by_the_timeout_its_facts_name() -> None:
     assert [d.free_memory for d in scout.refresh([MINE])] == [1]
     assert scout.flash_attention(MINE) is False
     report = next(r for r in scout.reports if r.name == "slow")
-    assert (str(report.status), report.error.split(" ", 1)[0]) == \
-        ("timeout", "gpuscout_flash_attention")
+    assert (str(report.status), report.error.split(" ", 1)[0]) == ("timeout", "gpuscout_flash_attention")

@@ -92,8 +92,7 @@ class Run:
 
 def child_env(site: Path, **extra: str) -> dict[str, str]:
     """This environment with ``site`` installed, no plugin lists and no Vulkan driver."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("GPUSCOUT_PLUGINS", "GPUSCOUT_DISABLE_PLUGINS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUSCOUT_PLUGINS", "GPUSCOUT_DISABLE_PLUGINS")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
     return {**env, "VK_DRIVER_FILES": "/nonexistent.json", **extra}
 
@@ -102,8 +101,7 @@ def run(site: Path, *args: str, timeout: float = 60, cli: bool = True, **env: st
     """Run ``gpuscout ARGS`` (or ``python ARGS``) with ``site`` installed; killed at ``timeout``."""
     argv = [sys.executable, "-m", "gpuscout", *args] if cli else [sys.executable, *args]
     start = time.monotonic()
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                          env=child_env(site, **env))
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=child_env(site, **env))
     return Run(done.returncode, done.stdout, done.stderr, time.monotonic() - start)
 
 
@@ -115,17 +113,24 @@ def run_all(site: Path, commands: Sequence[Sequence[str]]) -> list[Run]:
 
 def log_events(err: str, event: str) -> list[dict[str, object]]:
     """The ``--log-format json`` lines on stderr whose event is ``event``."""
-    return [e for e in (json.loads(line) for line in err.splitlines() if line.startswith("{"))
-            if e.get("event") == event]
+    return [
+        e
+        for e in (json.loads(line) for line in err.splitlines() if line.startswith("{"))
+        if e.get("event") == event
+    ]
 
 
 # -- imports that never return, raise or exit --------------------------------------------------
 
-def test_a_plugin_whose_import_never_returns_costs_one_timeout(
-        site_factory: Callable[..., Path]) -> None:
+
+def test_a_plugin_whose_import_never_returns_costs_one_timeout(site_factory: Callable[..., Path]) -> None:
     """A module that sleeps at import is reported `timeout` after `--timeout`; the rest is listed."""
-    site = site_factory("acme-hang", "1.0", {"acme_hang": "import time\ntime.sleep(3600)\n",
-                                             "acme_good": GOOD}, {"hang": "acme_hang", "good": "acme_good"})
+    site = site_factory(
+        "acme-hang",
+        "1.0",
+        {"acme_hang": "import time\ntime.sleep(3600)\n", "acme_good": GOOD},
+        {"hang": "acme_hang", "good": "acme_good"},
+    )
     common = ["--plugins", "hang,good", "--timeout", "1"]
     listed, plugins = run_all(site, [["list", "--json", *common], ["plugins", "--json", *common]])
     for result in (listed, plugins):
@@ -136,16 +141,20 @@ def test_a_plugin_whose_import_never_returns_costs_one_timeout(
     assert [d["id"] for d in listed.json()["devices"]] == ["good0"]
 
 
-@pytest.mark.parametrize("source, error", [
-    pytest.param("raise RuntimeError('no acme driver')\n", "RuntimeError: no acme driver",
-                 id="raises"),
-    pytest.param("import sys\nsys.exit(0)\n", "sys.exit(0)", id="sys-exit"),
-])
+@pytest.mark.parametrize(
+    "source, error",
+    [
+        pytest.param("raise RuntimeError('no acme driver')\n", "RuntimeError: no acme driver", id="raises"),
+        pytest.param("import sys\nsys.exit(0)\n", "sys.exit(0)", id="sys-exit"),
+    ],
+)
 def test_a_plugin_whose_import_raises_or_exits_fails_alone(
-        site_factory: Callable[..., Path], source: str, error: str) -> None:
+    site_factory: Callable[..., Path], source: str, error: str
+) -> None:
     """An import that raises or calls sys.exit fails that plugin; the command carries on."""
-    site = site_factory("acme-bad", "1.0", {"acme_bad": source, "acme_good": GOOD},
-                        {"bad": "acme_bad", "good": "acme_good"})
+    site = site_factory(
+        "acme-bad", "1.0", {"acme_bad": source, "acme_good": GOOD}, {"bad": "acme_bad", "good": "acme_good"}
+    )
     result = run(site, "list", "--json", "--disable", BUILTINS)
     assert result.code == 0, result.err
     reports = result.reports()
@@ -184,14 +193,25 @@ HOOKS: dict[str, tuple[str, tuple[str, ...], list[str], object]] = {
     "gpuscout_is_duplicate": ("a, b", (TWINS,), ["list", "--json"], ["AcmeA", "AcmeB"]),
     # Keys only matter to a heuristic, so this plugin has one (which never says "twins").
     "gpuscout_duplicate_key": ("device", (TWINS, NO_TWINS), ["list", "--json"], ["AcmeA", "AcmeB"]),
-    "gpuscout_preferred_library": ("device, other", (TWINS, IS_DUPLICATE), ["list", "--json"],
-                                   ["AcmeA"]),
-    "gpuscout_minimum_memory": ("device", (TWINS,), ["env", "fits:1GiB"],
-                                "export ACME_VISIBLE_DEVICES='0,0'\n"),
-    "gpuscout_visible_env": ("selection, context", (TWINS,), ["env", "best", "--isolate"],
-                             "export ACME_VISIBLE_DEVICES='0'\n"),
-    "gpuscout_isolate_env": ("selection, env, context", (TWINS,), ["env", "best", "--isolate"],
-                             "export ACME_VISIBLE_DEVICES='0'\n"),
+    "gpuscout_preferred_library": ("device, other", (TWINS, IS_DUPLICATE), ["list", "--json"], ["AcmeA"]),
+    "gpuscout_minimum_memory": (
+        "device",
+        (TWINS,),
+        ["env", "fits:1GiB"],
+        "export ACME_VISIBLE_DEVICES='0,0'\n",
+    ),
+    "gpuscout_visible_env": (
+        "selection, context",
+        (TWINS,),
+        ["env", "best", "--isolate"],
+        "export ACME_VISIBLE_DEVICES='0'\n",
+    ),
+    "gpuscout_isolate_env": (
+        "selection, env, context",
+        (TWINS,),
+        ["env", "best", "--isolate"],
+        "export ACME_VISIBLE_DEVICES='0'\n",
+    ),
     "gpuscout_flash_attention": ("device", (), ["flash_attention_supported"], False),
     "gpuscout_validate_init": ("device, context", (), ["needs_init_validation"], False),
     "gpuscout_refresh": ("devices, context", (), ["refresh"], ["0"]),
@@ -202,10 +222,16 @@ HOOKS: dict[str, tuple[str, tuple[str, ...], list[str], object]] = {
 def hook_runs(site_factory: Callable[..., Path]) -> dict[str, Run]:
     """One run per hanging hook, all at once: plugin ``hang_<hook>`` answers nothing else."""
     header = "from gpuscout import hookimpl\n"
-    modules = {f"acme_{hook}": "\n".join(map(textwrap.dedent, (header, *others, hang(hook, args))))
-               for hook, (args, others, _, _) in HOOKS.items()}
-    site = site_factory("acme-hooks", "1.0", {**modules, "acme_show": SHOW},
-                        {"show": "acme_show", **{f"hang_{h[9:]}": f"acme_{h}" for h in HOOKS}})
+    modules = {
+        f"acme_{hook}": "\n".join(map(textwrap.dedent, (header, *others, hang(hook, args))))
+        for hook, (args, others, _, _) in HOOKS.items()
+    }
+    site = site_factory(
+        "acme-hooks",
+        "1.0",
+        {**modules, "acme_show": SHOW},
+        {"show": "acme_show", **{f"hang_{h[9:]}": f"acme_{h}" for h in HOOKS}},
+    )
 
     def one(hook: str) -> Run:
         name, command = f"hang_{hook[9:]}", HOOKS[hook][2]
@@ -220,8 +246,7 @@ def hook_runs(site_factory: Callable[..., Path]) -> dict[str, Run]:
 
 
 @pytest.mark.parametrize("hook", list(HOOKS))
-def test_a_rule_hook_that_never_returns_is_reported_and_skipped(
-        hook_runs: dict[str, Run], hook: str) -> None:
+def test_a_rule_hook_that_never_returns_is_reported_and_skipped(hook_runs: dict[str, Run], hook: str) -> None:
     """A hanging hook costs its deadline once per run; the command answers as if it were absent."""
     result, name, (_, _, command, expected) = hook_runs[hook], f"hang_{hook[9:]}", HOOKS[hook]
     assert result.code == 0 and result.wall < PROMPT, (result.wall, result.err)
@@ -249,8 +274,8 @@ def test_a_rule_hook_that_never_returns_is_reported_and_skipped(
 
 # -- bad records -------------------------------------------------------------------------------
 
-def test_a_record_with_a_wrong_field_type_fails_only_its_plugin(
-        site_factory: Callable[..., Path]) -> None:
+
+def test_a_record_with_a_wrong_field_type_fails_only_its_plugin(site_factory: Callable[..., Path]) -> None:
     """`pci_id=1234` or `integrated="no"` fails that plugin, naming the field; others are listed."""
     bad = """
         from gpuscout import DeviceInfo, hookimpl
@@ -259,11 +284,16 @@ def test_a_record_with_a_wrong_field_type_fails_only_its_plugin(
         def gpuscout_enumerate(context):
             return [DeviceInfo(id="b0", library="Bad", {field})]
     """
-    site = site_factory("acme-records", "1.0", {
-        "acme_pci": bad.format(field="pci_id=1234"),
-        "acme_integrated": bad.format(field='integrated="no"'),
-        "acme_good": GOOD,
-    }, {"pci": "acme_pci", "integrated": "acme_integrated", "good": "acme_good"})
+    site = site_factory(
+        "acme-records",
+        "1.0",
+        {
+            "acme_pci": bad.format(field="pci_id=1234"),
+            "acme_integrated": bad.format(field='integrated="no"'),
+            "acme_good": GOOD,
+        },
+        {"pci": "acme_pci", "integrated": "acme_integrated", "good": "acme_good"},
+    )
     result = run(site, "list", "--json", "--disable", BUILTINS)
     assert result.code == 0, result.err
     assert [d["id"] for d in result.json()["devices"]] == ["good0"]
@@ -275,11 +305,14 @@ def test_a_record_with_a_wrong_field_type_fails_only_its_plugin(
 
 # -- environment -------------------------------------------------------------------------------
 
-def test_a_plugin_cannot_change_what_an_exec_child_inherits(
-        site_factory: Callable[..., Path]) -> None:
+
+def test_a_plugin_cannot_change_what_an_exec_child_inherits(site_factory: Callable[..., Path]) -> None:
     """Writes to `context.env` (plain or through its referent) never reach `gpuscout exec`'s child."""
-    site = site_factory("acme-evil", "1.0", {
-        "acme_loud": """
+    site = site_factory(
+        "acme-evil",
+        "1.0",
+        {
+            "acme_loud": """
             from gpuscout import hookimpl
 
             @hookimpl
@@ -287,7 +320,7 @@ def test_a_plugin_cannot_change_what_an_exec_child_inherits(
                 context.env["CUDA_VISIBLE_DEVICES"] = "x"
                 return []
         """,
-        "acme_sly": """
+            "acme_sly": """
             import gc
             from gpuscout import DeviceInfo, hookimpl
 
@@ -308,10 +341,24 @@ def test_a_plugin_cannot_change_what_an_exec_child_inherits(
                 tamper(context.env)
                 return None
         """,
-    }, {"loud": "acme_loud", "sly": "acme_sly"})
+        },
+        {"loud": "acme_loud", "sly": "acme_sly"},
+    )
     child = 'import os; print(os.environ.get("CUDA_VISIBLE_DEVICES"))'
-    result = run(site, "exec", "--disable", BUILTINS, "-v", "--log-format", "json", "--",
-                 sys.executable, "-c", child, CUDA_VISIBLE_DEVICES="orig")
+    result = run(
+        site,
+        "exec",
+        "--disable",
+        BUILTINS,
+        "-v",
+        "--log-format",
+        "json",
+        "--",
+        sys.executable,
+        "-c",
+        child,
+        CUDA_VISIBLE_DEVICES="orig",
+    )
     assert result.code == 0, result.err
     assert result.out == "orig\n"
     failed = log_events(result.err, "discovery.plugin_failed")
@@ -320,16 +367,23 @@ def test_a_plugin_cannot_change_what_an_exec_child_inherits(
 
 # -- many devices ------------------------------------------------------------------------------
 
-def test_twenty_thousand_devices_from_one_plugin_are_all_listed(
-        site_factory: Callable[..., Path]) -> None:
+
+def test_twenty_thousand_devices_from_one_plugin_are_all_listed(site_factory: Callable[..., Path]) -> None:
     """A plugin answering 20,000 distinct devices gets every one of them listed."""
-    site = site_factory("acme-many", "1.0", {"acme_many": """
+    site = site_factory(
+        "acme-many",
+        "1.0",
+        {
+            "acme_many": """
         from gpuscout import DeviceInfo, hookimpl
 
         @hookimpl
         def gpuscout_enumerate(context):
             return [DeviceInfo(id=f"d{i}", library="Many", free_memory=i) for i in range(20000)]
-    """}, {"many": "acme_many"})
+    """
+        },
+        {"many": "acme_many"},
+    )
     result = run(site, "list", "--json", "--plugins", "many", "--timeout", "30")
     assert result.code == 0, result.err
     ids = {d["id"] for d in result.json()["devices"]}
@@ -344,22 +398,27 @@ MARKUP = "[/beta] [link=https://example.com]x[/link]"
 @pytest.fixture(scope="module")
 def markup_site(site_factory: Callable[..., Path]) -> Path:
     """Plugins whose device name and error message hold rich markup."""
-    return site_factory("acme-markup", "1.0", {
-        "acme_name": f"""
+    return site_factory(
+        "acme-markup",
+        "1.0",
+        {
+            "acme_name": f"""
             from gpuscout import DeviceInfo, hookimpl
 
             @hookimpl
             def gpuscout_enumerate(context):
                 return [DeviceInfo(id="m0", library="Markup", name="Card {MARKUP}")]
         """,
-        "acme_raise": """
+            "acme_raise": """
             from gpuscout import hookimpl
 
             @hookimpl
             def gpuscout_enumerate(context):
                 raise RuntimeError("driver said [/beta]")
         """,
-    }, {"markup": "acme_name", "broken": "acme_raise"})
+        },
+        {"markup": "acme_name", "broken": "acme_raise"},
+    )
 
 
 def test_markup_in_a_device_name_is_printed_literally(markup_site: Path) -> None:
@@ -377,6 +436,7 @@ def test_markup_in_a_plugin_error_is_printed_literally(markup_site: Path) -> Non
 
 
 # -- names -------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def acme_site(site_factory: Callable[..., Path]) -> Path:

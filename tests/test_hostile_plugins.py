@@ -15,10 +15,22 @@ from gpuscout.errors import GpuscoutError
 from gpuscout.sizes import GIB
 from gpuscout.testing import ScoutFactory
 
-CUDA_CARD = DeviceInfo(id="GPU-1", library="CUDA", description="Acme", pci_id="0000:01:00.0",
-                       total_memory=8 * GIB, free_memory=8 * GIB, compute_major=8)
-RULE_HOOKS = ("gpuscout_minimum_memory", "gpuscout_flash_attention", "gpuscout_is_duplicate",
-              "gpuscout_preferred_library", "gpuscout_duplicate_key")
+CUDA_CARD = DeviceInfo(
+    id="GPU-1",
+    library="CUDA",
+    description="Acme",
+    pci_id="0000:01:00.0",
+    total_memory=8 * GIB,
+    free_memory=8 * GIB,
+    compute_major=8,
+)
+RULE_HOOKS = (
+    "gpuscout_minimum_memory",
+    "gpuscout_flash_attention",
+    "gpuscout_is_duplicate",
+    "gpuscout_preferred_library",
+    "gpuscout_duplicate_key",
+)
 
 
 class Reports:
@@ -40,13 +52,14 @@ def status(s: Scout, name: str) -> tuple[str, str]:
 def hanging(hook: str, seconds: float = 30.0) -> Any:
     """A plugin whose ``hook`` sleeps ``seconds`` (and counts its calls)."""
     params = {
-        "gpuscout_minimum_memory": "device", "gpuscout_flash_attention": "device",
-        "gpuscout_is_duplicate": "a, b", "gpuscout_preferred_library": "device, other",
+        "gpuscout_minimum_memory": "device",
+        "gpuscout_flash_attention": "device",
+        "gpuscout_is_duplicate": "a, b",
+        "gpuscout_preferred_library": "device, other",
         "gpuscout_duplicate_key": "device",
     }[hook]
     namespace: dict[str, Any] = {"hookimpl": hookimpl, "time": time, "calls": []}
-    exec(f"@hookimpl\ndef {hook}({params}):\n    calls.append(1)\n    time.sleep({seconds})\n",
-         namespace)
+    exec(f"@hookimpl\ndef {hook}({params}):\n    calls.append(1)\n    time.sleep({seconds})\n", namespace)
 
     class Hangs:
         calls: list[int] = namespace["calls"]
@@ -57,12 +70,19 @@ def hanging(hook: str, seconds: float = 30.0) -> Any:
 
 @pytest.mark.parametrize("hook", RULE_HOOKS)
 def test_a_rule_hook_that_hangs_costs_its_deadline_once_per_discovery(
-        gpuscout_scout: ScoutFactory, hook: str) -> None:
+    gpuscout_scout: ScoutFactory, hook: str
+) -> None:
     """A hanging rule hook costs its deadline once per discovery, and is never called twice."""
     plugin = hanging(hook)
     twin = DeviceInfo(id="0", library="Vulkan", description="Acme", total_memory=8 * GIB)
-    s = gpuscout_scout("cuda", "vulkan", ("hang", plugin), ("dev", Reports(CUDA_CARD, twin)),
-                       env={"VK_DRIVER_FILES": "/nonexistent.json"}, hook_timeout=0.3)
+    s = gpuscout_scout(
+        "cuda",
+        "vulkan",
+        ("hang", plugin),
+        ("dev", Reports(CUDA_CARD, twin)),
+        env={"VK_DRIVER_FILES": "/nonexistent.json"},
+        hook_timeout=0.3,
+    )
     start = time.monotonic()
     for _ in range(3):
         s.discover()
@@ -84,6 +104,7 @@ def test_a_timed_out_firstresult_hook_falls_through_to_the_next_answer(gpuscout_
 
 def test_a_hanging_visible_env_hook_is_not_waited_for(gpuscout_scout: ScoutFactory) -> None:
     """visible_env still answers from the built-ins when a third party hangs."""
+
     class Hangs:
         @hookimpl
         def gpuscout_visible_env(self, selection: Any, context: Any) -> Any:
@@ -94,8 +115,7 @@ def test_a_hanging_visible_env_hook_is_not_waited_for(gpuscout_scout: ScoutFacto
     assert status(s, "hang")[0] == "timeout"
 
 
-def test_a_plugin_whose_enumerate_hangs_is_waited_for_not_started_again(
-        gpuscout_scout: ScoutFactory) -> None:
+def test_a_plugin_whose_enumerate_hangs_is_waited_for_not_started_again(gpuscout_scout: ScoutFactory) -> None:
     """An enumerate still hanging is waited for by the next discovery, not started twice."""
     calls: list[int] = []
 
@@ -111,13 +131,24 @@ def test_a_plugin_whose_enumerate_hangs_is_waited_for_not_started_again(
     assert len(calls) == 1 and status(s, "hang")[0] == "timeout"
 
 
-@pytest.mark.parametrize("exc", [
-    RuntimeError("boom"), SystemExit(3), KeyboardInterrupt(), GeneratorExit(), MemoryError(),
-    RecursionError(), BaseException("base"), StopIteration(),
-])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        RuntimeError("boom"),
+        SystemExit(3),
+        KeyboardInterrupt(),
+        GeneratorExit(),
+        MemoryError(),
+        RecursionError(),
+        BaseException("base"),
+        StopIteration(),
+    ],
+)
 def test_any_exception_from_a_plugin_is_its_own_failure(
-        gpuscout_scout: ScoutFactory, exc: BaseException) -> None:
+    gpuscout_scout: ScoutFactory, exc: BaseException
+) -> None:
     """Every kind of exception, BaseException included, fails only the plugin that raised it."""
+
     class Raises:
         @hookimpl
         def gpuscout_enumerate(self, context: Any) -> Any:
@@ -130,8 +161,9 @@ def test_any_exception_from_a_plugin_is_its_own_failure(
     s = gpuscout_scout(("bad", Raises()), ("good", Reports(CUDA_CARD)))
     assert [d.id for d in s.discover().devices] == ["GPU-1"]
     assert s.minimum_memory(CUDA_CARD) == 457 * 1024 * 1024
-    assert (status(s, "bad")[0] == "failed" and type(exc).__name__ in status(s, "bad")[1]) \
-        or "sys.exit" in status(s, "bad")[1]
+    assert (
+        status(s, "bad")[0] == "failed" and type(exc).__name__ in status(s, "bad")[1]
+    ) or "sys.exit" in status(s, "bad")[1]
 
 
 def lying(**fields: Any) -> DeviceInfo:
@@ -142,23 +174,27 @@ def lying(**fields: Any) -> DeviceInfo:
     return d
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"pci_id": 1234}, "[0].pci_id: expected str, got 1234"),
-    ({"integrated": "no"}, "[0].integrated: expected bool, got 'no'"),
-    ({"total_memory": -1}, "[0].total_memory: expected an int in 0..2**63-1, got -1"),
-    ({"free_memory": 2**64}, "[0].free_memory: expected an int in 0..2**63-1"),
-    ({"total_memory": 1.5}, "[0].total_memory: expected int, got 1.5"),
-    ({"total_memory": True}, "[0].total_memory: expected int, got True"),
-    ({"compute_major": "9"}, "[0].compute_major: expected int, got '9'"),
-    ({"pci_id": "zz:00.0"}, "[0].pci_id: expected a PCI id like 0000:c4:00.0, got 'zz:00.0'"),
-    ({"library_path": ["/x"]}, "[0].library_path: expected a sequence of str"),
-    ({"library_path": ("/x", 5)}, "[0].library_path[1]: expected str, got 5"),
-    ({"runner_env_overrides": {"A": 1}}, "[0].runner_env_overrides['A']: expected str, got 1"),
-    ({"description": "x" * 100_000}, "[0].description: text of 100000 characters"),
-    ({"library": None}, "[0].library: expected str, got None"),
-])
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"pci_id": 1234}, "[0].pci_id: expected str, got 1234"),
+        ({"integrated": "no"}, "[0].integrated: expected bool, got 'no'"),
+        ({"total_memory": -1}, "[0].total_memory: expected an int in 0..2**63-1, got -1"),
+        ({"free_memory": 2**64}, "[0].free_memory: expected an int in 0..2**63-1"),
+        ({"total_memory": 1.5}, "[0].total_memory: expected int, got 1.5"),
+        ({"total_memory": True}, "[0].total_memory: expected int, got True"),
+        ({"compute_major": "9"}, "[0].compute_major: expected int, got '9'"),
+        ({"pci_id": "zz:00.0"}, "[0].pci_id: expected a PCI id like 0000:c4:00.0, got 'zz:00.0'"),
+        ({"library_path": ["/x"]}, "[0].library_path: expected a sequence of str"),
+        ({"library_path": ("/x", 5)}, "[0].library_path[1]: expected str, got 5"),
+        ({"runner_env_overrides": {"A": 1}}, "[0].runner_env_overrides['A']: expected str, got 1"),
+        ({"description": "x" * 100_000}, "[0].description: text of 100000 characters"),
+        ({"library": None}, "[0].library: expected str, got None"),
+    ],
+)
 def test_a_bad_record_fails_its_plugin_naming_the_field(
-        gpuscout_scout: ScoutFactory, fields: dict[str, Any], message: str) -> None:
+    gpuscout_scout: ScoutFactory, fields: dict[str, Any], message: str
+) -> None:
     """A record with a wrong field type or range fails its plugin; other plugins' devices stay."""
     s = gpuscout_scout(("liar", Reports(lying(**fields))), ("good", Reports(CUDA_CARD)))
     found = s.discover()
@@ -169,7 +205,8 @@ def test_a_bad_record_fails_its_plugin_naming_the_field(
 
 @pytest.mark.parametrize("answer", [None, "devices", {"a": 1}, [CUDA_CARD, "x"], 7])
 def test_an_enumerate_answer_that_is_not_a_list_of_records_fails_the_plugin(
-        gpuscout_scout: ScoutFactory, answer: Any) -> None:
+    gpuscout_scout: ScoutFactory, answer: Any
+) -> None:
     """Anything but a list of DeviceInfo is a failure (None included)."""
     s = gpuscout_scout(("bad", Reports()), ("good", Reports(CUDA_CARD)))
     s.plugin_manager.get_plugin("bad").devices = answer
@@ -179,6 +216,7 @@ def test_an_enumerate_answer_that_is_not_a_list_of_records_fails_the_plugin(
 
 def test_a_record_subclass_is_copied_into_a_plain_record(gpuscout_scout: ScoutFactory) -> None:
     """A DeviceInfo subclass that lies through a property reaches the host as plain values."""
+
     class Shifty(DeviceInfo):
         @property
         def compute(self) -> str:
@@ -189,8 +227,7 @@ def test_a_record_subclass_is_copied_into_a_plain_record(gpuscout_scout: ScoutFa
     assert type(device) is DeviceInfo and device.compute == "0.0"
 
 
-def test_a_plugin_cannot_change_the_environment_of_the_host_or_others(
-        gpuscout_scout: ScoutFactory) -> None:
+def test_a_plugin_cannot_change_the_environment_of_the_host_or_others(gpuscout_scout: ScoutFactory) -> None:
     """Writes to context.env fail; Scout.env, other plugins and visible_env see the original."""
     seen: list[dict[str, str]] = []
 
@@ -216,9 +253,9 @@ def test_a_plugin_cannot_change_the_environment_of_the_host_or_others(
         s.env["X"] = "1"  # type: ignore[index]
 
 
-def test_a_plugin_cannot_change_a_record_or_a_selection_it_is_handed(
-        gpuscout_scout: ScoutFactory) -> None:
+def test_a_plugin_cannot_change_a_record_or_a_selection_it_is_handed(gpuscout_scout: ScoutFactory) -> None:
     """runner_env_overrides and the selection a hook receives are read-only."""
+
     class Meddler:
         @hookimpl
         def gpuscout_visible_env(self, selection: Any, context: Any) -> Any:
@@ -236,24 +273,27 @@ def test_a_plugin_cannot_change_a_record_or_a_selection_it_is_handed(
     assert status(s, "meddler")[0] == "failed"
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"plugins": "cuda"}, "not the string 'cuda'"),
-    ({"disable": "cuda"}, "not the string 'cuda'"),
-    ({"plugins": [1]}, "plugin names must be str"),
-    ({"enumerate_timeout": float("nan")}, "finite and > 0"),
-    ({"enumerate_timeout": float("inf")}, "finite and > 0"),
-    ({"hook_timeout": 0}, "finite and > 0"),
-    ({"hook_timeout": -1}, "finite and > 0"),
-    ({"hook_timeout": "1"}, "a number of seconds"),
-    ({"enumerate_timeout": True}, "a number of seconds"),
-    ({"env": {"A": 1}}, "env must map str to str"),
-    ({"env": ["A"]}, "env must be a mapping"),
-    ({"root": 5}, "root must be a path"),
-    ({"root": "/tmp\x00x"}, "without NUL"),
-    ({"plugins": ["nosuch"]}, "unknown plugin 'nosuch' in the allow list"),
-    ({"env": {"GPUSCOUT_PLUGINS": "cuda,nosuch"}}, "GPUSCOUT_PLUGINS"),
-    ({"extra": 5}, "extra must be a list"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"plugins": "cuda"}, "not the string 'cuda'"),
+        ({"disable": "cuda"}, "not the string 'cuda'"),
+        ({"plugins": [1]}, "plugin names must be str"),
+        ({"enumerate_timeout": float("nan")}, "finite and > 0"),
+        ({"enumerate_timeout": float("inf")}, "finite and > 0"),
+        ({"hook_timeout": 0}, "finite and > 0"),
+        ({"hook_timeout": -1}, "finite and > 0"),
+        ({"hook_timeout": "1"}, "a number of seconds"),
+        ({"enumerate_timeout": True}, "a number of seconds"),
+        ({"env": {"A": 1}}, "env must map str to str"),
+        ({"env": ["A"]}, "env must be a mapping"),
+        ({"root": 5}, "root must be a path"),
+        ({"root": "/tmp\x00x"}, "without NUL"),
+        ({"plugins": ["nosuch"]}, "unknown plugin 'nosuch' in the allow list"),
+        ({"env": {"GPUSCOUT_PLUGINS": "cuda,nosuch"}}, "GPUSCOUT_PLUGINS"),
+        ({"extra": 5}, "extra must be a list"),
+    ],
+)
 def test_bad_scout_arguments_raise_a_gpuscout_error(kwargs: dict[str, Any], message: str) -> None:
     """Only GpuscoutError, with a message naming the argument, for bad Scout arguments."""
     with pytest.raises(GpuscoutError, match=None) as info:
@@ -264,27 +304,31 @@ def test_bad_scout_arguments_raise_a_gpuscout_error(kwargs: dict[str, Any], mess
 def test_an_unknown_name_in_a_deny_list_is_a_warning() -> None:
     """A deny list may name plugins this machine lacks: one warning, the run goes on."""
     s = Scout(entry_points=False, disable=["nosuch"], env={"GPUSCOUT_DISABLE_PLUGINS": "other"})
-    assert len(s.warnings) == 2 and all("known plugins: cuda, metal, rocm, vulkan" in w
-                                        for w in s.warnings)
+    assert len(s.warnings) == 2 and all("known plugins: cuda, metal, rocm, vulkan" in w for w in s.warnings)
 
 
-def test_a_missing_root_is_a_machine_with_nothing_under_it(gpuscout_scout: ScoutFactory,
-                                                           tmp_path: Any) -> None:
+def test_a_missing_root_is_a_machine_with_nothing_under_it(
+    gpuscout_scout: ScoutFactory, tmp_path: Any
+) -> None:
     """Scout(root=...) accepts a folder that does not exist; plugins find nothing there."""
     found = gpuscout_scout("rocm", env={}, root=os.fspath(tmp_path / "nowhere")).discover()
     assert found.devices == [] and found.system.total_memory == 0
 
 
-@pytest.mark.parametrize("call", [
-    lambda s: s.visible_env("GPU-1"),
-    lambda s: s.visible_env([1]),
-    lambda s: s.minimum_memory(None),
-    lambda s: s.flash_attention_supported([object()]),
-    lambda s: s.compare(CUDA_CARD, "x"),
-    lambda s: s.refresh(5),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.visible_env("GPU-1"),
+        lambda s: s.visible_env([1]),
+        lambda s: s.minimum_memory(None),
+        lambda s: s.flash_attention_supported([object()]),
+        lambda s: s.compare(CUDA_CARD, "x"),
+        lambda s: s.refresh(5),
+    ],
+)
 def test_bad_arguments_to_rule_methods_raise_a_gpuscout_error(
-        gpuscout_scout: ScoutFactory, call: Callable[[Scout], Any]) -> None:
+    gpuscout_scout: ScoutFactory, call: Callable[[Scout], Any]
+) -> None:
     """The rule methods refuse what is not a DeviceInfo with a GpuscoutError."""
     with pytest.raises(GpuscoutError):
         call(gpuscout_scout())
@@ -292,6 +336,7 @@ def test_bad_arguments_to_rule_methods_raise_a_gpuscout_error(
 
 def test_a_hook_wrapper_is_refused_rather_than_dropped(gpuscout_scout: ScoutFactory) -> None:
     """gpuscout calls implementations one by one, so a wrapper fails its plugin, visibly."""
+
     class Wraps:
         @hookimpl(wrapper=True)
         def gpuscout_minimum_memory(self, device: Any) -> Any:
@@ -303,16 +348,24 @@ def test_a_hook_wrapper_is_refused_rather_than_dropped(gpuscout_scout: ScoutFact
 
 def test_a_plugin_that_answers_many_devices_is_merged(gpuscout_scout: ScoutFactory) -> None:
     """Thousands of records from one plugin are all checked, merged and ranked."""
-    devices = [DeviceInfo(id=f"d{i}", library="Many", description="Acme GPU",
-                          total_memory=7 * GIB, free_memory=GIB * (1 + i % 7)) for i in range(3000)]
-    s = gpuscout_scout("vulkan", ("many", Reports(*devices)),
-                       env={"VK_DRIVER_FILES": "/nonexistent.json"})
+    devices = [
+        DeviceInfo(
+            id=f"d{i}",
+            library="Many",
+            description="Acme GPU",
+            total_memory=7 * GIB,
+            free_memory=GIB * (1 + i % 7),
+        )
+        for i in range(3000)
+    ]
+    s = gpuscout_scout("vulkan", ("many", Reports(*devices)), env={"VK_DRIVER_FILES": "/nonexistent.json"})
     found = s.discover()
     assert len(found.devices) == 3000 and found.devices[0].free_memory == 7 * GIB
 
 
 def test_a_slow_rule_hook_costs_at_most_one_total_over_many_devices(gpuscout_scout: ScoutFactory) -> None:
     """A hook that stays just under the per-call limit is cut off by the batch total."""
+
     class Slow:
         @hookimpl
         def gpuscout_duplicate_key(self, device: Any) -> Any:
@@ -323,22 +376,25 @@ def test_a_slow_rule_hook_costs_at_most_one_total_over_many_devices(gpuscout_sco
             return None
 
     devices = [DeviceInfo(id=f"d{i}", library="Many") for i in range(40)]
-    s = gpuscout_scout(("slow", Slow()), ("many", Reports(*devices)), hook_timeout=0.3,
-                       enumerate_timeout=1.0)
+    s = gpuscout_scout(("slow", Slow()), ("many", Reports(*devices)), hook_timeout=0.3, enumerate_timeout=1.0)
     start = time.monotonic()
     assert len(s.discover().devices) == 40
     assert time.monotonic() - start < 3.0
     assert status(s, "slow")[0] == "timeout" and "40 calls" in status(s, "slow")[1]
 
 
-@pytest.mark.parametrize("device", [
-    CUDA_CARD.evolve(id="GPU-\x00"),
-    CUDA_CARD.evolve(runner_env_overrides={"A=B": "1"}),
-    CUDA_CARD.evolve(runner_env_overrides={"": "1"}),
-    CUDA_CARD.evolve(runner_env_overrides={"OK": "nul\x00"}),
-])
-def test_visible_env_refuses_what_no_environment_can_hold(gpuscout_scout: ScoutFactory,
-                                                         device: DeviceInfo) -> None:
+@pytest.mark.parametrize(
+    "device",
+    [
+        CUDA_CARD.evolve(id="GPU-\x00"),
+        CUDA_CARD.evolve(runner_env_overrides={"A=B": "1"}),
+        CUDA_CARD.evolve(runner_env_overrides={"": "1"}),
+        CUDA_CARD.evolve(runner_env_overrides={"OK": "nul\x00"}),
+    ],
+)
+def test_visible_env_refuses_what_no_environment_can_hold(
+    gpuscout_scout: ScoutFactory, device: DeviceInfo
+) -> None:
     """A NUL, an empty name or '=' in a name is a GpuscoutError naming the variable."""
     s = gpuscout_scout("cuda", env={})
     with pytest.raises(GpuscoutError, match="visible_env: variable"):

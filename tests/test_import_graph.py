@@ -47,7 +47,8 @@ MODULES = _modules()
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(module: str, path: Path) -> set[str]:
@@ -121,8 +122,13 @@ def _cycles(nodes: set[str]) -> list[list[str]]:
 
 def test_the_graph_sees_the_whole_package() -> None:
     """A sanity check that the walk finds what the cycle test relies on."""
-    assert {"gpuscout.scout", "gpuscout.host", "gpuscout.plugin", "gpuscout.plugins.cuda",
-            "gpuscout.plugins.rocm.sysfs"} <= MODULES.keys()
+    assert {
+        "gpuscout.scout",
+        "gpuscout.host",
+        "gpuscout.plugin",
+        "gpuscout.plugins.cuda",
+        "gpuscout.plugins.rocm.sysfs",
+    } <= MODULES.keys()
     assert "gpuscout.plugin" in GRAPH["gpuscout.plugins.cuda"]
     assert "gpuscout.hookspecs" in GRAPH["gpuscout.host"]
 
@@ -142,8 +148,9 @@ def test_a_core_module_never_imports_the_package_root(module: str) -> None:
 def test_built_in_plugins_reach_only_the_public_surface(module: str) -> None:
     own = ".".join(module.split(".")[:3])
     allowed = {"gpuscout", "gpuscout.plugin"}
-    foreign = sorted(m for m in GRAPH[module]
-                     if m not in allowed and m != own and not m.startswith(own + "."))
+    foreign = sorted(
+        m for m in GRAPH[module] if m not in allowed and m != own and not m.startswith(own + ".")
+    )
     assert foreign == [], f"{module} imports internals a third party cannot rely on: {foreign}"
 
 
@@ -157,8 +164,10 @@ def test_importing_the_package_loads_nothing_until_a_name_is_used() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, gpuscout; print(sorted(m for m in ('pluggy', 'attr', 'cattrs', "
-            "'structlog', 'gpuscout.scout') if m in sys.modules))")
+    code = (
+        "import sys, gpuscout; print(sorted(m for m in ('pluggy', 'attr', 'cattrs', "
+        "'structlog', 'gpuscout.scout') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     import gpuscout.ranking  # a submodule loaded first must not shadow a lazy name
@@ -167,5 +176,6 @@ def test_importing_the_package_loads_nothing_until_a_name_is_used() -> None:
         assert getattr(gpuscout, name) is not None, name
     assert callable(gpuscout.rank) and gpuscout.rank([]) == []
     assert set(gpuscout.__all__) <= set(dir(gpuscout))
-    assert not any(m.rsplit(".", 1)[-1] in gpuscout.__all__ for m in MODULES), \
+    assert not any(m.rsplit(".", 1)[-1] in gpuscout.__all__ for m in MODULES), (
         "a submodule named like an exported name would shadow it once imported"
+    )

@@ -49,13 +49,16 @@ def four_gpu_node(no_permission: tuple[int, ...] = ()) -> dict[str, Any]:
     """NVML's answers on the composed node; GPUs at the bus numbers ``no_permission`` refuse
     their handle (NoPermission), as the device cgroup of a job leaves them."""
     fakes = _cuda_fakes()
-    gpus = fakes.load_recording("h100_sxm_x2")["gpus"] + fakes.load_recording(
-        "rtx4090_h100_pcie")["gpus"]
+    gpus = fakes.load_recording("h100_sxm_x2")["gpus"] + fakes.load_recording("rtx4090_h100_pcie")["gpus"]
     for gpu in gpus:
         if gpu["pci"]["bus"] in no_permission:
             gpu["handle"] = "NoPermission"
-    return {"machine": "composed: 2 x H100 SXM + RTX 4090 + H100 PCIe", "composed": True,
-            "driver": {"kernel": "550.54.15", "cuda": 12040}, "gpus": gpus}
+    return {
+        "machine": "composed: 2 x H100 SXM + RTX 4090 + H100 PCIe",
+        "composed": True,
+        "driver": {"kernel": "550.54.15", "cuda": 12040},
+        "gpus": gpus,
+    }
 
 
 #: The verification child: NVML replaced by the same recording, then `gpuscout list --json`.
@@ -87,19 +90,24 @@ def slurm_node(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> Calla
         monkeypatch.setattr(nvml, "_load_nvml", lambda context: fake)
         recording = tmp_path / "node.json"
         recording.write_text(json.dumps(answers))
-        monkeypatch.setattr(verify, "child_command", lambda *a: [
-            sys.executable, "-c", CHILD, str(CUDA_FAKES), str(recording)])
-        return Scout(plugins=["cuda"], entry_points=False, platform="linux", env={
-            "CUDA_VISIBLE_DEVICES": cuda_visible, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+        monkeypatch.setattr(
+            verify, "child_command", lambda *a: [sys.executable, "-c", CHILD, str(CUDA_FAKES), str(recording)]
+        )
+        return Scout(
+            plugins=["cuda"],
+            entry_points=False,
+            platform="linux",
+            env={"CUDA_VISIBLE_DEVICES": cuda_visible, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+        )
 
     return make
 
 
-def env_of(scout: Scout, selector: str, capsys: pytest.CaptureFixture[str],
-           *options: str) -> tuple[int, dict[str, str]]:
+def env_of(
+    scout: Scout, selector: str, capsys: pytest.CaptureFixture[str], *options: str
+) -> tuple[int, dict[str, str]]:
     """`gpuscout env --format json [options] selector` with ``scout``: status and variables."""
-    code = main(["env", "--format", "json", *options, selector],
-                scout_factory=lambda args: scout)
+    code = main(["env", "--format", "json", *options, selector], scout_factory=lambda args: scout)
     out = capsys.readouterr().out
     return code, json.loads(out) if out else {}
 
@@ -114,22 +122,21 @@ def test_a_job_given_gpus_2_and_3_lists_exactly_those_two(slurm_node: Callable[.
 
 
 def test_the_env_of_the_jobs_second_gpu_names_its_uuid(
-        slurm_node: Callable[..., Scout], capsys: pytest.CaptureFixture[str]) -> None:
+    slurm_node: Callable[..., Scout], capsys: pytest.CaptureFixture[str]
+) -> None:
     """The child gets the UUID, never "1" or "3", which CUDA would read within its own list."""
-    assert env_of(slurm_node("2,3"), H100_PCIE[:12], capsys) == (
-        0, {"CUDA_VISIBLE_DEVICES": H100_PCIE})
+    assert env_of(slurm_node("2,3"), H100_PCIE[:12], capsys) == (0, {"CUDA_VISIBLE_DEVICES": H100_PCIE})
 
 
 def test_verify_passes_for_the_jobs_second_gpu(
-        slurm_node: Callable[..., Scout], capsys: pytest.CaptureFixture[str]) -> None:
+    slurm_node: Callable[..., Scout], capsys: pytest.CaptureFixture[str]
+) -> None:
     """A real child started with the job's environment plus the selection sees that GPU alone."""
-    assert main(["env", "--verify", H100_PCIE[:12]],
-                scout_factory=lambda args: slurm_node("2,3")) == 0
+    assert main(["env", "--verify", H100_PCIE[:12]], scout_factory=lambda args: slurm_node("2,3")) == 0
     assert "verified: the child sees exactly the 1 selected device(s)" in capsys.readouterr().err
 
 
-def test_a_job_whose_cgroup_hides_gpus_0_and_1_renumbers_from_0(
-        slurm_node: Callable[..., Scout]) -> None:
+def test_a_job_whose_cgroup_hides_gpus_0_and_1_renumbers_from_0(slurm_node: Callable[..., Scout]) -> None:
     """With the device cgroup refusing the other GPUs Slurm writes CUDA_VISIBLE_DEVICES=0,1:
     the job's 0 and 1 are the cards at 2a:00 and 41:00."""
     found = slurm_node("0,1", no_permission=(0x01, 0x18)).discover()
@@ -137,7 +144,8 @@ def test_a_job_whose_cgroup_hides_gpus_0_and_1_renumbers_from_0(
 
 
 def test_verify_passes_in_a_job_whose_cgroup_renumbers_its_gpus(
-        gpuscout_cli: CliRunner, slurm_node: Callable[..., Scout]) -> None:
+    gpuscout_cli: CliRunner, slurm_node: Callable[..., Scout]
+) -> None:
     """Named by UUID, the job's second GPU is the same in a child whatever the numbering."""
     scout = slurm_node("0,1", no_permission=(0x01, 0x18))
     run = gpuscout_cli(["env", "--verify", H100_PCIE[:12]], scout=scout)
@@ -156,8 +164,10 @@ def cpx(env: dict[str, str]) -> Scout:
 def verify_cpx(env: dict[str, str], selector: str) -> int:
     """`gpuscout --plugins rocm --root CPX env --verify selector` in a job with ``env``; the
     child is the real `python -m gpuscout list --json` reading the tree."""
-    return main(["--plugins", "rocm", "--root", str(CPX), "env", "--verify", selector],
-                scout_factory=lambda args: cpx(env))
+    return main(
+        ["--plugins", "rocm", "--root", str(CPX), "env", "--verify", selector],
+        scout_factory=lambda args: cpx(env),
+    )
 
 
 JOB = {"ROCR_VISIBLE_DEVICES": "2,3"}
@@ -168,8 +178,7 @@ def test_a_job_given_partitions_2_and_3_lists_exactly_those_two() -> None:
     assert sorted(d.id for d in cpx(JOB).discover().devices) == [PARTITION_2, PARTITION_3]
 
 
-def test_the_env_of_the_jobs_second_partition_names_its_uuid(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_env_of_the_jobs_second_partition_names_its_uuid(capsys: pytest.CaptureFixture[str]) -> None:
     """ROCR_VISIBLE_DEVICES gets the UUID (ROCr reads it among all KFD GPUs) and nothing else."""
     assert env_of(cpx(JOB), PARTITION_3, capsys) == (0, {"ROCR_VISIBLE_DEVICES": PARTITION_3})
 
@@ -183,17 +192,17 @@ def test_verify_passes_for_the_jobs_second_partition(capsys: pytest.CaptureFixtu
 def test_an_inherited_hip_index_alone_would_leave_the_child_no_gpu() -> None:
     """Why HIP_VISIBLE_DEVICES must be rewritten: under ROCR_VISIBLE_DEVICES=<one UUID> the
     job's HIP_VISIBLE_DEVICES=1 asks for the second GPU of a one-GPU list, and HIP sees none."""
-    assert cpx({"ROCR_VISIBLE_DEVICES": PARTITION_3, "HIP_VISIBLE_DEVICES": "1"}).discover(
-        ).devices == []
+    assert cpx({"ROCR_VISIBLE_DEVICES": PARTITION_3, "HIP_VISIBLE_DEVICES": "1"}).discover().devices == []
 
 
-def test_an_inherited_hip_index_is_replaced_by_the_childs_ordinal(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_inherited_hip_index_is_replaced_by_the_childs_ordinal(capsys: pytest.CaptureFixture[str]) -> None:
     """ROCR_VISIBLE_DEVICES=2,3 and HIP_VISIBLE_DEVICES=1 show partition 3; its env overrides
     HIP_VISIBLE_DEVICES with 0, the partition's place in the child's ROCr list."""
     job = {**JOB, "HIP_VISIBLE_DEVICES": "1"}
     assert env_of(cpx(job), PARTITION_3, capsys) == (
-        0, {"ROCR_VISIBLE_DEVICES": PARTITION_3, "HIP_VISIBLE_DEVICES": "0"})
+        0,
+        {"ROCR_VISIBLE_DEVICES": PARTITION_3, "HIP_VISIBLE_DEVICES": "0"},
+    )
 
 
 def test_verify_passes_with_an_inherited_hip_index(capsys: pytest.CaptureFixture[str]) -> None:
@@ -203,34 +212,39 @@ def test_verify_passes_with_an_inherited_hip_index(capsys: pytest.CaptureFixture
 
 
 def test_an_inherited_cuda_list_that_hip_reads_is_shadowed_by_hip_ordinals(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """HIP reads CUDA_VISIBLE_DEVICES when its own is unset (Slurm may set both): the child gets
     HIP_VISIBLE_DEVICES=0, which HIP reads instead, and CUDA's list is left to CUDA."""
     job = {**JOB, "CUDA_VISIBLE_DEVICES": "1"}
     assert env_of(cpx(job), PARTITION_3, capsys) == (
-        0, {"ROCR_VISIBLE_DEVICES": PARTITION_3, "HIP_VISIBLE_DEVICES": "0"})
+        0,
+        {"ROCR_VISIBLE_DEVICES": PARTITION_3, "HIP_VISIBLE_DEVICES": "0"},
+    )
 
 
-def test_verify_passes_with_an_inherited_cuda_list_that_hip_reads(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_verify_passes_with_an_inherited_cuda_list_that_hip_reads(capsys: pytest.CaptureFixture[str]) -> None:
     """The child sees partition 3 although it inherits CUDA_VISIBLE_DEVICES=1."""
     assert verify_cpx({**JOB, "CUDA_VISIBLE_DEVICES": "1"}, PARTITION_3) == 0
     assert "verified" in capsys.readouterr().err
 
 
-def test_an_inherited_gpu_device_ordinal_gets_the_childs_ordinal(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_inherited_gpu_device_ordinal_gets_the_childs_ordinal(capsys: pytest.CaptureFixture[str]) -> None:
     """GPU_DEVICE_ORDINAL=1 (OpenCL's, and HIP's by ROCm's docs) would name a GPU past the
     child's one: it is rewritten to 0 too."""
     job = {**JOB, "GPU_DEVICE_ORDINAL": "1"}
     assert env_of(cpx(job), PARTITION_3, capsys) == (
-        0, {"ROCR_VISIBLE_DEVICES": PARTITION_3, "GPU_DEVICE_ORDINAL": "0"})
+        0,
+        {"ROCR_VISIBLE_DEVICES": PARTITION_3, "GPU_DEVICE_ORDINAL": "0"},
+    )
 
 
-def test_two_partitions_get_ordinals_in_selection_order(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_two_partitions_get_ordinals_in_selection_order(capsys: pytest.CaptureFixture[str]) -> None:
     """Both of the job's partitions under an inherited HIP list: HIP_VISIBLE_DEVICES=0,1."""
     job = {**JOB, "HIP_VISIBLE_DEVICES": "0,1"}
     code, env = env_of(cpx(job), "all", capsys)
     assert (code, env["HIP_VISIBLE_DEVICES"], sorted(env["ROCR_VISIBLE_DEVICES"].split(","))) == (
-        0, "0,1", [PARTITION_2, PARTITION_3])
+        0,
+        "0,1",
+        [PARTITION_2, PARTITION_3],
+    )

@@ -73,9 +73,13 @@ ESCAPER = """
         os.read(r, 1)  # the helper has left the group
         return [DeviceInfo(id="{name}0", library="Escaper", total_memory=1 << 30)]
 """
-PLUGINS = {"good": GOOD, "loud_import": LOUD_IMPORT, "loud_enum": LOUD_ENUMERATE,
-           "setsid": ESCAPER.replace("{daemon}", "False").replace("{name}", "setsid"),
-           "daemon": ESCAPER.replace("{daemon}", "True").replace("{name}", "daemon")}
+PLUGINS = {
+    "good": GOOD,
+    "loud_import": LOUD_IMPORT,
+    "loud_enum": LOUD_ENUMERATE,
+    "setsid": ESCAPER.replace("{daemon}", "False").replace("{name}", "setsid"),
+    "daemon": ESCAPER.replace("{daemon}", "True").replace("{name}", "daemon"),
+}
 
 #: What the host's peak RSS may grow by during the discovery (the plugins print 400 MB).
 RSS_GROWTH = 50 << 20
@@ -95,9 +99,12 @@ print(json.dumps({"growth": (after - before) * 1024, "devices": [d.id for d in f
 
 @pytest.fixture(scope="module")
 def site(site_factory: Callable[..., Path]) -> Path:
-    return site_factory("gpuscout-bounds", "1.0",
-                        {f"bounds_{name}": source for name, source in PLUGINS.items()},
-                        {name: f"bounds_{name}" for name in PLUGINS})
+    return site_factory(
+        "gpuscout-bounds",
+        "1.0",
+        {f"bounds_{name}": source for name, source in PLUGINS.items()},
+        {name: f"bounds_{name}" for name in PLUGINS},
+    )
 
 
 @pytest.fixture
@@ -115,17 +122,23 @@ def marker() -> Iterator[str]:
 
 
 def _env(site: Path, marker: str) -> dict[str, str]:
-    return {"GPUSCOUT_TEST_MARK": marker, "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "PYTHONPATH": str(site)}
+    return {
+        "GPUSCOUT_TEST_MARK": marker,
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(site),
+    }
 
 
 @pytest.mark.parametrize("loud", ["loud_import", "loud_enum"])
-def test_a_plugin_printing_200_mb_costs_the_host_no_memory(site: Path, marker: str,
-                                                           loud: str) -> None:
+def test_a_plugin_printing_200_mb_costs_the_host_no_memory(site: Path, marker: str, loud: str) -> None:
     env = _env(site, marker)
-    out = subprocess.run([sys.executable, "-c", MEASURE, f"good,{loud}", json.dumps(env)],
-                         env={**os.environ, "PYTHONPATH": str(site)}, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE, f"good,{loud}", json.dumps(env)],
+        env={**os.environ, "PYTHONPATH": str(site)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        timeout=60,
+    )
     assert out.returncode == 0
     result = json.loads(out.stdout)
     assert sorted(result["devices"]) == sorted(["good0", f"{loud}0"])
@@ -134,23 +147,25 @@ def test_a_plugin_printing_200_mb_costs_the_host_no_memory(site: Path, marker: s
 
 @pytest.mark.parametrize("escaper", ["setsid", "daemon"])
 def test_a_helper_that_leaves_the_group_does_not_outlive_the_call(
-        site: Path, marker: str, escaper: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    site: Path, marker: str, escaper: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from gpuscout import Scout
 
     monkeypatch.syspath_prepend(str(site))
     s = Scout(plugins=["good", escaper], env=_env(site, marker), enumerate_timeout=10)
     found = s.discover(isolated=True)
     assert sorted(d.id for d in found.devices) == sorted(["good0", f"{escaper}0"])
-    assert eventually(lambda: not processes_with_env("GPUSCOUT_TEST_MARK", marker), within=3), \
+    assert eventually(lambda: not processes_with_env("GPUSCOUT_TEST_MARK", marker), within=3), (
         f"left running: {processes_with_env('GPUSCOUT_TEST_MARK', marker)}"
+    )
 
 
 @pytest.mark.parametrize("escaper", ["setsid", "daemon"])
 def test_the_runner_kills_what_left_its_group(site: Path, marker: str, escaper: str) -> None:
     env = {**os.environ, **_env(site, marker)}
-    command = [sys.executable, "-m", "gpuscout", "runner", "--port", "{port}", "--plugins",
-               f"good,{escaper}"]
+    command = [sys.executable, "-m", "gpuscout", "runner", "--port", "{port}", "--plugins", f"good,{escaper}"]
     devices = discover_in_child(env, timeout=20, command=command)
     assert sorted(d.id for d in devices) == sorted(["good0", f"{escaper}0"])
-    assert eventually(lambda: not processes_with_env("GPUSCOUT_TEST_MARK", marker), within=3), \
+    assert eventually(lambda: not processes_with_env("GPUSCOUT_TEST_MARK", marker), within=3), (
         f"left running: {processes_with_env('GPUSCOUT_TEST_MARK', marker)}"
+    )

@@ -12,13 +12,16 @@ from hypothesis import strategies as st
 from gpuscout import BackendMemory, DeviceMemory, GPULayers, GPULayersList, InsufficientMemoryError
 
 
-@pytest.mark.parametrize(("layers", "text"), [
-    ([], ""),
-    ([0], "ID:GPU-a Layers:1(0..0)"),
-    ([2, 0, 1], "ID:GPU-a Layers:3(0..2)"),
-    ([5, 1, 3], "ID:GPU-a Layers:3[1 3 5]"),
-    ([10, 11, 13], "ID:GPU-a Layers:3[10 11 13]"),
-])
+@pytest.mark.parametrize(
+    ("layers", "text"),
+    [
+        ([], ""),
+        ([0], "ID:GPU-a Layers:1(0..0)"),
+        ([2, 0, 1], "ID:GPU-a Layers:3(0..2)"),
+        ([5, 1, 3], "ID:GPU-a Layers:3[1 3 5]"),
+        ([10, 11, 13], "ID:GPU-a Layers:3[10 11 13]"),
+    ],
+)
 def test_gpu_layers_print_like_go(layers: list[int], text: str) -> None:
     """str(GPULayers) matches the seed's String(): ranges when contiguous, else the list."""
     assert str(GPULayers("GPU-a", "CUDA", layers)) == text
@@ -31,14 +34,18 @@ def test_printing_does_not_reorder_the_layers() -> None:
     assert g.layers == [3, 1]
 
 
-@pytest.mark.parametrize(("entries", "text"), [
-    ([], "[]"),
-    ([GPULayers(), GPULayers()], "[ ]"),
-    ([GPULayers("0", "CUDA", [0, 1]), GPULayers("1", "CUDA", [2])],
-     "3[ID:0 Layers:2(0..1) ID:1 Layers:1(2..2)]"),
-    ([GPULayers("0", "CUDA", [4, 2]), GPULayers("1", "ROCm", [])],
-     "2[ID:0 Layers:2[2 4] ]"),
-])
+@pytest.mark.parametrize(
+    ("entries", "text"),
+    [
+        ([], "[]"),
+        ([GPULayers(), GPULayers()], "[ ]"),
+        (
+            [GPULayers("0", "CUDA", [0, 1]), GPULayers("1", "CUDA", [2])],
+            "3[ID:0 Layers:2(0..1) ID:1 Layers:1(2..2)]",
+        ),
+        ([GPULayers("0", "CUDA", [4, 2]), GPULayers("1", "ROCm", [])], "2[ID:0 Layers:2[2 4] ]"),
+    ],
+)
 def test_gpu_layers_list_prints_like_go(entries: list[GPULayers], text: str) -> None:
     """str(GPULayersList) prefixes the sum when positive, empty entries included."""
     assert str(GPULayersList(entries)) == text
@@ -52,8 +59,7 @@ def test_first_layer_is_the_smallest_or_maxint() -> None:
 
 def test_list_sorts_by_first_layer() -> None:
     """sort() orders entries by their first layer, empty ones last."""
-    items = GPULayersList([GPULayers("a", layers=[5]), GPULayers("b"),
-                           GPULayers("c", layers=[1, 9])])
+    items = GPULayersList([GPULayers("a", layers=[5]), GPULayers("b"), GPULayers("c", layers=[1, 9])])
     items.sort()
     assert [g.id for g in items] == ["c", "a", "b"]
     assert [g.id for g in sorted(items)] == ["c", "a", "b"]
@@ -74,12 +80,23 @@ def test_hash_ignores_empty_entries_and_depends_on_placement() -> None:
 
 def test_hash_is_stable_across_processes() -> None:
     """The same assignment hashes the same in a fresh interpreter (hash seed randomised)."""
-    code = ("from gpuscout import GPULayers, GPULayersList;"
-            "l = GPULayersList([GPULayers('GPU-1', 'CUDA', [0, 1, 2])]);print(l.hash(), hash(l))")
-    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           env={"PYTHONHASHSEED": seed}, timeout=60).stdout for seed in ("1", "2")}
+    code = (
+        "from gpuscout import GPULayers, GPULayersList;"
+        "l = GPULayersList([GPULayers('GPU-1', 'CUDA', [0, 1, 2])]);print(l.hash(), hash(l))"
+    )
+    runs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={"PYTHONHASHSEED": seed},
+            timeout=60,
+        ).stdout
+        for seed in ("1", "2")
+    }
     assert len(runs) == 1 and runs.pop().split()[0] == str(
-        GPULayersList([GPULayers("GPU-1", "CUDA", [0, 1, 2])]).hash())
+        GPULayersList([GPULayers("GPU-1", "CUDA", [0, 1, 2])]).hash()
+    )
 
 
 @given(st.lists(st.integers(min_value=0, max_value=500), min_size=1, max_size=30, unique=True))
@@ -100,8 +117,11 @@ def test_memory_sizes_add_up() -> None:
 
 def test_insufficient_memory_error_prints_like_errnomem() -> None:
     """The message is the seed's, with Go's %+v of the allocation."""
-    memory = BackendMemory(input_weights=1, cpu=DeviceMemory(name="CPU", weights=[2]),
-                           gpus=[DeviceMemory(id="0", library="CUDA", name="CUDA0", graph=3)])
+    memory = BackendMemory(
+        input_weights=1,
+        cpu=DeviceMemory(name="CPU", weights=[2]),
+        gpus=[DeviceMemory(id="0", library="CUDA", name="CUDA0", graph=3)],
+    )
     err = InsufficientMemoryError(memory)
     assert err.memory is memory and err.backend_memory is memory
     assert (err.input_weights, err.gpus, err.size) == (1, memory.gpus, 6)
@@ -109,4 +129,5 @@ def test_insufficient_memory_error_prints_like_errnomem() -> None:
     assert err.go_plus_v() == (
         "insufficient memory - required allocations: {InputWeights:1 CPU:{DeviceID:{ID: Library:} "
         "Name:CPU Weights:[2] Cache:[] Graph:0} GPUs:[{DeviceID:{ID:0 Library:CUDA} Name:CUDA0 "
-        "Weights:[] Cache:[] Graph:3}]}")
+        "Weights:[] Cache:[] Graph:3}]}"
+    )

@@ -24,9 +24,17 @@ SYSTEM = SystemInfo(total_memory=64 * GIB, free_memory=60 * GIB, free_swap=0)
 
 
 def gpu(n: int, free: int) -> DeviceInfo:
-    return DeviceInfo(id=f"GPU-{n}", library="CUDA", name=f"Card {n}", description=f"Card {n}",
-                      total_memory=free + GIB, free_memory=free, compute_major=9,
-                      driver_major=12, driver_minor=4)
+    return DeviceInfo(
+        id=f"GPU-{n}",
+        library="CUDA",
+        name=f"Card {n}",
+        description=f"Card {n}",
+        total_memory=free + GIB,
+        free_memory=free,
+        compute_major=9,
+        driver_major=12,
+        driver_minor=4,
+    )
 
 
 @attrs.define
@@ -51,13 +59,24 @@ class FakeRunner:
             mine = [size if where.get(i) == d.id else 0 for i, size in enumerate(self.layers)]
             held = sum(1 for i in where if where[i] == d.id)
             graph = self.graph(held) if held else 0
-            gpus.append(DeviceMemory(id=d.id, library=d.library, name=d.name, weights=mine,
-                                     cache=[0] * len(self.layers), graph=graph))
+            gpus.append(
+                DeviceMemory(
+                    id=d.id,
+                    library=d.library,
+                    name=d.name,
+                    weights=mine,
+                    cache=[0] * len(self.layers),
+                    graph=graph,
+                )
+            )
             room = self.real_free.get(d.id, d.free_memory - RESERVE)
             fits = fits and sum(mine) + graph <= room
-        cpu = DeviceMemory(library="cpu", name="CPU",
-                           weights=[0 if i in where else s for i, s in enumerate(self.layers)],
-                           cache=[0] * len(self.layers))
+        cpu = DeviceMemory(
+            library="cpu",
+            name="CPU",
+            weights=[0 if i in where else s for i, s in enumerate(self.layers)],
+            cache=[0] * len(self.layers),
+        )
         success = fits and not (operation is LoadOperation.COMMIT and self.commit_fails)
         if operation is LoadOperation.CLOSE:
             success = True
@@ -65,8 +84,11 @@ class FakeRunner:
 
     def estimate(self) -> BackendMemory:
         """The first estimate: every layer on the CPU, no graph known yet."""
-        return BackendMemory(cpu=DeviceMemory(library="cpu", name="CPU", weights=list(self.layers),
-                                              cache=[0] * len(self.layers)))
+        return BackendMemory(
+            cpu=DeviceMemory(
+                library="cpu", name="CPU", weights=list(self.layers), cache=[0] * len(self.layers)
+            )
+        )
 
     def operations(self) -> list[LoadOperation]:
         return [op for op, _ in self.calls]
@@ -93,8 +115,12 @@ def test_a_graph_learnt_from_the_runner_shrinks_the_layout(scout: Scout) -> None
     runner = FakeRunner(devices, [100 * MIB] * 10, graph=lambda n: 250 * MIB)
     done = scout.load(runner.estimate(), devices, SYSTEM, runner)
     assert done.layout.sum() == 7  # (1000 - 250) // 100
-    assert runner.calls == [(LoadOperation.FIT, 10), (LoadOperation.FIT, 7),
-                            (LoadOperation.ALLOC, 7), (LoadOperation.COMMIT, 7)]
+    assert runner.calls == [
+        (LoadOperation.FIT, 10),
+        (LoadOperation.FIT, 7),
+        (LoadOperation.ALLOC, 7),
+        (LoadOperation.COMMIT, 7),
+    ]
     assert layer_sizes(done.memory) == [100 * MIB] * 10
 
 
@@ -150,13 +176,16 @@ def test_alternating_layouts_try_the_count_in_between(scout: Scout) -> None:
     """The reference's own case: 41 layers need a larger graph than 39 do, so the layouts
     alternate between 41 and 39; the loop tries 40, which allocates, and keeps it."""
     devices = [gpu(0, RESERVE + 4100 * MIB)]
-    runner = FakeRunner(devices, [100 * MIB] * 41,
-                        graph=lambda n: 200 * MIB if n >= 41 else 0)
+    runner = FakeRunner(devices, [100 * MIB] * 41, graph=lambda n: 200 * MIB if n >= 41 else 0)
     done = scout.load(runner.estimate(), devices, SYSTEM, runner)
     assert done.layout.sum() == 40
-    assert runner.calls == [(LoadOperation.FIT, 41), (LoadOperation.FIT, 39),
-                            (LoadOperation.FIT, 40), (LoadOperation.ALLOC, 40),
-                            (LoadOperation.COMMIT, 40)]
+    assert runner.calls == [
+        (LoadOperation.FIT, 41),
+        (LoadOperation.FIT, 39),
+        (LoadOperation.FIT, 40),
+        (LoadOperation.ALLOC, 40),
+        (LoadOperation.COMMIT, 40),
+    ]
 
 
 def test_a_layout_that_cannot_load_raises_insufficient_memory_and_releases(scout: Scout) -> None:
@@ -172,17 +201,15 @@ def test_the_cpu_share_counts_input_weights_and_the_cpu_graph(scout: Scout) -> N
     the CPU graph the runner reported."""
     devices = [gpu(0, RESERVE + 200 * MIB)]
     runner = FakeRunner(devices, [100 * MIB] * 4)
-    estimate = attrs.evolve(runner.estimate(), input_weights=30 * GIB,
-                            cpu=attrs.evolve(runner.estimate().cpu, graph=30 * GIB))
+    estimate = attrs.evolve(
+        runner.estimate(), input_weights=30 * GIB, cpu=attrs.evolve(runner.estimate().cpu, graph=30 * GIB)
+    )
     with pytest.raises(InsufficientMemoryError):
-        scout.load(estimate, devices, SystemInfo(total_memory=64 * GIB, free_memory=60 * GIB),
-                   runner)
+        scout.load(estimate, devices, SystemInfo(total_memory=64 * GIB, free_memory=60 * GIB), runner)
 
 
-@pytest.mark.parametrize(("reply", "what"), [(None, "NoneType"), ((True, None), "tuple"),
-                                             ("ok", "str")])
-def test_a_runner_answering_something_else_is_refused(scout: Scout, reply: object,
-                                                      what: str) -> None:
+@pytest.mark.parametrize(("reply", "what"), [(None, "NoneType"), ((True, None), "tuple"), ("ok", "str")])
+def test_a_runner_answering_something_else_is_refused(scout: Scout, reply: object, what: str) -> None:
     devices = [gpu(0, 8 * GIB)]
     seen: list[LoadOperation] = []
 
@@ -210,37 +237,55 @@ def test_what_the_runner_raises_passes_through_after_release(scout: Scout) -> No
     assert seen[-1] is LoadOperation.CLOSE
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"memory": "x"}, "memory must be a BackendMemory"),
-    ({"allocate": 3}, "allocate must be callable"),
-    ({"num_gpu": -2}, "num_gpu must be an int >= -1"),
-    ({"system": None}, "system must be a SystemInfo"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"memory": "x"}, "memory must be a BackendMemory"),
+        ({"allocate": 3}, "allocate must be callable"),
+        ({"num_gpu": -2}, "num_gpu must be an int >= -1"),
+        ({"system": None}, "system must be a SystemInfo"),
+    ],
+)
 def test_bad_arguments_are_refused(scout: Scout, kwargs: dict[str, object], message: str) -> None:
     devices = [gpu(0, 8 * GIB)]
     runner = FakeRunner(devices, [MIB])
-    args: dict[str, object] = {"memory": runner.estimate(), "devices": devices, "system": SYSTEM,
-                               "allocate": runner, **kwargs}
+    args: dict[str, object] = {
+        "memory": runner.estimate(),
+        "devices": devices,
+        "system": SYSTEM,
+        "allocate": runner,
+        **kwargs,
+    }
     num_gpu = args.pop("num_gpu", -1)
     with pytest.raises(GpuscoutError, match=message):
         scout.load(**args, num_gpu=num_gpu)  # type: ignore[arg-type]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
-@given(graphs=st.lists(st.integers(0, 3000), min_size=1, max_size=30),
-       real=st.integers(0, 3000), n_layers=st.integers(1, 30), gpus=st.integers(1, 3),
-       num_gpu=st.integers(-1, 5))
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    graphs=st.lists(st.integers(0, 3000), min_size=1, max_size=30),
+    real=st.integers(0, 3000),
+    n_layers=st.integers(1, 30),
+    gpus=st.integers(1, 3),
+    num_gpu=st.integers(-1, 5),
+)
 def test_any_runner_ends_with_a_result_or_an_error_and_releases_on_error(
-        scout: Scout, graphs: list[int], real: int, n_layers: int, gpus: int,
-        num_gpu: int) -> None:
+    scout: Scout, graphs: list[int], real: int, n_layers: int, gpus: int, num_gpu: int
+) -> None:
     """Whatever the runner's graphs do from call to call: the loop ends within MAX_CALLS, a
     result is a committed layout that the runner accepted, and an error releases once."""
     devices = [gpu(i, RESERVE + 2000 * MIB) for i in range(gpus)]
     turn = iter(range(10**6))
-    runner = FakeRunner(devices, [100 * MIB] * n_layers,
-                        graph=lambda n: graphs[next(turn) % len(graphs)] * MIB,
-                        real_free={d.id: real * MIB for d in devices})
+    runner = FakeRunner(
+        devices,
+        [100 * MIB] * n_layers,
+        graph=lambda n: graphs[next(turn) % len(graphs)] * MIB,
+        real_free={d.id: real * MIB for d in devices},
+    )
     try:
         done = scout.load(runner.estimate(), devices, SYSTEM, runner, num_gpu=num_gpu)
     except (GpuscoutError, InsufficientMemoryError):

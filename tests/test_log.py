@@ -64,6 +64,7 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
 
 # -- caching ------------------------------------------------------------------------------------
 
+
 def test_one_name_gives_one_logger(name: str) -> None:
     """get_logger returns the same object for the same name, and ``gpuscout`` by default."""
     assert log.get_logger(name) is log.get_logger(name)
@@ -93,8 +94,10 @@ def test_a_third_party_name_nests_under_gpuscout(records: list[logging.LogRecord
 
 def test_host_route_asks_structlog_once_per_name(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     """Through a host's structlog, events of every view of a name share one structlog.get_logger."""
-    got, wrapped = counting(monkeypatch, structlog, "get_logger"), counting(
-        monkeypatch, structlog, "wrap_logger")
+    got, wrapped = (
+        counting(monkeypatch, structlog, "get_logger"),
+        counting(monkeypatch, structlog, "wrap_logger"),
+    )
     with capture_logs() as logs:
         for i in range(3):
             log.get_logger(name).info("e", i=i)
@@ -102,12 +105,15 @@ def test_host_route_asks_structlog_once_per_name(monkeypatch: pytest.MonkeyPatch
     assert len(logs) == 6 and got == [(name,)] and wrapped == []
 
 
-def test_cli_route_builds_its_logger_once(monkeypatch: pytest.MonkeyPatch, name: str,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_route_builds_its_logger_once(
+    monkeypatch: pytest.MonkeyPatch, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """On the CLI's route, no event calls structlog's get_logger or wrap_logger; one build in all."""
     built = counting(monkeypatch, structlog, "make_filtering_bound_logger")
-    got, wrapped = counting(monkeypatch, structlog, "get_logger"), counting(
-        monkeypatch, structlog, "wrap_logger")
+    got, wrapped = (
+        counting(monkeypatch, structlog, "get_logger"),
+        counting(monkeypatch, structlog, "wrap_logger"),
+    )
     log.configure_cli(logging.DEBUG, "json")
     for i in range(3):
         log.get_logger(name).info("e", i=i)
@@ -116,8 +122,9 @@ def test_cli_route_builds_its_logger_once(monkeypatch: pytest.MonkeyPatch, name:
     assert len(built) == 1 and got == [] and wrapped == []
 
 
-def test_stdlib_route_looks_the_logger_up_once(monkeypatch: pytest.MonkeyPatch, name: str,
-                                               records: list[logging.LogRecord]) -> None:
+def test_stdlib_route_looks_the_logger_up_once(
+    monkeypatch: pytest.MonkeyPatch, name: str, records: list[logging.LogRecord]
+) -> None:
     """Without structlog configured, logging.getLogger is called once per name, not per event."""
     got = counting(monkeypatch, logging, "getLogger")
     for i in range(3):
@@ -127,6 +134,7 @@ def test_stdlib_route_looks_the_logger_up_once(monkeypatch: pytest.MonkeyPatch, 
 
 # -- route 3: the standard library --------------------------------------------------------------
 
+
 def test_stdlib_route_renders_event_and_keys(caplog: pytest.LogCaptureFixture, name: str) -> None:
     """The message is ``event key=value``, odd values as repr; the fields ride in record.gpuscout."""
     caplog.set_level(logging.INFO, logger="gpuscout")
@@ -134,8 +142,12 @@ def test_stdlib_route_renders_event_and_keys(caplog: pytest.LogCaptureFixture, n
     [record] = caplog.records
     assert record.name == name and record.levelno == logging.INFO
     assert record.getMessage() == "discovery.done plugin=cuda devices=2 note='a b\\nc'"
-    assert record.__dict__["gpuscout"] == {"event": "discovery.done", "plugin": "cuda", "devices": 2,
-                               "note": "a b\nc"}
+    assert record.__dict__["gpuscout"] == {
+        "event": "discovery.done",
+        "plugin": "cuda",
+        "devices": 2,
+        "note": "a b\nc",
+    }
 
 
 def test_stdlib_record_names_the_caller(caplog: pytest.LogCaptureFixture, name: str) -> None:
@@ -162,8 +174,10 @@ def test_bound_keys_yield_to_the_event_keys(records: list[logging.LogRecord], na
 
 def test_an_unconfigured_process_sends_warnings_to_stderr_only() -> None:
     """With nothing configured, a warning reaches stderr (last resort), debug nothing, stdout nothing."""
-    out = run_python("import gpuscout.log as l; g = l.get_logger('acme');"
-                     "g.debug('d'); g.warning('acme.broken', why='no card')")
+    out = run_python(
+        "import gpuscout.log as l; g = l.get_logger('acme');"
+        "g.debug('d'); g.warning('acme.broken', why='no card')"
+    )
     assert out.returncode == 0 and out.stdout == ""
     assert out.stderr == "acme.broken why='no card'\n"
 
@@ -171,19 +185,21 @@ def test_an_unconfigured_process_sends_warnings_to_stderr_only() -> None:
 @pytest.mark.parametrize("cli", ["", "l.configure_cli(30, 'json');"])
 def test_a_quiet_run_never_imports_structlog(cli: str) -> None:
     """Debug events at warning level, from the library or the CLI, leave structlog unimported."""
-    out = run_python(f"import gpuscout.log as l; {cli} l.get_logger('gpuscout.x').debug('e');"
-                     "import sys; print('structlog' in sys.modules)")
+    out = run_python(
+        f"import gpuscout.log as l; {cli} l.get_logger('gpuscout.x').debug('e');"
+        "import sys; print('structlog' in sys.modules)"
+    )
     assert (out.returncode, out.stdout, out.stderr) == (0, "False\n", "")
 
 
 # -- route 1: the host's structlog --------------------------------------------------------------
 
+
 def test_host_structlog_gets_events_with_bound_keys(name: str) -> None:
     """A host that configured structlog gets each event and the view's bound keys."""
     with capture_logs() as logs:
         log.get_logger(name).bind(plugin="cuda").warning("cuda.order_fallback", reason="x")
-    assert logs == [{"event": "cuda.order_fallback", "plugin": "cuda", "reason": "x",
-                     "log_level": "warning"}]
+    assert logs == [{"event": "cuda.order_fallback", "plugin": "cuda", "reason": "x", "log_level": "warning"}]
 
 
 def test_host_structlog_logger_is_named_after_the_module(name: str) -> None:
@@ -208,7 +224,8 @@ def test_host_structlog_wins_over_the_cli(name: str, capsys: pytest.CaptureFixtu
 
 
 def test_the_route_follows_a_host_that_configures_structlog_later(
-        name: str, records: list[logging.LogRecord]) -> None:
+    name: str, records: list[logging.LogRecord]
+) -> None:
     """A logger used on the stdlib route moves to structlog once the host configures it, and back."""
     logger = log.get_logger(name)
     logger.info("before")
@@ -222,6 +239,7 @@ def test_the_route_follows_a_host_that_configures_structlog_later(
 
 # -- route 2: the CLI ---------------------------------------------------------------------------
 
+
 def test_cli_json_lines_go_to_stderr(name: str, capfd: pytest.CaptureFixture[str]) -> None:
     """configure_cli(info, json): JSON lines with bound keys on stderr, debug dropped, stdout empty."""
     log.configure_cli(logging.INFO, "json")
@@ -231,7 +249,12 @@ def test_cli_json_lines_go_to_stderr(name: str, capfd: pytest.CaptureFixture[str
     out, err = capfd.readouterr()
     [line] = err.splitlines()
     assert out == "" and json.loads(line) | {"timestamp": ""} == {
-        "event": "discovery.done", "plugin": "cuda", "devices": 1, "level": "info", "timestamp": ""}
+        "event": "discovery.done",
+        "plugin": "cuda",
+        "devices": 1,
+        "level": "info",
+        "timestamp": "",
+    }
 
 
 def test_cli_console_lines_go_to_stderr(name: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -252,6 +275,7 @@ def test_a_new_cli_wish_replaces_the_old(name: str, capsys: pytest.CaptureFixtur
 
 
 # -- logging never fails ------------------------------------------------------------------------
+
 
 def test_a_raising_stdlib_handler_does_not_reach_the_caller(name: str) -> None:
     """A host handler (or filter) that raises is swallowed: the event is lost, discovery goes on."""
@@ -278,8 +302,7 @@ def test_a_raising_structlog_processor_does_not_reach_the_caller(name: str) -> N
     log.get_logger(name).error("e")
 
 
-def test_a_broken_stderr_does_not_reach_the_caller(
-        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_stderr_does_not_reach_the_caller(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """On the CLI's route, a stderr that cannot be written is swallowed."""
 
     class Closed:
@@ -307,8 +330,8 @@ def test_a_value_with_a_broken_repr_still_logs(records: list[logging.LogRecord],
 
 # -- threads ------------------------------------------------------------------------------------
 
-def test_threads_share_one_logger_and_lose_no_event(name: str,
-                                                    records: list[logging.LogRecord]) -> None:
+
+def test_threads_share_one_logger_and_lose_no_event(name: str, records: list[logging.LogRecord]) -> None:
     """Eight threads asking for the same new name get one logger; all their events arrive."""
     seen: list[log.Logger] = []
     start = threading.Barrier(8)

@@ -30,8 +30,13 @@ MACHINE_DIRS = sorted(p for p in MACHINES.iterdir() if p.is_dir()) if MACHINES.i
 #: The machines that say what gpuscout must find on them.
 EXPECTED = [p for p in MACHINE_DIRS if (p / "expected.json").is_file()]
 #: Wire key -> DeviceInfo field, where they differ (the keys of ``list --json``).
-WIRE_FIELDS = {"backend": "library", "integration": "integrated", "ComputeMajor": "compute_major",
-               "ComputeMinor": "compute_minor", "LibraryPath": "library_path"}
+WIRE_FIELDS = {
+    "backend": "library",
+    "integration": "integrated",
+    "ComputeMajor": "compute_major",
+    "ComputeMinor": "compute_minor",
+    "LibraryPath": "library_path",
+}
 #: What a dropped entry of expected.json says about the drop itself, not about its device.
 DROP_KEYS = ("reason_contains", "duplicate_of")
 #: The keys expected.json may hold, and those it must.
@@ -96,8 +101,9 @@ def _device_differences(want: Mapping[str, Any], got: Callable[[str], Any]) -> l
     return out
 
 
-def _check_devices(want: Sequence[Mapping[str, Any]], got: Sequence[Any],
-                   value: Callable[[Any, str], Any]) -> None:
+def _check_devices(
+    want: Sequence[Mapping[str, Any]], got: Sequence[Any], value: Callable[[Any, str], Any]
+) -> None:
     shown = [f"{value(d, 'backend')} {value(d, 'id')}" for d in got]
     assert len(got) == len(want), f"{len(got)} devices ranked ({shown}), expected {len(want)}"
     for rank, (expected, device) in enumerate(zip(want, got, strict=True)):
@@ -105,8 +111,9 @@ def _check_devices(want: Sequence[Mapping[str, Any]], got: Sequence[Any],
         assert not problems, f"device at rank {rank} ({shown[rank]}): {'; '.join(problems)}"
 
 
-def _drop_matches(want: Mapping[str, Any], device: Callable[[str], Any], reason: str,
-                  duplicate_of: Mapping[str, str] | None) -> bool:
+def _drop_matches(
+    want: Mapping[str, Any], device: Callable[[str], Any], reason: str, duplicate_of: Mapping[str, str] | None
+) -> bool:
     if "reason_contains" in want and want["reason_contains"] not in reason:
         return False
     if "duplicate_of" in want:
@@ -116,12 +123,10 @@ def _drop_matches(want: Mapping[str, Any], device: Callable[[str], Any], reason:
                 return False
         elif duplicate_of is None or any(duplicate_of.get(k) != v for k, v in expected.items()):
             return False
-    return not _device_differences({k: v for k, v in want.items() if k not in DROP_KEYS},
-                                   device)
+    return not _device_differences({k: v for k, v in want.items() if k not in DROP_KEYS}, device)
 
 
-def _assignment(want: Sequence[Mapping[str, Any]], fits: Callable[[int, int], bool],
-                count: int) -> bool:
+def _assignment(want: Sequence[Mapping[str, Any]], fits: Callable[[int, int], bool], count: int) -> bool:
     """Whether each expected entry can be given its own actual entry that it fits."""
     taken: list[int | None] = [None] * count
 
@@ -138,9 +143,11 @@ def _assignment(want: Sequence[Mapping[str, Any]], fits: Callable[[int, int], bo
     return all(place(i, set()) for i in range(len(want)))
 
 
-def _check_dropped(want: Sequence[Mapping[str, Any]], got: Sequence[Any],
-                   view: Callable[[Any], tuple[Callable[[str], Any], str,
-                                               Mapping[str, str] | None]]) -> None:
+def _check_dropped(
+    want: Sequence[Mapping[str, Any]],
+    got: Sequence[Any],
+    view: Callable[[Any], tuple[Callable[[str], Any], str, Mapping[str, str] | None]],
+) -> None:
     views = [view(d) for d in got]
     shown = [f"{v[0]('backend')} {v[0]('id')}: {v[1]}" for v in views]
     assert len(got) == len(want), f"{len(got)} devices dropped ({shown}), expected {len(want)}"
@@ -148,8 +155,12 @@ def _check_dropped(want: Sequence[Mapping[str, Any]], got: Sequence[Any],
     assert ok, f"the dropped devices {shown} do not match the expected {list(want)}"
 
 
-def _check_common(expected: Mapping[str, Any], system: Mapping[str, int],
-                  notes: Mapping[str, str], status: Mapping[str, str]) -> None:
+def _check_common(
+    expected: Mapping[str, Any],
+    system: Mapping[str, int],
+    notes: Mapping[str, str],
+    status: Mapping[str, str],
+) -> None:
     for key, value in expected["system"].items():
         assert system[key] == value, f"system {key}: {system[key]} != expected {value}"
     for plugin, parts in expected.get("notes", {}).items():
@@ -166,21 +177,22 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().out
 
 
-def _wire_drop(entry: Mapping[str, Any]) -> tuple[Callable[[str], Any], str,
-                                                   Mapping[str, str] | None]:
+def _wire_drop(entry: Mapping[str, Any]) -> tuple[Callable[[str], Any], str, Mapping[str, str] | None]:
     device = entry["device"]
     return (lambda key: _wire_value(device, key)), entry["reason"], entry.get("duplicate_of")
 
 
 def _record_drop(drop: Any) -> tuple[Callable[[str], Any], str, Mapping[str, str] | None]:
     of = drop.duplicate_of
-    return ((lambda key: _record_value(drop.device, key)), drop.reason,
-            None if of is None else {"id": of.id, "backend": of.library})
+    return (
+        (lambda key: _record_value(drop.device, key)),
+        drop.reason,
+        None if of is None else {"id": of.id, "backend": of.library},
+    )
 
 
 @pytest.mark.parametrize("machine", EXPECTED, ids=_ids(EXPECTED))
-def test_machine_lists_what_it_must(machine: pathlib.Path,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_machine_lists_what_it_must(machine: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`list --json` on the recording ranks, drops and reports what expected.json says."""
     expected = _expected(machine)
     code, out = _cli(capsys, "--replay", str(machine), "list", "--json")
@@ -188,13 +200,18 @@ def test_machine_lists_what_it_must(machine: pathlib.Path,
     found = json.loads(out)
     _check_devices(expected["devices"], found["devices"], _wire_value)
     _check_dropped(expected["dropped"], found["dropped"], _wire_drop)
-    _check_common(expected, found["system"], {p["name"]: p["note"] for p in found["plugins"]},
-                  {p["name"]: p["status"] for p in found["plugins"]})
+    _check_common(
+        expected,
+        found["system"],
+        {p["name"]: p["note"] for p in found["plugins"]},
+        {p["name"]: p["status"] for p in found["plugins"]},
+    )
 
 
 @pytest.mark.parametrize("machine", EXPECTED, ids=_ids(EXPECTED))
 def test_machine_env_best_names_the_expected_device(
-        machine: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    machine: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`env best --format json` prints exactly env_best, or exits 1 when no device is found."""
     expected = _expected(machine)["env_best"]
     code, out = _cli(capsys, "--replay", str(machine), "env", "best", "--format", "json")
@@ -223,8 +240,7 @@ EXPLAINING = _explaining(EXPECTED)
 
 
 @pytest.mark.parametrize("machine", EXPLAINING, ids=_ids(EXPLAINING))
-def test_machine_explains_itself(machine: pathlib.Path,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_machine_explains_itself(machine: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`list --explain` says what explain_contains names."""
     code, out = _cli(capsys, "--replay", str(machine), "list", "--explain")
     assert code == 0
@@ -244,8 +260,12 @@ def test_machine_discovers_the_same_through_the_library(machine: pathlib.Path) -
     _, found = _discover(machine)
     _check_devices(expected["devices"], found.devices, _record_value)
     _check_dropped(expected["dropped"], found.dropped, _record_drop)
-    _check_common(expected, attrs.asdict(found.system), {r.name: r.note for r in found.plugins},
-                  {r.name: str(r.status) for r in found.plugins})
+    _check_common(
+        expected,
+        attrs.asdict(found.system),
+        {r.name: r.note for r in found.plugins},
+        {r.name: str(r.status) for r in found.plugins},
+    )
 
 
 @pytest.mark.parametrize("machine", EXPECTED, ids=_ids(EXPECTED))
@@ -271,10 +291,11 @@ def test_machine_is_a_documented_recording(machine: pathlib.Path) -> None:
     assert isinstance(manifest.get("platform"), str) and manifest["platform"]
     readme = (machine / "README.md").read_text(encoding="utf-8")
     lines = readme.splitlines()
-    heading = next((i for i, line in enumerate(lines)
-                    if line.startswith("#") and "source" in line.lower()), None)
+    heading = next(
+        (i for i, line in enumerate(lines) if line.startswith("#") and "source" in line.lower()), None
+    )
     assert heading is not None, "README.md has no heading naming its sources ('## Sources')"
-    body = "\n".join(lines[heading + 1:]).split("\n#", 1)[0]
+    body = "\n".join(lines[heading + 1 :]).split("\n#", 1)[0]
     assert len(body.strip()) > 40, "the sources section of README.md is empty"
 
 

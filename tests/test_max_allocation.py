@@ -33,8 +33,7 @@ def test_the_border_check_keeps_a_known_max_allocation() -> None:
 
 
 @pytest.mark.parametrize(("value", "shown"), [(1.5, "1.5"), (True, "True"), ("128", "'128'")])
-def test_the_border_check_refuses_a_max_allocation_that_is_no_int(
-        value: object, shown: str) -> None:
+def test_the_border_check_refuses_a_max_allocation_that_is_no_int(value: object, shown: str) -> None:
     """A float, a bool or a str fails the record, naming the field and the value."""
     device = DeviceInfo(id="0", library="L")
     object.__setattr__(device, "max_allocation", value)
@@ -50,8 +49,7 @@ def test_the_border_check_refuses_a_max_allocation_past_64_bits() -> None:
         check_device(device, "[0]")
 
 
-def test_a_plugin_with_a_bad_max_allocation_fails_naming_the_field(
-        gpuscout_scout: ScoutFactory) -> None:
+def test_a_plugin_with_a_bad_max_allocation_fails_naming_the_field(gpuscout_scout: ScoutFactory) -> None:
     """Discovery reports the plugin failed with the field's path and drops its answer."""
     device = DeviceInfo(id="0", library="Acme")
     object.__setattr__(device, "max_allocation", -5)
@@ -80,11 +78,14 @@ def test_a_missing_or_null_max_allocation_reads_as_unknown() -> None:
     assert from_json('{"id":"0","max_allocation":null}', DeviceInfo).max_allocation == 0
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('[{"max_allocation":"128"}]', "[0].max_allocation: expected int, got '128'"),
-    ('[{"max_allocation":1.5}]', "[0].max_allocation: expected int, got 1.5"),
-    ('[{"max_allocation":-1}]', "max_allocation must be >= 0"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[{"max_allocation":"128"}]', "[0].max_allocation: expected int, got '128'"),
+        ('[{"max_allocation":1.5}]', "[0].max_allocation: expected int, got 1.5"),
+        ('[{"max_allocation":-1}]', "max_allocation must be >= 0"),
+    ],
+)
 def test_a_bad_max_allocation_on_the_wire_names_the_path(text: str, message: str) -> None:
     """from_json refuses a non-int or negative size with a GpuscoutError naming the key."""
     with pytest.raises(GpuscoutError) as err:
@@ -93,7 +94,8 @@ def test_a_bad_max_allocation_on_the_wire_names_the_path(text: str, message: str
 
 
 def test_list_json_shows_max_allocation_when_known(
-        gpuscout_cli: CliRunner, gpuscout_scout: ScoutFactory) -> None:
+    gpuscout_cli: CliRunner, gpuscout_scout: ScoutFactory
+) -> None:
     """`gpuscout list --json` writes the key for a device that knows it, not for one that does not."""
     scout = gpuscout_scout(injected([KNOWN, UNKNOWN]))
     run = gpuscout_cli(["list", "--json"], scout=scout)

@@ -12,8 +12,17 @@ from gpuscout.sizes import GIB
 MEMORY = BackendMemory(
     input_weights=1 * GIB,
     cpu=DeviceMemory(name="CPU", weights=[2 * GIB, 0], cache=[GIB // 2, 0]),
-    gpus=[DeviceMemory(id="GPU-a", library="CUDA", name="CUDA0", weights=[0, 28 * GIB],
-                       cache=[0, 3 * GIB // 2], graph=GIB // 2)])
+    gpus=[
+        DeviceMemory(
+            id="GPU-a",
+            library="CUDA",
+            name="CUDA0",
+            weights=[0, 28 * GIB],
+            cache=[0, 3 * GIB // 2],
+            graph=GIB // 2,
+        )
+    ],
+)
 
 
 def test_summary_lists_weights_cache_and_graph_per_device_then_total() -> None:
@@ -30,11 +39,14 @@ def test_summary_lists_weights_cache_and_graph_per_device_then_total() -> None:
 
 def test_message_names_what_did_not_fit_where() -> None:
     err = InsufficientMemoryError(MEMORY, free={"GPU-a": 24 * GIB})
-    assert str(err) == ("insufficient memory: CUDA GPU-a (CUDA0) needs 30.0 GiB (weights 28.0 GiB, "
-                        "cache 1.5 GiB, graph 512.0 MiB), has 24.0 GiB; CPU holds 3.5 GiB "
-                        "(weights 3.0 GiB, cache 512.0 MiB)")
+    assert str(err) == (
+        "insufficient memory: CUDA GPU-a (CUDA0) needs 30.0 GiB (weights 28.0 GiB, "
+        "cache 1.5 GiB, graph 512.0 MiB), has 24.0 GiB; CPU holds 3.5 GiB "
+        "(weights 3.0 GiB, cache 512.0 MiB)"
+    )
     assert err.memory is MEMORY and err.go_plus_v().startswith(
-        "insufficient memory - required allocations: {InputWeights:1073741824 ")
+        "insufficient memory - required allocations: {InputWeights:1073741824 "
+    )
     assert "CUDA" not in str(InsufficientMemoryError(MEMORY, free={"GPU-a": 40 * GIB}))
 
 

@@ -61,8 +61,7 @@ def seed_compare(a: DeviceInfo, b: DeviceInfo, twins: bool = True) -> DeviceComp
     if a.pci_id and b.pci_id:
         if a.pci_id.lower() != b.pci_id.lower():
             return DeviceComparison.UNIQUE
-        return (DeviceComparison.SAME_BACKEND if a.library == b.library
-                else DeviceComparison.DUPLICATE)
+        return DeviceComparison.SAME_BACKEND if a.library == b.library else DeviceComparison.DUPLICATE
     if twins and seed_twins(a, b):
         return DeviceComparison.DUPLICATE
     if a.pci_id != b.pci_id or a.device_id != b.device_id:
@@ -85,7 +84,8 @@ def seed_preferred(a: DeviceInfo, b: DeviceInfo) -> bool:
 
 
 def reference_fold(
-    found: list[tuple[str, DeviceInfo]], twins: bool = True,
+    found: list[tuple[str, DeviceInfo]],
+    twins: bool = True,
 ) -> tuple[list[DeviceInfo], list[tuple[DeviceInfo, str, object]]]:
     """The quadratic fold, written out as the seed's loop (partitions of one plugin kept)."""
     kept: list[tuple[str, DeviceInfo]] = []
@@ -95,8 +95,11 @@ def reference_fold(
             how = seed_compare(old, new, twins)
             if how is DeviceComparison.UNIQUE:
                 continue
-            if (how is DeviceComparison.SAME_BACKEND and source == old_source
-                    and old.device_id != new.device_id):
+            if (
+                how is DeviceComparison.SAME_BACKEND
+                and source == old_source
+                and old.device_id != new.device_id
+            ):
                 continue
             if how is DeviceComparison.DUPLICATE:
                 replace = seed_preferred(new, old) and not seed_preferred(old, new)
@@ -118,14 +121,15 @@ def devices(draw: st.DrawFn) -> tuple[str, DeviceInfo]:
     library = draw(st.sampled_from(["CUDA", "ROCm", "Vulkan"]))
     source = SOURCES[library] if draw(st.booleans()) else "other"
     return source, DeviceInfo(
-        id=draw(st.sampled_from(["a", "b", "c", "GPU-1"])), library=library,
+        id=draw(st.sampled_from(["a", "b", "c", "GPU-1"])),
+        library=library,
         pci_id=draw(st.sampled_from(["", "", "0000:01:00.0", "0000:01:00.0".upper(), "0000:02:00.0"])),
         description=draw(st.sampled_from(["Acme GPU", "ACME gpu (RADV)", "Other", ""])),
-        total_memory=draw(st.sampled_from([0, 8 * GIB, 8 * GIB + (300 << 20), 9 * GIB, 24 * GIB,
-                                           25 * GIB, 80 * GIB])),
+        total_memory=draw(
+            st.sampled_from([0, 8 * GIB, 8 * GIB + (300 << 20), 9 * GIB, 24 * GIB, 25 * GIB, 80 * GIB])
+        ),
         uuid=draw(st.sampled_from(["", f"GPU-{UUID}", UUID])),
-        library_path=draw(st.sampled_from([(), ("/lib/cuda_v9",), ("/lib/cuda_v12",),
-                                            ("/lib/cuda_v13",)])),
+        library_path=draw(st.sampled_from([(), ("/lib/cuda_v9",), ("/lib/cuda_v12",), ("/lib/cuda_v13",)])),
     )
 
 
@@ -146,18 +150,19 @@ def test_the_indexed_merge_equals_the_seeds_fold(found: list[tuple[str, DeviceIn
 @settings(max_examples=300, deadline=None)
 @given(st.lists(devices(), max_size=14))
 def test_the_merge_without_heuristics_equals_the_fold_without_them(
-        found: list[tuple[str, DeviceInfo]]) -> None:
+    found: list[tuple[str, DeviceInfo]],
+) -> None:
     """With no duplicate heuristic at all, only PCI ids and DeviceIDs decide."""
     kept, dropped = merge(found, None, SCOUT.preferred)
     ref_kept, ref_dropped = reference_fold(found, twins=False)
     assert (kept, [(d.device, d.reason, d.duplicate_of) for d in dropped]) == (ref_kept, ref_dropped)
 
 
-
 @settings(max_examples=500, deadline=None)
 @given(devices(), devices())
-def test_vulkan_twins_always_share_a_duplicate_key(a: tuple[str, DeviceInfo],
-                                                   b: tuple[str, DeviceInfo]) -> None:
+def test_vulkan_twins_always_share_a_duplicate_key(
+    a: tuple[str, DeviceInfo], b: tuple[str, DeviceInfo]
+) -> None:
     """Whenever the Vulkan heuristic calls two devices twins, their keys intersect."""
     (_, x), (_, y) = a, b
     if SCOUT.is_duplicate(x, y):
@@ -166,8 +171,11 @@ def test_vulkan_twins_always_share_a_duplicate_key(a: tuple[str, DeviceInfo],
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.integers(min_value=1, max_value=2**50), st.floats(min_value=-0.07, max_value=0.07),
-       st.integers(min_value=-(1 << 30), max_value=1 << 30))
+@given(
+    st.integers(min_value=1, max_value=2**50),
+    st.floats(min_value=-0.07, max_value=0.07),
+    st.integers(min_value=-(1 << 30), max_value=1 << 30),
+)
 def test_similar_memory_always_shares_a_bucket(a: int, ratio: float, offset: int) -> None:
     """Two sizes the 5 % / 512 MiB rule accepts always share a memory bucket key."""
     from gpuscout.plugins.vulkan.rules import similar_memory, twin_keys

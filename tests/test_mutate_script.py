@@ -32,7 +32,7 @@ RULE = textwrap.dedent('''\
         return need <= free
     ''')
 
-TEST = textwrap.dedent('''\
+TEST = textwrap.dedent("""\
     from fakescout.rule import fits
 
     def test_equal_sizes_fit():
@@ -40,16 +40,16 @@ TEST = textwrap.dedent('''\
 
     def test_larger_need_does_not_fit():
         assert not fits(5, 4)
-    ''')
+    """)
 
-MUTATIONS = textwrap.dedent('''\
+MUTATIONS = textwrap.dedent("""\
     T = ("tests/test_rule.py",)
     MUTATIONS = [
         ("core/rule.py", "need <= free", "need < free", T, "equal sizes no longer fit"),
         ("core/rule.py", "need <= free", "free >= need", T, "the same comparison, turned round"),
         ("core/rule.py", "need > free", "need >= free", T, "a snippet that is not there"),
     ]
-    ''')
+    """)
 
 
 @pytest.fixture
@@ -76,12 +76,26 @@ def _bare_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _main(repo: Path, *extra: str) -> int:
-    return int(mutate.main(["--repo", str(repo), "--mutations", str(repo.parent / "mutations.py"),
-                            "--package", "fakescout", "--timeout", "60", *extra]))
+    return int(
+        mutate.main(
+            [
+                "--repo",
+                str(repo),
+                "--mutations",
+                str(repo.parent / "mutations.py"),
+                "--package",
+                "fakescout",
+                "--timeout",
+                "60",
+                *extra,
+            ]
+        )
+    )
 
 
-def test_mutations_are_caught_survive_or_are_stale(fake_repo: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_mutations_are_caught_survive_or_are_stale(
+    fake_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A bug the tests notice is caught, an equivalent rewrite survives, a missing snippet is stale."""
     out = fake_repo.parent / "report.json"
     assert _main(fake_repo, "--json", str(out)) == 0
@@ -103,12 +117,15 @@ def test_fail_under_exits_one_below_the_figure(fake_repo: Path) -> None:
 
 def test_worktree_copies_uncommitted_tests(fake_repo: Path) -> None:
     """With ``--worktree`` an uncommitted test runs, and can catch what the committed ones miss."""
-    (fake_repo / "tests" / "test_rule.py").write_text(TEST + textwrap.dedent('''
+    (fake_repo / "tests" / "test_rule.py").write_text(
+        TEST
+        + textwrap.dedent("""
         def test_need_is_compared_with_free():
             import inspect
             from fakescout import rule
             assert "need <= free" in inspect.getsource(rule)
-        '''))
+        """)
+    )
     out = fake_repo.parent / "report.json"
     _main(fake_repo, "--worktree", "--only", "rule:2", "--json", str(out))
     assert [o["status"] for o in json.loads(out.read_text())["outcomes"]] == ["caught"]

@@ -44,8 +44,10 @@ def prefix_problems(prefix: str) -> list[str]:
         if len(part) > 63 or not DNS1123_LABEL.match(part):
             problems.append(f"prefix {prefix!r}: {part!r} is not an RFC 1123 label")
     reserved = any(prefix == d or prefix.endswith("." + d) for d in ("kubernetes.io", "k8s.io"))
-    nfd_own = any(prefix == d or prefix.endswith("." + d)
-                  for d in ("feature.node.kubernetes.io", "profile.node.kubernetes.io"))
+    nfd_own = any(
+        prefix == d or prefix.endswith("." + d)
+        for d in ("feature.node.kubernetes.io", "profile.node.kubernetes.io")
+    )
     if reserved and not nfd_own:
         problems.append(f"prefix {prefix!r} is in a Kubernetes-reserved domain")
     return problems
@@ -94,21 +96,49 @@ def parse(text: str) -> dict[str, str]:
 # -- devices ----------------------------------------------------------------------------------------
 
 
-def cuda(n: int, name: str = "NVIDIA H100 80GB HBM3", memory: int = 80 * GIB,
-         compute: tuple[int, int] = (9, 0)) -> DeviceInfo:
-    return DeviceInfo(id=f"GPU-{name[:6]}-{n}", library="CUDA", name=name,
-                      pci_id=f"0000:{n + 16:02x}:00.0", total_memory=memory, free_memory=memory,
-                      compute_major=compute[0], compute_minor=compute[1], driver_major=12,
-                      driver_minor=4, nvidia_driver_major=550)
+def cuda(
+    n: int, name: str = "NVIDIA H100 80GB HBM3", memory: int = 80 * GIB, compute: tuple[int, int] = (9, 0)
+) -> DeviceInfo:
+    return DeviceInfo(
+        id=f"GPU-{name[:6]}-{n}",
+        library="CUDA",
+        name=name,
+        pci_id=f"0000:{n + 16:02x}:00.0",
+        total_memory=memory,
+        free_memory=memory,
+        compute_major=compute[0],
+        compute_minor=compute[1],
+        driver_major=12,
+        driver_minor=4,
+        nvidia_driver_major=550,
+    )
 
 
-ROCM = DeviceInfo(id="0", library="ROCm", name="AMD Instinct MI300X", pci_id="0000:c1:00.0",
-                  total_memory=192 * GIB, free_memory=192 * GIB, compute_major=9,
-                  compute_minor=0x42, driver_major=6, driver_minor=8)
-VULKAN = DeviceInfo(id="0", library="Vulkan", name="AMD Radeon Graphics (RADV GFX1103_R1)",
-                    pci_id="0000:e5:00.0", integrated=True, total_memory=512 * MIB,
-                    free_memory=512 * MIB, compute_major=-1, compute_minor=-1,
-                    driver_major=1, driver_minor=3)
+ROCM = DeviceInfo(
+    id="0",
+    library="ROCm",
+    name="AMD Instinct MI300X",
+    pci_id="0000:c1:00.0",
+    total_memory=192 * GIB,
+    free_memory=192 * GIB,
+    compute_major=9,
+    compute_minor=0x42,
+    driver_major=6,
+    driver_minor=8,
+)
+VULKAN = DeviceInfo(
+    id="0",
+    library="Vulkan",
+    name="AMD Radeon Graphics (RADV GFX1103_R1)",
+    pci_id="0000:e5:00.0",
+    integrated=True,
+    total_memory=512 * MIB,
+    free_memory=512 * MIB,
+    compute_major=-1,
+    compute_minor=-1,
+    driver_major=1,
+    driver_minor=3,
+)
 MIXED = [cuda(0), cuda(1), cuda(2, "NVIDIA A100-SXM4-40GB", 40 * GIB, (8, 0)), ROCM, VULKAN]
 
 
@@ -117,8 +147,9 @@ def file_of(scout: Scout, **render: Any) -> str:
     return nfd.render(nfd.labels(scout.discover(), scout), **render)
 
 
-def labels_of(devices: Sequence[DeviceInfo], flash: Callable[[DeviceInfo], bool] = lambda d: True
-              ) -> dict[str, str]:
+def labels_of(
+    devices: Sequence[DeviceInfo], flash: Callable[[DeviceInfo], bool] = lambda d: True
+) -> dict[str, str]:
     return nfd.device_labels(devices, flash, ["cuda", "rocm", "metal", "vulkan"])
 
 
@@ -139,13 +170,25 @@ def test_empty_node_still_says_zero_devices(scout_with: Callable[..., Scout]) ->
 def test_one_cuda_model_gets_library_and_model_labels(scout_with: Callable[..., Scout]) -> None:
     """Two H100s give counts, memory, compute, driver and model labels under cuda."""
     got = parse(file_of(scout_with([cuda(0), cuda(1)])))
-    want = {"devices": "2", "cuda.count": "2", "cuda.memory.total-mib": "163840",
-            "cuda.memory.smallest-mib": "81920", "cuda.compute.min": "9.0",
-            "cuda.compute.max": "9.0", "cuda.driver.min": "12.4", "cuda.driver.max": "12.4",
-            "cuda.nvidia-driver": "550", "cuda.flash-attention": "true",
-            "cuda.integrated.count": "0", "cuda.model.nvidia-h100-80gb-hbm3.count": "2",
-            "cuda.model.nvidia-h100-80gb-hbm3.memory-mib": "81920", "homogeneous": "true",
-            "memory.smallest-mib": "81920", "rocm.count": "0", "vulkan.count": "0"}
+    want = {
+        "devices": "2",
+        "cuda.count": "2",
+        "cuda.memory.total-mib": "163840",
+        "cuda.memory.smallest-mib": "81920",
+        "cuda.compute.min": "9.0",
+        "cuda.compute.max": "9.0",
+        "cuda.driver.min": "12.4",
+        "cuda.driver.max": "12.4",
+        "cuda.nvidia-driver": "550",
+        "cuda.flash-attention": "true",
+        "cuda.integrated.count": "0",
+        "cuda.model.nvidia-h100-80gb-hbm3.count": "2",
+        "cuda.model.nvidia-h100-80gb-hbm3.memory-mib": "81920",
+        "homogeneous": "true",
+        "memory.smallest-mib": "81920",
+        "rocm.count": "0",
+        "vulkan.count": "0",
+    }
     assert {k: got[f"gpuscout.io/{k}"] for k in want} == want
 
 
@@ -169,9 +212,16 @@ def test_mixed_node_keeps_one_key_per_model(scout_with: Callable[..., Scout]) ->
 def test_devices_named_by_position_are_keyed_by_their_description() -> None:
     """ROCm names devices ROCm0, ROCm1 and puts the model in the description (as Ollama's
     runner does): the model key comes from the description, so two MI300X are one model."""
-    cards = [DeviceInfo(id=f"GPU-{i}", library="ROCm", name=f"ROCm{i}",
-                        description="AMD Instinct MI300X", total_memory=192 * GIB)
-             for i in range(2)]
+    cards = [
+        DeviceInfo(
+            id=f"GPU-{i}",
+            library="ROCm",
+            name=f"ROCm{i}",
+            description="AMD Instinct MI300X",
+            total_memory=192 * GIB,
+        )
+        for i in range(2)
+    ]
     got = labels_of(cards)
     assert got["rocm.model.amd-instinct-mi300x.count"] == "2"
     assert not [k for k in got if "rocm0" in k or "rocm1" in k]
@@ -193,8 +243,13 @@ def test_other_libraries_get_labels_of_their_own() -> None:
 
 def test_unknown_driver_and_compute_are_left_out() -> None:
     """A driver of 0.0 and a compute of -1 give no range labels."""
-    got = labels_of([DeviceInfo(id="0", library="Metal", name="Apple M2", compute_major=-1,
-                                compute_minor=-1, total_memory=GIB)])
+    got = labels_of(
+        [
+            DeviceInfo(
+                id="0", library="Metal", name="Apple M2", compute_major=-1, compute_minor=-1, total_memory=GIB
+            )
+        ]
+    )
     assert not [k for k in got if ".driver." in k or ".compute." in k]
 
 
@@ -215,9 +270,18 @@ def test_failed_plugins_are_counted_as_problems(gpuscout_scout: Any, hidden_mach
 # -- sanitizing -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [
-    'NVIDIA "H100" $(rm -rf /)', "Ünïcødé GPU ★", "x" * 200, "", "---", "日本語", "a=b\nc/d#e",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        'NVIDIA "H100" $(rm -rf /)',
+        "Ünïcødé GPU ★",
+        "x" * 200,
+        "",
+        "---",
+        "日本語",
+        "a=b\nc/d#e",
+    ],
+)
 def test_hostile_model_names_give_valid_labels(name: str) -> None:
     """Quotes, shell syntax, unicode, line breaks, 200 characters and empty names stay valid."""
     text = nfd.render(labels_of([DeviceInfo(id="0", library="CUDA", name=name, total_memory=GIB)]))
@@ -231,15 +295,21 @@ def test_long_names_are_shortened_with_a_hash_of_the_full_name() -> None:
     got = labels_of([DeviceInfo(id="0", library="CUDA", name=a), DeviceInfo(id="1", library="CUDA", name=b)])
     models = sorted(k for k in got if k.endswith(".count") and ".model." in k)
     assert len(models) == 2 and all(len(k) <= 63 for k in got)
-    assert models == sorted(k for k in labels_of([DeviceInfo(library="CUDA", name=b),
-                                                  DeviceInfo(library="CUDA", name=a)])
-                            if k.endswith(".count") and ".model." in k)
+    assert models == sorted(
+        k
+        for k in labels_of([DeviceInfo(library="CUDA", name=b), DeviceInfo(library="CUDA", name=a)])
+        if k.endswith(".count") and ".model." in k
+    )
 
 
 def test_names_that_slug_alike_do_not_collide() -> None:
-    """"RTX 4090" and "rtx-4090" get two keys, each with a hash, and a count of 1 each."""
-    got = labels_of([DeviceInfo(id="0", library="CUDA", name="RTX 4090"),
-                     DeviceInfo(id="1", library="CUDA", name="rtx-4090")])
+    """ "RTX 4090" and "rtx-4090" get two keys, each with a hash, and a count of 1 each."""
+    got = labels_of(
+        [
+            DeviceInfo(id="0", library="CUDA", name="RTX 4090"),
+            DeviceInfo(id="1", library="CUDA", name="rtx-4090"),
+        ]
+    )
     counts = {k: v for k, v in got.items() if ".model." in k and k.endswith(".count")}
     assert len(counts) == 2 and set(counts.values()) == {"1"}
     assert all(re.search(r"\.rtx-4090-[0-9a-f]{8}\.count$", k) for k in counts)
@@ -249,8 +319,11 @@ def test_a_library_that_slugs_like_a_builtin_does_not_take_its_key() -> None:
     """A library "cuda!" keeps cuda.count for the built-in and gets a hashed slug."""
     got = labels_of([DeviceInfo(id="0", library="cuda!", name="X")])
     assert got["cuda.count"] == "0"
-    assert [k for k in got if k.startswith("cuda-") and k.endswith(".count")
-            and ".model." not in k and ".integrated." not in k]
+    assert [
+        k
+        for k in got
+        if k.startswith("cuda-") and k.endswith(".count") and ".model." not in k and ".integrated." not in k
+    ]
 
 
 def _node_wide(got: dict[str, str]) -> dict[str, str]:
@@ -267,9 +340,19 @@ def test_every_node_wide_label_starts_with_a_node_word() -> None:
         assert firsts <= nfd.NODE_WORDS and "integrated" in firsts
 
 
-HOSTILE_LIBRARIES = [*sorted(nfd.NODE_WORDS), "Integrated", "INTEGRATED", "integrated!",
-                     " integrated ", "memory.total-mib", "discovery.problems", "integrated.count",
-                     "Devices", "version 2", "homogeneous?"]
+HOSTILE_LIBRARIES = [
+    *sorted(nfd.NODE_WORDS),
+    "Integrated",
+    "INTEGRATED",
+    "integrated!",
+    " integrated ",
+    "memory.total-mib",
+    "discovery.problems",
+    "integrated.count",
+    "Devices",
+    "version 2",
+    "homogeneous?",
+]
 
 
 @pytest.mark.parametrize("library", HOSTILE_LIBRARIES)
@@ -279,24 +362,33 @@ def test_a_library_named_like_a_node_wide_word_keeps_its_own_count(library: str)
     mine = [DeviceInfo(id=str(i), library=library, name="X", total_memory=GIB) for i in range(3)]
     got = labels_of([*MIXED, *mine])
     builtins = {"cuda", "rocm", "metal", "vulkan"}
-    own = [k for k in got if re.fullmatch(r"[a-z0-9-]+\.count", k)
-           and k.split(".")[0] not in builtins | nfd.NODE_WORDS]
+    own = [
+        k
+        for k in got
+        if re.fullmatch(r"[a-z0-9-]+\.count", k) and k.split(".")[0] not in builtins | nfd.NODE_WORDS
+    ]
     assert [got[k] for k in own] == ["3"]
     if nfd.slug(library) in nfd.NODE_WORDS:
         assert re.fullmatch(rf"{nfd.slug(library)}-[0-9a-f]{{8}}\.count", own[0])
-    assert _node_wide(got) == {**_node_wide(labels_of(MIXED)), "devices": "8",
-                               "memory.total-mib": str(401920 + 3 * 1024),
-                               "homogeneous": "false"}
+    assert _node_wide(got) == {
+        **_node_wide(labels_of(MIXED)),
+        "devices": "8",
+        "memory.total-mib": str(401920 + 3 * 1024),
+        "homogeneous": "false",
+    }
     assert got["integrated.count"] == "1"
 
 
 def test_two_libraries_named_after_node_words_do_not_share_a_key() -> None:
     """``integrated`` and ``Integrated!`` each get a count, and the node's stays the node's."""
-    got = labels_of([DeviceInfo(id="0", library="integrated", name="X", integrated=True),
-                     DeviceInfo(id="1", library="Integrated!", name="Y"),
-                     DeviceInfo(id="2", library="Integrated!", name="Y")])
-    counts = sorted(v for k, v in got.items()
-                    if re.fullmatch(r"integrated-[0-9a-f]{8}\.count", k))
+    got = labels_of(
+        [
+            DeviceInfo(id="0", library="integrated", name="X", integrated=True),
+            DeviceInfo(id="1", library="Integrated!", name="Y"),
+            DeviceInfo(id="2", library="Integrated!", name="Y"),
+        ]
+    )
+    counts = sorted(v for k, v in got.items() if re.fullmatch(r"integrated-[0-9a-f]{8}\.count", k))
     assert counts == ["1", "2"] and got["integrated.count"] == "1" and got["devices"] == "3"
 
 
@@ -331,10 +423,23 @@ def test_the_same_devices_give_the_same_bytes_in_any_order(scout_with: Callable[
 # -- prefix -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("prefix", [
-    "kubernetes.io", "node.kubernetes.io", "k8s.io", "foo.k8s.io", "Gpuscout.io", "", "a" * 64,
-    ".".join(["a" * 60] * 5), "-x.io", "x..io", "x.io/", "under_score.io",
-])
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "kubernetes.io",
+        "node.kubernetes.io",
+        "k8s.io",
+        "foo.k8s.io",
+        "Gpuscout.io",
+        "",
+        "a" * 64,
+        ".".join(["a" * 60] * 5),
+        "-x.io",
+        "x..io",
+        "x.io/",
+        "under_score.io",
+    ],
+)
 def test_bad_prefixes_are_refused(prefix: str) -> None:
     """A prefix in a reserved domain, upper case, too long, empty or malformed is refused."""
     assert prefix_problems(prefix)  # the independent checker agrees
@@ -342,9 +447,18 @@ def test_bad_prefixes_are_refused(prefix: str) -> None:
         nfd.check_prefix(prefix)
 
 
-@pytest.mark.parametrize("prefix", ["gpuscout.io", "feature.node.kubernetes.io",
-                                    "profile.node.kubernetes.io", "gpu.feature.node.kubernetes.io",
-                                    "example.com", "a", "notkubernetes.io"])
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "gpuscout.io",
+        "feature.node.kubernetes.io",
+        "profile.node.kubernetes.io",
+        "gpu.feature.node.kubernetes.io",
+        "example.com",
+        "a",
+        "notkubernetes.io",
+    ],
+)
 def test_good_prefixes_are_accepted(prefix: str) -> None:
     """NFD's own domains and ordinary DNS subdomains are accepted, and files with them pass."""
     assert nfd.check_prefix(prefix) == prefix
@@ -354,16 +468,27 @@ def test_good_prefixes_are_accepted(prefix: str) -> None:
 # -- expiry -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("90s", 90), ("30m", 1800), ("1h", 3600), ("2h30m", 9000), ("1.5h", 5400), ("500ms", 0.5),
-    ("1h0m0s", 3600), (".5s", 0.5)])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90s", 90),
+        ("30m", 1800),
+        ("1h", 3600),
+        ("2h30m", 9000),
+        ("1.5h", 5400),
+        ("500ms", 0.5),
+        ("1h0m0s", 3600),
+        (".5s", 0.5),
+    ],
+)
 def test_go_durations_are_read(text: str, seconds: float) -> None:
     """Go-style durations give the right length."""
     assert nfd.parse_duration(text) == timedelta(seconds=seconds)
 
 
-@pytest.mark.parametrize("text", ["", "0", "0s", "1", "h", "1d", "1h 30m", "-1h", "1e3s", "abc",
-                                  "99999999999999999999h"])
+@pytest.mark.parametrize(
+    "text", ["", "0", "0s", "1", "h", "1d", "1h 30m", "-1h", "1e3s", "abc", "99999999999999999999h"]
+)
 def test_bad_durations_are_refused_naming_the_text(text: str) -> None:
     """Garbage, zero, negative and too long durations raise an error naming the text."""
     with pytest.raises(GpuscoutError, match=re.escape(repr(text))):
@@ -383,8 +508,10 @@ def test_expiry_is_the_first_line_in_rfc3339_utc() -> None:
 
 def test_a_file_over_64_kb_is_refused_and_nothing_written(tmp_path: Path) -> None:
     """Many models make the file too big: render refuses, write refuses, nothing appears."""
-    many = [DeviceInfo(id=str(i), library="CUDA", name=f"model {i} " + "x" * 30, total_memory=GIB)
-            for i in range(600)]
+    many = [
+        DeviceInfo(id=str(i), library="CUDA", name=f"model {i} " + "x" * 30, total_memory=GIB)
+        for i in range(600)
+    ]
     with pytest.raises(GpuscoutError, match="65536"):
         nfd.render(labels_of(many))
     with pytest.raises(GpuscoutError, match="65536"):
@@ -443,14 +570,18 @@ def test_bad_file_names_are_refused(tmp_path: Path, name: str) -> None:
         nfd.write(tmp_path, "a.b/c=d\n", name=name)
 
 
-@pytest.mark.parametrize(("where", "code", "reason"), [
-    ("write", errno.ENOSPC, "no space left on device"),
-    ("write", errno.EROFS, "read-only file system"),
-    ("fsync", errno.EIO, "input/output error"),
-    ("replace", errno.EACCES, "permission denied"),
-])
+@pytest.mark.parametrize(
+    ("where", "code", "reason"),
+    [
+        ("write", errno.ENOSPC, "no space left on device"),
+        ("write", errno.EROFS, "read-only file system"),
+        ("fsync", errno.EIO, "input/output error"),
+        ("replace", errno.EACCES, "permission denied"),
+    ],
+)
 def test_a_failure_removes_the_temporary_file_and_keeps_the_old_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, code: int, reason: str) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, code: int, reason: str
+) -> None:
     """An error while writing, syncing or renaming leaves the old file and no temporary file."""
     (tmp_path / "gpuscout").write_text("old\n")
 
@@ -470,7 +601,8 @@ def test_a_failure_removes_the_temporary_file_and_keeps_the_old_one(
 
 
 def test_an_interrupt_while_writing_leaves_no_temporary_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Ctrl-C during the write propagates, and the old file stays alone in the directory."""
     (tmp_path / "gpuscout").write_text("old\n")
 
@@ -488,20 +620,33 @@ def test_an_interrupt_while_writing_leaves_no_temporary_file(
 # -- any devices at all -----------------------------------------------------------------------------
 
 _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=120)
-_DEVICES = st.lists(st.builds(
-    DeviceInfo, id=st.text(max_size=8), library=st.one_of(
-        st.sampled_from(["CUDA", "ROCm", "Metal", "Vulkan", "cuda", "Cuda!", *sorted(nfd.NODE_WORDS)]),
-        _TEXT),
-    name=_TEXT, description=_TEXT, integrated=st.booleans(),
-    total_memory=st.integers(0, 2**63 - 1), compute_major=st.integers(-1, 200),
-    compute_minor=st.integers(-1, 300), driver_major=st.integers(0, 10**6),
-    driver_minor=st.integers(0, 10**6), nvidia_driver_major=st.integers(0, 10**6)), max_size=12)
+_DEVICES = st.lists(
+    st.builds(
+        DeviceInfo,
+        id=st.text(max_size=8),
+        library=st.one_of(
+            st.sampled_from(["CUDA", "ROCm", "Metal", "Vulkan", "cuda", "Cuda!", *sorted(nfd.NODE_WORDS)]),
+            _TEXT,
+        ),
+        name=_TEXT,
+        description=_TEXT,
+        integrated=st.booleans(),
+        total_memory=st.integers(0, 2**63 - 1),
+        compute_major=st.integers(-1, 200),
+        compute_minor=st.integers(-1, 300),
+        driver_major=st.integers(0, 10**6),
+        driver_minor=st.integers(0, 10**6),
+        nvidia_driver_major=st.integers(0, 10**6),
+    ),
+    max_size=12,
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(devices=_DEVICES, flash=st.booleans(), seed=st.randoms(use_true_random=False))
-def test_any_devices_give_a_valid_stable_file(devices: list[DeviceInfo], flash: bool,
-                                              seed: random.Random) -> None:
+def test_any_devices_give_a_valid_stable_file(
+    devices: list[DeviceInfo], flash: bool, seed: random.Random
+) -> None:
     """Whatever names, libraries and numbers the drivers report: the file passes the rules (or
     is refused as too big, never written invalid), keys stay unique, and the bytes do not depend
     on the order the devices came in."""

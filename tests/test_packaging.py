@@ -14,8 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _python(code: str, cwd: Path | str = "/") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=cwd, timeout=60)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=60)
 
 
 @pytest.mark.parametrize("cwd", ["/", REPO], ids=["elsewhere", "repository root"])
@@ -29,15 +28,18 @@ def test_the_source_folders_are_not_importable_top_level_names(name: str, cwd: P
 
 def test_every_builtin_plugin_imports_under_gpuscout() -> None:
     """Each vendor folder imports as gpuscout.plugins.<vendor>."""
-    result = _python("import gpuscout.plugins.cuda, gpuscout.plugins.rocm, "
-                     "gpuscout.plugins.metal, gpuscout.plugins.vulkan; print('ok')")
+    result = _python(
+        "import gpuscout.plugins.cuda, gpuscout.plugins.rocm, "
+        "gpuscout.plugins.metal, gpuscout.plugins.vulkan; print('ok')"
+    )
     assert result.stdout.strip() == "ok", result.stderr
 
 
 def test_python_dash_m_prints_the_version() -> None:
     """`python -m gpuscout --version` prints the package version."""
-    result = subprocess.run([sys.executable, "-m", "gpuscout", "--version"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "--version"], capture_output=True, text=True, timeout=60
+    )
     assert result.stdout.strip() == f"gpuscout {gpuscout.__version__}"
 
 
@@ -87,20 +89,25 @@ def test_the_core_code_names_no_vendor() -> None:
     import ast
     from pathlib import Path
 
-    vendor = ("CUDA", "ROCm", "Metal", "Vulkan", "VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
-              "GGML_", "HSA_")
+    vendor = ("CUDA", "ROCm", "Metal", "Vulkan", "VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "GGML_", "HSA_")
     core = Path(gpuscout.__file__).parent
     found = []
     for path in sorted(core.glob("*.py")):
         tree = ast.parse(path.read_text())
-        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                                        ast.AsyncFunctionDef))
-                      and n.body and isinstance(n.body[0], ast.Expr)
-                      and isinstance(n.body[0].value, ast.Constant)}
+        docstrings = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+            and isinstance(n.body[0].value, ast.Constant)
+        }
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
-                    and id(node) not in docstrings
-                    and any(v == node.value or ("_" in v and v in node.value) for v in vendor)):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and any(v == node.value or ("_" in v and v in node.value) for v in vendor)
+            ):
                 found.append(f"{path.name}:{node.lineno} {node.value!r}")
     assert found == []

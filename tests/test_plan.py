@@ -20,8 +20,13 @@ ROOMY = SystemInfo(total_memory=64 * GIB, free_memory=64 * GIB, free_swap=0)
 
 def gpu(id: str, usable_mib: float, library: str = "CUDA", integrated: bool = False) -> DeviceInfo:
     """A device with ``usable_mib`` MiB left once the 457 MiB reserve is held back."""
-    return DeviceInfo(id=id, library=library, integrated=integrated,
-                      free_memory=RESERVE + int(usable_mib * MIB), total_memory=8 * GIB)
+    return DeviceInfo(
+        id=id,
+        library=library,
+        integrated=integrated,
+        free_memory=RESERVE + int(usable_mib * MIB),
+        total_memory=8 * GIB,
+    )
 
 
 def mib(*sizes: int) -> list[int]:
@@ -38,6 +43,7 @@ def scout(scout_with: Callable[..., Scout]) -> Scout:
 
 
 # -- LAYOUT.md's examples ---------------------------------------------------------------------
+
 
 def test_three_small_layers_fit_one_gpu(scout: Scout) -> None:
     """3x50 MiB on 256 MiB places every layer."""
@@ -65,8 +71,7 @@ def test_early_layers_go_to_the_larger_gpu(scout: Scout) -> None:
 def test_integrated_gpu_takes_what_the_discrete_one_cannot(scout: Scout) -> None:
     """dGPU 128 + iGPU 256 with 3x50: the iGPU takes layer 0, the dGPU layers 1-2."""
     devices = [gpu("dgpu", 128), gpu("igpu", 256, integrated=True)]
-    assert layout(scout.plan(mib(50, 50, 50), devices, ROOMY)) == [
-        ("igpu", [0]), ("dgpu", [1, 2])]
+    assert layout(scout.plan(mib(50, 50, 50), devices, ROOMY)) == [("igpu", [0]), ("dgpu", [1, 2])]
 
 
 def test_library_that_places_more_layers_wins(scout: Scout) -> None:
@@ -77,6 +82,7 @@ def test_library_that_places_more_layers_wins(scout: Scout) -> None:
 
 
 # -- one rule each ----------------------------------------------------------------------------
+
 
 def test_library_tie_keeps_the_earlier_group(scout: Scout) -> None:
     """Libraries placing as many layers: the one sorted first (more free memory) is kept."""
@@ -160,8 +166,7 @@ def test_gpu_with_a_graph_stays_in_use(scout: Scout) -> None:
 def test_no_graphs_and_empty_graphs_are_the_same(scout: Scout) -> None:
     """graphs=None and graphs={} plan alike, and a zero graph counts as absent."""
     devices = [gpu("gpu0", 512), gpu("gpu1", 256)]
-    plans = [scout.plan(mib(50, 50, 50), devices, ROOMY, graphs=g)
-             for g in (None, {}, {"gpu1": 0})]
+    plans = [scout.plan(mib(50, 50, 50), devices, ROOMY, graphs=g) for g in (None, {}, {"gpu1": 0})]
     assert plans[0] == plans[1] == plans[2]
 
 
@@ -176,19 +181,16 @@ def test_metal_reserves_512_mib(scout: Scout) -> None:
 def test_require_full_raises_when_layers_stay_on_the_cpu(scout: Scout) -> None:
     """require_full: 4x100 MiB on 256 MiB raises, carrying where each layer would have sat."""
     with pytest.raises(InsufficientMemoryError) as caught:
-        scout.plan(mib(100, 100, 100, 100), [gpu("gpu0", 256)], ROOMY, require_full=True,
-                   graphs={"gpu0": 5})
+        scout.plan(mib(100, 100, 100, 100), [gpu("gpu0", 256)], ROOMY, require_full=True, graphs={"gpu0": 5})
     memory = caught.value.memory
     assert memory.input_weights == 0
     assert memory.cpu.weights == (100 * MIB, 0, 0, 100 * MIB)
-    assert [(g.id, g.weights, g.graph) for g in memory.gpus] == [
-        ("gpu0", (0, 100 * MIB, 100 * MIB, 0), 5)]
+    assert [(g.id, g.weights, g.graph) for g in memory.gpus] == [("gpu0", (0, 100 * MIB, 100 * MIB, 0), 5)]
 
 
 def test_require_full_accepts_a_reached_num_gpu(scout: Scout) -> None:
     """require_full with num_gpu=2: two placed layers are enough."""
-    result = scout.plan(mib(100, 100, 100, 100), [gpu("gpu0", 256)], ROOMY, num_gpu=2,
-                        require_full=True)
+    result = scout.plan(mib(100, 100, 100, 100), [gpu("gpu0", 256)], ROOMY, num_gpu=2, require_full=True)
     assert layout(result) == [("gpu0", [1, 2])]
 
 
@@ -228,20 +230,36 @@ def test_layout_is_ordered_by_first_layer_and_prints_as_the_seed(scout: Scout) -
     assert str(result) == "3[ID:gpu1 Layers:1(0..0) ID:gpu0 Layers:2(1..2)]"
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"layers": "abc"}, {"layers": [1, -1]}, {"layers": [1.5]}, {"layers": [True]},
-    {"devices": [object()]}, {"devices": "gpu"}, {"system": {}},
-    {"num_gpu": -2}, {"num_gpu": 1.0}, {"num_gpu": True},
-    {"require_full": 1}, {"spread": "yes"},
-    {"backoff": -0.1}, {"backoff": 1.5}, {"backoff": float("nan")}, {"backoff": True},
-    {"overhead": -1}, {"overhead": 1.0},
-    {"graphs": [("gpu0", 1)]}, {"graphs": {0: 1}}, {"graphs": {"gpu0": -1}},
-    {"graphs": {"gpu0": "1"}},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"layers": "abc"},
+        {"layers": [1, -1]},
+        {"layers": [1.5]},
+        {"layers": [True]},
+        {"devices": [object()]},
+        {"devices": "gpu"},
+        {"system": {}},
+        {"num_gpu": -2},
+        {"num_gpu": 1.0},
+        {"num_gpu": True},
+        {"require_full": 1},
+        {"spread": "yes"},
+        {"backoff": -0.1},
+        {"backoff": 1.5},
+        {"backoff": float("nan")},
+        {"backoff": True},
+        {"overhead": -1},
+        {"overhead": 1.0},
+        {"graphs": [("gpu0", 1)]},
+        {"graphs": {0: 1}},
+        {"graphs": {"gpu0": -1}},
+        {"graphs": {"gpu0": "1"}},
+    ],
+)
 def test_bad_arguments_raise_gpuscout_error(scout: Scout, kwargs: dict[str, Any]) -> None:
     """Each bad argument raises GpuscoutError."""
-    args: dict[str, Any] = {"layers": [MIB], "devices": [gpu("gpu0", 256)], "system": ROOMY,
-                            **kwargs}
+    args: dict[str, Any] = {"layers": [MIB], "devices": [gpu("gpu0", 256)], "system": ROOMY, **kwargs}
     with pytest.raises(GpuscoutError):
         scout.plan(args.pop("layers"), args.pop("devices"), args.pop("system"), **args)
 
@@ -255,18 +273,22 @@ UNIT = 1000  # small sizes so that layers and free memory interact
 def machines(draw: st.DrawFn) -> tuple[list[int], list[DeviceInfo], dict[str, Any]]:
     layers = draw(st.lists(st.integers(0, 5 * UNIT), max_size=12))
     count = draw(st.integers(0, 5))
-    devices = [DeviceInfo(
-        id=f"g{i}", library=draw(st.sampled_from(["A", "B"])),
-        integrated=draw(st.booleans()), free_memory=draw(st.integers(0, 20 * UNIT)))
-        for i in range(count)]
+    devices = [
+        DeviceInfo(
+            id=f"g{i}",
+            library=draw(st.sampled_from(["A", "B"])),
+            integrated=draw(st.booleans()),
+            free_memory=draw(st.integers(0, 20 * UNIT)),
+        )
+        for i in range(count)
+    ]
     options = {
         "num_gpu": draw(st.integers(-1, 13)),
         "require_full": draw(st.booleans()),
         "spread": draw(st.booleans()),
         "backoff": draw(st.sampled_from([0.0, 0.1, 0.5])),
         "overhead": draw(st.integers(0, UNIT)),
-        "graphs": draw(st.dictionaries(st.sampled_from([f"g{i}" for i in range(5)]),
-                                       st.integers(0, UNIT))),
+        "graphs": draw(st.dictionaries(st.sampled_from([f"g{i}" for i in range(5)]), st.integers(0, UNIT))),
     }
     return layers, devices, options
 
@@ -288,8 +310,9 @@ def test_no_gpu_gets_more_than_its_usable_memory(machine: Any) -> None:
     by_id = {d.id: d for d in devices}
     for g in _create(layers, devices, options):
         d = by_id[g.id]
-        usable = planner.usable_free(d.free_memory, options["backoff"], 100,
-                                     options["overhead"], options["graphs"].get(d.id, 0))
+        usable = planner.usable_free(
+            d.free_memory, options["backoff"], 100, options["overhead"], options["graphs"].get(d.id, 0)
+        )
         if not overfill:
             assert sum(layers[i] for i in g.layers) <= int(planner.f32(usable))
 
@@ -326,9 +349,12 @@ def test_more_free_memory_never_places_fewer_layers(machine: Any, which: int, ex
         return
     which %= len(devices)
     richer = list(devices)
-    richer[which] = DeviceInfo(id=devices[which].id, library=devices[which].library,
-                               integrated=devices[which].integrated,
-                               free_memory=devices[which].free_memory + extra)
+    richer[which] = DeviceInfo(
+        id=devices[which].id,
+        library=devices[which].library,
+        integrated=devices[which].integrated,
+        free_memory=devices[which].free_memory + extra,
+    )
     assert _create(layers, richer, options).sum() >= _create(layers, devices, options).sum()
 
 
@@ -338,12 +364,15 @@ def test_more_free_memory_can_place_fewer_layers_when_a_graph_is_held_back() -> 
     layers = [20, 100, 50, 30, 60]
 
     def machine(g1_free: int) -> list[DeviceInfo]:
-        return [DeviceInfo(id="g0", library="A", free_memory=101),
-                DeviceInfo(id="g1", library="A", free_memory=g1_free),
-                DeviceInfo(id="g2", library="A", free_memory=123)]
+        return [
+            DeviceInfo(id="g0", library="A", free_memory=101),
+            DeviceInfo(id="g1", library="A", free_memory=g1_free),
+            DeviceInfo(id="g2", library="A", free_memory=123),
+        ]
 
     def placed(g1_free: int) -> int:
-        return planner.create_layout(layers, machine(g1_free), lambda d: 0, spread=True,
-                                     graphs={"g1": 8}).sum()
+        return planner.create_layout(
+            layers, machine(g1_free), lambda d: 0, spread=True, graphs={"g1": 8}
+        ).sum()
 
     assert (placed(86), placed(86 + 38)) == (5, 4)

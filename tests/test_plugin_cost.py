@@ -20,14 +20,22 @@ from typing import Any
 import pytest
 
 #: Loaded only once a driver may be there (``nvml`` imports readings, order and visibility).
-CUDA_DRIVER_MODULES = {f"gpuscout.plugins.cuda.{m}"
-                       for m in ("nvml", "readings", "order", "visibility", "rules")} | {"pynvml"}
+CUDA_DRIVER_MODULES = {
+    f"gpuscout.plugins.cuda.{m}" for m in ("nvml", "readings", "order", "visibility", "rules")
+} | {"pynvml"}
 #: Loaded only once an AMD GPU may be there (``discover`` imports the rest).
-ROCM_DRIVER_MODULES = {f"gpuscout.plugins.rocm.{m}"
-                       for m in ("discover", "devices", "gfx", "hsakmt", "smi", "sysfs",
-                                 "visibility", "rules")} | {"amdsmi"}
-UNSET = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-         "GPU_DEVICE_ORDINAL", "GPUSCOUT_PLUGINS", "GPUSCOUT_DISABLE_PLUGINS")
+ROCM_DRIVER_MODULES = {
+    f"gpuscout.plugins.rocm.{m}"
+    for m in ("discover", "devices", "gfx", "hsakmt", "smi", "sysfs", "visibility", "rules")
+} | {"amdsmi"}
+UNSET = (
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "GPUSCOUT_PLUGINS",
+    "GPUSCOUT_DISABLE_PLUGINS",
+)
 
 #: One discovery with ``PLUGINS`` in a fresh interpreter; with ``FULL`` the modules of the full
 #: path are imported first (so the package's short path stands aside). Prints the plugins'
@@ -65,9 +73,13 @@ def _env() -> dict[str, str]:
 
 def discover(plugins: list[str], full: Sequence[str] = ()) -> dict[str, Any]:
     """The reports and loaded modules of one discovery with ``plugins`` (see ``DISCOVER``)."""
-    out = subprocess.run([sys.executable, "-c", DISCOVER, json.dumps(plugins),
-                          json.dumps(list(full))],
-                         capture_output=True, text=True, timeout=120, env=_env())
+    out = subprocess.run(
+        [sys.executable, "-c", DISCOVER, json.dumps(plugins), json.dumps(list(full))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+    )
     assert out.returncode == 0, out.stderr
     found: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return found
@@ -119,15 +131,20 @@ def test_rocm_short_path_reports_what_the_full_path_reports() -> None:
 def test_list_json_loads_only_the_names_modules_of_cuda_and_rocm() -> None:
     """`gpuscout list --json` (every plugin) loads of the CUDA and ROCm plugins their package,
     its ``names`` module and ``diagnose`` (which says why there is no GPU), nothing else."""
-    out = subprocess.run([sys.executable, "-c", CLI, "list", "--json"], capture_output=True,
-                         text=True, timeout=120, env=_env())
+    out = subprocess.run(
+        [sys.executable, "-c", CLI, "list", "--json"], capture_output=True, text=True, timeout=120, env=_env()
+    )
     assert out.returncode == 0, out.stderr
     assert "devices" in json.loads(out.stdout)
     last = out.stderr.rstrip("\n").rsplit("\n", 1)[-1]
     assert last.startswith("MODULES "), out.stderr
     loaded = set(json.loads(last.removeprefix("MODULES ")))
-    assert sorted(m for m in loaded if m.startswith(("gpuscout.plugins.cuda",
-                                                     "gpuscout.plugins.rocm"))) == [
-        "gpuscout.plugins.cuda", "gpuscout.plugins.cuda.diagnose", "gpuscout.plugins.cuda.names",
-        "gpuscout.plugins.rocm", "gpuscout.plugins.rocm.diagnose", "gpuscout.plugins.rocm.names"]
+    assert sorted(m for m in loaded if m.startswith(("gpuscout.plugins.cuda", "gpuscout.plugins.rocm"))) == [
+        "gpuscout.plugins.cuda",
+        "gpuscout.plugins.cuda.diagnose",
+        "gpuscout.plugins.cuda.names",
+        "gpuscout.plugins.rocm",
+        "gpuscout.plugins.rocm.diagnose",
+        "gpuscout.plugins.rocm.names",
+    ]
     assert loaded & {"pynvml", "amdsmi"} == set()

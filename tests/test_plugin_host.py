@@ -78,8 +78,7 @@ def test_a_wrong_type_is_reported_and_ignored(gpuscout_scout: ScoutFactory) -> N
     assert "expected a list of DeviceInfo" in report(s, "wrong").error
 
 
-def test_a_hanging_plugin_times_out_and_its_late_answer_is_ignored(
-        gpuscout_scout: ScoutFactory) -> None:
+def test_a_hanging_plugin_times_out_and_its_late_answer_is_ignored(gpuscout_scout: ScoutFactory) -> None:
     """An enumerate past its deadline is reported as timeout; discovery returns on time."""
     s = gpuscout_scout(("slow", Hangs()), ("good", Good()), enumerate_timeout=0.2)
     start = time.monotonic()
@@ -127,19 +126,23 @@ def test_builtins_are_registered_under_their_short_names() -> None:
     assert all(r.distribution == "gpuscout" and r.status == "ok" for r in s.reports)
 
 
-@pytest.mark.parametrize(("kwargs", "env", "loaded"), [
-    ({"plugins": ["cuda"]}, {}, ["cuda"]),
-    ({"disable": ["cuda", "rocm"]}, {}, ["metal", "vulkan"]),
-    ({}, {"GPUSCOUT_PLUGINS": "rocm, vulkan"}, ["rocm", "vulkan"]),
-    ({}, {"GPUSCOUT_DISABLE_PLUGINS": "vulkan"}, ["cuda", "rocm", "metal"]),
-    ({"plugins": ["cuda", "rocm"]}, {"GPUSCOUT_DISABLE_PLUGINS": "rocm"}, ["cuda"]),
-    # The argument overrides the environment's allow list; deny lists add up.
-    ({"plugins": ["cuda", "rocm"]}, {"GPUSCOUT_PLUGINS": "rocm,metal"}, ["cuda", "rocm"]),
-    ({"plugins": [" CUDA ", "Vulkan"]}, {}, ["cuda", "vulkan"]),
-    ({"disable": ["ROCm"]}, {"GPUSCOUT_DISABLE_PLUGINS": " Metal "}, ["cuda", "vulkan"]),
-])
-def test_allow_and_deny_lists_choose_the_plugins(kwargs: dict[str, Any], env: dict[str, str],
-                                                 loaded: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "env", "loaded"),
+    [
+        ({"plugins": ["cuda"]}, {}, ["cuda"]),
+        ({"disable": ["cuda", "rocm"]}, {}, ["metal", "vulkan"]),
+        ({}, {"GPUSCOUT_PLUGINS": "rocm, vulkan"}, ["rocm", "vulkan"]),
+        ({}, {"GPUSCOUT_DISABLE_PLUGINS": "vulkan"}, ["cuda", "rocm", "metal"]),
+        ({"plugins": ["cuda", "rocm"]}, {"GPUSCOUT_DISABLE_PLUGINS": "rocm"}, ["cuda"]),
+        # The argument overrides the environment's allow list; deny lists add up.
+        ({"plugins": ["cuda", "rocm"]}, {"GPUSCOUT_PLUGINS": "rocm,metal"}, ["cuda", "rocm"]),
+        ({"plugins": [" CUDA ", "Vulkan"]}, {}, ["cuda", "vulkan"]),
+        ({"disable": ["ROCm"]}, {"GPUSCOUT_DISABLE_PLUGINS": " Metal "}, ["cuda", "vulkan"]),
+    ],
+)
+def test_allow_and_deny_lists_choose_the_plugins(
+    kwargs: dict[str, Any], env: dict[str, str], loaded: list[str]
+) -> None:
     """Arguments and GPUSCOUT_PLUGINS / GPUSCOUT_DISABLE_PLUGINS pick what loads."""
     s = Scout(entry_points=False, env=env, **kwargs)
     assert [r.name for r in s.reports if r.status == "ok"] == loaded
@@ -148,8 +151,10 @@ def test_allow_and_deny_lists_choose_the_plugins(kwargs: dict[str, Any], env: di
 
 def test_a_blocked_builtin_is_never_imported() -> None:
     """Blocking happens before import: the blocked module never enters sys.modules."""
-    code = ("import sys; from gpuscout import Scout; Scout(disable=['cuda'], entry_points=False);"
-            "print('gpuscout.plugins.cuda' in sys.modules)")
+    code = (
+        "import sys; from gpuscout import Scout; Scout(disable=['cuda'], entry_points=False);"
+        "print('gpuscout.plugins.cuda' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
 
@@ -189,20 +194,29 @@ ENTRY_PLUGINS = {
 @pytest.fixture(scope="module")
 def entry_point_dir(site_factory: Callable[..., Path]) -> Path:
     """A folder holding a real installed distribution with four gpuscout entry points."""
-    return site_factory("gpuscout-eptest", "1.2.3", ENTRY_PLUGINS,
-                        {m.removeprefix("eptest_"): m for m in ENTRY_PLUGINS})
+    return site_factory(
+        "gpuscout-eptest", "1.2.3", ENTRY_PLUGINS, {m.removeprefix("eptest_"): m for m in ENTRY_PLUGINS}
+    )
 
 
-def test_entry_point_plugins_load_fail_and_block_independently(
-        entry_point_dir: Path, tmp_path: Path) -> None:
+def test_entry_point_plugins_load_fail_and_block_independently(entry_point_dir: Path, tmp_path: Path) -> None:
     """Through real entry points: one works, one raises, one cannot import, one exits at import,
     one is never imported."""
     marker = tmp_path / "marker"
-    env = {"PYTHONPATH": str(entry_point_dir), "EPTEST_MARKER": str(marker),
-           "GPUSCOUT_DISABLE_PLUGINS": "blocked", "VK_DRIVER_FILES": "/nonexistent.json",
-           "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-m", "gpuscout", "list", "--json"], env=env,
-                         capture_output=True, text=True, timeout=60)
+    env = {
+        "PYTHONPATH": str(entry_point_dir),
+        "EPTEST_MARKER": str(marker),
+        "GPUSCOUT_DISABLE_PLUGINS": "blocked",
+        "VK_DRIVER_FILES": "/nonexistent.json",
+        "PATH": "/usr/bin:/bin",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "list", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert [d["id"] for d in doc["devices"]] == ["ep0"]
@@ -217,8 +231,7 @@ def test_entry_point_plugins_load_fail_and_block_independently(
     assert "plugin raiser failed" in out.stderr
 
 
-def test_entry_points_can_be_switched_off(entry_point_dir: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_entry_points_can_be_switched_off(entry_point_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """entry_points=False loads no third-party plugin: naming one in the allow list is refused."""
     monkeypatch.syspath_prepend(str(entry_point_dir))
     assert any(r.name == "good" for r in Scout(entry_points=True).reports)
@@ -245,8 +258,7 @@ def test_each_discovery_reports_its_own_run(gpuscout_scout: ScoutFactory) -> Non
     first = s.discover()
     second = s.discover()
     assert (first.plugins[-1].status, first.plugins[-1].devices) == ("failed", 0)
-    assert (second.plugins[-1].status, second.plugins[-1].error, second.plugins[-1].devices) == (
-        "ok", "", 1)
+    assert (second.plugins[-1].status, second.plugins[-1].error, second.plugins[-1].devices) == ("ok", "", 1)
     assert [d.id for d in second.devices] == ["x"]
 
 
@@ -257,8 +269,7 @@ def test_a_load_failure_stays_reported_across_runs(gpuscout_scout: ScoutFactory)
     assert s.discover().plugins[-1].status == "failed"
 
 
-def test_concurrent_discoveries_on_one_scout_do_not_mix_reports(
-        gpuscout_scout: ScoutFactory) -> None:
+def test_concurrent_discoveries_on_one_scout_do_not_mix_reports(gpuscout_scout: ScoutFactory) -> None:
     """Discoveries from several threads each return complete, consistent reports."""
     import threading
 

@@ -41,6 +41,7 @@ def test_for_library_calls_the_hook_only_for_its_own_devices() -> None:
 
 def test_a_guarded_hook_answers_through_a_scout() -> None:
     """pluggy sees the hook's own parameters through the guard (it unwraps the function)."""
+
     class Acme:
         @staticmethod
         @for_library("Acme")
@@ -72,13 +73,17 @@ def test_for_library_on_refresh_skips_lists_without_its_devices() -> None:
 
 def test_for_library_refuses_hooks_that_see_a_whole_selection() -> None:
     with pytest.raises(TypeError, match="cannot guard gpuscout_visible_env"):
+
         @for_library("Acme")
         def gpuscout_visible_env(selection: Any, context: Any) -> None:
             return None
+
     with pytest.raises(TypeError, match="first parameter must be 'device'"):
+
         @for_library("Acme")
         def gpuscout_flash_attention(card: DeviceInfo) -> bool:
             return True
+
     with pytest.raises(TypeError, match="needs a library name"):
         for_library("")
 
@@ -87,7 +92,9 @@ def test_devices_of_gives_the_positions_env_entries_need() -> None:
     selection = [OTHER, ACME, OTHER, ACME]
     assert devices_of(selection, "Acme") == [(1, ACME), (3, ACME)]
     assert [EnvEntry(i, "ACME_VISIBLE", d.id) for i, d in devices_of(selection, "Acme")] == [
-        EnvEntry(1, "ACME_VISIBLE", "a0"), EnvEntry(3, "ACME_VISIBLE", "a0")]
+        EnvEntry(1, "ACME_VISIBLE", "a0"),
+        EnvEntry(3, "ACME_VISIBLE", "a0"),
+    ]
 
 
 def _plugin(version: object) -> types.ModuleType:

@@ -39,37 +39,55 @@ class ReadsAndRecords:
         node = context.device_node("/dev/mine0")
         link = context.read_link("/sys/class/mine/card0/driver") or ""
         context.env.get("MINE_VISIBLE")
-        return [DeviceInfo(id=a["id"], library="Mine", name=f"{node} {link.rsplit('/', 1)[-1]}",
-                           total_memory=total, free_memory=a["memory"]) for a in answer]
+        return [
+            DeviceInfo(
+                id=a["id"],
+                library="Mine",
+                name=f"{node} {link.rsplit('/', 1)[-1]}",
+                total_memory=total,
+                free_memory=a["memory"],
+            )
+            for a in answer
+        ]
 
 
 def _tree(tmp_path: Path) -> Path:
-    return write_tree(tmp_path / "live", {
-        "/sys/class/mine/card0/memory": "17179869184\n",
-        "/sys/class/mine/card0/unread": "not copied\n",
-        "/sys/class/mine/card0/driver": Symlink("../../../bus/drivers/minedrv"),
-        "/dev/mine0": "",
-        "/proc/meminfo": "MemTotal: 16384 kB\nMemAvailable: 8192 kB\n",
-    })
+    return write_tree(
+        tmp_path / "live",
+        {
+            "/sys/class/mine/card0/memory": "17179869184\n",
+            "/sys/class/mine/card0/unread": "not copied\n",
+            "/sys/class/mine/card0/driver": Symlink("../../../bus/drivers/minedrv"),
+            "/dev/mine0": "",
+            "/proc/meminfo": "MemTotal: 16384 kB\nMemAvailable: 8192 kB\n",
+        },
+    )
 
 
-def _record(tmp_path: Path, env: dict[str, str] | None = None, families: tuple[str, ...] = (),
-            **options: Any) -> tuple[Path, Any]:
+def _record(
+    tmp_path: Path, env: dict[str, str] | None = None, families: tuple[str, ...] = (), **options: Any
+) -> tuple[Path, Any]:
     recorder = Recorder()
-    scout = Scout(plugins=["mine"], extra=[ReadsAndRecords()], entry_points=False,
-                  env=env if env is not None else {"MINE_VISIBLE": "0", "API_TOKEN": "s3cret"},
-                  platform="linux", root=_tree(tmp_path), recorder=recorder)
+    scout = Scout(
+        plugins=["mine"],
+        extra=[ReadsAndRecords()],
+        entry_points=False,
+        env=env if env is not None else {"MINE_VISIBLE": "0", "API_TOKEN": "s3cret"},
+        platform="linux",
+        root=_tree(tmp_path),
+        recorder=recorder,
+    )
     found = scout.discover()
     target = tmp_path / "rec"
     assert isinstance(scout.env, TrackedEnv)  # a Scout with a recorder notes what is read
-    recorder.write(str(target), platform=scout.platform, env=scout.env.recorded(families),
-                   **options)
+    recorder.write(str(target), platform=scout.platform, env=scout.env.recorded(families), **options)
     return target, found
 
 
 def _replay(target: Path, **options: Any) -> Any:
-    return Scout(plugins=["mine"], extra=[ReadsAndRecords()], entry_points=False,
-                 replay=target, **options).discover()
+    return Scout(
+        plugins=["mine"], extra=[ReadsAndRecords()], entry_points=False, replay=target, **options
+    ).discover()
 
 
 def test_a_replayed_recording_finds_what_the_recording_discovery_found(tmp_path: Path) -> None:
@@ -92,16 +110,22 @@ def test_a_recording_holds_only_what_discovery_read(tmp_path: Path) -> None:
 
 def test_a_recording_keeps_the_variables_read_and_never_a_secret(tmp_path: Path) -> None:
     """The manifest's env holds MINE_VISIBLE, which was read, and not API_TOKEN."""
-    target, _ = _record(tmp_path, env={"MINE_VISIBLE": "0", "API_TOKEN": "s3cret",
-                                       "CUDA_VISIBLE_DEVICES": "1", "HOME": "/root",
-                                       "GPUSCOUT_PLUGINS": "mine", "CUDA_TOKEN": "x"},
-                        families=("CUDA_*",))
+    target, _ = _record(
+        tmp_path,
+        env={
+            "MINE_VISIBLE": "0",
+            "API_TOKEN": "s3cret",
+            "CUDA_VISIBLE_DEVICES": "1",
+            "HOME": "/root",
+            "GPUSCOUT_PLUGINS": "mine",
+            "CUDA_TOKEN": "x",
+        },
+        families=("CUDA_*",),
+    )
     manifest = json.loads((target / "recording.json").read_text())
-    assert manifest["env"] == {"MINE_VISIBLE": "0", "CUDA_VISIBLE_DEVICES": "1",
-                               "GPUSCOUT_PLUGINS": "mine"}
+    assert manifest["env"] == {"MINE_VISIBLE": "0", "CUDA_VISIBLE_DEVICES": "1", "GPUSCOUT_PLUGINS": "mine"}
     assert manifest["format"] == 1 and manifest["platform"] == "linux"
-    assert "s3cret" not in "".join(p.read_text(errors="replace")
-                                   for p in target.rglob("*") if p.is_file())
+    assert "s3cret" not in "".join(p.read_text(errors="replace") for p in target.rglob("*") if p.is_file())
 
 
 def test_a_tracked_environment_notes_lookups_but_not_copies() -> None:
@@ -203,33 +227,44 @@ HOSTILE: dict[str, tuple[Callable[[Path], object], str]] = {
     "no platform": (lambda p: _manifest_text(p, '{"format": 1}'), "no 'platform' key"),
     "manifest a list": (lambda p: _manifest_text(p, "[]"), "expected a JSON object"),
     "manifest not json": (lambda p: _manifest_text(p, "{"), "not valid JSON"),
-    "NaN": (lambda p: _manifest_text(p, '{"format": 1, "platform": "linux", "x": NaN}'),
-            "not valid JSON"),
-    "10^400": (lambda p: _manifest_text(
-        p, '{"format": 1, "platform": "linux", "x": 1' + "0" * 400 + "}"), "not valid JSON"),
+    "NaN": (lambda p: _manifest_text(p, '{"format": 1, "platform": "linux", "x": NaN}'), "not valid JSON"),
+    "10^400": (
+        lambda p: _manifest_text(p, '{"format": 1, "platform": "linux", "x": 1' + "0" * 400 + "}"),
+        "not valid JSON",
+    ),
     "env not str": (lambda p: _manifest(p, env={"A": 1}), "env['A'] must be a str"),
     "manifest a FIFO": (_fifo_manifest, "not a regular file"),
-    "FIFO in the tree": (lambda p: write_tree(_manifest(p) / "root", {"/sys/x": FIFO}),
-                         "not a regular file, directory or link"),
-    "huge file in the tree": (lambda p: write_tree(_manifest(p) / "root",
-                                                   {"/proc/meminfo": b"0" * (2 << 20)}),
-                              "larger than 1048576 bytes"),
-    "link out of the tree": (lambda p: write_tree(_manifest(p) / "root",
-                                                  {"/sys/x": Symlink("../../../../etc/passwd")}),
-                             "leads outside the recording"),
-    "absolute link": (lambda p: write_tree(_manifest(p) / "root",
-                                           {"/proc/meminfo": Symlink("/proc/meminfo")}),
-                      "leads outside the recording"),
-    "answer file misnamed": (lambda p: write_tree(_manifest(p) / "answers", {"/Cuda.json": "{}"}),
-                             "not <plugin>.json"),
-    "answer not an object": (lambda p: write_tree(_manifest(p) / "answers", {"/cuda.json": "[1]"}),
-                             "expected a JSON object"),
+    "FIFO in the tree": (
+        lambda p: write_tree(_manifest(p) / "root", {"/sys/x": FIFO}),
+        "not a regular file, directory or link",
+    ),
+    "huge file in the tree": (
+        lambda p: write_tree(_manifest(p) / "root", {"/proc/meminfo": b"0" * (2 << 20)}),
+        "larger than 1048576 bytes",
+    ),
+    "link out of the tree": (
+        lambda p: write_tree(_manifest(p) / "root", {"/sys/x": Symlink("../../../../etc/passwd")}),
+        "leads outside the recording",
+    ),
+    "absolute link": (
+        lambda p: write_tree(_manifest(p) / "root", {"/proc/meminfo": Symlink("/proc/meminfo")}),
+        "leads outside the recording",
+    ),
+    "answer file misnamed": (
+        lambda p: write_tree(_manifest(p) / "answers", {"/Cuda.json": "{}"}),
+        "not <plugin>.json",
+    ),
+    "answer not an object": (
+        lambda p: write_tree(_manifest(p) / "answers", {"/cuda.json": "[1]"}),
+        "expected a JSON object",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(HOSTILE), ids=list(HOSTILE))
-def test_a_hostile_recording_is_refused_with_one_line(tmp_path: Path, case: str,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_hostile_recording_is_refused_with_one_line(
+    tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Scout(replay=) raises RecordingError naming the file; the CLI exits 2 with one line."""
     make, message = HOSTILE[case]
     make(tmp_path / "rec")
@@ -258,35 +293,63 @@ def test_replay_and_root_together_are_refused(tmp_path: Path) -> None:
 
 def test_a_malformed_nvml_answer_is_named(tmp_path: Path, gpuscout_replay: ReplayFactory) -> None:
     """answers/cuda.json with a GPU whose name is a number fails discovery naming the path."""
-    write_tree(_manifest(tmp_path / "rec") / "answers", {"/cuda.json": json.dumps(
-        {"nvml": {"driver": {"kernel": "550.54.15", "cuda": 12040}, "gpus": [
-            {"name": 5, "uuid": "GPU-1", "pci": {"busId": "", "domain": 0, "bus": 1, "device": 0},
-             "compute": [9, 0]}]}})})
+    write_tree(
+        _manifest(tmp_path / "rec") / "answers",
+        {
+            "/cuda.json": json.dumps(
+                {
+                    "nvml": {
+                        "driver": {"kernel": "550.54.15", "cuda": 12040},
+                        "gpus": [
+                            {
+                                "name": 5,
+                                "uuid": "GPU-1",
+                                "pci": {"busId": "", "domain": 0, "bus": 1, "device": 0},
+                                "compute": [9, 0],
+                            }
+                        ],
+                    }
+                }
+            )
+        },
+    )
     with pytest.raises(RecordingError, match=r"answers/cuda.json: nvml.gpus\[0\].name"):
         gpuscout_replay(tmp_path / "rec", "cuda", include_builtins=False).discover()
 
 
-def test_the_replay_fixture_discovers_on_a_recording(tmp_path: Path,
-                                                     gpuscout_replay: ReplayFactory) -> None:
+def test_the_replay_fixture_discovers_on_a_recording(tmp_path: Path, gpuscout_replay: ReplayFactory) -> None:
     """gpuscout_replay builds a Scout on the recording with an object plugin of the test."""
     target, found = _record(tmp_path)
     scout = gpuscout_replay(target, ("mine", ReadsAndRecords()), include_builtins=False)
     assert scout.discover().devices == found.devices
 
 
-def test_record_and_replay_through_the_command_line(tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_and_replay_through_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """gpuscout record writes a recording that --replay lists as the live discovery listed."""
     root = _tree(tmp_path)
-    assert main(["record", str(tmp_path / "rec"), "--root", str(root), "--plugins", "cuda,rocm",
-                 "--machine", "a test box"]) == 0
+    assert (
+        main(
+            [
+                "record",
+                str(tmp_path / "rec"),
+                "--root",
+                str(root),
+                "--plugins",
+                "cuda,rocm",
+                "--machine",
+                "a test box",
+            ]
+        )
+        == 0
+    )
     assert "recorded 0 device(s)" in capsys.readouterr().err
     manifest = json.loads((tmp_path / "rec/recording.json").read_text())
     assert manifest["machine"] == "a test box"
     assert main(["--replay", str(tmp_path / "rec"), "list", "--json", "--plugins", "cuda,rocm"]) == 0
     replayed = json.loads(capsys.readouterr().out)
-    assert replayed["system"] == {"total_memory": 16384 * 1024, "free_memory": 8192 * 1024,
-                                  "free_swap": 0}
+    assert replayed["system"] == {"total_memory": 16384 * 1024, "free_memory": 8192 * 1024, "free_swap": 0}
 
 
 def test_scout_takes_replay_and_defaults_enumerate_to_15_seconds() -> None:
@@ -302,13 +365,15 @@ def test_scout_takes_replay_and_defaults_enumerate_to_15_seconds() -> None:
 
 
 MACHINES = Path(__file__).parent / "machines"
-SELECTING = sorted(p.parent.name for p in MACHINES.glob("*/expected.json")
-                   if json.loads(p.read_text()).get("env_best"))
+SELECTING = sorted(
+    p.parent.name for p in MACHINES.glob("*/expected.json") if json.loads(p.read_text()).get("env_best")
+)
 
 
 @pytest.mark.parametrize("machine", SELECTING)
 def test_a_child_of_a_replay_sees_exactly_what_env_best_chose(
-        machine: str, capsys: pytest.CaptureFixture[str]) -> None:
+    machine: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """env best --verify on a recorded machine: the child, given the recording's environment
     and the selection (--replay-env process), discovers exactly the chosen device."""
     assert main(["--replay", str(MACHINES / machine), "env", "best", "--verify"]) == 0
@@ -319,9 +384,13 @@ def _listing(*argv: str) -> dict[str, Any]:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "gpuscout", *argv, "list", "--json",
-                           "--include-software"], capture_output=True, text=True, timeout=120,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscout", *argv, "list", "--json", "--include-software"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     listing: dict[str, Any] = json.loads(done.stdout)
     for report in listing["plugins"]:
@@ -339,7 +408,12 @@ def test_a_recording_of_this_machine_replays_as_this_machine_lists(tmp_path: Pat
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "gpuscout", "record", str(tmp_path / "here")],
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "record", str(tmp_path / "here")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert _listing("--replay", str(tmp_path / "here")) == _listing()

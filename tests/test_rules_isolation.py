@@ -11,8 +11,9 @@ import pytest
 
 from gpuscout import Scout
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="workers are forked (Linux, as test_isolation_workers)")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="workers are forked (Linux, as test_isolation_workers)"
+)
 
 GOOD = """
 from gpuscout.plugin import DeviceInfo, hookimpl
@@ -37,19 +38,28 @@ def gpuscout_enumerate(context):
 
 @pytest.fixture(scope="module")
 def site(site_factory: Callable[..., Path]) -> Path:
-    return site_factory("gpuscout-rules-isolation", "1.0", {"r_good": GOOD, "r_overcap": OVER_CAP},
-                        {"good": "r_good", "overcap": "r_overcap"})
+    return site_factory(
+        "gpuscout-rules-isolation",
+        "1.0",
+        {"r_good": GOOD, "r_overcap": OVER_CAP},
+        {"good": "r_good", "overcap": "r_overcap"},
+    )
 
 
 def test_a_worker_answer_over_max_answer_fails_only_its_plugin(
-        site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An answer past MAX_ANSWER bytes kills its worker: that plugin fails, saying so; others answer."""
     monkeypatch.syspath_prepend(str(site))
-    scout = Scout(plugins=["good", "overcap"], enumerate_timeout=30.0,
-                  env={"PYTHONPATH": str(site), "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    scout = Scout(
+        plugins=["good", "overcap"],
+        enumerate_timeout=30.0,
+        env={"PYTHONPATH": str(site), "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
     found = scout.discover(isolated=True)
     report = {p.name: (p.status.value, p.error) for p in found.plugins}
-    assert report["overcap"] == (
-        "failed", "gpuscout_enumerate: its child was killed: answer too large"), report
+    assert report["overcap"] == ("failed", "gpuscout_enumerate: its child was killed: answer too large"), (
+        report
+    )
     assert report["good"][0] == "ok"
     assert [d.id for d in found.devices] == ["good0"]

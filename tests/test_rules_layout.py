@@ -29,13 +29,11 @@ def test_library_paths_start_with_the_base_paths() -> None:
 def test_an_explicit_layer_count_overfills_only_the_last_gpu_tried() -> None:
     """With a requested count, earlier GPUs get what fits; only the last one tried may overfill."""
     gpus = [Slot("a", "CUDA", False, 20), Slot("b", "CUDA", False, 20)]
-    placement = assign_layers([10] * 4, gpus, require_full=False, requested=4, last_used=0,
-                              spread=False)
+    placement = assign_layers([10] * 4, gpus, require_full=False, requested=4, last_used=0, spread=False)
     assert [(slot.id, layers) for slot, layers in placement] == [("a", [1, 0]), ("b", [3, 2])]
 
 
-def test_a_report_that_moves_layers_to_another_gpu_is_tried_before_backing_off(
-        scout: Scout) -> None:
+def test_a_report_that_moves_layers_to_another_gpu_is_tried_before_backing_off(scout: Scout) -> None:
     """A new layout with as many layers as the last, placed elsewhere, is asked about again."""
     devices = [gpu(0, RESERVE + 1000 * MIB), gpu(1, RESERVE + 1000 * MIB)]
     runner = FakeRunner(devices, [100 * MIB] * 10, graph=lambda n: 50 * MIB)

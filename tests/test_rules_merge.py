@@ -22,20 +22,17 @@ VULKAN = DeviceInfo(id="1", library="Vulkan", description="Acme")
 
 def test_a_survivor_without_keys_still_meets_a_new_device_that_has_keys() -> None:
     """A device whose plugin gave no duplicate key is asked about every later device."""
-    kept, dropped = merge([("cuda", CUDA), ("vulkan", VULKAN)], always, cuda_first,
-                          lambda ds: [None, "k"])
+    kept, dropped = merge([("cuda", CUDA), ("vulkan", VULKAN)], always, cuda_first, lambda ds: [None, "k"])
     assert kept == [CUDA] and [d.device for d in dropped] == [VULKAN]
 
 
 def test_a_new_device_without_keys_meets_a_survivor_that_has_keys() -> None:
     """A later device whose plugin gave no key is asked about every survivor."""
-    kept, dropped = merge([("cuda", CUDA), ("vulkan", VULKAN)], always, cuda_first,
-                          lambda ds: ["k", None])
+    kept, dropped = merge([("cuda", CUDA), ("vulkan", VULKAN)], always, cuda_first, lambda ds: ["k", None])
     assert kept == [CUDA] and [d.device for d in dropped] == [VULKAN]
 
 
 def test_devices_with_disjoint_keys_are_not_asked_about() -> None:
     """Keys that do not intersect mean the heuristic is never consulted for that pair."""
-    kept, dropped = merge([("cuda", CUDA), ("vulkan", VULKAN)], always, cuda_first,
-                          lambda ds: ["a", "b"])
+    kept, dropped = merge([("cuda", CUDA), ("vulkan", VULKAN)], always, cuda_first, lambda ds: ["a", "b"])
     assert kept == [CUDA, VULKAN] and dropped == []

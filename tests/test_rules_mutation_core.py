@@ -25,8 +25,13 @@ class NoReserve:
 
 
 def card(n: int, **kw: object) -> DeviceInfo:
-    fields: dict[str, object] = {"id": f"GPU-{n}", "library": "CUDA", "name": f"Card {n}",
-                                 "total_memory": 24 * GIB, "free_memory": 20 * GIB}
+    fields: dict[str, object] = {
+        "id": f"GPU-{n}",
+        "library": "CUDA",
+        "name": f"Card {n}",
+        "total_memory": 24 * GIB,
+        "free_memory": 20 * GIB,
+    }
     return DeviceInfo(**{**fields, **kw})  # type: ignore[arg-type]
 
 
@@ -70,7 +75,8 @@ def test_a_layer_s_size_is_its_weights_and_cache_on_every_device() -> None:
     """layer_sizes adds each layer's cache to its weights, on the CPU and on each GPU."""
     memory = BackendMemory(
         cpu=DeviceMemory(library="cpu", weights=[10, 0], cache=[1, 0]),
-        gpus=[DeviceMemory(id="GPU-0", library="CUDA", weights=[0, 20], cache=[0, 2])])
+        gpus=[DeviceMemory(id="GPU-0", library="CUDA", weights=[0, 20], cache=[0, 2])],
+    )
     assert layer_sizes(memory) == [11, 22]
 
 
@@ -92,8 +98,12 @@ def tiny_model(path: Path) -> Path:
     gguf = pytest.importorskip("gguf")
     np = pytest.importorskip("numpy")
     w = gguf.GGUFWriter(str(path), "llama")
-    for key, value in (("block_count", 1), ("context_length", 512), ("embedding_length", 64),
-                       ("attention.head_count", 4)):
+    for key, value in (
+        ("block_count", 1),
+        ("context_length", 512),
+        ("embedding_length", 64),
+        ("attention.head_count", 4),
+    ):
         w.add_uint32(f"llama.{key}", value)
     w.add_tensor("token_embd.weight", np.ones((16, 64), dtype=np.float32))
     w.add_tensor("blk.0.attn_q.weight", np.ones((64, 64), dtype=np.float16))
@@ -108,8 +118,15 @@ def tiny_model(path: Path) -> Path:
 def test_the_micro_batch_is_never_larger_than_the_batch(tmp_path: Path) -> None:
     """llama_context: n_ubatch = min(n_batch, ubatch), so --batch-size 64 caps it at 64."""
     scout = Scout(plugins=["cuda"], entry_points=False)
-    result = scout.fit(tiny_model(tmp_path / "m.gguf"), devices=[], system=SystemInfo(64 * GIB, 64 * GIB),
-                       ctx=256, batch_size=64, ubatch_size=512, cpu_features=())
+    result = scout.fit(
+        tiny_model(tmp_path / "m.gguf"),
+        devices=[],
+        system=SystemInfo(64 * GIB, 64 * GIB),
+        ctx=256,
+        batch_size=64,
+        ubatch_size=512,
+        cpu_features=(),
+    )
     assert result.context.n_batch == 64 and result.context.n_ubatch == 64
 
 
@@ -193,7 +210,8 @@ def test_a_bool_is_no_byte_count() -> None:
 
 
 def test_a_file_read_in_short_chunks_is_still_refused_past_the_limit(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """sysfs and procfs answer a page per read: a file over MAX_READ_BYTES read that way is
     refused with a note, never returned cut at the limit."""
     import os
@@ -238,8 +256,9 @@ def _served_status(path: str) -> int:
     from gpuscout.testing import eventually
 
     ports: list[int] = []
-    server = threading.Thread(target=serve, args=(lambda: [], 0, 1.0),
-                              kwargs={"announce": ports.append}, daemon=True)
+    server = threading.Thread(
+        target=serve, args=(lambda: [], 0, 1.0), kwargs={"announce": ports.append}, daemon=True
+    )
     server.start()
     assert eventually(lambda: bool(ports))
     with socket.create_connection(("127.0.0.1", ports[0]), timeout=10) as sock:
@@ -278,8 +297,11 @@ def test_the_first_line_for_a_plugin_counts_and_unasked_plugins_are_ignored() ->
     from gpuscout.isolation import Answer
 
     answer = Answer(["cuda"])
-    answer.add(_line(name="cuda", status="ok") + _line(name="cuda", status="failed", error="late")
-               + _line(name="rocm", status="ok"))
+    answer.add(
+        _line(name="cuda", status="ok")
+        + _line(name="cuda", status="failed", error="late")
+        + _line(name="rocm", status="ok")
+    )
     assert set(answer.outcomes) == {"cuda"} and answer.outcomes["cuda"].status == "ok"
     assert not answer.broken
 
@@ -296,7 +318,7 @@ def test_an_answer_line_over_max_line_breaks_the_answer() -> None:
     assert answer.outcomes == {}
 
 
-FAKE_RUNNER = '''
+FAKE_RUNNER = """
 import http.server, os, sys
 body = os.environ["GPUSCOUT_TEST_DEVICES"].encode()
 class Info(http.server.BaseHTTPRequestHandler):
@@ -308,11 +330,12 @@ class Info(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Info).serve_forever()
-'''
+"""
 
 
-def _validated(tmp_path: Path, device: DeviceInfo,
-               child_sees: DeviceInfo) -> tuple[list[DeviceInfo], list[str]]:
+def _validated(
+    tmp_path: Path, device: DeviceInfo, child_sees: DeviceInfo
+) -> tuple[list[DeviceInfo], list[str]]:
     """validate_devices for ``device`` with a runner whose child reports ``child_sees``."""
     import os
     import sys
@@ -355,26 +378,26 @@ def gpuscout_enumerate(context):
 @pytest.fixture(scope="module")
 def quitters(site_factory: Callable[..., Path]) -> Path:
     """An installed distribution with a plugin whose worker exits 1."""
-    return site_factory("gpuscout-mutation-isolated", "1.0",
-                        {"iso_quitter": QUITTER}, {"quitter": "iso_quitter"})
+    return site_factory(
+        "gpuscout-mutation-isolated", "1.0", {"iso_quitter": QUITTER}, {"quitter": "iso_quitter"}
+    )
 
 
 def _isolated_error(site: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> str:
     import os
 
     monkeypatch.syspath_prepend(str(site))
-    scout = Scout(plugins=[name], env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                  enumerate_timeout=5.0)
+    scout = Scout(
+        plugins=[name], env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, enumerate_timeout=5.0
+    )
     report = scout.discover(isolated=True).report(name)
     assert report.status == "failed"
     return report.error
 
 
-def test_an_isolated_worker_that_exits_1_failed(quitters: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_isolated_worker_that_exits_1_failed(quitters: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Exit status 1 is a failure, said as such, not a worker that finished without an answer."""
     assert "exited with status 1" in _isolated_error(quitters, "quitter", monkeypatch)
-
 
 
 def test_a_reply_with_two_different_content_lengths_is_an_error() -> None:
@@ -389,15 +412,15 @@ def test_a_reply_with_two_different_content_lengths_is_an_error() -> None:
 
 
 def test_after_going_up_to_a_count_in_between_earlier_layouts_may_be_tried_again(
-        scout_with: Callable[..., Scout]) -> None:
+    scout_with: Callable[..., Scout],
+) -> None:
     """Once a count in between is taken, the tried layouts are forgotten: when allocating it
     then fails, the smaller layout the fit pass had already tried is tried again, before any
     backoff holds memory back (7 layers, not the 5 a backoff of 0.1 leaves)."""
     from gpuscout.layers import GPULayersList
     from gpuscout.load import Allocation, LoadOperation
 
-    gpu = card(0, free_memory=457 * MIB + 1000 * MIB, total_memory=2 * GIB, compute_major=9,
-               driver_major=12)
+    gpu = card(0, free_memory=457 * MIB + 1000 * MIB, total_memory=2 * GIB, compute_major=9, driver_major=12)
     layer = 100 * MIB
 
     def allocate(layout: GPULayersList, operation: LoadOperation) -> Allocation:
@@ -408,15 +431,27 @@ def test_after_going_up_to_a_count_in_between_earlier_layouts_may_be_tried_again
         else:
             graph = {10: 300 * MIB, 8: 150 * MIB}.get(held, 100 * MIB)
         graph = graph if held else 0
-        gpus = [DeviceMemory(id=gpu.id, library=gpu.library, name=gpu.name,
-                             weights=[layer if i in placed else 0 for i in range(10)],
-                             cache=[0] * 10, graph=graph)]
-        cpu = DeviceMemory(library="cpu", name="CPU",
-                           weights=[0 if i in placed else layer for i in range(10)], cache=[0] * 10)
+        gpus = [
+            DeviceMemory(
+                id=gpu.id,
+                library=gpu.library,
+                name=gpu.name,
+                weights=[layer if i in placed else 0 for i in range(10)],
+                cache=[0] * 10,
+                graph=graph,
+            )
+        ]
+        cpu = DeviceMemory(
+            library="cpu",
+            name="CPU",
+            weights=[0 if i in placed else layer for i in range(10)],
+            cache=[0] * 10,
+        )
         fits = held * layer + graph <= 1000 * MIB or operation is LoadOperation.CLOSE
         return Allocation(fits, BackendMemory(input_weights=0, cpu=cpu, gpus=gpus))
 
-    estimate = BackendMemory(cpu=DeviceMemory(library="cpu", name="CPU", weights=[layer] * 10,
-                                              cache=[0] * 10))
+    estimate = BackendMemory(
+        cpu=DeviceMemory(library="cpu", name="CPU", weights=[layer] * 10, cache=[0] * 10)
+    )
     done = scout_with([]).load(estimate, [gpu], SystemInfo(64 * GIB, 60 * GIB), allocate)
     assert done.layout.sum() == 7

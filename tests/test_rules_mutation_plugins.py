@@ -13,9 +13,16 @@ UUIDS = [f"GPU-{n:016x}" for n in range(1, 12)]
 
 
 def cuda(n: int, **kw: object) -> DeviceInfo:
-    fields: dict[str, object] = {"id": f"GPU-{n}", "library": "CUDA", "name": "NVIDIA A100",
-                                 "description": "NVIDIA A100", "total_memory": 40 * GIB,
-                                 "free_memory": 39 * GIB, "compute_major": 8, "driver_major": 12}
+    fields: dict[str, object] = {
+        "id": f"GPU-{n}",
+        "library": "CUDA",
+        "name": "NVIDIA A100",
+        "description": "NVIDIA A100",
+        "total_memory": 40 * GIB,
+        "free_memory": 39 * GIB,
+        "compute_major": 8,
+        "driver_major": 12,
+    }
     return DeviceInfo(**{**fields, **kw})  # type: ignore[arg-type]
 
 
@@ -80,7 +87,9 @@ def test_a_blank_token_takes_no_ordinal_in_the_child() -> None:
     second = DeviceInfo(id="1", library="ROCm", filter_id="1")
     entries = visible_entries([blank, second], {"HIP_VISIBLE_DEVICES": "0,1"}, "linux")
     assert [(e.name, e.value) for e in entries if e.position == 1] == [
-        ("ROCR_VISIBLE_DEVICES", "1"), ("HIP_VISIBLE_DEVICES", "0")]
+        ("ROCR_VISIBLE_DEVICES", "1"),
+        ("HIP_VISIBLE_DEVICES", "0"),
+    ]
 
 
 def test_an_unmatched_closing_parenthesis_does_not_hide_what_follows() -> None:

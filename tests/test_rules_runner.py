@@ -38,8 +38,10 @@ def test_a_parse_error_stays_the_reason_when_a_later_poll_times_out(env: dict[st
 
 
 def announced(line: bytes) -> int:
-    child = subprocess.Popen([sys.executable, "-c", f"import sys; sys.stdout.buffer.write({line!r}); "
-                              "sys.stdout.flush()"], stdout=subprocess.PIPE)
+    child = subprocess.Popen(
+        [sys.executable, "-c", f"import sys; sys.stdout.buffer.write({line!r}); sys.stdout.flush()"],
+        stdout=subprocess.PIPE,
+    )
     try:
         return read_port_line(child, time.monotonic() + 20, 20)
     finally:

@@ -32,15 +32,30 @@ def test_a_json_bool_is_not_a_number(flag: bool) -> None:
 
 def test_null_reads_as_the_fields_zero_value() -> None:
     """As Go's decoder does, a null field is the field's default: "" for text, 0, false, ()."""
-    devices: list[DeviceInfo] = from_json(json.dumps([{
-        "id": "0", "backend": "CUDA", "name": None, "total_memory": None, "integration": None,
-        "LibraryPath": None, "ComputeMajor": None, "uuid": None}]), list[DeviceInfo])
+    devices: list[DeviceInfo] = from_json(
+        json.dumps(
+            [
+                {
+                    "id": "0",
+                    "backend": "CUDA",
+                    "name": None,
+                    "total_memory": None,
+                    "integration": None,
+                    "LibraryPath": None,
+                    "ComputeMajor": None,
+                    "uuid": None,
+                }
+            ]
+        ),
+        list[DeviceInfo],
+    )
     assert devices == [DeviceInfo(id="0", library="CUDA")]
 
 
 def test_null_in_a_plugin_report_reads_as_its_default() -> None:
     """A null note, error or device count in a report reads as "", "" and 0."""
-    found: Discovery = from_json(document({"name": "x", "status": "ok", "note": None,
-                                           "error": None, "devices": None}), Discovery)
+    found: Discovery = from_json(
+        document({"name": "x", "status": "ok", "note": None, "error": None, "devices": None}), Discovery
+    )
     [report] = found.plugins
     assert (report.note, report.error, report.devices) == ("", "", 0)

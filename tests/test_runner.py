@@ -39,8 +39,7 @@ CHILD_PLUGIN = """
 @pytest.fixture(scope="module")
 def child_site(site_factory: Callable[..., Path]) -> Path:
     """A site folder with a distribution whose gpuscout plugin reports one CUDA card."""
-    return site_factory("gpuscout-childcard", "1.0", {"childcard": CHILD_PLUGIN},
-                        {"childcard": "childcard"})
+    return site_factory("gpuscout-childcard", "1.0", {"childcard": CHILD_PLUGIN}, {"childcard": "childcard"})
 
 
 def child_env(site: Path, **extra: str) -> dict[str, str]:
@@ -58,7 +57,7 @@ def fake_runner(body: str) -> list[str]:
             def send(self, status, text):
                 self.send_response(status); self.end_headers(); self.wfile.write(text.encode())
             def do_GET(self):
-        {textwrap.indent(textwrap.dedent(body), ' ' * 16)}
+        {textwrap.indent(textwrap.dedent(body), " " * 16)}
         HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
     """)
     return [sys.executable, "-c", code, "{port}"]
@@ -73,8 +72,7 @@ def test_the_gpuscout_runner_reports_what_the_child_sees(child_site: Path) -> No
 def test_a_crashing_child_is_reported_as_a_crash() -> None:
     """A child that dies before answering is a crash with its exit code."""
     with pytest.raises(RunnerError, match=r"runner exited with status 3"):
-        discover_in_child(os.environ, timeout=10,
-                          command=[sys.executable, "-c", "raise SystemExit(3)"])
+        discover_in_child(os.environ, timeout=10, command=[sys.executable, "-c", "raise SystemExit(3)"])
 
 
 def test_a_404_means_the_runner_cannot_report_devices() -> None:
@@ -86,8 +84,7 @@ def test_a_404_means_the_runner_cannot_report_devices() -> None:
 def test_an_error_status_carries_the_body() -> None:
     """A non-200 reply is an error that quotes the runner's body."""
     with pytest.raises(RunnerError, match=r"status 500.*out of memory"):
-        discover_in_child(os.environ, timeout=10,
-                          command=fake_runner("self.send(500, 'out of memory')"))
+        discover_in_child(os.environ, timeout=10, command=fake_runner("self.send(500, 'out of memory')"))
 
 
 def test_an_unparsable_reply_is_retried_until_a_good_one() -> None:
@@ -104,16 +101,25 @@ def test_a_silent_child_times_out_and_is_reaped() -> None:
     """No answer before the deadline is a timeout; the child does not outlive the call."""
     start = time.monotonic()
     with pytest.raises(RunnerError, match="before timeout"):
-        discover_in_child(os.environ, timeout=0.5,
-                          command=[sys.executable, "-c", "import time; time.sleep(30)"])
+        discover_in_child(
+            os.environ, timeout=0.5, command=[sys.executable, "-c", "import time; time.sleep(30)"]
+        )
     assert time.monotonic() - start < 5
 
 
 class ParentCard:
     @hookimpl
     def gpuscout_enumerate(self, context: object) -> list[DeviceInfo]:
-        return [DeviceInfo(id="GPU-child", uuid="GPU-child", library="CUDA", description="card",
-                           total_memory=1024, free_memory=512)]
+        return [
+            DeviceInfo(
+                id="GPU-child",
+                uuid="GPU-child",
+                library="CUDA",
+                description="card",
+                total_memory=1024,
+                free_memory=512,
+            )
+        ]
 
 
 @pytest.fixture
@@ -123,7 +129,8 @@ def scout_for(gpuscout_scout: ScoutFactory) -> Callable[[dict[str, str]], Scout]
 
 
 def test_a_device_that_initialises_in_the_child_is_kept(
-        child_site: Path, scout_for: Callable[[dict[str, str]], Scout]) -> None:
+    child_site: Path, scout_for: Callable[[dict[str, str]], Scout]
+) -> None:
     """Init validation keeps a CUDA device the child sees with only it visible."""
     scout = scout_for(child_env(child_site))
     checks = [(d, scout.init_check_env(d)) for d in scout.discover().devices]
@@ -133,17 +140,18 @@ def test_a_device_that_initialises_in_the_child_is_kept(
 
 
 def test_a_device_whose_init_crashes_the_child_is_dropped(
-        child_site: Path, scout_for: Callable[[dict[str, str]], Scout]) -> None:
+    child_site: Path, scout_for: Callable[[dict[str, str]], Scout]
+) -> None:
     """A crash under GGML_CUDA_INIT=1 drops the device with the reason."""
     scout = scout_for(child_env(child_site, CHILD_CRASH_ON_INIT="1"))
     found = scout.discover(validate=True)
     assert found.devices == []
-    assert [d.reason for d in found.dropped] == ["init validation failed: runner exited with "
-                                                 "status 134"]
+    assert [d.reason for d in found.dropped] == ["init validation failed: runner exited with status 134"]
 
 
 def test_devices_that_need_no_validation_are_not_started(
-        child_site: Path, gpuscout_scout: ScoutFactory) -> None:
+    child_site: Path, gpuscout_scout: ScoutFactory
+) -> None:
     """A device without an init env is kept without a child."""
     scout = gpuscout_scout("cuda")
     vk = DeviceInfo(id="0", library="Vulkan")
@@ -184,12 +192,9 @@ BARRIER_PLUGIN = """
 @pytest.fixture(scope="module")
 def barrier_site(site_factory: Callable[..., Path]) -> Path:
     """A site folder with a plugin whose cards meet at a barrier when validated."""
-    return site_factory("gpuscout-barriercard", "1.0", {"barriercard": BARRIER_PLUGIN},
-                        {"barriercard": "barriercard"})
-
-
-
-
+    return site_factory(
+        "gpuscout-barriercard", "1.0", {"barriercard": BARRIER_PLUGIN}, {"barriercard": "barriercard"}
+    )
 
 
 class Validation:
@@ -198,14 +203,18 @@ class Validation:
     def __init__(self, site: Path, folder: Path, cards: list[str], **fake: str) -> None:
         self.folder = folder
         self.devices = [DeviceInfo(id=c, uuid=c, library="CUDA", description="card") for c in cards]
-        self.env = {**os.environ, "PYTHONPATH": str(site), "GPUSCOUT_PLUGINS": "barriercard",
-                    "FAKE_CARDS": ",".join(cards), "FAKE_BARRIER": str(folder),
-                    "FAKE_BARRIER_COUNT": str(len(cards)),
-                    **{f"FAKE_{k.upper()}": v for k, v in fake.items()}}
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": str(site),
+            "GPUSCOUT_PLUGINS": "barriercard",
+            "FAKE_CARDS": ",".join(cards),
+            "FAKE_BARRIER": str(folder),
+            "FAKE_BARRIER_COUNT": str(len(cards)),
+            **{f"FAKE_{k.upper()}": v for k, v in fake.items()},
+        }
 
     def checks(self) -> list[tuple[DeviceInfo, dict[str, str] | None]]:
-        return [(d, {**self.env, "CUDA_VISIBLE_DEVICES": d.id, "GGML_CUDA_INIT": "1"})
-                for d in self.devices]
+        return [(d, {**self.env, "CUDA_VISIBLE_DEVICES": d.id, "GGML_CUDA_INIT": "1"}) for d in self.devices]
 
     def children_gone(self) -> bool:
         """Whether every child that reached the barrier has ended (after a wait)."""
@@ -214,7 +223,8 @@ class Validation:
 
 
 def test_devices_are_validated_at_once_and_only_the_crashing_one_is_dropped(
-        barrier_site: Path, tmp_path: Path) -> None:
+    barrier_site: Path, tmp_path: Path
+) -> None:
     """Three children run together (they meet at a barrier); the one that crashes is dropped,
     the others kept in input order."""
     check = Validation(barrier_site, tmp_path, ["GPU-a", "GPU-crash", "GPU-b"], crash="GPU-crash")
@@ -223,12 +233,12 @@ def test_devices_are_validated_at_once_and_only_the_crashing_one_is_dropped(
     assert time.monotonic() - start < 10
     assert [d.id for d in kept] == ["GPU-a", "GPU-b"]
     assert [(d.device.id, d.reason) for d in dropped] == [
-        ("GPU-crash", "init validation failed: runner exited with status 134")]
+        ("GPU-crash", "init validation failed: runner exited with status 134")
+    ]
     assert check.children_gone()
 
 
-def test_a_hanging_device_is_dropped_at_the_one_overall_deadline(
-        barrier_site: Path, tmp_path: Path) -> None:
+def test_a_hanging_device_is_dropped_at_the_one_overall_deadline(barrier_site: Path, tmp_path: Path) -> None:
     """The timeout covers the whole validation: the hanging child is killed then, the other
     device is kept."""
     check = Validation(barrier_site, tmp_path, ["GPU-hang", "GPU-a"], hang="GPU-hang")
@@ -237,13 +247,18 @@ def test_a_hanging_device_is_dropped_at_the_one_overall_deadline(
     assert 3 <= time.monotonic() - start < 6
     assert [d.id for d in kept] == ["GPU-a"]
     assert [(d.device.id, d.reason) for d in dropped] == [
-        ("GPU-hang", "init validation failed: failed to finish discovery before timeout (3 s); "
-                     "last attempt: no complete reply")]
+        (
+            "GPU-hang",
+            "init validation failed: failed to finish discovery before timeout (3 s); "
+            "last attempt: no complete reply",
+        )
+    ]
     assert check.children_gone()
 
 
 def test_progress_hears_each_device_start_and_end_on_the_calling_thread(
-        barrier_site: Path, tmp_path: Path) -> None:
+    barrier_site: Path, tmp_path: Path
+) -> None:
     """``progress`` gets "started" for every checked device, then "ok" or "failed"."""
     check = Validation(barrier_site, tmp_path, ["GPU-a", "GPU-crash"], crash="GPU-crash")
     vk = DeviceInfo(id="0", library="Vulkan")
@@ -280,8 +295,12 @@ class Terminal(io.StringIO):
 
 @pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
 def test_list_validate_shows_progress_only_on_a_terminal(
-        child_site: Path, scout_for: Callable[[dict[str, str]], Scout],
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], terminal: bool) -> None:
+    child_site: Path,
+    scout_for: Callable[[dict[str, str]], Scout],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    terminal: bool,
+) -> None:
     """`gpuscout list --validate` writes a line per validated device to a terminal's stderr."""
     stderr = Terminal() if terminal else io.StringIO()
     monkeypatch.setattr(sys, "stderr", stderr)

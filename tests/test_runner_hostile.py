@@ -69,16 +69,27 @@ def test_a_trickling_child_is_cut_off_at_the_deadline(env: dict[str, str]) -> No
     assert time.monotonic() - start < 2 + 2.5
 
 
-@pytest.mark.parametrize(("script", "message"), [
-    ('conn.sendall(b"HTTP/1.0 200 OK\\r\\n\\r\\n")\nwhile True: conn.sendall(b"[" * 65536)',
-     f"over the limit of {MAX_BODY} bytes"),
-    ('conn.sendall(b"HTTP/1.0 200 OK\\r\\nContent-Length: 4294967296\\r\\n\\r\\n[")',
-     "body of 4294967296 bytes is over the limit"),
-    ('conn.sendall(b"HTTP/1.0 200 OK\\r\\n")\nwhile True: conn.sendall(b"X-Pad: " + b"a" * 65536)',
-     "headers are longer than 65536 bytes"),
-], ids=["endless-body", "4-GiB-content-length", "endless-headers"])
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        (
+            'conn.sendall(b"HTTP/1.0 200 OK\\r\\n\\r\\n")\nwhile True: conn.sendall(b"[" * 65536)',
+            f"over the limit of {MAX_BODY} bytes",
+        ),
+        (
+            'conn.sendall(b"HTTP/1.0 200 OK\\r\\nContent-Length: 4294967296\\r\\n\\r\\n[")',
+            "body of 4294967296 bytes is over the limit",
+        ),
+        (
+            'conn.sendall(b"HTTP/1.0 200 OK\\r\\n")\nwhile True: conn.sendall(b"X-Pad: " + b"a" * 65536)',
+            "headers are longer than 65536 bytes",
+        ),
+    ],
+    ids=["endless-body", "4-GiB-content-length", "endless-headers"],
+)
 def test_a_flooding_child_is_refused_at_the_size_limit(
-        env: dict[str, str], script: str, message: str) -> None:
+    env: dict[str, str], script: str, message: str
+) -> None:
     """A reply over the header or body limit is refused at once, not read to its end."""
     start = time.monotonic()
     with pytest.raises(RunnerError, match=message):
@@ -121,13 +132,17 @@ def test_a_reply_without_content_length_is_read_to_the_end(env: dict[str, str]) 
     assert [d.id for d in discover_in_child(env, timeout=10, command=fake(script))] == ["0"]
 
 
-@pytest.mark.parametrize(("reply", "message"), [
-    (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "bad status line: b'SSH-2.0-OpenSSH_9.6'"),
-    (b"HTTP/1.0 2OO OK\r\n\r\n", "bad status line"),
-    (b"HTTP/1.0 200 OK\r\nno colon here\r\n\r\n", "bad header line: b'no colon here'"),
-    (b"HTTP/1.0 200 OK\r\nContent-Length: -5\r\n\r\n", "bad Content-Length: '-5'"),
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding"),
-], ids=["ssh-banner", "letters-in-status", "no-colon", "negative-length", "chunked"])
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "bad status line: b'SSH-2.0-OpenSSH_9.6'"),
+        (b"HTTP/1.0 2OO OK\r\n\r\n", "bad status line"),
+        (b"HTTP/1.0 200 OK\r\nno colon here\r\n\r\n", "bad header line: b'no colon here'"),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: -5\r\n\r\n", "bad Content-Length: '-5'"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding"),
+    ],
+    ids=["ssh-banner", "letters-in-status", "no-colon", "negative-length", "chunked"],
+)
 def test_a_malformed_reply_is_an_error(env: dict[str, str], reply: bytes, message: str) -> None:
     """Garbage where an HTTP reply belongs is a RunnerError that quotes it."""
     script = f"conn = answer()\nconn.sendall({reply!r})\ntime.sleep(300)"
@@ -217,7 +232,8 @@ DOUBLE_FORK = """
 @pytest.mark.parametrize("spawn", [SLEEP_GRANDCHILD, DOUBLE_FORK], ids=["sleep-subprocess", "double-fork"])
 @pytest.mark.parametrize("then", ["hang", "answer"])
 def test_a_grandchild_does_not_outlive_the_call(
-        env: dict[str, str], tmp_path: Path, spawn: str, then: str) -> None:
+    env: dict[str, str], tmp_path: Path, spawn: str, then: str
+) -> None:
     """The child's whole process group is killed when the call ends, answered or not."""
     pidfile = tmp_path / "grandchild.pid"
     rest = "time.sleep(300)" if then == "hang" else "conn = answer(); conn.sendall(GOOD); time.sleep(300)"
@@ -232,7 +248,8 @@ def test_a_grandchild_does_not_outlive_the_call(
 
 
 def test_an_interrupted_call_still_kills_the_group(
-        env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A KeyboardInterrupt while polling leaves no child or grandchild behind."""
     pidfile = tmp_path / "grandchild.pid"
 
@@ -242,8 +259,9 @@ def test_an_interrupted_call_still_kills_the_group(
 
     monkeypatch.setattr(runner_module, "_get_info", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        discover_in_child(env, timeout=10,
-                          command=fake(textwrap.dedent(SLEEP_GRANDCHILD) + "time.sleep(300)", str(pidfile)))
+        discover_in_child(
+            env, timeout=10, command=fake(textwrap.dedent(SLEEP_GRANDCHILD) + "time.sleep(300)", str(pidfile))
+        )
     pid = read_pid(pidfile)
     assert eventually(lambda: not running(pid)), f"grandchild {pid} still running"
 
@@ -254,8 +272,11 @@ def test_discovery_works_from_a_worker_thread(env: dict[str, str]) -> None:
 
     def work() -> None:
         try:
-            results.append(discover_in_child(
-                env, timeout=10, command=fake("conn = answer(); conn.sendall(GOOD); time.sleep(300)")))
+            results.append(
+                discover_in_child(
+                    env, timeout=10, command=fake("conn = answer(); conn.sendall(GOOD); time.sleep(300)")
+                )
+            )
         except BaseException as exc:
             results.append(exc)
 
@@ -296,9 +317,22 @@ def test_the_runner_command_reports_a_bad_port_in_one_line(capsys: pytest.Captur
     assert err == "gpuscout: error: port 99999 is out of range 0-65535\n"
 
 
-HEAD_PIECES = [b"HTTP/1.0 200 OK", b"HTTP/1.1 404", b"\r\n", b"\n", b"\r\n\r\n", b"Content-Length: ",
-               b"Content-Length: 2", b"Transfer-Encoding: chunked", b": ", b"0", b"7", b"99999999999999",
-               b"\x00", b"[]"]
+HEAD_PIECES = [
+    b"HTTP/1.0 200 OK",
+    b"HTTP/1.1 404",
+    b"\r\n",
+    b"\n",
+    b"\r\n\r\n",
+    b"Content-Length: ",
+    b"Content-Length: 2",
+    b"Transfer-Encoding: chunked",
+    b": ",
+    b"0",
+    b"7",
+    b"99999999999999",
+    b"\x00",
+    b"[]",
+]
 replies = st.lists(st.one_of(st.binary(max_size=30), st.sampled_from(HEAD_PIECES)), max_size=16).map(b"".join)
 
 
@@ -316,7 +350,8 @@ def test_the_reply_parser_raises_only_runner_error(data: bytes) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.integers(100, 599), st.binary(max_size=2000), st.booleans(), st.binary(max_size=50))
 def test_the_reply_parser_reads_back_a_well_formed_reply(
-        status: int, body: bytes, with_length: bool, extra: bytes) -> None:
+    status: int, body: bytes, with_length: bool, extra: bytes
+) -> None:
     """Status and body come back as sent; bytes after Content-Length are dropped."""
     length = f"Content-Length: {len(body)}\r\n" if with_length else ""
     data = f"HTTP/1.1 {status} Some Reason\r\nServer: fake\r\n{length}\r\n".encode() + body
@@ -335,7 +370,7 @@ def test_the_streaming_reader_agrees_with_the_parser(data: bytes, cuts: list[int
     with here, there:
         at = 0
         for cut in cuts:
-            there.sendall(data[at:at + cut])
+            there.sendall(data[at : at + cut])
             at += cut
         there.sendall(data[at:])
         there.close()

@@ -38,8 +38,12 @@ class Runner:
     """A `gpuscout runner --port 0` started as a shell would start it (stdin at /dev/null)."""
 
     def __init__(self, env: dict[str, str], *options: str) -> None:
-        self.proc = subprocess.Popen([*RUNNER, *options], env={**env, TOKEN_ENV: TOKEN},
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [*RUNNER, *options],
+            env={**env, TOKEN_ENV: TOKEN},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+        )
         assert self.proc.stdout is not None
         self.first_line = promptly(self.proc.stdout.readline, 30)
         self.port = int(json.loads(self.first_line)["port"])
@@ -123,16 +127,20 @@ SLOW_IMPORT = """
 
 
 def test_sigterm_while_plugins_load_also_ends_the_runner_with_0(
-        env: dict[str, str], site_factory: Callable[..., Path], tmp_path: Path) -> None:
+    env: dict[str, str], site_factory: Callable[..., Path], tmp_path: Path
+) -> None:
     """Loading plugins may take seconds (a driver library that imports slowly); SIGTERM then is
     the same clean shutdown as once the runner serves, not a death by signal."""
-    site = site_factory("gpuscout-slow-import", "1.0", {"slow_import": SLOW_IMPORT},
-                        {"slowimport": "slow_import"})
+    site = site_factory(
+        "gpuscout-slow-import", "1.0", {"slow_import": SLOW_IMPORT}, {"slowimport": "slow_import"}
+    )
     started = tmp_path / "started"
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuscout", "runner", "--port", "0", "--plugins", "slowimport"],
-        env={**env, "PYTHONPATH": str(site), "SLOW_IMPORT_STARTED": str(started),
-             TOKEN_ENV: TOKEN}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        env={**env, "PYTHONPATH": str(site), "SLOW_IMPORT_STARTED": str(started), TOKEN_ENV: TOKEN},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+    )
     try:
         assert eventually(started.exists, within=30), "the plugin never started importing"
         proc.send_signal(signal.SIGTERM)
@@ -169,8 +177,9 @@ time.sleep(300)
 
 def test_a_runner_whose_parent_is_killed_exits(env: dict[str, str]) -> None:
     """SIGKILL of the runner's parent ends the runner within a few seconds."""
-    parent = subprocess.Popen([sys.executable, "-c", INTERMEDIATE], env=env,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", INTERMEDIATE], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+    )
     assert parent.stdout is not None
     with parent.stdout:
         runner_pid = int(promptly(parent.stdout.readline, 30))
@@ -190,17 +199,14 @@ TOKEN_PLUGIN = """
 """
 
 
-def test_the_plugins_do_not_see_the_token(
-        env: dict[str, str], site_factory: Callable[..., Path]) -> None:
+def test_the_plugins_do_not_see_the_token(env: dict[str, str], site_factory: Callable[..., Path]) -> None:
     """The token is for the reply header: the runner's plugins find no GPUSCOUT_RUNNER_TOKEN."""
-    site = site_factory("gpuscout-tokenpeek", "1.0", {"tokenpeek": TOKEN_PLUGIN},
-                        {"tokenpeek": "tokenpeek"})
+    site = site_factory("gpuscout-tokenpeek", "1.0", {"tokenpeek": TOKEN_PLUGIN}, {"tokenpeek": "tokenpeek"})
     child_env = {**env, "PYTHONPATH": str(site), "GPUSCOUT_PLUGINS": "tokenpeek"}
     assert [d.description for d in discover_in_child(child_env, timeout=30)] == ["absent"]
 
 
-def test_a_half_sent_request_is_cut_off_while_others_are_answered(
-        runner: Callable[..., Runner]) -> None:
+def test_a_half_sent_request_is_cut_off_while_others_are_answered(runner: Callable[..., Runner]) -> None:
     """A client that stops mid-request is disconnected after the read timeout; /info still
     answers in the meantime."""
     started = runner("--read-timeout", "1")
@@ -236,8 +242,9 @@ def test_a_failing_discovery_answers_500_with_the_error() -> None:
     def broken() -> list[DeviceInfo]:
         raise RuntimeError("driver exploded")
 
-    server = threading.Thread(target=serve, args=(broken, 0, 1.0),
-                              kwargs={"announce": ports.append}, daemon=True)
+    server = threading.Thread(
+        target=serve, args=(broken, 0, 1.0), kwargs={"announce": ports.append}, daemon=True
+    )
     server.start()
     assert eventually(lambda: bool(ports))
     with socket.create_connection(("127.0.0.1", ports[0]), timeout=10) as sock:
@@ -289,14 +296,20 @@ def impostor() -> Iterator[Callable[[bytes], int]]:
 
 
 def test_the_host_refuses_an_answer_without_its_token(
-        env: dict[str, str], impostor: Callable[[bytes], int],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    env: dict[str, str], impostor: Callable[[bytes], int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """When another process answers on the announced port, the missing token gives it away."""
     port = impostor(GOOD)
-    monkeypatch.setattr(runner_module, "default_command", lambda: announcing(
-        f"import time; print('{{\"port\": {port}}}', flush=True); time.sleep(300)"))
-    with pytest.raises(RunnerError, match=f"answer on port {port} did not carry this child's "
-                       r"token \(no X-Gpuscout-Token header\): another process answered"):
+    monkeypatch.setattr(
+        runner_module,
+        "default_command",
+        lambda: announcing(f"import time; print('{{\"port\": {port}}}', flush=True); time.sleep(300)"),
+    )
+    with pytest.raises(
+        RunnerError,
+        match=f"answer on port {port} did not carry this child's "
+        r"token \(no X-Gpuscout-Token header\): another process answered",
+    ):
         discover_in_child(env, timeout=10)
 
 
@@ -320,21 +333,36 @@ def test_a_custom_runner_with_another_token_is_refused(env: dict[str, str]) -> N
         discover_in_child(env, timeout=10, command=[sys.executable, "-c", WRONG_TOKEN_RUNNER, "{port}"])
 
 
-@pytest.mark.parametrize(("script", "message"), [
-    ("print('listening on 8080', flush=True)",
-     r"first stdout line is not \{\"port\": N\} with N in 1-65535: b'listening on 8080'"),
-    ("print('{\"port\": 70000}', flush=True)", r"not \{\"port\": N\} with N in 1-65535"),
-    ("import os, time; os.close(1); time.sleep(300)",
-     r"runner closed its stdout before announcing its port; it printed b''"),
-    ("import sys; sys.stdout.write('half'); sys.exit(3)",
-     r"runner exited with status 3 before announcing its port; it printed b'half'"),
-    ("import sys, time; sys.stdout.write('x' * 10000); sys.stdout.flush(); time.sleep(300)",
-     f"first stdout line is longer than {MAX_PORT_LINE} bytes"),
-    ("import time; time.sleep(300)",
-     r"before timeout \(1 s\); last attempt: no port announced on stdout"),
-], ids=["garbage", "bad-port", "closed-stdout", "crash", "endless-line", "silence"])
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        (
+            "print('listening on 8080', flush=True)",
+            r"first stdout line is not \{\"port\": N\} with N in 1-65535: b'listening on 8080'",
+        ),
+        ("print('{\"port\": 70000}', flush=True)", r"not \{\"port\": N\} with N in 1-65535"),
+        (
+            "import os, time; os.close(1); time.sleep(300)",
+            r"runner closed its stdout before announcing its port; it printed b''",
+        ),
+        (
+            "import sys; sys.stdout.write('half'); sys.exit(3)",
+            r"runner exited with status 3 before announcing its port; it printed b'half'",
+        ),
+        (
+            "import sys, time; sys.stdout.write('x' * 10000); sys.stdout.flush(); time.sleep(300)",
+            f"first stdout line is longer than {MAX_PORT_LINE} bytes",
+        ),
+        (
+            "import time; time.sleep(300)",
+            r"before timeout \(1 s\); last attempt: no port announced on stdout",
+        ),
+    ],
+    ids=["garbage", "bad-port", "closed-stdout", "crash", "endless-line", "silence"],
+)
 def test_a_runner_that_does_not_announce_a_port_is_an_error(
-        env: dict[str, str], monkeypatch: pytest.MonkeyPatch, script: str, message: str) -> None:
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, script: str, message: str
+) -> None:
     """Anything but a {"port": N} first line is a RunnerError that quotes what was printed."""
     monkeypatch.setattr(runner_module, "default_command", lambda: announcing(script))
     start = time.monotonic()
@@ -380,16 +408,19 @@ def test_a_real_ollama_runner_reply_reads_as_device_records(env: dict[str, str])
 def test_a_runner_that_dies_is_reported_with_its_last_stderr_line(tmp_path: Path) -> None:
     """The crash names the child's last words, however much it printed before them."""
     script = tmp_path / "dying_runner.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import sys
         for _ in range(200):
             sys.stderr.write("noise " * 2000 + "\\n")
         sys.stderr.write("driver: GPU fell off the bus\\n")
         sys.exit(3)
-    """))
+    """)
+    )
     with pytest.raises(RunnerError) as caught:
-        discover_in_child({"PATH": os.environ.get("PATH", "")}, timeout=20,
-                          command=[sys.executable, str(script), "{port}"])
+        discover_in_child(
+            {"PATH": os.environ.get("PATH", "")}, timeout=20, command=[sys.executable, str(script), "{port}"]
+        )
     message = str(caught.value)
     assert "exited with status 3" in message
     assert message.endswith("; last stderr: driver: GPU fell off the bus")

@@ -37,8 +37,12 @@ def get(port: int, timeout: float = 10) -> tuple[ReplyHead, bytes]:
 @pytest.fixture
 def runner(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
     """A `gpuscout runner --port 0 --read-timeout 2`; its port is ``.port``."""
-    proc = subprocess.Popen([*RUNNER, "--read-timeout", "2"], env={**env, TOKEN_ENV: TOKEN},
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*RUNNER, "--read-timeout", "2"],
+        env={**env, TOKEN_ENV: TOKEN},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+    )
     assert proc.stdout is not None
     proc.port = int(json.loads(promptly(proc.stdout.readline, 30))["port"])  # type: ignore[attr-defined]
     yield proc
@@ -68,14 +72,16 @@ def attacker(port: int, stop: threading.Event, connections: list[int]) -> None:
 
 
 def test_ordinary_requests_are_served_while_64_slow_clients_reconnect(
-        runner: subprocess.Popen[bytes]) -> None:
+    runner: subprocess.Popen[bytes],
+) -> None:
     """64 trickling clients reconnecting in a loop: at least 45 of 50 /info requests are
     answered 200 within 10 s, and the runner still answers once they stop."""
     port: int = runner.port  # type: ignore[attr-defined]
     stop = threading.Event()
     connections: list[int] = []
-    threads = [threading.Thread(target=attacker, args=(port, stop, connections), daemon=True)
-               for _ in range(64)]
+    threads = [
+        threading.Thread(target=attacker, args=(port, stop, connections), daemon=True) for _ in range(64)
+    ]
     for thread in threads:
         thread.start()
     try:
@@ -95,8 +101,10 @@ def test_ordinary_requests_are_served_while_64_slow_clients_reconnect(
                 served += 1
                 latencies.append(time.monotonic() - start)
         elapsed = time.monotonic() - begin
-        print(f"served {served}/50 in {elapsed:.2f}s, max latency {max(latencies, default=0):.3f}s,"
-              f" attacker connections {len(connections)}")
+        print(
+            f"served {served}/50 in {elapsed:.2f}s, max latency {max(latencies, default=0):.3f}s,"
+            f" attacker connections {len(connections)}"
+        )
         assert served >= 45 and elapsed < 10
     finally:
         stop.set()
@@ -140,8 +148,9 @@ def test_a_request_over_the_busy_handlers_is_answered_503_at_once() -> None:
         release.wait(10)
         return []
 
-    server = threading.Thread(target=serve, args=(slow, 0, 1.0), daemon=True,
-                              kwargs={"announce": ports.append, "token": TOKEN})
+    server = threading.Thread(
+        target=serve, args=(slow, 0, 1.0), daemon=True, kwargs={"announce": ports.append, "token": TOKEN}
+    )
     server.start()
     assert eventually(lambda: bool(ports))
     held = [socket.create_connection(("127.0.0.1", ports[0]), timeout=10) for _ in range(8)]

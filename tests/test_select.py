@@ -12,30 +12,69 @@ from gpuscout.sizes import GIB, MIB
 
 RESERVE = 457 * MIB
 
-A100 = DeviceInfo(id="GPU-8932f937-0000-1111-2222-333344445555", library="CUDA",
-                  description="NVIDIA A100", filter_id="GPU-8932f937-0000-1111-2222-333344445555",
-                  uuid="GPU-8932f937-0000-1111-2222-333344445555", pci_id="0000:81:00.0",
-                  total_memory=80 * GIB, free_memory=40 * GIB)
-L4 = DeviceInfo(id="GPU-1234abcd-0000-1111-2222-333344445555", library="CUDA",
-                description="NVIDIA L4", filter_id="GPU-1234abcd-0000-1111-2222-333344445555",
-                uuid="GPU-1234abcd-0000-1111-2222-333344445555", pci_id="0000:01:00.0",
-                total_memory=24 * GIB, free_memory=20 * GIB)
-MIG_A = DeviceInfo(id="MIG-aaaa1111-0000-1111-2222-333344445555", library="CUDA",
-                   description="NVIDIA H100 MIG 1g.10gb",
-                   filter_id="MIG-aaaa1111-0000-1111-2222-333344445555",
-                   uuid="MIG-aaaa1111-0000-1111-2222-333344445555",
-                   total_memory=10 * GIB, free_memory=10 * GIB)
-MIG_B = MIG_A.evolve(id="MIG-aaaa2222-0000-1111-2222-333344445555",
-                     filter_id="MIG-aaaa2222-0000-1111-2222-333344445555",
-                     uuid="MIG-aaaa2222-0000-1111-2222-333344445555")
-MI300 = DeviceInfo(id="GPU-5f3c0a1b2c3d4e5f", library="ROCm", description="AMD Instinct MI300X",
-                   filter_id="GPU-5f3c0a1b2c3d4e5f", uuid="GPU-5f3c0a1b2c3d4e5f",
-                   pci_id="0000:c4:00.0", total_memory=192 * GIB, free_memory=60 * GIB)
-IGPU = DeviceInfo(id="0", library="Vulkan", description="Intel Arc iGPU", filter_id="2",
-                  pci_id="0000:00:02.0", integrated=True, total_memory=16 * GIB,
-                  free_memory=8 * GIB)
-LLVMPIPE = DeviceInfo(id="1", library="Vulkan", description="llvmpipe", filter_id="3",
-                      software=True, total_memory=2 * GIB, free_memory=2 * GIB)
+A100 = DeviceInfo(
+    id="GPU-8932f937-0000-1111-2222-333344445555",
+    library="CUDA",
+    description="NVIDIA A100",
+    filter_id="GPU-8932f937-0000-1111-2222-333344445555",
+    uuid="GPU-8932f937-0000-1111-2222-333344445555",
+    pci_id="0000:81:00.0",
+    total_memory=80 * GIB,
+    free_memory=40 * GIB,
+)
+L4 = DeviceInfo(
+    id="GPU-1234abcd-0000-1111-2222-333344445555",
+    library="CUDA",
+    description="NVIDIA L4",
+    filter_id="GPU-1234abcd-0000-1111-2222-333344445555",
+    uuid="GPU-1234abcd-0000-1111-2222-333344445555",
+    pci_id="0000:01:00.0",
+    total_memory=24 * GIB,
+    free_memory=20 * GIB,
+)
+MIG_A = DeviceInfo(
+    id="MIG-aaaa1111-0000-1111-2222-333344445555",
+    library="CUDA",
+    description="NVIDIA H100 MIG 1g.10gb",
+    filter_id="MIG-aaaa1111-0000-1111-2222-333344445555",
+    uuid="MIG-aaaa1111-0000-1111-2222-333344445555",
+    total_memory=10 * GIB,
+    free_memory=10 * GIB,
+)
+MIG_B = MIG_A.evolve(
+    id="MIG-aaaa2222-0000-1111-2222-333344445555",
+    filter_id="MIG-aaaa2222-0000-1111-2222-333344445555",
+    uuid="MIG-aaaa2222-0000-1111-2222-333344445555",
+)
+MI300 = DeviceInfo(
+    id="GPU-5f3c0a1b2c3d4e5f",
+    library="ROCm",
+    description="AMD Instinct MI300X",
+    filter_id="GPU-5f3c0a1b2c3d4e5f",
+    uuid="GPU-5f3c0a1b2c3d4e5f",
+    pci_id="0000:c4:00.0",
+    total_memory=192 * GIB,
+    free_memory=60 * GIB,
+)
+IGPU = DeviceInfo(
+    id="0",
+    library="Vulkan",
+    description="Intel Arc iGPU",
+    filter_id="2",
+    pci_id="0000:00:02.0",
+    integrated=True,
+    total_memory=16 * GIB,
+    free_memory=8 * GIB,
+)
+LLVMPIPE = DeviceInfo(
+    id="1",
+    library="Vulkan",
+    description="llvmpipe",
+    filter_id="3",
+    software=True,
+    total_memory=2 * GIB,
+    free_memory=2 * GIB,
+)
 
 MACHINE = [MI300, A100, L4, MIG_A, MIG_B, IGPU]
 
@@ -90,8 +129,7 @@ MATCHES = [
 ]
 
 
-@pytest.mark.parametrize(("selectors", "expected"), [c[1:] for c in MATCHES],
-                         ids=[c[0] for c in MATCHES])
+@pytest.mark.parametrize(("selectors", "expected"), [c[1:] for c in MATCHES], ids=[c[0] for c in MATCHES])
 def test_selector_matches(selectors: list[str], expected: list[DeviceInfo]) -> None:
     """Each selector form picks the documented devices, in rank order."""
     assert pick(*selectors) == expected
@@ -99,8 +137,11 @@ def test_selector_matches(selectors: list[str], expected: list[DeviceInfo]) -> N
 
 ERRORS = [
     ("an unknown short word", ["gpu"], "unknown selector 'gpu': not a device id, and an id prefix"),
-    ("a prefix that matches nothing", ["GPU-ffff"],
-     "selector 'GPU-ffff': no device id or UUID equals or starts with it"),
+    (
+        "a prefix that matches nothing",
+        ["GPU-ffff"],
+        "selector 'GPU-ffff': no device id or UUID equals or starts with it",
+    ),
     ("an ambiguous prefix", ["GPU-"], "is ambiguous: it matches 3 devices"),
     ("an ambiguous MIG prefix", ["MIG-aaaa"], "is ambiguous: it matches 2 devices"),
     ("a rank past the end", ["6"], "rank position 6 is out of range (0..5)"),
@@ -115,8 +156,7 @@ ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("selectors", "message"), [c[1:] for c in ERRORS],
-                         ids=[c[0] for c in ERRORS])
+@pytest.mark.parametrize(("selectors", "message"), [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
 def test_bad_selector_is_a_selection_error(selectors: list[str], message: str) -> None:
     """A selector that matches nothing, or several where one is meant, raises SelectionError."""
     with pytest.raises(SelectionError) as info:
@@ -124,19 +164,38 @@ def test_bad_selector_is_a_selection_error(selectors: list[str], message: str) -
     assert message in str(info.value)
 
 
-@pytest.mark.parametrize("selector", [
-    "fits:100GiB", "library=metal", "metal:0", "cuda:9", "0000:02:00.0", "GPU-ffff", "cafe",
-    "0xbeef", "99",
-])
+@pytest.mark.parametrize(
+    "selector",
+    [
+        "fits:100GiB",
+        "library=metal",
+        "metal:0",
+        "cuda:9",
+        "0000:02:00.0",
+        "GPU-ffff",
+        "cafe",
+        "0xbeef",
+        "99",
+    ],
+)
 def test_well_formed_selector_matching_nothing_is_a_no_match_error(selector: str) -> None:
     """A well-formed selector that matches no device raises NoMatchError."""
     with pytest.raises(NoMatchError):
         pick(selector)
 
 
-@pytest.mark.parametrize("selector", [
-    "nope", "frobnicate", "abc", "fits:24", "library=", "MIG-aaaa", "nvidia-smi",
-])
+@pytest.mark.parametrize(
+    "selector",
+    [
+        "nope",
+        "frobnicate",
+        "abc",
+        "fits:24",
+        "library=",
+        "MIG-aaaa",
+        "nvidia-smi",
+    ],
+)
 def test_malformed_or_ambiguous_selector_is_not_a_no_match_error(selector: str) -> None:
     """A word that is no selector, a malformed size or an ambiguous prefix is SelectionError
     but not NoMatchError."""
@@ -201,11 +260,22 @@ def test_pci_id_shared_by_two_records_is_ambiguous() -> None:
         select_devices(Reserve(), [L4, twin], ["0000:01:00.0"])
 
 
-@pytest.mark.parametrize(("text", "size"), [
-    ("24GiB", 24 * GIB), ("1KiB", 1024), ("3MiB", 3 * MIB), ("2TiB", 2 * 1024**4),
-    ("1KB", 1000), ("5MB", 5 * 10**6), ("2GB", 2 * 10**9), ("1TB", 10**12),
-    ("1.5GiB", 3 * GIB // 2), ("0MiB", 0), ("16 gib", 16 * GIB),
-])
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("24GiB", 24 * GIB),
+        ("1KiB", 1024),
+        ("3MiB", 3 * MIB),
+        ("2TiB", 2 * 1024**4),
+        ("1KB", 1000),
+        ("5MB", 5 * 10**6),
+        ("2GB", 2 * 10**9),
+        ("1TB", 10**12),
+        ("1.5GiB", 3 * GIB // 2),
+        ("0MiB", 0),
+        ("16 gib", 16 * GIB),
+    ],
+)
 def test_parse_size_reads_binary_and_decimal_units(text: str, size: int) -> None:
     """Sizes take KiB/MiB/GiB/TiB (powers of 1024) and KB/MB/GB/TB (powers of 1000)."""
     assert parse_size(text) == size
@@ -218,12 +288,10 @@ def test_parse_size_rejects_malformed_sizes(text: str) -> None:
         parse_size(text)
 
 
-def test_fits_holds_exactly_free_memory_minus_the_reserve(
-        scout_with: Callable[..., Scout]) -> None:
+def test_fits_holds_exactly_free_memory_minus_the_reserve(scout_with: Callable[..., Scout]) -> None:
     """A device fits SIZE when free - reserve >= SIZE, to the byte (Scout's 457 MiB reserve)."""
     exact = DeviceInfo(id="GPU-exact", library="CUDA", free_memory=GIB + RESERVE)
-    short = DeviceInfo(id="GPU-short", library="CUDA", free_memory=GIB + RESERVE - 1,
-                       pci_id="0000:02:00.0")
+    short = DeviceInfo(id="GPU-short", library="CUDA", free_memory=GIB + RESERVE - 1, pci_id="0000:02:00.0")
     scout = scout_with([exact, short])
     assert scout.select(["fits:1GiB"]) == [exact]
 
@@ -236,8 +304,7 @@ def test_fits_uses_each_plugins_reserve(scout_with: Callable[..., Scout]) -> Non
         scout.select(["fits:1GiB"])
 
 
-def test_scout_select_drops_software_devices_by_default(
-        scout_with: Callable[..., Scout]) -> None:
+def test_scout_select_drops_software_devices_by_default(scout_with: Callable[..., Scout]) -> None:
     """Without include_software the llvmpipe device cannot be selected."""
     scout = scout_with([IGPU, LLVMPIPE])
     assert scout.select(["all"]) == [IGPU]

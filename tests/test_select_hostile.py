@@ -21,10 +21,21 @@ from gpuscout.select import (
 from gpuscout.sizes import GIB
 
 DEVICES = [
-    DeviceInfo(id="GPU-8932f937-aaaa", library="CUDA", filter_id="GPU-8932f937-aaaa",
-               uuid="GPU-8932f937-aaaa", pci_id="0000:81:00.0", free_memory=40 * GIB),
-    DeviceInfo(id="GPU-5f3c0a1b2c3d4e5f", library="ROCm", filter_id="GPU-5f3c0a1b2c3d4e5f",
-               pci_id="0000:c4:00.0", free_memory=20 * GIB),
+    DeviceInfo(
+        id="GPU-8932f937-aaaa",
+        library="CUDA",
+        filter_id="GPU-8932f937-aaaa",
+        uuid="GPU-8932f937-aaaa",
+        pci_id="0000:81:00.0",
+        free_memory=40 * GIB,
+    ),
+    DeviceInfo(
+        id="GPU-5f3c0a1b2c3d4e5f",
+        library="ROCm",
+        filter_id="GPU-5f3c0a1b2c3d4e5f",
+        pci_id="0000:c4:00.0",
+        free_memory=20 * GIB,
+    ),
     DeviceInfo(id="0", library="Vulkan", filter_id="2", free_memory=8 * GIB),
     DeviceInfo(id="1", library="Vulkan", filter_id="²", free_memory=4 * GIB),
 ]
@@ -42,11 +53,41 @@ def pick(selectors: Any) -> list[DeviceInfo]:
 
 
 # Pieces of the selector grammar, so generated text reaches every branch, not only "unknown".
-PIECES = st.sampled_from([
-    "best", "all", "fits:", "library=", "cuda:", "rocm:", "vulkan:", "0000:", "c4:00.0", "GPU-",
-    "GPU-8932", "1", "0", "-", "+", ".", ",", " ", "GiB", "KB", "e999", "nan", "inf", "²", "٣",
-    "\u212a", "\u0131", "\n", "\0", "9" * 40, "9" * 5000,
-])
+PIECES = st.sampled_from(
+    [
+        "best",
+        "all",
+        "fits:",
+        "library=",
+        "cuda:",
+        "rocm:",
+        "vulkan:",
+        "0000:",
+        "c4:00.0",
+        "GPU-",
+        "GPU-8932",
+        "1",
+        "0",
+        "-",
+        "+",
+        ".",
+        ",",
+        " ",
+        "GiB",
+        "KB",
+        "e999",
+        "nan",
+        "inf",
+        "²",
+        "٣",
+        "\u212a",
+        "\u0131",
+        "\n",
+        "\0",
+        "9" * 40,
+        "9" * 5000,
+    ]
+)
 HOSTILE = st.lists(PIECES | st.text(max_size=12), max_size=6).map("".join)
 
 
@@ -78,8 +119,16 @@ def test_any_list_of_selectors_gives_devices_in_rank_order_or_an_error(texts: li
 
 RESERVE = 457 << 20
 #: Bytes per unit, written out (binary units are powers of 1024, decimal ones of 1000).
-UNIT_BYTES = {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4,
-              "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4}
+UNIT_BYTES = {
+    "KiB": 1024,
+    "MiB": 1024**2,
+    "GiB": 1024**3,
+    "TiB": 1024**4,
+    "KB": 1000,
+    "MB": 1000**2,
+    "GB": 1000**3,
+    "TB": 1000**4,
+}
 
 
 def fitting(size: int) -> list[DeviceInfo]:
@@ -102,11 +151,16 @@ def test_any_fits_size_gives_devices_or_a_selection_error(text: str) -> None:
 
 
 @settings(max_examples=300)
-@given(whole=st.integers(0, 50_000), fraction=st.sampled_from(["", ".5", ".25", ".001", ".999"]),
-       unit=st.sampled_from(sorted(UNIT_BYTES)), case=st.sampled_from([str, str.lower, str.upper]),
-       pad=st.sampled_from(["", " ", "  "]))
+@given(
+    whole=st.integers(0, 50_000),
+    fraction=st.sampled_from(["", ".5", ".25", ".001", ".999"]),
+    unit=st.sampled_from(sorted(UNIT_BYTES)),
+    case=st.sampled_from([str, str.lower, str.upper]),
+    pad=st.sampled_from(["", " ", "  "]),
+)
 def test_a_well_formed_size_reads_as_the_bytes_it_says(
-        whole: int, fraction: str, unit: str, case: Any, pad: str) -> None:
+    whole: int, fraction: str, unit: str, case: Any, pad: str
+) -> None:
     """`<number><unit>` reads as number x unit bytes (rounded down), whatever the unit's case and
     the blanks around it, and `fits:` picks exactly the devices holding that many bytes."""
     text = f"{pad}{whole}{fraction}{pad}{case(unit)}{pad}"
@@ -146,8 +200,9 @@ def test_leading_zeros_do_not_change_a_rank() -> None:
     assert pick(["0" * 500 + "1"]) == [DEVICES[1]]
 
 
-@pytest.mark.parametrize("selector", ["²", "cuda:²", "٣", "vulkan:٣", "fits:²GiB", "fits:1\u212aiB",
-                                      "fits:1k\u0131b"])
+@pytest.mark.parametrize(
+    "selector", ["²", "cuda:²", "٣", "vulkan:٣", "fits:²GiB", "fits:1\u212aiB", "fits:1k\u0131b"]
+)
 def test_non_ascii_digits_and_letters_are_not_numbers_or_units(selector: str) -> None:
     """Unicode digits and look-alike letters make an unknown selector, not a crash."""
     with pytest.raises(SelectionError):
@@ -161,16 +216,18 @@ def test_a_selector_longer_than_the_limit_is_refused_truncated() -> None:
     assert len(str(info.value)) < 200
 
 
-@pytest.mark.parametrize("size", ["1e999", "nan", "inf", "-inf", "1e9GiB", "NaNGiB", "infGiB",
-                                  "-1GiB", "0x10GiB", "1_000GiB"])
+@pytest.mark.parametrize(
+    "size", ["1e999", "nan", "inf", "-inf", "1e9GiB", "NaNGiB", "infGiB", "-1GiB", "0x10GiB", "1_000GiB"]
+)
 def test_non_decimal_sizes_are_malformed(size: str) -> None:
     """Exponents, NaN, infinities, signs and underscores are not sizes."""
     with pytest.raises(SelectionError, match="malformed size"):
         parse_size(size)
 
 
-@pytest.mark.parametrize("size", ["9" * 30 + "TiB", "9" * 900 + "GiB", "16777217TiB",
-                                  "18446744073709551617B".replace("B", "KB")])
+@pytest.mark.parametrize(
+    "size", ["9" * 30 + "TiB", "9" * 900 + "GiB", "16777217TiB", "18446744073709551617B".replace("B", "KB")]
+)
 def test_absurd_sizes_are_refused_as_too_large(size: str) -> None:
     """A size beyond 16 EiB is a SelectionError, never an OverflowError in the message."""
     with pytest.raises(SelectionError, match="larger than the 16 EiB"):
@@ -187,8 +244,9 @@ def test_a_long_fraction_is_read_without_error() -> None:
     assert parse_size("1." + "9" * 500 + "KiB") == 2048
 
 
-@pytest.mark.parametrize("selectors", [None, 5, 2**70, b"best", bytearray(b"all"), [None], [5],
-                                       [b"best"], ["best", 1.5], object()])
+@pytest.mark.parametrize(
+    "selectors", [None, 5, 2**70, b"best", bytearray(b"all"), [None], [5], [b"best"], ["best", 1.5], object()]
+)
 def test_non_str_selectors_are_a_selection_error(selectors: Any) -> None:
     """Anything but str or an iterable of str is refused with SelectionError."""
     with pytest.raises(SelectionError, match="must be a str"):
@@ -204,6 +262,8 @@ def test_match_one_refuses_a_non_str_selector(selector: Any) -> None:
 
 def test_library_order_copes_with_unicode_and_huge_digit_filter_ids() -> None:
     """Filter ids like `²` or 5,000 digits sort without int(): digits by value, others first."""
-    devices = [DeviceInfo(id=str(i), library="Vulkan", filter_id=f)
-               for i, f in enumerate(["9" * 5000, "10", "²", "9", "010"])]
+    devices = [
+        DeviceInfo(id=str(i), library="Vulkan", filter_id=f)
+        for i, f in enumerate(["9" * 5000, "10", "²", "9", "010"])
+    ]
     assert library_order(devices, "vulkan") == [2, 3, 4, 1, 0]

@@ -21,9 +21,12 @@ def _row(fmt: str) -> str:
 
 def _example() -> tuple[dict[str, str], str]:
     """The example's variables (name -> value) and the text block that follows it."""
-    match = re.search(r"For example, a variable `(\w+)` holding `([^`]*)` and one `(\w+)` "
-                      r"holding `([^`]*)` are written\s+by[^\n]*\n\n```text\n(.*?)```",
-                      PAGE, re.DOTALL)
+    match = re.search(
+        r"For example, a variable `(\w+)` holding `([^`]*)` and one `(\w+)` "
+        r"holding `([^`]*)` are written\s+by[^\n]*\n\n```text\n(.*?)```",
+        PAGE,
+        re.DOTALL,
+    )
     assert match, "docs/selection.md lost its quoting example"
     k, v, l_, w, block = match.groups()
     return {k: v, l_: w}, block
@@ -61,10 +64,16 @@ def test_the_example_lines_give_the_shell_the_values_back(tmp_path: Path) -> Non
     """Evaluated by sh, the example's sh lines and its sourced dotenv lines give the values."""
     env, block = _example()
     lines = block.splitlines(keepends=True)
-    (tmp_path / "sh").write_text("".join(lines[:len(env)]))
-    (tmp_path / "dotenv").write_text("".join(lines[len(env):]))
+    (tmp_path / "sh").write_text("".join(lines[: len(env)]))
+    (tmp_path / "dotenv").write_text("".join(lines[len(env) :]))
     for name in ("sh", "dotenv"):
         script = f"set -a; . ./{name}; " + "; ".join(f'printf "%s\\0" "${k}"' for k in env)
-        out = subprocess.run(["sh", "-c", script], cwd=tmp_path, capture_output=True,
-                             text=True, check=True, env={"PATH": "/usr/bin:/bin"}).stdout
+        out = subprocess.run(
+            ["sh", "-c", script],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PATH": "/usr/bin:/bin"},
+        ).stdout
         assert out.split("\0")[:-1] == list(env.values()), name

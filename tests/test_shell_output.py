@@ -19,12 +19,58 @@ from gpuscout.visibility import EnvFormatError, render
 # A marker file that a command smuggled into a value would create (relative to the shell's cwd).
 MARK = "pwned"
 NASTY = [
-    "", "plain", "it's", "'", "''", "'\\''", '"', 'a "b"', "`touch pwned`", "$(touch pwned)",
-    "${HOME}", "$HOME", "$", "\\", "\\\\", "\\'", "a\\nb", "line1\nline2", "\n", "\n\n",
-    "trailing\n", "\r", "cr\r\nlf", "\t", "tab\there", "ünïcødé ✓ 🚀", "!", "!!", "#comment",
-    " # not a comment", "-n", "-e", "=", "==x", "~", "~/x", "a:~/b", "*", "?", "[a]", "{a,b}",
-    "a;touch pwned", "a|touch pwned", "a&&touch pwned", "> pwned", "< /dev/null", "$((1+1))",
-    "$'\\x41'", "\x01\x02\x1b[31m", "\x7f", " leading and trailing ", "GPU-aaaa1111,GPU-b",
+    "",
+    "plain",
+    "it's",
+    "'",
+    "''",
+    "'\\''",
+    '"',
+    'a "b"',
+    "`touch pwned`",
+    "$(touch pwned)",
+    "${HOME}",
+    "$HOME",
+    "$",
+    "\\",
+    "\\\\",
+    "\\'",
+    "a\\nb",
+    "line1\nline2",
+    "\n",
+    "\n\n",
+    "trailing\n",
+    "\r",
+    "cr\r\nlf",
+    "\t",
+    "tab\there",
+    "ünïcødé ✓ 🚀",
+    "!",
+    "!!",
+    "#comment",
+    " # not a comment",
+    "-n",
+    "-e",
+    "=",
+    "==x",
+    "~",
+    "~/x",
+    "a:~/b",
+    "*",
+    "?",
+    "[a]",
+    "{a,b}",
+    "a;touch pwned",
+    "a|touch pwned",
+    "a&&touch pwned",
+    "> pwned",
+    "< /dev/null",
+    "$((1+1))",
+    "$'\\x41'",
+    "\x01\x02\x1b[31m",
+    "\x7f",
+    " leading and trailing ",
+    "GPU-aaaa1111,GPU-b",
 ]
 # UTF-8-encodable text (no lone surrogates: a file holds bytes), everything but NUL.
 VALUES = st.text(st.characters(codec="utf-8", exclude_characters="\0"), max_size=40)
@@ -51,8 +97,9 @@ def evaluate(shell_path: str, workdir: Path, text: str, load: str, count: int) -
     (workdir / "env").write_bytes(text.encode())
     names = " ".join(f'"$V{i}"' for i in range(count))
     script = f"{load}\nprintf '%s\\0' {names}"
-    out = subprocess.run([shell_path, "-c", script], cwd=workdir, capture_output=True,
-                         check=True, timeout=30).stdout
+    out = subprocess.run(
+        [shell_path, "-c", script], cwd=workdir, capture_output=True, check=True, timeout=30
+    ).stdout
     assert not (workdir / MARK).exists(), "a value ran a command"
     return out.decode().split("\0")[:-1]
 
@@ -85,8 +132,7 @@ def test_dotenv_output_survives_sourcing(name: str, workdir: Path, values: list[
 
 @pytest.mark.parametrize(("fmt", "load"), [("sh", SH_LOAD), ("dotenv", DOTENV_LOAD)])
 @pytest.mark.parametrize("name", ["bash", "dash"])
-def test_every_nasty_value_round_trips_in_one_file(
-        name: str, fmt: str, load: str, workdir: Path) -> None:
+def test_every_nasty_value_round_trips_in_one_file(name: str, fmt: str, load: str, workdir: Path) -> None:
     """The hand-picked hostile values, all in one file, come back intact and run nothing."""
     text = render(numbered(NASTY), fmt)
     assert evaluate(shell(name), workdir, text, load, len(NASTY)) == NASTY
@@ -97,10 +143,11 @@ def test_a_backtick_device_id_in_dotenv_runs_nothing(name: str, workdir: Path) -
     """A device id holding a backtick command stays text when the dotenv file is sourced."""
     value = f"GPU-`touch {MARK}`"
     text = render({"CUDA_VISIBLE_DEVICES": value}, "dotenv")
-    script = f"{DOTENV_LOAD}\nprintf %s \"$CUDA_VISIBLE_DEVICES\""
+    script = f'{DOTENV_LOAD}\nprintf %s "$CUDA_VISIBLE_DEVICES"'
     (workdir / "env").write_text(text)
-    out = subprocess.run([shell(name), "-c", script], cwd=workdir, capture_output=True,
-                         text=True, check=True, timeout=30).stdout
+    out = subprocess.run(
+        [shell(name), "-c", script], cwd=workdir, capture_output=True, text=True, check=True, timeout=30
+    ).stdout
     assert out == value and not (workdir / MARK).exists()
 
 
@@ -109,8 +156,9 @@ def test_sh_output_exports_to_child_processes(workdir: Path) -> None:
     text = render({"GPUSCOUT_PROBE": "a'b"}, "sh")
     (workdir / "env").write_text(text)
     script = f"{SH_LOAD}\nexec printenv GPUSCOUT_PROBE"
-    out = subprocess.run([shell("dash"), "-c", script], cwd=workdir, capture_output=True,
-                         text=True, check=True, timeout=30).stdout
+    out = subprocess.run(
+        [shell("dash"), "-c", script], cwd=workdir, capture_output=True, text=True, check=True, timeout=30
+    ).stdout
     assert out == "a'b\n"
 
 
@@ -126,8 +174,12 @@ def test_other_dotenv_values_are_single_quoted() -> None:
 
 
 @settings(max_examples=200)
-@given(env=st.dictionaries(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True),
-                           st.text(st.characters(exclude_characters="\0"))))
+@given(
+    env=st.dictionaries(
+        st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True),
+        st.text(st.characters(exclude_characters="\0")),
+    )
+)
 def test_json_output_is_valid_json_for_any_text(env: dict[str, str]) -> None:
     """json output parses back to the same mapping, lone surrogates and controls included."""
     assert json.loads(render(env, "json")) == env

@@ -17,8 +17,9 @@ from gpuscout.isolation import START_ALLOWANCE
 from gpuscout.sizes import GIB
 from gpuscout.testing import ScoutFactory, eventually
 
-CARD = DeviceInfo(id="0", library="Slow", uuid="Slow-0", pci_id="0000:0a:00.0",
-                  total_memory=16 * GIB, free_memory=10 * GIB)
+CARD = DeviceInfo(
+    id="0", library="Slow", uuid="Slow-0", pci_id="0000:0a:00.0", total_memory=16 * GIB, free_memory=10 * GIB
+)
 #: The deadline these tests give a plugin, and what a discovery may take beyond it.
 LIMIT = 0.3
 MARGIN = 0.5
@@ -139,7 +140,8 @@ def test_a_refresh_slower_than_hook_timeout_still_answers(gpuscout_scout: ScoutF
 
 
 def test_init_validation_runs_under_the_enumerate_deadline(
-        gpuscout_scout: ScoutFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    gpuscout_scout: ScoutFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """discover(validate=True) gives its children the enumerate deadline plus their start."""
     seen: list[float] = []
 
@@ -153,8 +155,7 @@ def test_init_validation_runs_under_the_enumerate_deadline(
     assert seen == [7.0 + START_ALLOWANCE]
 
 
-def test_a_plugin_that_overran_and_then_answers_is_ok_with_a_note(
-        gpuscout_scout: ScoutFactory) -> None:
+def test_a_plugin_that_overran_and_then_answers_is_ok_with_a_note(gpuscout_scout: ScoutFactory) -> None:
     """A plugin whose overrun call answers during the next discovery is ok there, with a note."""
     gate = threading.Event()
     driver = Driver(gate)
@@ -165,8 +166,7 @@ def test_a_plugin_that_overran_and_then_answers_is_ok_with_a_note(
     second = s.discover()
     slow = slow_of(second)
     assert [d.id for d in second.devices] == ["late"] and str(slow.status) == "ok"
-    assert "overran its enumerate deadline in an earlier discovery (0.3 s); asked again" \
-        in slow.note
+    assert "overran its enumerate deadline in an earlier discovery (0.3 s); asked again" in slow.note
     assert "this answer is from that earlier call" in slow.note
     assert driver.calls == ["enumerate"] and driver.most_inside == 1
     third = s.discover()
@@ -174,7 +174,8 @@ def test_a_plugin_that_overran_and_then_answers_is_ok_with_a_note(
 
 
 def test_a_plugin_stuck_for_good_costs_one_deadline_per_discovery_on_one_call(
-        gpuscout_scout: ScoutFactory, release: threading.Event) -> None:
+    gpuscout_scout: ScoutFactory, release: threading.Event
+) -> None:
     """A plugin that never returns is timeout every time; no second call is ever started."""
     driver = Driver(release)
     s = gpuscout_scout(("slow", driver), ("fast", SlowRefresh(0.0)), enumerate_timeout=LIMIT)
@@ -190,8 +191,7 @@ def test_a_plugin_stuck_for_good_costs_one_deadline_per_discovery_on_one_call(
     assert [d.id for d in second.devices] == ["0"]
 
 
-def test_a_late_answer_that_came_between_discoveries_is_not_used(
-        gpuscout_scout: ScoutFactory) -> None:
+def test_a_late_answer_that_came_between_discoveries_is_not_used(gpuscout_scout: ScoutFactory) -> None:
     """A call that finished late, between two discoveries, is dropped: the next one calls anew."""
     gate = threading.Event()
     driver = Driver(gate)
@@ -206,7 +206,8 @@ def test_a_late_answer_that_came_between_discoveries_is_not_used(
 
 
 def test_a_stuck_rule_hook_holds_back_the_next_enumerate_not_a_second_call(
-        gpuscout_scout: ScoutFactory) -> None:
+    gpuscout_scout: ScoutFactory,
+) -> None:
     """While a rule hook call is stuck, the next discovery waits for it before enumerating."""
     gate = threading.Event()
     driver = Driver(gate)
@@ -223,8 +224,7 @@ def test_a_stuck_rule_hook_holds_back_the_next_enumerate_not_a_second_call(
     assert driver.most_inside == 1
 
 
-def test_a_refresh_that_overran_is_asked_again_by_the_next_refresh(
-        gpuscout_scout: ScoutFactory) -> None:
+def test_a_refresh_that_overran_is_asked_again_by_the_next_refresh(gpuscout_scout: ScoutFactory) -> None:
     """A refresh past its deadline leaves the device stale; the next refresh is answered."""
     gate = threading.Event()
     driver = Driver(gate)

@@ -25,8 +25,6 @@ HugePages_Total:       0
 """
 
 
-
-
 def tree(root: Path, files: Mapping[str, Content]) -> str:
     return str(write_tree(root, files))
 
@@ -63,78 +61,97 @@ def test_meminfo_alone_gives_total_available_and_swap(tmp_path: Path) -> None:
 
 def test_cgroup_v2_limit_caps_total_and_free(tmp_path: Path) -> None:
     """A memory.max on the process's cgroup path caps total; free is limit minus usage."""
-    root = tree(tmp_path, {
-        "/proc/meminfo": MEMINFO,
-        "/proc/self/cgroup": "0::/kubepods/pod1/ctr\n",
-        "/sys/fs/cgroup/kubepods/pod1/ctr/memory.max": "max\n",
-        "/sys/fs/cgroup/kubepods/pod1/memory.max": f"{8 * GIB}\n",
-        "/sys/fs/cgroup/kubepods/pod1/memory.current": f"{3 * GIB}\n",
-        "/sys/fs/cgroup/kubepods/pod1/memory.swap.max": "0\n",
-    })
+    root = tree(
+        tmp_path,
+        {
+            "/proc/meminfo": MEMINFO,
+            "/proc/self/cgroup": "0::/kubepods/pod1/ctr\n",
+            "/sys/fs/cgroup/kubepods/pod1/ctr/memory.max": "max\n",
+            "/sys/fs/cgroup/kubepods/pod1/memory.max": f"{8 * GIB}\n",
+            "/sys/fs/cgroup/kubepods/pod1/memory.current": f"{3 * GIB}\n",
+            "/sys/fs/cgroup/kubepods/pod1/memory.swap.max": "0\n",
+        },
+    )
     assert system(root) == SystemInfo(8 * GIB, 5 * GIB, 0)
 
 
 def test_cgroup_v2_tightest_ancestor_wins(tmp_path: Path) -> None:
     """The smallest limit on the way to the root is the one that counts."""
-    root = tree(tmp_path, {
-        "/proc/meminfo": MEMINFO,
-        "/proc/self/cgroup": "0::/a/b\n",
-        "/sys/fs/cgroup/a/b/memory.max": f"{16 * GIB}\n",
-        "/sys/fs/cgroup/a/b/memory.current": f"{1 * GIB}\n",
-        "/sys/fs/cgroup/a/memory.max": f"{4 * GIB}\n",
-        "/sys/fs/cgroup/a/memory.current": f"{2 * GIB}\n",
-    })
+    root = tree(
+        tmp_path,
+        {
+            "/proc/meminfo": MEMINFO,
+            "/proc/self/cgroup": "0::/a/b\n",
+            "/sys/fs/cgroup/a/b/memory.max": f"{16 * GIB}\n",
+            "/sys/fs/cgroup/a/b/memory.current": f"{1 * GIB}\n",
+            "/sys/fs/cgroup/a/memory.max": f"{4 * GIB}\n",
+            "/sys/fs/cgroup/a/memory.current": f"{2 * GIB}\n",
+        },
+    )
     assert system(root).total_memory == 4 * GIB and system(root).free_memory == 2 * GIB
 
 
 def test_cgroup_v1_limit_caps_total_and_free(tmp_path: Path) -> None:
     """A v1 memory.limit_in_bytes caps total; the unlimited value is ignored."""
-    root = tree(tmp_path, {
-        "/proc/meminfo": MEMINFO,
-        "/proc/self/cgroup": "12:pids:/x\n5:cpuset,memory:/docker/abc\n0::/\n",
-        "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": f"{2 * GIB}\n",
-        "/sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes": f"{GIB // 2}\n",
-        "/sys/fs/cgroup/memory/docker/memory.limit_in_bytes": "9223372036854771712\n",
-    })
+    root = tree(
+        tmp_path,
+        {
+            "/proc/meminfo": MEMINFO,
+            "/proc/self/cgroup": "12:pids:/x\n5:cpuset,memory:/docker/abc\n0::/\n",
+            "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": f"{2 * GIB}\n",
+            "/sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes": f"{GIB // 2}\n",
+            "/sys/fs/cgroup/memory/docker/memory.limit_in_bytes": "9223372036854771712\n",
+        },
+    )
     assert system(root) == SystemInfo(2 * GIB, GIB + GIB // 2, 8000000 * KIB)
 
 
 def test_v2_page_cache_does_not_count_as_used(tmp_path: Path) -> None:
     """A v2 cgroup's inactive file cache is free: free is the limit less the working set."""
-    root = tree(tmp_path, {**V2_CACHED, "/sys/fs/cgroup/ctr/memory.stat":
-                           memory_stat(active_file=GIB, inactive_file=6 * GIB)})
+    root = tree(
+        tmp_path,
+        {**V2_CACHED, "/sys/fs/cgroup/ctr/memory.stat": memory_stat(active_file=GIB, inactive_file=6 * GIB)},
+    )
     assert system(root) == SystemInfo(8 * GIB, 6 * GIB + 512 * MIB, 8000000 * KIB)
 
 
 def test_v1_total_inactive_file_does_not_count_as_used(tmp_path: Path) -> None:
     """v1 takes total_inactive_file (descendants included) over the cgroup's own inactive_file."""
-    root = tree(tmp_path, {
-        "/proc/meminfo": MEMINFO,
-        "/proc/self/cgroup": "5:memory:/docker/abc\n",
-        "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": f"{4 * GIB}\n",
-        "/sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes": f"{3 * GIB}\n",
-        "/sys/fs/cgroup/memory/docker/abc/memory.stat":
-            memory_stat(inactive_file=GIB, total_inactive_file=2 * GIB),
-    })
+    root = tree(
+        tmp_path,
+        {
+            "/proc/meminfo": MEMINFO,
+            "/proc/self/cgroup": "5:memory:/docker/abc\n",
+            "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": f"{4 * GIB}\n",
+            "/sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes": f"{3 * GIB}\n",
+            "/sys/fs/cgroup/memory/docker/abc/memory.stat": memory_stat(
+                inactive_file=GIB, total_inactive_file=2 * GIB
+            ),
+        },
+    )
     assert system(root).free_memory == 3 * GIB
 
 
 def test_v1_without_total_inactive_file_takes_inactive_file(tmp_path: Path) -> None:
     """A v1 memory.stat without total_inactive_file has its inactive_file taken instead."""
-    root = tree(tmp_path, {
-        "/proc/meminfo": MEMINFO,
-        "/proc/self/cgroup": "5:memory:/docker/abc\n",
-        "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": f"{4 * GIB}\n",
-        "/sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes": f"{3 * GIB}\n",
-        "/sys/fs/cgroup/memory/docker/abc/memory.stat": memory_stat(inactive_file=GIB),
-    })
+    root = tree(
+        tmp_path,
+        {
+            "/proc/meminfo": MEMINFO,
+            "/proc/self/cgroup": "5:memory:/docker/abc\n",
+            "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": f"{4 * GIB}\n",
+            "/sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes": f"{3 * GIB}\n",
+            "/sys/fs/cgroup/memory/docker/abc/memory.stat": memory_stat(inactive_file=GIB),
+        },
+    )
     assert system(root).free_memory == 2 * GIB
 
 
 def test_inactive_file_above_usage_leaves_the_whole_limit_free(tmp_path: Path) -> None:
     """An inactive_file larger than usage makes the working set 0, so free is the limit."""
-    root = tree(tmp_path, {**V2_CACHED, "/sys/fs/cgroup/ctr/memory.stat":
-                           memory_stat(inactive_file=20 * GIB)})
+    root = tree(
+        tmp_path, {**V2_CACHED, "/sys/fs/cgroup/ctr/memory.stat": memory_stat(inactive_file=20 * GIB)}
+    )
     assert system(root).free_memory == 8 * GIB
 
 
@@ -146,8 +163,9 @@ def test_missing_memory_stat_counts_all_usage_without_a_note(tmp_path: Path) -> 
 
 def test_malformed_inactive_file_is_noted_and_ignored(tmp_path: Path) -> None:
     """An inactive_file that is not a u64 gets a note and the whole usage counts."""
-    root = tree(tmp_path, {**V2_CACHED, "/sys/fs/cgroup/ctr/memory.stat":
-                           "anon 1048576\ninactive_file -4096\n"})
+    root = tree(
+        tmp_path, {**V2_CACHED, "/sys/fs/cgroup/ctr/memory.stat": "anon 1048576\ninactive_file -4096\n"}
+    )
     info, notes = system_and_notes(root)
     assert info.free_memory == 512 * MIB
     assert len(notes) == 1 and "inactive_file" in notes[0] and "'-4096'" in notes[0]
@@ -155,21 +173,27 @@ def test_malformed_inactive_file_is_noted_and_ignored(tmp_path: Path) -> None:
 
 def test_ancestor_with_least_room_after_cache_sets_free(tmp_path: Path) -> None:
     """A parent whose limit less working set is smaller than the child's decides free."""
-    root = tree(tmp_path, {
-        "/proc/meminfo": MEMINFO,
-        "/proc/self/cgroup": "0::/pod/ctr\n",
-        "/sys/fs/cgroup/pod/memory.max": f"{10 * GIB}\n",
-        "/sys/fs/cgroup/pod/memory.current": f"{9 * GIB}\n",
-        "/sys/fs/cgroup/pod/memory.stat": memory_stat(inactive_file=GIB),
-        "/sys/fs/cgroup/pod/ctr/memory.max": f"{6 * GIB}\n",
-        "/sys/fs/cgroup/pod/ctr/memory.current": f"{5 * GIB}\n",
-        "/sys/fs/cgroup/pod/ctr/memory.stat": memory_stat(inactive_file=4 * GIB),
-    })
+    root = tree(
+        tmp_path,
+        {
+            "/proc/meminfo": MEMINFO,
+            "/proc/self/cgroup": "0::/pod/ctr\n",
+            "/sys/fs/cgroup/pod/memory.max": f"{10 * GIB}\n",
+            "/sys/fs/cgroup/pod/memory.current": f"{9 * GIB}\n",
+            "/sys/fs/cgroup/pod/memory.stat": memory_stat(inactive_file=GIB),
+            "/sys/fs/cgroup/pod/ctr/memory.max": f"{6 * GIB}\n",
+            "/sys/fs/cgroup/pod/ctr/memory.current": f"{5 * GIB}\n",
+            "/sys/fs/cgroup/pod/ctr/memory.stat": memory_stat(inactive_file=4 * GIB),
+        },
+    )
     assert system(root) == SystemInfo(6 * GIB, 2 * GIB, 8000000 * KIB)
 
 
-@pytest.mark.parametrize("hostile", [FIFO, "inactive_file 1\n" * (2 * MIB // 16),
-                                     f"inactive_file {10**400}\n"], ids=["fifo", "2MiB", "10**400"])
+@pytest.mark.parametrize(
+    "hostile",
+    [FIFO, "inactive_file 1\n" * (2 * MIB // 16), f"inactive_file {10**400}\n"],
+    ids=["fifo", "2MiB", "10**400"],
+)
 def test_hostile_memory_stat_never_hangs_or_raises(tmp_path: Path, hostile: Content) -> None:
     """A FIFO, a 2 MiB file or a 10**400 value as memory.stat gets a note; all usage counts."""
     stat = "/sys/fs/cgroup/ctr/memory.stat"
@@ -179,11 +203,14 @@ def test_hostile_memory_stat_never_hangs_or_raises(tmp_path: Path, hostile: Cont
 
 def test_v1_unlimited_means_the_host_figures(tmp_path: Path) -> None:
     """An unlimited v1 cgroup leaves the meminfo figures alone."""
-    root = tree(tmp_path, {
-        "/proc/meminfo": MEMINFO,
-        "/proc/self/cgroup": "4:memory:/process_api/1\n",
-        "/sys/fs/cgroup/memory/process_api/1/memory.limit_in_bytes": "9223372036854771712\n",
-    })
+    root = tree(
+        tmp_path,
+        {
+            "/proc/meminfo": MEMINFO,
+            "/proc/self/cgroup": "4:memory:/process_api/1\n",
+            "/sys/fs/cgroup/memory/process_api/1/memory.limit_in_bytes": "9223372036854771712\n",
+        },
+    )
     assert system(root).total_memory == 65536000 * KIB
 
 
@@ -192,8 +219,9 @@ def test_missing_files_give_zeros_not_errors(tmp_path: Path) -> None:
     assert system(str(tmp_path)) == SystemInfo()
 
 
-def test_scout_root_applies_to_system_memory(gpuscout_root: RootFactory,
-                                             gpuscout_scout: ScoutFactory) -> None:
+def test_scout_root_applies_to_system_memory(
+    gpuscout_root: RootFactory, gpuscout_scout: ScoutFactory
+) -> None:
     """Scout(root=...) reads system memory from the recorded tree."""
     root = gpuscout_root({"/proc/meminfo": MEMINFO})
     found = gpuscout_scout(root=root, platform="linux").discover()

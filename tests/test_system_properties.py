@@ -35,8 +35,9 @@ meminfo_text = st.one_of(
     st.lists(meminfo_line, max_size=8).map("\n".join),
     st.text(max_size=300),
 )
-cgroup_path = st.lists(st.sampled_from(("a", "b", "..", ".", "", FOREIGN_DIGITS[4], "memory")),
-                       max_size=6).map("/".join)
+cgroup_path = st.lists(
+    st.sampled_from(("a", "b", "..", ".", "", FOREIGN_DIGITS[4], "memory")), max_size=6
+).map("/".join)
 cgroup_line = st.builds(
     lambda hid, controllers, lead, path: f"{hid}:{controllers}:{lead}{path}",
     st.sampled_from(("0", "4", "12", "x")),
@@ -76,8 +77,12 @@ def test_parse_meminfo_never_raises_and_stays_in_u64(text: str) -> None:
 
 
 @settings(max_examples=300)
-@given(st.dictionaries(st.sampled_from((*MEMINFO_KEYS, "Cached", "HugePages_Total")),
-                       st.integers(min_value=0, max_value=U64 // KIB - 1)))
+@given(
+    st.dictionaries(
+        st.sampled_from((*MEMINFO_KEYS, "Cached", "HugePages_Total")),
+        st.integers(min_value=0, max_value=U64 // KIB - 1),
+    )
+)
 def test_parse_meminfo_reads_back_well_formed_files(figures: dict[str, int]) -> None:
     """A meminfo written as the kernel does (``Key:   N kB``) reads back as N KiB per key."""
     text = "".join(f"{key}:{value:>16} kB\n" for key, value in figures.items())
@@ -108,15 +113,26 @@ def test_cgroup_paths_never_lead_above_the_hierarchy(text: str) -> None:
 @settings(max_examples=100, deadline=None)
 @given(cgroup_text, limit_text, limit_text, limit_text, stat_text)
 def test_cgroup_memory_never_raises_and_stays_in_u64(
-    cgroup: str, limit: str, usage: str, swap: str, stat: str,
+    cgroup: str,
+    limit: str,
+    usage: str,
+    swap: str,
+    stat: str,
 ) -> None:
     """Over any cgroup file and any limit and memory.stat files, limit, free and swap are None
     or below 2**64."""
     files = {"/proc/self/cgroup": cgroup}
     for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/a", "/sys/fs/cgroup/memory/a"):
-        files.update({f"{base}/memory.max": limit, f"{base}/memory.current": usage,
-                      f"{base}/memory.swap.max": swap, f"{base}/memory.limit_in_bytes": limit,
-                      f"{base}/memory.usage_in_bytes": usage, f"{base}/memory.stat": stat})
+        files.update(
+            {
+                f"{base}/memory.max": limit,
+                f"{base}/memory.current": usage,
+                f"{base}/memory.swap.max": swap,
+                f"{base}/memory.limit_in_bytes": limit,
+                f"{base}/memory.usage_in_bytes": usage,
+                f"{base}/memory.stat": stat,
+            }
+        )
     with tempfile.TemporaryDirectory() as root:
         write_tree(root, files)
         found = cgroup_memory(Context(env={}, platform="linux", root=root))
@@ -124,12 +140,17 @@ def test_cgroup_memory_never_raises_and_stays_in_u64(
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.integers(min_value=1, max_value=U64 // KIB - 1),
-       st.integers(min_value=0, max_value=(1 << 62) - 1),
-       st.integers(min_value=0, max_value=(1 << 62) - 1),
-       st.none() | st.integers(min_value=0, max_value=U64 - 1))
+@given(
+    st.integers(min_value=1, max_value=U64 // KIB - 1),
+    st.integers(min_value=0, max_value=(1 << 62) - 1),
+    st.integers(min_value=0, max_value=(1 << 62) - 1),
+    st.none() | st.integers(min_value=0, max_value=U64 - 1),
+)
 def test_well_formed_v2_limit_caps_total_and_free(
-    total_kib: int, limit: int, used: int, inactive: int | None,
+    total_kib: int,
+    limit: int,
+    used: int,
+    inactive: int | None,
 ) -> None:
     """A v2 limit caps total at the limit and free at the limit less the working set (usage
     less inactive_file; both at least 0; all usage without memory.stat), so free never passes it."""

@@ -30,8 +30,12 @@ def render(print_fn: Callable[..., None], what: Any) -> str:
     return buf.getvalue()
 
 
-def listing(machine: Machine, capsys: pytest.CaptureFixture[str],
-            monkeypatch: pytest.MonkeyPatch, *devices: DeviceInfo) -> str:
+def listing(
+    machine: Machine,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    *devices: DeviceInfo,
+) -> str:
     """The output of ``gpuscout list`` over ``devices``, on a terminal (the rich table)."""
     monkeypatch.setattr(table, "_on_terminal", lambda: True)
     monkeypatch.setenv("COLUMNS", "300")
@@ -43,18 +47,19 @@ def listing(machine: Machine, capsys: pytest.CaptureFixture[str],
 
 @pytest.mark.parametrize("text", MARKUP)
 def test_markup_in_a_device_description_prints_literally(
-        machine: Machine, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    machine: Machine, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
     """A description holding rich markup is shown as written."""
-    out = listing(machine, capsys, monkeypatch,
-                  DeviceInfo(id="0", library="Vulkan", description=f"card {text}"))
+    out = listing(
+        machine, capsys, monkeypatch, DeviceInfo(id="0", library="Vulkan", description=f"card {text}")
+    )
     assert f"card {text}" in out
 
 
 @pytest.mark.parametrize("field", ["id", "library", "name"])
 def test_a_closing_tag_in_any_device_field_does_not_break_the_table(
-        machine: Machine, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch, field: str) -> None:
+    machine: Machine, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, field: str
+) -> None:
     """`[/beta]` in an id, library or name is printed, not a MarkupError."""
     fields: dict[str, Any] = {"id": "0", "library": "Vulkan", field: "x[/beta]"}
     device = DeviceInfo(**fields)
@@ -68,12 +73,16 @@ def test_a_link_in_a_description_is_not_a_hyperlink() -> None:
     assert "\x1b]8;" not in out and "[link=https://x]y[/link]" in out
 
 
-def test_the_memory_bar_is_shown(machine: Machine,
-                                 capsys: pytest.CaptureFixture[str],
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_memory_bar_is_shown(
+    machine: Machine, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The bar's brackets survive: a half-used card shows `[#####-----]` beside `4.0/8.0 GiB`."""
-    out = listing(machine, capsys, monkeypatch, DeviceInfo(
-        id="0", library="Vulkan", total_memory=8 * GIB, free_memory=4 * GIB))
+    out = listing(
+        machine,
+        capsys,
+        monkeypatch,
+        DeviceInfo(id="0", library="Vulkan", total_memory=8 * GIB, free_memory=4 * GIB),
+    )
     assert "4.0/8.0 GiB  [#####-----]" in out
 
 
@@ -96,8 +105,9 @@ def test_a_dropped_device_with_markup_prints_literally() -> None:
 
 def test_markup_in_a_plugin_report_prints_literally() -> None:
     """A plugin's name, version, distribution and error are shown as written."""
-    report = PluginReport(name="p[/a]", version="[/b]", distribution="[link=https://x]d[/link]",
-                          error="boom [/c] :thumbs_up:")
+    report = PluginReport(
+        name="p[/a]", version="[/b]", distribution="[link=https://x]d[/link]", error="boom [/c] :thumbs_up:"
+    )
     out = render(print_plugins, [report])
     for text in ("p[/a]", "[/b]", "[link=https://x]d[/link]", "boom [/c] :thumbs_up:"):
         assert text in out
@@ -107,19 +117,29 @@ def test_markup_in_a_plugin_report_prints_literally() -> None:
 @pytest.mark.parametrize("total", [2**63, 10**19, 2**64 - 1])
 def test_a_huge_memory_size_prints(total: int) -> None:
     """A total memory far beyond any real card still makes a table row."""
-    found = _discovery(DeviceInfo(id="0", library="Vulkan", total_memory=total,
-                                  free_memory=total))
+    found = _discovery(DeviceInfo(id="0", library="Vulkan", total_memory=total, free_memory=total))
     out = render(print_discovery, found)
     device = found.devices[0]
     assert memory_label(device) in out and "[----------]" in out
     assert memory_label(device) == f"{human_bytes(total).split()[0]}/{human_bytes(total)}"
 
 
-@pytest.mark.parametrize(("n", "shown"), [
-    (0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"),
-    (1024**2 - 1, "1.0 MiB"), (24 * GIB, "24.0 GiB"), (2**63, "8.0 EiB"),
-    (10**30, "827180.6 YiB"), (1024**8, "1.0 YiB"), (10**400 * 1024**8, f"{10**400}.0 YiB"),
-], ids=lambda v: str(v)[:12] if isinstance(v, int) else None)
+@pytest.mark.parametrize(
+    ("n", "shown"),
+    [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1024, "1.0 KiB"),
+        (1536, "1.5 KiB"),
+        (1024**2 - 1, "1.0 MiB"),
+        (24 * GIB, "24.0 GiB"),
+        (2**63, "8.0 EiB"),
+        (10**30, "827180.6 YiB"),
+        (1024**8, "1.0 YiB"),
+        (10**400 * 1024**8, f"{10**400}.0 YiB"),
+    ],
+    ids=lambda v: str(v)[:12] if isinstance(v, int) else None,
+)
 def test_human_bytes_keeps_scaling_units(n: int, shown: str) -> None:
     """Sizes use B up to YiB; beyond that the YiB figure grows, exactly."""
     assert human_bytes(n) == shown
@@ -133,5 +153,6 @@ def test_memory_bar_handles_free_above_total() -> None:
 def _discovery(*devices: DeviceInfo, dropped: list[Any] | None = None) -> Any:
     from gpuscout import Discovery, SystemInfo
 
-    return Discovery(devices=list(devices), dropped=dropped or [], system=SystemInfo(),
-                     plugins=[], elapsed=0.0)
+    return Discovery(
+        devices=list(devices), dropped=dropped or [], system=SystemInfo(), plugins=[], elapsed=0.0
+    )

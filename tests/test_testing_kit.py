@@ -51,8 +51,7 @@ class Card:
 
     @hookimpl
     def gpuscout_visible_env(self, selection: Any, context: Any) -> list[EnvEntry]:
-        return [EnvEntry(i, "MINE_VISIBLE", d.id) for i, d in enumerate(selection)
-                if d.library == "Mine"]
+        return [EnvEntry(i, "MINE_VISIBLE", d.id) for i, d in enumerate(selection) if d.library == "Mine"]
 
 
 class NoLibrary(Card):
@@ -74,8 +73,14 @@ def test_isolated_scout_holds_only_the_plugin_and_its_env() -> None:
 def test_the_fixtures_are_listed_in_a_project_without_any_conftest(tmp_path: Path) -> None:
     """`pytest --fixtures` in an empty folder shows the kit's fixtures: the entry point loads it."""
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_DISABLE_PLUGIN_AUTOLOAD"}
-    out = subprocess.run([sys.executable, "-m", "pytest", "--fixtures", "-p", "no:cacheprovider"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--fixtures", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     listed = {line.split()[0] for line in out.stdout.splitlines() if line[:1].isalpha()}
     assert set(FIXTURES) <= listed, out.stdout + out.stderr
 
@@ -89,7 +94,8 @@ def test_a_third_party_test_file_uses_the_fixtures(pytester: pytest.Pytester) ->
         def gpuscout_env():
             return {"ACME_CARDS": "2"}
     """)
-    pytester.makepyfile(test_acme=textwrap.dedent("""
+    pytester.makepyfile(
+        test_acme=textwrap.dedent("""
         from gpuscout import DeviceInfo, hookimpl
 
         class Acme:
@@ -108,14 +114,17 @@ def test_a_third_party_test_file_uses_the_fixtures(pytester: pytest.Pytester) ->
 
         def test_env_given_to_the_factory_wins(gpuscout_scout):
             assert gpuscout_scout(Acme(), env={}).discover().devices == []
-    """))
+    """)
+    )
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
 
 
 def test_importing_the_kit_loads_no_wire_format_or_logging_library() -> None:
     """pytest imports the kit in every run: it must not pull in cattrs, structlog or the wire."""
-    code = ("import sys, gpuscout.testing; print([m for m in ('cattrs', 'structlog', 'gpuscout.wire',"
-            " 'rich', 'pynvml', 'gpuscout.plugins.cuda') if m in sys.modules])")
+    code = (
+        "import sys, gpuscout.testing; print([m for m in ('cattrs', 'structlog', 'gpuscout.wire',"
+        " 'rich', 'pynvml', 'gpuscout.plugins.cuda') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
 
@@ -124,14 +133,18 @@ def test_importing_the_kit_loads_no_wire_format_or_logging_library() -> None:
 
 
 def test_the_default_env_keeps_the_real_vulkan_loader_away(
-    gpuscout_env: dict[str, str], gpuscout_scout: ScoutFactory,
+    gpuscout_env: dict[str, str],
+    gpuscout_scout: ScoutFactory,
 ) -> None:
     """The default environment is nothing of this process's, plus what each plugin declares
     keeps it from the real machine (Vulkan: a driver manifest that does not exist)."""
     assert gpuscout_env == dict(DEFAULT_ENV) == {}
     assert plugin_test_env("vulkan", "cuda", "rocm") == {
         "VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json",
-        "CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "ROCR_VISIBLE_DEVICES": ""}
+        "CUDA_VISIBLE_DEVICES": "",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "ROCR_VISIBLE_DEVICES": "",
+    }
     assert dict(gpuscout_scout("vulkan").env) == plugin_test_env("vulkan")
     assert dict(gpuscout_scout("vulkan", env={"A": "1"}).env) == {"A": "1"}
     found = gpuscout_scout("vulkan").discover(include_software=True)
@@ -143,25 +156,39 @@ def test_the_scout_holds_exactly_the_plugins_given(gpuscout_scout: ScoutFactory)
     scout = gpuscout_scout("rocm", Card(), gpuscout.plugins.metal, ("pair", NoLibrary()))
     loaded = [r.name for r in scout.reports if r.status != "disabled"]
     assert loaded == ["rocm", "Card", "gpuscout.plugins.metal", "pair"]
-    assert (dict(scout.env), scout.platform, scout.root) == (
-        {"ROCR_VISIBLE_DEVICES": ""}, "linux", "/")
+    assert (dict(scout.env), scout.platform, scout.root) == ({"ROCR_VISIBLE_DEVICES": ""}, "linux", "/")
 
 
 def test_the_scout_can_add_every_builtin(gpuscout_scout: ScoutFactory) -> None:
     """include_builtins adds the four built-ins before the plugins given."""
     scout = gpuscout_scout(injected([]), include_builtins=True)
     assert [r.name for r in scout.reports if r.status == "ok"] == [
-        "cuda", "rocm", "metal", "vulkan", "injected"]
+        "cuda",
+        "rocm",
+        "metal",
+        "vulkan",
+        "injected",
+    ]
 
 
 def test_the_scout_passes_options_through(gpuscout_scout: ScoutFactory) -> None:
     """env, platform, root and the timeouts reach the Scout; disable blocks a plugin."""
-    scout = gpuscout_scout("cuda", "rocm", env={"A": "1"}, platform="darwin", root=Path("/tmp"),
-                           enumerate_timeout=2.0, hook_timeout=0.5, disable=["rocm"])
+    scout = gpuscout_scout(
+        "cuda",
+        "rocm",
+        env={"A": "1"},
+        platform="darwin",
+        root=Path("/tmp"),
+        enumerate_timeout=2.0,
+        hook_timeout=0.5,
+        disable=["rocm"],
+    )
     assert (dict(scout.env), scout.platform, scout.root) == ({"A": "1"}, "darwin", "/tmp")
     assert (scout.enumerate_timeout, scout.hook_timeout) == (2.0, 0.5)
     assert [(r.name, r.status) for r in scout.reports if r.name in ("cuda", "rocm")] == [
-        ("cuda", "ok"), ("rocm", "disabled")]
+        ("cuda", "ok"),
+        ("rocm", "disabled"),
+    ]
 
 
 @pytest.mark.parametrize("option", ["plugins", "extra", "entry_points"])
@@ -180,15 +207,15 @@ def test_two_plugins_of_one_name_are_refused(gpuscout_scout: ScoutFactory) -> No
 
 def test_the_root_factory_writes_files_fifos_and_links(gpuscout_root: RootFactory) -> None:
     """Text, bytes, a FIFO and a symlink land below a fresh folder."""
-    root = gpuscout_root({"/sys/a/vendor": "0x1002\n", "/b": b"\xff", "/c": FIFO,
-                          "/d": Symlink("/dev/null")})
+    root = gpuscout_root({"/sys/a/vendor": "0x1002\n", "/b": b"\xff", "/c": FIFO, "/d": Symlink("/dev/null")})
     assert root.is_dir() and root != gpuscout_root()
     assert (root / "sys/a/vendor").read_text() == "0x1002\n" and (root / "b").read_bytes() == b"\xff"
     assert (root / "c").is_fifo() and os.readlink(root / "d") == "/dev/null"
 
 
-def test_the_root_factory_copies_a_tree_then_writes_over_it(gpuscout_root: RootFactory,
-                                                            gpuscout_scout: ScoutFactory) -> None:
+def test_the_root_factory_copies_a_tree_then_writes_over_it(
+    gpuscout_root: RootFactory, gpuscout_scout: ScoutFactory
+) -> None:
     """A spoiled copy of a recorded tree is what the plugin reads."""
     node = "/sys/class/kfd/kfd/topology/nodes/1/properties"
     root = gpuscout_root({node: "garbage\n"}, copy=TREES / "rx7900xtx")
@@ -199,9 +226,16 @@ def test_the_root_factory_copies_a_tree_then_writes_over_it(gpuscout_root: RootF
 
 # -- the command line ------------------------------------------------------------------------------
 
-CUDA_CARD = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
-                       uuid="GPU-aaaa1111", pci_id="0000:01:00.0", total_memory=48 * GIB,
-                       free_memory=40 * GIB, compute_major=8)
+CUDA_CARD = DeviceInfo(
+    id="GPU-aaaa1111",
+    library="CUDA",
+    filter_id="GPU-aaaa1111",
+    uuid="GPU-aaaa1111",
+    pci_id="0000:01:00.0",
+    total_memory=48 * GIB,
+    free_memory=40 * GIB,
+    compute_major=8,
+)
 
 
 def test_the_cli_runs_a_command_over_the_injected_devices(gpuscout_cli: CliRunner) -> None:
@@ -218,7 +252,8 @@ def test_the_cli_gives_the_exit_code_and_stderr(gpuscout_cli: CliRunner) -> None
 
 
 def test_the_cli_hides_the_devices_a_builtin_would_find_here(
-        gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With NVML answering for an H200, a plain Scout finds it and the kit's command does not."""
     from gpuscout.plugins.cuda import nvml
     from tests.conftest import fake_nvml
@@ -234,9 +269,19 @@ def test_the_cli_hides_the_devices_a_builtin_would_find_here(
 
 def test_the_cli_scout_sees_only_the_env_given(gpuscout_cli: CliRunner) -> None:
     """`exec` hands its command exactly ``env`` plus the selection's variables."""
-    run = gpuscout_cli(["exec", "--device", "all", "--", sys.executable, "-c",
-                        "import os, json; print(json.dumps(dict(os.environ)))"],
-                       [CUDA_CARD], env={"PATH": os.environ.get("PATH", ""), "A": "1"})
+    run = gpuscout_cli(
+        [
+            "exec",
+            "--device",
+            "all",
+            "--",
+            sys.executable,
+            "-c",
+            "import os, json; print(json.dumps(dict(os.environ)))",
+        ],
+        [CUDA_CARD],
+        env={"PATH": os.environ.get("PATH", ""), "A": "1"},
+    )
     assert run.code == 0, run.err
     seen = run.json()
     assert (seen["A"], seen["CUDA_VISIBLE_DEVICES"]) == ("1", "GPU-aaaa1111")
@@ -244,10 +289,12 @@ def test_the_cli_scout_sees_only_the_env_given(gpuscout_cli: CliRunner) -> None:
 
 
 def test_the_cli_without_builtins_holds_only_the_injected_plugin_and_those_given(
-        gpuscout_cli: CliRunner) -> None:
+    gpuscout_cli: CliRunner,
+) -> None:
     """builtins=False leaves the four built-ins out; plugins= adds objects next to the devices."""
-    run = gpuscout_cli(["plugins", "--json"], [CUDA_CARD], plugins=[Card()], builtins=False,
-                       env={"FREE": "6"})
+    run = gpuscout_cli(
+        ["plugins", "--json"], [CUDA_CARD], plugins=[Card()], builtins=False, env={"FREE": "6"}
+    )
     loaded = [p["name"] for p in run.json() if p["status"] != "disabled"]
     assert (run.code, loaded) == (0, ["injected", "Card"])
 
@@ -281,9 +328,9 @@ def test_the_cli_refuses_a_command_line_given_as_one_string(gpuscout_cli: CliRun
 def test_the_cli_example_of_the_plugin_guide_passes(pytester: pytest.Pytester) -> None:
     """docs/plugins.md's tests/test_acme_cli.py, run as a plugin author's test file, passes."""
     guide = (Path(__file__).parent.parent / "docs" / "plugins.md").read_text(encoding="utf-8")
-    after = guide[guide.index("`tests/test_acme_cli.py`"):]
-    source = after[after.index("```python\n") + len("```python\n"):]
-    pytester.makepyfile(test_acme_cli=source[:source.index("```")])
+    after = guide[guide.index("`tests/test_acme_cli.py`") :]
+    source = after[after.index("```python\n") + len("```python\n") :]
+    pytester.makepyfile(test_acme_cli=source[: source.index("```")])
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
 
 
@@ -319,8 +366,9 @@ def test_promptly_fails_a_call_that_hangs() -> None:
     assert time.monotonic() - start < 2
 
 
-@pytest.mark.parametrize(("value", "ok"), [(None, True), (0, True), (2**64 - 1, True),
-                                           (2**64, False), (-1, False)])
+@pytest.mark.parametrize(
+    ("value", "ok"), [(None, True), (0, True), (2**64 - 1, True), (2**64, False), (-1, False)]
+)
 def test_in_u64_accepts_only_what_a_kernel_counter_holds(value: int | None, ok: bool) -> None:
     """None or 0..2**64-1."""
     assert in_u64(value) is ok
@@ -376,8 +424,7 @@ class FromTheFuture(Card):
 class Twice(Card):
     @hookimpl
     def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
-        return [DeviceInfo(id="0", library="Mine"),
-                DeviceInfo(id="0", library="Mine", pci_id="0000:01:00.0")]
+        return [DeviceInfo(id="0", library="Mine"), DeviceInfo(id="0", library="Mine", pci_id="0000:01:00.0")]
 
 
 class Invisible:
@@ -393,46 +440,89 @@ class Greedy(Card):
 
 
 BAD_PLUGINS = [
-    ("misspelled hook", Misspelled(),
-     "gpuscout_enumerat is not a gpuscout hook: did you mean gpuscout_enumerate?"),
-    ("misspelled, undecorated", MisspelledUndecorated(),
-     "gpuscout_enumerat is not a gpuscout hook: did you mean gpuscout_enumerate?"),
-    ("undecorated hook", Undecorated(),
-     "gpuscout_enumerate is not decorated with gpuscout.hookimpl: pluggy never calls it"),
+    (
+        "misspelled hook",
+        Misspelled(),
+        "gpuscout_enumerat is not a gpuscout hook: did you mean gpuscout_enumerate?",
+    ),
+    (
+        "misspelled, undecorated",
+        MisspelledUndecorated(),
+        "gpuscout_enumerat is not a gpuscout hook: did you mean gpuscout_enumerate?",
+    ),
+    (
+        "undecorated hook",
+        Undecorated(),
+        "gpuscout_enumerate is not decorated with gpuscout.hookimpl: pluggy never calls it",
+    ),
     ("no hooks", object(), "implements no gpuscout hook"),
     ("later API", FromTheFuture(), "GPUSCOUT_API_VERSION: written for gpuscout hook API 99"),
-    ("enumerate answers a dict", _with(Card, "gpuscout_enumerate", "context", {"a": 1}),
-     "failed: gpuscout_enumerate: returned dict, expected a list of DeviceInfo"),
-    ("flash attention answers a str", _with(Card, "gpuscout_flash_attention", "device", "yes"),
-     "gpuscout_flash_attention: returned str 'yes', expected bool or None (device '0')"),
-    ("negative minimum memory", _with(Card, "gpuscout_minimum_memory", "device", -1),
-     "gpuscout_minimum_memory: returned int -1, expected a non-negative int or None (device '0')"),
-    ("preference answers an int", _with(Card, "gpuscout_preferred_library", "device, other", 1),
-     "gpuscout_preferred_library: returned int 1, expected bool or None (devices '0' and '0')"),
-    ("init env of ints", _with(Card, "gpuscout_validate_init", "device, context", {"A": 1}),
-     "gpuscout_validate_init: returned dict {'A': 1}, expected a str->str mapping or None"),
-    ("visible env of the wrong shape",
-     _with(Card, "gpuscout_visible_env", "selection, context", [("0", "A", "B")]),
-     "gpuscout_visible_env: returned list [('0', 'A', 'B')], expected a list of EnvEntry or None"),
-    ("isolate env as a list", _with(Card, "gpuscout_isolate_env", "selection, env, context", ["x"]),
-     "gpuscout_isolate_env: returned list ['x'], expected a str->str mapping or None"),
-    ("refresh of strings", _with(Card, "gpuscout_refresh", "devices, context", ["x"]),
-     "gpuscout_refresh: returned list ['x'], expected a list of DeviceInfo (devices '0')"),
-    ("unhashable duplicate key", _with(Card, "gpuscout_duplicate_key", "device", []),
-     "gpuscout_duplicate_key: returned list [], expected a hashable key or None (device '0')"),
-    ("duplicate answer as a str", _with(Card, "gpuscout_is_duplicate", "a, b", "no"),
-     "gpuscout_is_duplicate: returned str 'no', expected bool or None (devices '0' and '0')"),
+    (
+        "enumerate answers a dict",
+        _with(Card, "gpuscout_enumerate", "context", {"a": 1}),
+        "failed: gpuscout_enumerate: returned dict, expected a list of DeviceInfo",
+    ),
+    (
+        "flash attention answers a str",
+        _with(Card, "gpuscout_flash_attention", "device", "yes"),
+        "gpuscout_flash_attention: returned str 'yes', expected bool or None (device '0')",
+    ),
+    (
+        "negative minimum memory",
+        _with(Card, "gpuscout_minimum_memory", "device", -1),
+        "gpuscout_minimum_memory: returned int -1, expected a non-negative int or None (device '0')",
+    ),
+    (
+        "preference answers an int",
+        _with(Card, "gpuscout_preferred_library", "device, other", 1),
+        "gpuscout_preferred_library: returned int 1, expected bool or None (devices '0' and '0')",
+    ),
+    (
+        "init env of ints",
+        _with(Card, "gpuscout_validate_init", "device, context", {"A": 1}),
+        "gpuscout_validate_init: returned dict {'A': 1}, expected a str->str mapping or None",
+    ),
+    (
+        "visible env of the wrong shape",
+        _with(Card, "gpuscout_visible_env", "selection, context", [("0", "A", "B")]),
+        "gpuscout_visible_env: returned list [('0', 'A', 'B')], expected a list of EnvEntry or None",
+    ),
+    (
+        "isolate env as a list",
+        _with(Card, "gpuscout_isolate_env", "selection, env, context", ["x"]),
+        "gpuscout_isolate_env: returned list ['x'], expected a str->str mapping or None",
+    ),
+    (
+        "refresh of strings",
+        _with(Card, "gpuscout_refresh", "devices, context", ["x"]),
+        "gpuscout_refresh: returned list ['x'], expected a list of DeviceInfo (devices '0')",
+    ),
+    (
+        "unhashable duplicate key",
+        _with(Card, "gpuscout_duplicate_key", "device", []),
+        "gpuscout_duplicate_key: returned list [], expected a hashable key or None (device '0')",
+    ),
+    (
+        "duplicate answer as a str",
+        _with(Card, "gpuscout_is_duplicate", "a, b", "no"),
+        "gpuscout_is_duplicate: returned str 'no', expected bool or None (devices '0' and '0')",
+    ),
     ("one DeviceID twice", Twice(), "device '0' of library 'Mine' is reported 2 times"),
-    ("devices without visible_env", Invisible(),
-     "reports devices but does not implement gpuscout_visible_env: `gpuscout env` and "
-     "`gpuscout exec` cannot select its devices"),
-    ("answers for other libraries", Greedy(),
-     "gpuscout_flash_attention answers True about a device of library 'gpuscout-check-foreign'"),
+    (
+        "devices without visible_env",
+        Invisible(),
+        "reports devices but does not implement gpuscout_visible_env: `gpuscout env` and "
+        "`gpuscout exec` cannot select its devices",
+    ),
+    (
+        "answers for other libraries",
+        Greedy(),
+        "gpuscout_flash_attention answers True about a device of library 'gpuscout-check-foreign'",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("plugin", "problem"), [c[1:] for c in BAD_PLUGINS],
-                         ids=[c[0] for c in BAD_PLUGINS])
+@pytest.mark.parametrize(("plugin", "problem"), [c[1:] for c in BAD_PLUGINS], ids=[c[0] for c in BAD_PLUGINS])
 def test_check_plugin_names_each_problem(plugin: Any, problem: str) -> None:
     """Each kind of misbehaviour is one message naming the hook or the device."""
     problems = check_plugin(plugin)
@@ -445,8 +535,9 @@ def test_check_plugin_names_a_record_the_wire_format_changes(monkeypatch: pytest
 
     real = gpuscout.wire.to_json
     monkeypatch.setattr(gpuscout.wire, "to_json", lambda obj: real(obj.evolve(description="")))
-    card = _with(Card, "gpuscout_enumerate", "context",
-                 [DeviceInfo(id="0", library="Mine", description="Acme")])
+    card = _with(
+        Card, "gpuscout_enumerate", "context", [DeviceInfo(id="0", library="Mine", description="Acme")]
+    )
     assert check_plugin(card) == ["device '0' does not survive the wire format"]
 
 
@@ -455,12 +546,15 @@ def test_a_misspelled_hook_on_a_module_gets_a_suggestion() -> None:
     module = types.ModuleType("acme_backend")
     module.gpuscout_minimum_memroy = hookimpl(lambda device: None)  # type: ignore[attr-defined]
     assert check_plugin(module)[0] == (
-        "gpuscout_minimum_memroy is not a gpuscout hook: did you mean gpuscout_minimum_memory?")
+        "gpuscout_minimum_memroy is not a gpuscout hook: did you mean gpuscout_minimum_memory?"
+    )
 
 
-@pytest.mark.parametrize("module", [gpuscout.plugins.cuda, gpuscout.plugins.rocm,
-                                    gpuscout.plugins.metal, gpuscout.plugins.vulkan],
-                         ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "module",
+    [gpuscout.plugins.cuda, gpuscout.plugins.rocm, gpuscout.plugins.metal, gpuscout.plugins.vulkan],
+    ids=lambda m: m.__name__,
+)
 def test_check_plugin_accepts_the_builtins_finding_nothing(module: Any, tmp_path: Path) -> None:
     """Each built-in over an empty root, without drivers, has no problems."""
     assert check_plugin(module, env=plugin_test_env(module), root=tmp_path) == []

@@ -13,8 +13,12 @@ from gpuscout.results import Discovery
 from gpuscout.sizes import GIB
 
 USED = DeviceInfo(id="0", library="Vulkan", integrated=True, free_memory=4 * GIB)
-UNUSED = DeviceInfo(id="1", library="Vulkan", free_memory=24 * GIB,
-                    unused_reason="not in ggml-vulkan's default device set: no 16-bit storage")
+UNUSED = DeviceInfo(
+    id="1",
+    library="Vulkan",
+    free_memory=24 * GIB,
+    unused_reason="not in ggml-vulkan's default device set: no 16-bit storage",
+)
 
 
 def test_an_unused_device_ranks_after_every_used_one_whatever_its_memory() -> None:

@@ -49,8 +49,8 @@ BAD = [
 @pytest.mark.parametrize("library", ["CUDA", "ROCm", "Vulkan", "Acme"])
 @pytest.mark.parametrize(("id", "filter_id", "field", "why"), BAD)
 def test_a_plugin_device_with_an_unusable_visibility_id_fails_that_plugin(
-        gpuscout_scout: ScoutFactory, library: str, id: str, filter_id: str, field: str,
-        why: str) -> None:
+    gpuscout_scout: ScoutFactory, library: str, id: str, filter_id: str, field: str, why: str
+) -> None:
     """A plugin's device whose id or filter_id is empty or holds ',' fails it, naming the field."""
     bad = DeviceInfo(id=id, library=library, filter_id=filter_id)
     s = gpuscout_scout(("liar", Reports(bad)), ("good", Reports(GOOD)))
@@ -60,8 +60,7 @@ def test_a_plugin_device_with_an_unusable_visibility_id_fails_that_plugin(
     assert status(s, "good") == ("ok", "")
 
 
-def test_the_bad_device_is_named_by_its_index_in_the_answer(
-        gpuscout_scout: ScoutFactory) -> None:
+def test_the_bad_device_is_named_by_its_index_in_the_answer(gpuscout_scout: ScoutFactory) -> None:
     """The failure points at the device of the answer that is bad, not the first one."""
     bad = DeviceInfo(id="a,b", library="CUDA")
     s = gpuscout_scout(("liar", Reports(GOOD, bad)))
@@ -78,8 +77,8 @@ def test_a_record_constructor_accepts_any_id() -> None:
 @pytest.mark.parametrize("library", ["CUDA", "ROCm", "Vulkan"])
 @pytest.mark.parametrize(("id", "filter_id", "field", "why"), BAD)
 def test_visible_env_refuses_a_hand_built_device_with_an_unusable_id(
-        scout_with: Callable[..., Scout], library: str, id: str, filter_id: str, field: str,
-        why: str) -> None:
+    scout_with: Callable[..., Scout], library: str, id: str, filter_id: str, field: str, why: str
+) -> None:
     """visible_env raises GpuscoutError naming the device, the field and why."""
     bad = DeviceInfo(id=id, library=library, filter_id=filter_id)
     with pytest.raises(GpuscoutError) as exc:
@@ -97,10 +96,12 @@ def test_the_env_command_path_refuses_such_a_device(scout_with: Callable[..., Sc
             selection_env(scout_with(), [bad], isolate=isolate)
 
 
-@pytest.mark.parametrize("token", ["GPU-'a'", 'GPU-"a"', "$(touch /tmp/x)", "`id`", "a b",
-                                   "GPU-a;rm -rf /", "\\x", "a=b"])
+@pytest.mark.parametrize(
+    "token", ["GPU-'a'", 'GPU-"a"', "$(touch /tmp/x)", "`id`", "a b", "GPU-a;rm -rf /", "\\x", "a=b"]
+)
 def test_an_id_full_of_shell_syntax_is_still_made_visible(
-        scout_with: Callable[..., Scout], gpuscout_scout: ScoutFactory, token: str) -> None:
+    scout_with: Callable[..., Scout], gpuscout_scout: ScoutFactory, token: str
+) -> None:
     """Only the separator and an empty id are refused: quotes and $() pass and are quoted."""
     device = DeviceInfo(id=token, library="CUDA", filter_id=token)
     assert scout_with().visible_env([device]) == {"CUDA_VISIBLE_DEVICES": token}

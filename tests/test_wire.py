@@ -39,10 +39,23 @@ RUNNER_INFO = """[
 ]"""
 
 FULL = DeviceInfo(
-    id="GPU-1", library="CUDA", name="CUDA0", description="NVIDIA H100", filter_id="GPU-1",
-    integrated=True, pci_id="0000:01:00.0", total_memory=80, free_memory=70, compute_major=9,
-    compute_minor=0, driver_major=12, driver_minor=4, nvidia_driver_major=580,
-    gfx_target="gfx942", library_path=["/a"], runner_env_overrides={"K": "V"},
+    id="GPU-1",
+    library="CUDA",
+    name="CUDA0",
+    description="NVIDIA H100",
+    filter_id="GPU-1",
+    integrated=True,
+    pci_id="0000:01:00.0",
+    total_memory=80,
+    free_memory=70,
+    compute_major=9,
+    compute_minor=0,
+    driver_major=12,
+    driver_minor=4,
+    nvidia_driver_major=580,
+    gfx_target="gfx942",
+    library_path=["/a"],
+    runner_env_overrides={"K": "V"},
 )
 
 
@@ -60,16 +73,35 @@ def test_a_runner_info_reply_reads_into_records() -> None:
 def test_all_keys_are_written_in_the_runner_order() -> None:
     """A full record writes exactly the wire keys, in Go's field order."""
     assert list(json.loads(to_json(FULL))) == [
-        "id", "backend", "name", "description", "filter_id", "integration", "pci_id",
-        "total_memory", "free_memory", "ComputeMajor", "ComputeMinor", "driver_major",
-        "driver_minor", "gfx_target", "LibraryPath"]
+        "id",
+        "backend",
+        "name",
+        "description",
+        "filter_id",
+        "integration",
+        "pci_id",
+        "total_memory",
+        "free_memory",
+        "ComputeMajor",
+        "ComputeMinor",
+        "driver_major",
+        "driver_minor",
+        "gfx_target",
+        "LibraryPath",
+    ]
 
 
 def test_empty_fields_are_omitted_as_go_does() -> None:
     """Starred keys vanish when empty; LibraryPath is null; the rest always appear."""
     assert json.loads(to_json(DeviceInfo())) == {
-        "id": "", "name": "", "description": "", "total_memory": 0, "ComputeMajor": 0,
-        "ComputeMinor": 0, "LibraryPath": None}
+        "id": "",
+        "name": "",
+        "description": "",
+        "total_memory": 0,
+        "ComputeMajor": 0,
+        "ComputeMinor": 0,
+        "LibraryPath": None,
+    }
 
 
 def test_internal_fields_never_reach_the_wire() -> None:
@@ -86,22 +118,23 @@ def test_extra_fields_appear_only_when_set() -> None:
 
 def test_a_full_record_round_trips_without_internal_fields() -> None:
     """Reading what was written gives the record back, less the never-serialized fields."""
-    assert from_json(to_json(FULL), DeviceInfo) == FULL.evolve(
-        nvidia_driver_major=0, runner_env_overrides={})
+    assert from_json(to_json(FULL), DeviceInfo) == FULL.evolve(nvidia_driver_major=0, runner_env_overrides={})
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('[{"id":"a"},{"id":"b"},{"total_memory":"abc"}]',
-     "[2].total_memory: expected int, got 'abc'"),
-    ('[{"ComputeMajor":1.5}]', "[0].ComputeMajor: expected int, got 1.5"),
-    ('[{"integration":"yes"}]', "[0].integration: expected bool, got 'yes'"),
-    ('[{"LibraryPath":["/a", 3]}]', "[0].LibraryPath: expected str, got 3"),
-    ('[{"id": 7}]', "[0].id: expected str, got 7"),
-    ('{"id":"x"}', "$: expected list, got dict"),
-    ("[1]", "[0]: expected object, got 1"),
-    ('[{"free_memory":-1}]', "free_memory must be >= 0"),
-    ("[{", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[{"id":"a"},{"id":"b"},{"total_memory":"abc"}]', "[2].total_memory: expected int, got 'abc'"),
+        ('[{"ComputeMajor":1.5}]', "[0].ComputeMajor: expected int, got 1.5"),
+        ('[{"integration":"yes"}]', "[0].integration: expected bool, got 'yes'"),
+        ('[{"LibraryPath":["/a", 3]}]', "[0].LibraryPath: expected str, got 3"),
+        ('[{"id": 7}]', "[0].id: expected str, got 7"),
+        ('{"id":"x"}', "$: expected list, got dict"),
+        ("[1]", "[0]: expected object, got 1"),
+        ('[{"free_memory":-1}]', "free_memory must be >= 0"),
+        ("[{", "not valid JSON"),
+    ],
+)
 def test_bad_input_names_the_path_and_problem(text: str, message: str) -> None:
     """Malformed input raises GpuscoutError naming where and what."""
     with pytest.raises(GpuscoutError) as err:
@@ -117,19 +150,27 @@ def test_device_id_wire_keys() -> None:
 
 def test_system_info_omits_zeros() -> None:
     """SystemInfo keys are omitted when zero, as the seed's omitempty."""
-    assert to_json(SystemInfo(total_memory=8, free_memory=4)) == (
-        '{"total_memory":8,"free_memory":4}')
+    assert to_json(SystemInfo(total_memory=8, free_memory=4)) == ('{"total_memory":8,"free_memory":4}')
     assert from_json("{}", SystemInfo) == SystemInfo()
 
 
 def test_memory_records_use_the_seed_keys() -> None:
     """BackendMemory and DeviceMemory write the seed's exported Go names."""
-    memory = BackendMemory(input_weights=1, cpu=DeviceMemory(id="cpu", name="CPU", weights=[2]),
-                           gpus=[DeviceMemory(id="0", library="CUDA", name="CUDA0", graph=3)])
+    memory = BackendMemory(
+        input_weights=1,
+        cpu=DeviceMemory(id="cpu", name="CPU", weights=[2]),
+        gpus=[DeviceMemory(id="0", library="CUDA", name="CUDA0", graph=3)],
+    )
     data = json.loads(to_json(memory))
     assert list(data) == ["InputWeights", "CPU", "GPUs"]
-    assert data["GPUs"][0] == {"id": "0", "backend": "CUDA", "Name": "CUDA0", "Weights": None,
-                               "Cache": None, "Graph": 3}
+    assert data["GPUs"][0] == {
+        "id": "0",
+        "backend": "CUDA",
+        "Name": "CUDA0",
+        "Weights": None,
+        "Cache": None,
+        "Graph": 3,
+    }
     assert from_json(to_json(memory), BackendMemory) == memory
 
 
@@ -145,12 +186,28 @@ names = st.text(max_size=12)
 sizes = st.integers(min_value=0, max_value=2**64 - 1)
 
 
-@given(st.builds(DeviceInfo, id=names, library=names, name=names, description=names,
-                 filter_id=names, integrated=st.booleans(), pci_id=names, total_memory=sizes,
-                 free_memory=sizes, compute_major=st.integers(-1, 20),
-                 compute_minor=st.integers(-1, 20), driver_major=st.integers(0, 999),
-                 gfx_target=names, library_path=st.lists(names, max_size=3), uuid=names,
-                 software=st.booleans(), max_allocation=sizes))
+@given(
+    st.builds(
+        DeviceInfo,
+        id=names,
+        library=names,
+        name=names,
+        description=names,
+        filter_id=names,
+        integrated=st.booleans(),
+        pci_id=names,
+        total_memory=sizes,
+        free_memory=sizes,
+        compute_major=st.integers(-1, 20),
+        compute_minor=st.integers(-1, 20),
+        driver_major=st.integers(0, 999),
+        gfx_target=names,
+        library_path=st.lists(names, max_size=3),
+        uuid=names,
+        software=st.booleans(),
+        max_allocation=sizes,
+    )
+)
 def test_any_record_round_trips(device: DeviceInfo) -> None:
     """Every serializable record reads back equal."""
     assert from_json(to_json([device]), list[DeviceInfo]) == [device]
@@ -162,8 +219,7 @@ def test_a_discovery_serializes_as_the_cli_document() -> None:
 
     found = Discovery(
         devices=[DeviceInfo(id="GPU-1", library="CUDA", total_memory=8)],
-        dropped=[Dropped(DeviceInfo(id="0", library="Vulkan"), "duplicate",
-                         DeviceID("GPU-1", "CUDA"))],
+        dropped=[Dropped(DeviceInfo(id="0", library="Vulkan"), "duplicate", DeviceID("GPU-1", "CUDA"))],
         system=SystemInfo(total_memory=16),
         plugins=[PluginReport(name="cuda", devices=1, elapsed=0.0012345)],
     )
@@ -171,24 +227,60 @@ def test_a_discovery_serializes_as_the_cli_document() -> None:
     assert list(doc) == ["devices", "dropped", "system", "plugins"]
     assert doc["system"] == {"total_memory": 16, "free_memory": 0, "free_swap": 0}
     assert doc["dropped"][0]["duplicate_of"] == {"id": "GPU-1", "backend": "CUDA"}
-    assert doc["plugins"][0] == {"name": "cuda", "version": "", "distribution": "",
-                                 "hooks": [], "status": "ok", "error": "", "note": "", "devices": 1,
-                                 "elapsed_ms": 1.234}
+    assert doc["plugins"][0] == {
+        "name": "cuda",
+        "version": "",
+        "distribution": "",
+        "hooks": [],
+        "status": "ok",
+        "error": "",
+        "note": "",
+        "devices": 1,
+        "elapsed_ms": 1.234,
+    }
 
 
-H100 = DeviceInfo(id="GPU-1111", library="CUDA", name="CUDA0", description="NVIDIA H100 80GB HBM3",
-                  pci_id="0000:19:00.0", total_memory=80 * GIB, free_memory=79 * GIB,
-                  compute_major=9)
-VK_H100 = DeviceInfo(id="0", filter_id="0", library="Vulkan", description="NVIDIA H100 80GB HBM3",
-                     pci_id="0000:19:00.0", total_memory=80 * GIB, free_memory=79 * GIB)
-RTX = DeviceInfo(id="GPU-aaaa", library="CUDA", name="CUDA1", description="NVIDIA GeForce RTX 4090",
-                 total_memory=24 * GIB, free_memory=23 * GIB, compute_major=8, compute_minor=9)
-LAVAPIPE = DeviceInfo(id="4", filter_id="5", library="Vulkan", description="llvmpipe",
-                      software=True, total_memory=2 * GIB, free_memory=2 * GIB)
+H100 = DeviceInfo(
+    id="GPU-1111",
+    library="CUDA",
+    name="CUDA0",
+    description="NVIDIA H100 80GB HBM3",
+    pci_id="0000:19:00.0",
+    total_memory=80 * GIB,
+    free_memory=79 * GIB,
+    compute_major=9,
+)
+VK_H100 = DeviceInfo(
+    id="0",
+    filter_id="0",
+    library="Vulkan",
+    description="NVIDIA H100 80GB HBM3",
+    pci_id="0000:19:00.0",
+    total_memory=80 * GIB,
+    free_memory=79 * GIB,
+)
+RTX = DeviceInfo(
+    id="GPU-aaaa",
+    library="CUDA",
+    name="CUDA1",
+    description="NVIDIA GeForce RTX 4090",
+    total_memory=24 * GIB,
+    free_memory=23 * GIB,
+    compute_major=8,
+    compute_minor=9,
+)
+LAVAPIPE = DeviceInfo(
+    id="4",
+    filter_id="5",
+    library="Vulkan",
+    description="llvmpipe",
+    software=True,
+    total_memory=2 * GIB,
+    free_memory=2 * GIB,
+)
 
 
-def test_a_list_json_document_reads_back_into_the_discovery(
-        scout_with: Callable[..., Scout]) -> None:
+def test_a_list_json_document_reads_back_into_the_discovery(scout_with: Callable[..., Scout]) -> None:
     """``from_json(to_json(found), Discovery)`` is ``found``, but for the two times the document
     does not carry exactly: the discovery's own ``elapsed`` (not on it: reads as 0.0) and each
     plugin's ``elapsed`` (written as ms rounded to 3 decimals: read back to the microsecond)."""
@@ -206,10 +298,13 @@ def test_a_list_json_document_reads_back_into_the_discovery(
 
 def test_a_listing_with_explain_reads_and_bad_parts_name_their_path() -> None:
     """The ``explain`` key is ignored; a bad value deep in the document names its path."""
-    doc = {"devices": [json.loads(to_json(FULL))], "dropped": [], "system": {
-        "total_memory": 1, "free_memory": 0, "free_swap": 0}, "plugins": [
-        {"name": "cuda", "hooks": ["gpuscout_enumerate"], "status": "ok", "elapsed_ms": 1.5}],
-        "explain": {"criteria": []}}
+    doc = {
+        "devices": [json.loads(to_json(FULL))],
+        "dropped": [],
+        "system": {"total_memory": 1, "free_memory": 0, "free_swap": 0},
+        "plugins": [{"name": "cuda", "hooks": ["gpuscout_enumerate"], "status": "ok", "elapsed_ms": 1.5}],
+        "explain": {"criteria": []},
+    }
     found: Discovery = from_json(json.dumps(doc), Discovery)
     assert found.plugins[0].elapsed == 0.0015 and found.plugins[0].status is PluginStatus.OK
     assert found.devices[0].id == FULL.id and found.dropped == [] and found.elapsed == 0.0

@@ -26,18 +26,59 @@ from gpuscout import (
 )
 from gpuscout.wire import MAX_JSON_DEPTH, MAX_JSON_SIZE
 
-TARGETS: list[Any] = [list[DeviceInfo], DeviceInfo, GPULayers, list[GPULayers], BackendMemory,
-                      DeviceMemory, list[DeviceMemory], SystemInfo, DeviceID]
-WIRE_KEYS = ["id", "backend", "name", "description", "filter_id", "integration", "pci_id",
-             "total_memory", "free_memory", "ComputeMajor", "ComputeMinor", "driver_major",
-             "driver_minor", "gfx_target", "LibraryPath", "Layers", "Name", "Weights", "Cache",
-             "Graph", "InputWeights", "CPU", "GPUs", "free_swap", "uuid", "software"]
-SCALARS = (st.none() | st.booleans() | st.integers() | st.integers(-(2**70), 2**70)
-           | st.floats() | st.text(max_size=8))
+TARGETS: list[Any] = [
+    list[DeviceInfo],
+    DeviceInfo,
+    GPULayers,
+    list[GPULayers],
+    BackendMemory,
+    DeviceMemory,
+    list[DeviceMemory],
+    SystemInfo,
+    DeviceID,
+]
+WIRE_KEYS = [
+    "id",
+    "backend",
+    "name",
+    "description",
+    "filter_id",
+    "integration",
+    "pci_id",
+    "total_memory",
+    "free_memory",
+    "ComputeMajor",
+    "ComputeMinor",
+    "driver_major",
+    "driver_minor",
+    "gfx_target",
+    "LibraryPath",
+    "Layers",
+    "Name",
+    "Weights",
+    "Cache",
+    "Graph",
+    "InputWeights",
+    "CPU",
+    "GPUs",
+    "free_swap",
+    "uuid",
+    "software",
+]
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(-(2**70), 2**70)
+    | st.floats()
+    | st.text(max_size=8)
+)
 JSON_VALUES = st.recursive(
     SCALARS,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.sampled_from(WIRE_KEYS) | st.text(max_size=4), inner, max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(WIRE_KEYS) | st.text(max_size=4), inner, max_size=6)
+    ),
     max_leaves=30,
 )
 
@@ -51,13 +92,24 @@ def read(text: Any, cls: Any) -> Any | None:
 
 
 #: The DeviceInfo wire keys and how each reads (the seed's JSON tags; Go's null is the zero value).
-TEXT_KEYS = {"id": "id", "backend": "library", "name": "name", "description": "description",
-             "filter_id": "filter_id", "pci_id": "pci_id", "gfx_target": "gfx_target",
-             "uuid": "uuid"}
+TEXT_KEYS = {
+    "id": "id",
+    "backend": "library",
+    "name": "name",
+    "description": "description",
+    "filter_id": "filter_id",
+    "pci_id": "pci_id",
+    "gfx_target": "gfx_target",
+    "uuid": "uuid",
+}
 FLAG_KEYS = {"integration": "integrated", "software": "software"}
 SIZE_KEYS = {"total_memory": "total_memory", "free_memory": "free_memory"}
-NUMBER_KEYS = {"ComputeMajor": "compute_major", "ComputeMinor": "compute_minor",
-               "driver_major": "driver_major", "driver_minor": "driver_minor"}
+NUMBER_KEYS = {
+    "ComputeMajor": "compute_major",
+    "ComputeMinor": "compute_minor",
+    "driver_major": "driver_major",
+    "driver_minor": "driver_minor",
+}
 RECORD_TARGETS = [DeviceInfo, GPULayers, BackendMemory, DeviceMemory, SystemInfo, DeviceID]
 LIST_TARGETS = [list[DeviceInfo], list[GPULayers], list[DeviceMemory]]
 
@@ -151,27 +203,37 @@ def test_any_json_value_reads_or_raises_a_gpuscout_error(value: Any, cls: Any) -
 
 
 @settings(max_examples=300)
-@given(items=st.lists(st.dictionaries(st.sampled_from(WIRE_KEYS), JSON_VALUES, max_size=8),
-                      max_size=3))
+@given(items=st.lists(st.dictionaries(st.sampled_from(WIRE_KEYS), JSON_VALUES, max_size=8), max_size=3))
 def test_record_shaped_json_reads_or_raises_a_gpuscout_error(items: list[dict[str, Any]]) -> None:
     """Arrays of objects with the real wire keys and arbitrary values read as the reference
     reads them, or fail cleanly exactly when the reference refuses them."""
     assert read(json.dumps(items), list[DeviceInfo]) == expected_devices(items)
 
 
-SCALAR_FOR = {"id": st.text(max_size=6), "backend": st.sampled_from(["CUDA", "ROCm", ""]),
-              "integration": st.booleans(), "total_memory": st.integers(0, 2**63 - 1),
-              "free_memory": st.integers(0, 2**63 - 1), "ComputeMajor": st.integers(-5, 5),
-              "driver_major": st.integers(-(2**63), 2**64 - 1), "LibraryPath": st.lists(
-                  st.text(max_size=6), max_size=3), "uuid": st.text(max_size=6),
-              "software": st.booleans()}
+SCALAR_FOR = {
+    "id": st.text(max_size=6),
+    "backend": st.sampled_from(["CUDA", "ROCm", ""]),
+    "integration": st.booleans(),
+    "total_memory": st.integers(0, 2**63 - 1),
+    "free_memory": st.integers(0, 2**63 - 1),
+    "ComputeMajor": st.integers(-5, 5),
+    "driver_major": st.integers(-(2**63), 2**64 - 1),
+    "LibraryPath": st.lists(st.text(max_size=6), max_size=3),
+    "uuid": st.text(max_size=6),
+    "software": st.booleans(),
+}
 
 
 @settings(max_examples=300)
-@given(items=st.lists(st.fixed_dictionaries({}, optional={
-    key: st.none() | strategy | SCALARS for key, strategy in SCALAR_FOR.items()}), max_size=3))
-def test_mostly_well_typed_devices_read_as_the_reference_reads_them(
-        items: list[dict[str, Any]]) -> None:
+@given(
+    items=st.lists(
+        st.fixed_dictionaries(
+            {}, optional={key: st.none() | strategy | SCALARS for key, strategy in SCALAR_FOR.items()}
+        ),
+        max_size=3,
+    )
+)
+def test_mostly_well_typed_devices_read_as_the_reference_reads_them(items: list[dict[str, Any]]) -> None:
     """Objects whose values are mostly of the right type (so that many read): the devices read
     equal the reference's, field by field, and the rest are refused exactly when it refuses."""
     assert read(json.dumps(items), list[DeviceInfo]) == expected_devices(items)
@@ -212,11 +274,16 @@ TRICKY_TEXT = st.text(st.sampled_from('[]{}"\\/x\u00e9'), max_size=8)
 
 
 @settings(max_examples=300)
-@given(depth=st.integers(1, 2 * MAX_JSON_DEPTH), leaf=TRICKY_TEXT,
-       wrappers=st.lists(st.tuples(st.booleans(), TRICKY_TEXT), min_size=2 * MAX_JSON_DEPTH,
-                         max_size=2 * MAX_JSON_DEPTH))
+@given(
+    depth=st.integers(1, 2 * MAX_JSON_DEPTH),
+    leaf=TRICKY_TEXT,
+    wrappers=st.lists(
+        st.tuples(st.booleans(), TRICKY_TEXT), min_size=2 * MAX_JSON_DEPTH, max_size=2 * MAX_JSON_DEPTH
+    ),
+)
 def test_the_depth_check_counts_only_real_nesting(
-        depth: int, leaf: str, wrappers: list[tuple[bool, str]]) -> None:
+    depth: int, leaf: str, wrappers: list[tuple[bool, str]]
+) -> None:
     """A value nested exactly `depth` deep, strings full of brackets, quotes and backslashes
     around it, is refused for depth iff `depth` passes the limit."""
     value: Any = leaf
@@ -236,10 +303,14 @@ def test_text_over_the_size_limit_is_refused_naming_its_size() -> None:
         from_json(b" " * (MAX_JSON_SIZE + 1), list[DeviceInfo])
 
 
-@pytest.mark.parametrize(("data", "where"), [
-    (b'[{"id":"\xff"}]', "at byte 8"), ('[]'.encode("utf-16"), "at byte 0"),
-    (b'[{"id":"\xed\xa0\x80"}]', "at byte 8"),
-])
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        (b'[{"id":"\xff"}]', "at byte 8"),
+        ("[]".encode("utf-16"), "at byte 0"),
+        (b'[{"id":"\xed\xa0\x80"}]', "at byte 8"),
+    ],
+)
 def test_bytes_that_are_not_utf8_are_refused(data: bytes, where: str) -> None:
     """Invalid UTF-8 (UTF-16, lone surrogates encoded) is a GpuscoutError saying where."""
     with pytest.raises(GpuscoutError, match=f"not UTF-8 {where}"):
@@ -251,9 +322,23 @@ def test_utf8_bytes_with_a_bom_read_as_before() -> None:
     assert from_json(b'\xef\xbb\xbf[{"id":"x"}]', list[DeviceInfo]) == [DeviceInfo(id="x")]
 
 
-@pytest.mark.parametrize("cls", [int, str, dict, list, list[int], list[str], "DeviceInfo",
-                                 GenericAlias(list, (DeviceInfo, int)), [DeviceInfo], {}, None,
-                                 tuple[DeviceInfo]])
+@pytest.mark.parametrize(
+    "cls",
+    [
+        int,
+        str,
+        dict,
+        list,
+        list[int],
+        list[str],
+        "DeviceInfo",
+        GenericAlias(list, (DeviceInfo, int)),
+        [DeviceInfo],
+        {},
+        None,
+        tuple[DeviceInfo],
+    ],
+)
 def test_a_target_that_is_not_a_wire_type_is_refused(cls: Any) -> None:
     """Only wire records and lists of one can be read; anything else is a GpuscoutError."""
     with pytest.raises(GpuscoutError, match="expected a wire record type"):
@@ -288,19 +373,42 @@ def test_a_huge_bad_value_gives_a_short_message() -> None:
 
 texts = st.text(max_size=16)
 ints = st.integers(min_value=0, max_value=2**64 - 1)
-memories = st.builds(DeviceMemory, id=texts, library=texts, name=texts,
-                     weights=st.lists(ints, max_size=3), cache=st.lists(ints, max_size=3),
-                     graph=ints)
+memories = st.builds(
+    DeviceMemory,
+    id=texts,
+    library=texts,
+    name=texts,
+    weights=st.lists(ints, max_size=3),
+    cache=st.lists(ints, max_size=3),
+    graph=ints,
+)
 
 
 @settings(max_examples=200)
-@given(device=st.builds(DeviceInfo, id=texts, library=texts, name=texts, description=texts,
-                        filter_id=texts, integrated=st.booleans(), pci_id=texts,
-                        total_memory=ints, free_memory=ints, compute_major=st.integers(-1, 2**31),
-                        compute_minor=st.integers(-1, 2**31), driver_major=ints,
-                        driver_minor=ints, gfx_target=texts, library_path=st.lists(texts),
-                        uuid=texts, free_memory_unknown=st.booleans(), software=st.booleans(),
-                        max_allocation=ints))
+@given(
+    device=st.builds(
+        DeviceInfo,
+        id=texts,
+        library=texts,
+        name=texts,
+        description=texts,
+        filter_id=texts,
+        integrated=st.booleans(),
+        pci_id=texts,
+        total_memory=ints,
+        free_memory=ints,
+        compute_major=st.integers(-1, 2**31),
+        compute_minor=st.integers(-1, 2**31),
+        driver_major=ints,
+        driver_minor=ints,
+        gfx_target=texts,
+        library_path=st.lists(texts),
+        uuid=texts,
+        free_memory_unknown=st.booleans(),
+        software=st.booleans(),
+        max_allocation=ints,
+    )
+)
 def test_a_device_with_any_text_round_trips(device: DeviceInfo) -> None:
     """Any unicode (lone surrogates included) in every field reads back equal, alone and in a list."""
     assert from_json(to_json(device), DeviceInfo) == device
@@ -308,17 +416,19 @@ def test_a_device_with_any_text_round_trips(device: DeviceInfo) -> None:
 
 
 @settings(max_examples=100)
-@given(memory=st.builds(BackendMemory, input_weights=ints, cpu=memories,
-                        gpus=st.lists(memories, max_size=3)))
+@given(memory=st.builds(BackendMemory, input_weights=ints, cpu=memories, gpus=st.lists(memories, max_size=3)))
 def test_backend_memory_round_trips(memory: BackendMemory) -> None:
     """BackendMemory with nested DeviceMemory records reads back equal."""
     assert from_json(to_json(memory), BackendMemory) == memory
 
 
 @settings(max_examples=100)
-@given(layers=st.lists(st.builds(GPULayers, id=texts, library=texts,
-                                 layers=st.lists(st.integers(0, 2**31), max_size=5)),
-                       max_size=4))
+@given(
+    layers=st.lists(
+        st.builds(GPULayers, id=texts, library=texts, layers=st.lists(st.integers(0, 2**31), max_size=5)),
+        max_size=4,
+    )
+)
 def test_gpu_layers_lists_round_trip(layers: list[GPULayers]) -> None:
     """A list of GPULayers reads back equal, as a GPULayersList."""
     back: Any = from_json(to_json(layers), list[GPULayers])
@@ -326,8 +436,10 @@ def test_gpu_layers_lists_round_trip(layers: list[GPULayers]) -> None:
 
 
 @settings(max_examples=100)
-@given(system=st.builds(SystemInfo, total_memory=ints, free_memory=ints, free_swap=ints),
-       device_id=st.builds(DeviceID, id=texts, library=texts))
+@given(
+    system=st.builds(SystemInfo, total_memory=ints, free_memory=ints, free_swap=ints),
+    device_id=st.builds(DeviceID, id=texts, library=texts),
+)
 def test_system_info_and_device_ids_round_trip(system: SystemInfo, device_id: DeviceID) -> None:
     """The small records read back equal."""
     assert from_json(to_json(system), SystemInfo) == system

@@ -60,8 +60,9 @@ exit codes:
 """
 
 #: What a bare ``gpuscout`` prints on stderr (exit 2).
-SHORT_USAGE = ("usage: gpuscout [OPTIONS] COMMAND [ARGS] (commands: {}; see 'gpuscout --help')\n"
-               .format(", ".join(COMMANDS)))
+SHORT_USAGE = "usage: gpuscout [OPTIONS] COMMAND [ARGS] (commands: {}; see 'gpuscout --help')\n".format(
+    ", ".join(COMMANDS)
+)
 
 
 class _NotFound(Exception):
@@ -91,14 +92,22 @@ def command_name(argv: Sequence[str]) -> str | None:
 def build_parser(command: str | None) -> tuple[argparse.ArgumentParser, ModuleType | None]:
     """The ``gpuscout`` parser with the full parser of ``command`` and its module, or (None)
     with an empty entry for every command, enough for ``--help`` and for naming a bad one."""
-    parser = common.Parser(prog="gpuscout", description="Find every accelerator on this machine.",
-                           parents=[common.global_options()], epilog=EPILOG,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"gpuscout {VERSION}",
-                        help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=common.Parser,
-                                help="the command to run (global options may come before or "
-                                     "after it)")
+    parser = common.Parser(
+        prog="gpuscout",
+        description="Find every accelerator on this machine.",
+        parents=[common.global_options()],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"gpuscout {VERSION}", help="print the version and exit"
+    )
+    sub = parser.add_subparsers(
+        dest="command",
+        metavar="COMMAND",
+        parser_class=common.Parser,
+        help="the command to run (global options may come before or after it)",
+    )
     if command is None:
         for name, line in COMMANDS.items():
             sub.add_parser(name, help=line, add_help=False)
@@ -164,8 +173,7 @@ def main(argv: Sequence[str] | None = None, scout_factory: ScoutFactory | None =
         if getattr(sys, name) is None:  # started with the descriptor closed (``>&-``)
             setattr(sys, name, open(os.devnull, "w"))
     try:
-        code = _run(sys.argv[1:] if argv is None else [*argv],
-                    scout_factory or common.default_scout)
+        code = _run(sys.argv[1:] if argv is None else [*argv], scout_factory or common.default_scout)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
     except KeyboardInterrupt:
         return common.INTERRUPTED
@@ -202,8 +210,10 @@ def _dispatch(module: ModuleType, args: argparse.Namespace, scout_factory: Scout
         sys.stderr.write(f"gpuscout: error: {common.printable(exc)}\n")
         return common.USAGE_ERROR
     except UnicodeEncodeError as exc:
-        sys.stderr.write(f"gpuscout: error: this terminal cannot show {exc.object[exc.start:exc.end]!a}"
-                         f" ({exc.encoding}); set PYTHONIOENCODING=utf-8\n")
+        sys.stderr.write(
+            f"gpuscout: error: this terminal cannot show {exc.object[exc.start : exc.end]!a}"
+            f" ({exc.encoding}); set PYTHONIOENCODING=utf-8\n"
+        )
         return common.USAGE_ERROR
     return code
 

@@ -30,34 +30,48 @@ NODE_ALLOWANCE = 30.0
 #: The exit status when Ray's view disagrees with gpuscout's on a node (unless ``--exit-zero``).
 RAY_DISAGREES = 4
 
-DESCRIPTION = ("Run gpuscout discovery once on every alive node of a Ray cluster (a zero-CPU, "
-               "zero-GPU task pinned to each node, using the gpuscout installed there) and "
-               "print each node's devices, the cluster's totals per model and library, and the "
-               "nodes where Ray's own view (GPU count, accelerator type) differs. Nodes that are "
-               "dead, time out or lack gpuscout are listed with the reason. The scout options "
-               "(--plugins, --disable, --timeout), before or after the command, apply on every "
-               "node; --node-timeout bounds the wait for the nodes' answers. Exit 0, or "
-               f"{RAY_DISAGREES} when Ray disagrees on a node (0 with --exit-zero), 2 when the "
-               "inventory cannot run. Needs the extra: pip install 'gpuscout[ray]'. See "
-               "docs/cluster.md.")
+DESCRIPTION = (
+    "Run gpuscout discovery once on every alive node of a Ray cluster (a zero-CPU, "
+    "zero-GPU task pinned to each node, using the gpuscout installed there) and "
+    "print each node's devices, the cluster's totals per model and library, and the "
+    "nodes where Ray's own view (GPU count, accelerator type) differs. Nodes that are "
+    "dead, time out or lack gpuscout are listed with the reason. The scout options "
+    "(--plugins, --disable, --timeout), before or after the command, apply on every "
+    "node; --node-timeout bounds the wait for the nodes' answers. Exit 0, or "
+    f"{RAY_DISAGREES} when Ray disagrees on a node (0 with --exit-zero), 2 when the "
+    "inventory cannot run. Needs the extra: pip install 'gpuscout[ray]'. See "
+    "docs/cluster.md."
+)
 
 
 def add_parser(sub: Subcommands, help: str) -> None:
     """Add ``cluster`` and its options to ``gpuscout``'s parser."""
     p = common.command_parser(sub, "cluster", help, DESCRIPTION)
     common.add_scout_options(p)
-    p.add_argument("--ray", metavar="ADDRESS", default=None,
-                   help="the Ray cluster's address (host:port of its head, 'auto', or ray://); "
-                        "default: RAY_ADDRESS or the cluster started on this machine")
-    p.add_argument("--json", action="store_true",
-                   help='one JSON object on stdout: {"nodes": [...], "summary": {...}}')
-    p.add_argument("--node-timeout", type=common.seconds, default=None, metavar="SECONDS",
-                   help=f"seconds to wait for the nodes' answers; the rest are cancelled and "
-                        f"reported as timed out (default {DEFAULT_TIMEOUT:g}, or the plugins' "
-                        f"--timeout plus {NODE_ALLOWANCE:g} when longer)")
-    p.add_argument("--exit-zero", action="store_true",
-                   help=f"exit 0 even when Ray disagrees on a node (default: exit "
-                        f"{RAY_DISAGREES})")
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        default=None,
+        help="the Ray cluster's address (host:port of its head, 'auto', or ray://); "
+        "default: RAY_ADDRESS or the cluster started on this machine",
+    )
+    p.add_argument(
+        "--json", action="store_true", help='one JSON object on stdout: {"nodes": [...], "summary": {...}}'
+    )
+    p.add_argument(
+        "--node-timeout",
+        type=common.seconds,
+        default=None,
+        metavar="SECONDS",
+        help=f"seconds to wait for the nodes' answers; the rest are cancelled and "
+        f"reported as timed out (default {DEFAULT_TIMEOUT:g}, or the plugins' "
+        f"--timeout plus {NODE_ALLOWANCE:g} when longer)",
+    )
+    p.add_argument(
+        "--exit-zero",
+        action="store_true",
+        help=f"exit 0 even when Ray disagrees on a node (default: exit {RAY_DISAGREES})",
+    )
     common.add_include_software(p, "keep software devices (llvmpipe) in each node's list")
 
 
@@ -77,13 +91,19 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
 
     root = getattr(args, "root", common.DEFAULT_ROOT)
     if getattr(args, "replay", None) is not None or root != common.DEFAULT_ROOT:
-        raise common.UsageError("cluster: --root and --replay describe this machine; each node "
-                                "discovers its own devices")
+        raise common.UsageError(
+            "cluster: --root and --replay describe this machine; each node discovers its own devices"
+        )
     deadline = node_deadline(args)
     with _progress(sys.stderr, args.ray, deadline):
-        found = inventory(args.ray, deadline, include_software=args.include_software,
-                          plugins=args.plugins, disable=args.disable,
-                          enumerate_timeout=args.timeout)
+        found = inventory(
+            args.ray,
+            deadline,
+            include_software=args.include_software,
+            plugins=args.plugins,
+            disable=args.disable,
+            enumerate_timeout=args.timeout,
+        )
     if args.json:
         from gpuscout.cluster.inventory import inventory_json
 
@@ -113,8 +133,10 @@ def _progress(stream: TextIO, address: str | None, deadline: float) -> Iterator[
     def draw() -> None:
         while True:
             elapsed = time.monotonic() - start
-            stream.write(f"\rgpuscout: cluster: waiting for the nodes{where} ({elapsed:.0f} s, "
-                         f"at most {deadline:g} s)\x1b[K")
+            stream.write(
+                f"\rgpuscout: cluster: waiting for the nodes{where} ({elapsed:.0f} s, "
+                f"at most {deadline:g} s)\x1b[K"
+            )
             stream.flush()
             if done.wait(1.0):
                 return
@@ -134,8 +156,10 @@ def node_heading(node: NodeResult) -> str:
     """``node 3ef93a9f… on vm (127.0.0.1): ok; Ray: 8 GPU, H100`` and the reason if not ok."""
     gpus = node.ray_resources.get("GPU", 0.0)
     ray_view = f"{gpus:g} GPU" + (f", {node.accelerator_type}" if node.accelerator_type else "")
-    text = (f"node {node.node_id[:12]} on {node.hostname or '?'} ({node.address or '?'}): "
-            f"{node.status}; Ray: {ray_view}")
+    text = (
+        f"node {node.node_id[:12]} on {node.hostname or '?'} ({node.address or '?'}): "
+        f"{node.status}; Ray: {ray_view}"
+    )
     if node.reason:
         text += f" - {node.reason}"
     return common.printable(text)
@@ -148,16 +172,19 @@ def summary_lines(found: Inventory) -> list[str]:
 
     s = found.summary
     states = ", ".join(f"{n} {state}" for state, n in s.nodes_by_status.items() if n)
-    lines = [f"Cluster: {s.nodes} node{'' if s.nodes == 1 else 's'} ({states or 'none'}), "
-             f"{s.devices} device{'' if s.devices == 1 else 's'}, {found.elapsed:.1f} s"]
-    lines += [f"  {m.count}x {m.library} {m.name} on {m.nodes} node{'' if m.nodes == 1 else 's'}"
-              for m in s.models]
+    lines = [
+        f"Cluster: {s.nodes} node{'' if s.nodes == 1 else 's'} ({states or 'none'}), "
+        f"{s.devices} device{'' if s.devices == 1 else 's'}, {found.elapsed:.1f} s"
+    ]
+    lines += [
+        f"  {m.count}x {m.library} {m.name} on {m.nodes} node{'' if m.nodes == 1 else 's'}" for m in s.models
+    ]
     for m in s.memory:
-        memory = free_of_total(m.free_memory, m.total_memory, m.free_unknown_devices,
-                               m.free_unknown_total_memory)
+        memory = free_of_total(
+            m.free_memory, m.total_memory, m.free_unknown_devices, m.free_unknown_total_memory
+        )
         lines.append(f"  {m.library}: {memory} on {m.devices} device{'' if m.devices == 1 else 's'}")
-    lines += [f"Ray disagrees on node {d.node_id[:12]} ({d.hostname}): {d.detail}"
-              for d in s.disagreements]
+    lines += [f"Ray disagrees on node {d.node_id[:12]} ({d.hostname}): {d.detail}" for d in s.disagreements]
     return [common.printable(line) for line in lines]
 
 

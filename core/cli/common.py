@@ -68,8 +68,9 @@ class Parser(argparse.ArgumentParser):
         """Write one line naming the problem on stderr and exit with ``USAGE_ERROR``; a
         misspelled command, option or choice gets "did you mean" its closest known spelling."""
         hint = self._did_you_mean(message)
-        sys.stderr.write(f"{self.prog}: error: {printable(message)}{printable(hint)} "
-                         f"(see '{self.prog} --help')\n")
+        sys.stderr.write(
+            f"{self.prog}: error: {printable(message)}{printable(hint)} (see '{self.prog} --help')\n"
+        )
         raise SystemExit(USAGE_ERROR)
 
     def option_strings(self) -> list[str]:
@@ -79,8 +80,7 @@ class Parser(argparse.ArgumentParser):
             found += [o for o in action.option_strings if o.startswith("--")]
             if isinstance(action, argparse._SubParsersAction):
                 for parser in action.choices.values():
-                    found += [o for a in parser._actions for o in a.option_strings
-                              if o.startswith("--")]
+                    found += [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
         return found
 
     def _did_you_mean(self, message: str) -> str:
@@ -101,8 +101,10 @@ class Parser(argparse.ArgumentParser):
 
 
 # What argparse (3.10-3.13) writes for a word outside ``choices`` and for unknown arguments.
-_INVALID_CHOICE = re.compile(r"invalid choice: (?P<value>'[^']*'|\"[^\"]*\") "
-                             r"\(choose from (?P<choices>.*)\)$")
+_INVALID_CHOICE = re.compile(
+    r"invalid choice: (?P<value>'[^']*'|\"[^\"]*\") "
+    r"\(choose from (?P<choices>.*)\)$"
+)
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)$")
 
@@ -124,20 +126,33 @@ def global_options(after_command: bool = False, check: bool = True) -> argparse.
     command itself (``add_scout_options``). ``check=False`` leaves values unconverted, for a
     parser that only looks for the command name.
     """
+
     def default(value: object) -> object:
         return argparse.SUPPRESS if after_command else value
 
     p = Parser(add_help=False)
-    p.add_argument("-v", "--verbose", action="count", default=default(0),
-                   dest="more_verbose" if after_command else "verbose",
-                   help="log on stderr: -v warnings and info, -vv debug too (default: no log events)")
-    p.add_argument("--log-format", choices=LOG_FORMATS if check else None,
-                   default=default(DEFAULT_LOG_FORMAT), help="log line format on stderr")
-    p.add_argument("--color", choices=COLOR_CHOICES if check else None,
-                   default=default(DEFAULT_COLOR),
-                   help="colour in tables (list, plugins, fit, cluster; other commands accept "
-                        "and ignore it): auto (a terminal, unless NO_COLOR is set), always or "
-                        "never")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=default(0),
+        dest="more_verbose" if after_command else "verbose",
+        help="log on stderr: -v warnings and info, -vv debug too (default: no log events)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS if check else None,
+        default=default(DEFAULT_LOG_FORMAT),
+        help="log line format on stderr",
+    )
+    p.add_argument(
+        "--color",
+        choices=COLOR_CHOICES if check else None,
+        default=default(DEFAULT_COLOR),
+        help="colour in tables (list, plugins, fit, cluster; other commands accept "
+        "and ignore it): auto (a terminal, unless NO_COLOR is set), always or "
+        "never",
+    )
     if not after_command:
         _add_scout_options(p, after_command=False, check=check)
     return p
@@ -150,15 +165,15 @@ def merge_global_options(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
-def command_parser(sub: Subcommands, name: str, help: str, description: str,
-                   color: bool = True) -> argparse.ArgumentParser:
+def command_parser(
+    sub: Subcommands, name: str, help: str, description: str, color: bool = True
+) -> argparse.ArgumentParser:
     """The parser of command ``name``, with the global options, under ``gpuscout``'s parser.
 
     ``color=False`` for a command that draws no table: ``--color`` is still accepted there (it
     is a global option, and scripts pass global options to every command) but not offered in
     its ``--help``, since it changes nothing."""
-    p = sub.add_parser(name, parents=[global_options(after_command=True)], help=help,
-                       description=description)
+    p = sub.add_parser(name, parents=[global_options(after_command=True)], help=help, description=description)
     if not color:
         for action in p._actions:
             if action.dest == "color":
@@ -173,8 +188,10 @@ def check_selectors(selectors: Sequence[str], where: str) -> None:
         if not any(part.strip() for part in text.split(",")):
             from gpuscout.select import GRAMMAR
 
-            raise UsageError(f"empty selector {printable(repr(text))[:80]} ({where} {position}): "
-                             f"name a device, or all; expected one of: {GRAMMAR}")
+            raise UsageError(
+                f"empty selector {printable(repr(text))[:80]} ({where} {position}): "
+                f"name a device, or all; expected one of: {GRAMMAR}"
+            )
 
 
 def plugin_names(text: str) -> list[str]:
@@ -197,8 +214,7 @@ def seconds(text: str) -> float:
     except ValueError:
         seconds = math.nan
     if not (math.isfinite(seconds) and seconds > 0):
-        raise argparse.ArgumentTypeError(
-            f"expected a finite number of seconds greater than 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds greater than 0, got {text!r}")
     return seconds
 
 
@@ -223,26 +239,56 @@ def _add_scout_options(p: argparse.ArgumentParser, after_command: bool, check: b
     def typed(convert: Callable[[str], Any]) -> Callable[[str], Any]:
         return convert if check else str
 
-    p.add_argument("--plugins", metavar="NAMES", type=typed(_allow_list), default=default(None),
-                   help="comma list of plugins to use, overriding GPUSCOUT_PLUGINS (default: all)")
-    p.add_argument("--disable", metavar="NAMES", type=typed(plugin_names), default=default([]),
-                   help="comma list of plugins to block (env GPUSCOUT_DISABLE_PLUGINS)")
-    p.add_argument("--root", type=typed(_root), default=default(DEFAULT_ROOT),
-                   help="read /sys and /proc under this existing folder")
-    p.add_argument("--timeout", type=typed(seconds), default=default(DEFAULT_TIMEOUT),
-                   metavar="SECONDS",
-                   help=f"each plugin's enumerate deadline, > 0 (default {DEFAULT_TIMEOUT:g} s)")
-    p.add_argument("--replay", metavar="DIR", type=typed(_root), default=default(None),
-                   help="discover on a recording (gpuscout record DIR) instead of this machine: "
-                        "its files, driver answers and environment")
-    p.add_argument("--replay-env", choices=REPLAY_ENVS if check else None,
-                   default=default(DEFAULT_REPLAY_ENV),
-                   help="with --replay: discover with the recording's environment (default) or "
-                        "with this process's (what a --verify child of a replay uses)")
-    p.add_argument("--isolated", action="store_true", default=default(False),
-                   help="import each plugin in a child first, and run each plugin's enumeration "
-                        "in a child process of its own: a plugin or driver that crashes or "
-                        "hangs costs only its plugin")
+    p.add_argument(
+        "--plugins",
+        metavar="NAMES",
+        type=typed(_allow_list),
+        default=default(None),
+        help="comma list of plugins to use, overriding GPUSCOUT_PLUGINS (default: all)",
+    )
+    p.add_argument(
+        "--disable",
+        metavar="NAMES",
+        type=typed(plugin_names),
+        default=default([]),
+        help="comma list of plugins to block (env GPUSCOUT_DISABLE_PLUGINS)",
+    )
+    p.add_argument(
+        "--root",
+        type=typed(_root),
+        default=default(DEFAULT_ROOT),
+        help="read /sys and /proc under this existing folder",
+    )
+    p.add_argument(
+        "--timeout",
+        type=typed(seconds),
+        default=default(DEFAULT_TIMEOUT),
+        metavar="SECONDS",
+        help=f"each plugin's enumerate deadline, > 0 (default {DEFAULT_TIMEOUT:g} s)",
+    )
+    p.add_argument(
+        "--replay",
+        metavar="DIR",
+        type=typed(_root),
+        default=default(None),
+        help="discover on a recording (gpuscout record DIR) instead of this machine: "
+        "its files, driver answers and environment",
+    )
+    p.add_argument(
+        "--replay-env",
+        choices=REPLAY_ENVS if check else None,
+        default=default(DEFAULT_REPLAY_ENV),
+        help="with --replay: discover with the recording's environment (default) or "
+        "with this process's (what a --verify child of a replay uses)",
+    )
+    p.add_argument(
+        "--isolated",
+        action="store_true",
+        default=default(False),
+        help="import each plugin in a child first, and run each plugin's enumeration "
+        "in a child process of its own: a plugin or driver that crashes or "
+        "hangs costs only its plugin",
+    )
 
 
 def add_include_software(p: argparse.ArgumentParser, help: str) -> None:
@@ -294,14 +340,20 @@ def default_scout(args: argparse.Namespace) -> Scout:
 
     replay = getattr(args, "replay", None)
     if replay is not None and args.root != DEFAULT_ROOT:
-        raise UsageError("--replay and --root exclude each other: a recording brings its own "
-                         "files (under root/)")
+        raise UsageError(
+            "--replay and --root exclude each other: a recording brings its own files (under root/)"
+        )
     process_env = getattr(args, "replay_env", DEFAULT_REPLAY_ENV) == "process"
-    return Scout(plugins=args.plugins, disable=args.disable, root=args.root,
-                 env=os.environ if replay is not None and process_env else None,
-                 enumerate_timeout=args.timeout, replay=replay,
-                 isolate_imports=bool(getattr(args, "isolated", False)),
-                 recorder=getattr(args, "recorder", None))
+    return Scout(
+        plugins=args.plugins,
+        disable=args.disable,
+        root=args.root,
+        env=os.environ if replay is not None and process_env else None,
+        enumerate_timeout=args.timeout,
+        replay=replay,
+        isolate_imports=bool(getattr(args, "isolated", False)),
+        recorder=getattr(args, "recorder", None),
+    )
 
 
 def open_scout(args: argparse.Namespace, scout_factory: ScoutFactory) -> Scout:
@@ -337,8 +389,9 @@ def every_plugin_failed(reports: Sequence[PluginReport]) -> bool:
     from gpuscout.results import PluginStatus
 
     ran = [r for r in reports if r.status != PluginStatus.DISABLED]
-    return bool(ran) and all(r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT)
-                             and not r.devices for r in ran)
+    return bool(ran) and all(
+        r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT) and not r.devices for r in ran
+    )
 
 
 def print_json(data: Any) -> None:

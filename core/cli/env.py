@@ -21,15 +21,24 @@ def add_parser(sub: Subcommands, help: str) -> None:
     from gpuscout.visibility import FORMATS
 
     p = common.command_parser(
-        sub, "env", help, f"Selectors: {GRAMMAR}. None means all. Exit 1 when a selector matches "
-                          "no device, and when no device was found at all; 2 on a malformed or "
-                          "empty selector; 3 when --verify finds a mismatch.", color=False)
+        sub,
+        "env",
+        help,
+        f"Selectors: {GRAMMAR}. None means all. Exit 1 when a selector matches "
+        "no device, and when no device was found at all; 2 on a malformed or "
+        "empty selector; 3 when --verify finds a mismatch.",
+        color=False,
+    )
     common.add_scout_options(p)
-    p.add_argument("selectors", nargs="*", metavar="SELECTOR",
-                   help="a device to select, or several (default: all)")
-    p.add_argument("--format", choices=FORMATS, default="sh",
-                   help="sh: export lines for eval (default); json: one object on one line; "
-                        "dotenv: K=V lines")
+    p.add_argument(
+        "selectors", nargs="*", metavar="SELECTOR", help="a device to select, or several (default: all)"
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="sh",
+        help="sh: export lines for eval (default); json: one object on one line; dotenv: K=V lines",
+    )
     selection.add_selection_options(p)
 
 

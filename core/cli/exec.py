@@ -23,22 +23,35 @@ def add_parser(sub: Subcommands, help: str) -> None:
     from gpuscout.select import GRAMMAR
 
     p = common.command_parser(
-        sub, "exec", help, f"Selectors: {GRAMMAR}. Without --device: all. The command runs "
-                           "without a shell, with stdio inherited and SIGINT/SIGTERM/SIGHUP "
-                           "forwarded; its exit status is passed through (128+N after signal N). "
-                           "Nothing runs when a selector matches no device (exit 1) or is "
-                           "malformed or empty (exit 2). Without devices (and without "
-                           "--device) the command runs as it would without gpuscout.",
-        color=False)
+        sub,
+        "exec",
+        help,
+        f"Selectors: {GRAMMAR}. Without --device: all. The command runs "
+        "without a shell, with stdio inherited and SIGINT/SIGTERM/SIGHUP "
+        "forwarded; its exit status is passed through (128+N after signal N). "
+        "Nothing runs when a selector matches no device (exit 1) or is "
+        "malformed or empty (exit 2). Without devices (and without "
+        "--device) the command runs as it would without gpuscout.",
+        color=False,
+    )
     common.add_scout_options(p)
-    p.add_argument("--device", action="append", default=[], metavar="SELECTOR",
-                   help="a device to select (repeatable; default: all)")
+    p.add_argument(
+        "--device",
+        action="append",
+        default=[],
+        metavar="SELECTOR",
+        help="a device to select (repeatable; default: all)",
+    )
     selection.add_selection_options(p)
     # Shown as "-- CMD [ARG ...]": argparse would write REMAINDER's usage as a bare "...".
     p.usage = "gpuscout exec [OPTIONS] [--device SELECTOR ...] -- CMD [ARG ...]"
     p.epilog = "example: gpuscout exec --device cuda:1 --isolate -- python train.py"
-    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="CMD [ARG ...]",
-                   help="the command to run and its arguments, after --")
+    p.add_argument(
+        "argv",
+        nargs=argparse.REMAINDER,
+        metavar="CMD [ARG ...]",
+        help="the command to run and its arguments, after --",
+    )
 
 
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
@@ -48,8 +61,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
-        raise common.UsageError(
-            "exec needs a command after '--', e.g. gpuscout exec -- python app.py")
+        raise common.UsageError("exec needs a command after '--', e.g. gpuscout exec -- python app.py")
     common.check_selectors(args.device, "--device")
     _, child_env, code = selection.prepare(args, args.device, scout_factory)
     if code:

@@ -40,28 +40,48 @@ def explain(found: Discovery) -> dict[str, Any]:
     for rank, device in enumerate(devices):
         following = devices[rank + 1] if rank + 1 < len(devices) else None
         decided = None if following is None else deciding_criterion(device, following)
-        ranking.append({
-            "rank": rank, **_ref(device),
-            "software": device.software, "integrated": device.integrated,
-            "free_memory": device.free_memory,
-            "free_memory_unknown": device.free_memory_unknown,
-            "unused_reason": device.unused_reason,
-            "next": None if following is None else _ref(following),
-            "decided_by": None if decided is None else decided.name,
-        })
-    hidden = {d.device.device_id: d.device.hidden_by for d in found.dropped
-              if d.device.hidden_by and d.duplicate_of is None}
+        ranking.append(
+            {
+                "rank": rank,
+                **_ref(device),
+                "software": device.software,
+                "integrated": device.integrated,
+                "free_memory": device.free_memory,
+                "free_memory_unknown": device.free_memory_unknown,
+                "unused_reason": device.unused_reason,
+                "next": None if following is None else _ref(following),
+                "decided_by": None if decided is None else decided.name,
+            }
+        )
+    hidden = {
+        d.device.device_id: d.device.hidden_by
+        for d in found.dropped
+        if d.device.hidden_by and d.duplicate_of is None
+    }
     return {
         "criteria": [c.name for c in CRITERIA],
         "ranking": ranking,
-        "dropped": [{**_ref(drop.device), "reason": drop.reason,
-                     "duplicate_of": None if drop.duplicate_of is None else _ref(drop.duplicate_of),
-                     "hidden_by": drop.device.hidden_by or (
-                         hidden.get(drop.duplicate_of, "") if drop.duplicate_of else "")}
-                    for drop in found.dropped],
-        "plugins": [{"name": r.name, "status": str(r.status), "devices": r.devices,
-                     "elapsed_ms": round(r.elapsed * 1000, 3), "error": r.error, "note": r.note}
-                    for r in found.plugins],
+        "dropped": [
+            {
+                **_ref(drop.device),
+                "reason": drop.reason,
+                "duplicate_of": None if drop.duplicate_of is None else _ref(drop.duplicate_of),
+                "hidden_by": drop.device.hidden_by
+                or (hidden.get(drop.duplicate_of, "") if drop.duplicate_of else ""),
+            }
+            for drop in found.dropped
+        ],
+        "plugins": [
+            {
+                "name": r.name,
+                "status": str(r.status),
+                "devices": r.devices,
+                "elapsed_ms": round(r.elapsed * 1000, 3),
+                "error": r.error,
+                "note": r.note,
+            }
+            for r in found.plugins
+        ],
     }
 
 
@@ -98,19 +118,22 @@ def _reason(entry: dict[str, Any], following: dict[str, Any]) -> str:
     if decided == "free_memory":
         return f"more free memory ({_free(entry)} > {_free(following)})"
     if decided == "library":
-        return (f"same kind and free memory, and library {entry['backend']!r} sorts before "
-                f"{following['backend']!r}")
+        return (
+            f"same kind and free memory, and library {entry['backend']!r} sorts before "
+            f"{following['backend']!r}"
+        )
     if decided == "id":
-        return (f"same kind, free memory and library, and id {entry['id']!r} sorts before "
-                f"{following['id']!r}")
+        return f"same kind, free memory and library, and id {entry['id']!r} sorts before {following['id']!r}"
     return "equal on every criterion, so discovery order is kept"
 
 
 def explain_lines(data: dict[str, Any]) -> list[str]:
     """``explain``'s data as text lines for the terminal."""
-    lines = ["Ranking: discrete before integrated, then free memory descending, then library "
-             "and id (devices the runtime would not use unless selected, then software devices, "
-             "last):"]
+    lines = [
+        "Ranking: discrete before integrated, then free memory descending, then library "
+        "and id (devices the runtime would not use unless selected, then software devices, "
+        "last):"
+    ]
     ranking = data["ranking"]
     if not ranking:
         lines.append("  no device was ranked")
@@ -121,16 +144,22 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
         if following is None:
             lines.append(printable(f"{head}: last"))
         else:
-            lines.append(printable(f"{head} before #{following['rank']} {_name(following)}: "
-                                   f"{_reason(entry, following)}"))
+            lines.append(
+                printable(
+                    f"{head} before #{following['rank']} {_name(following)}: {_reason(entry, following)}"
+                )
+            )
     if data["dropped"]:
         lines.append("Dropped:")
     for drop in data["dropped"]:
         of = ""
         if drop["duplicate_of"]:
             # "duplicate of CUDA 0"; a twin dropped for another reason says whose twin it is.
-            of = (f" of {_name(drop['duplicate_of'])}" if drop["reason"] == DUPLICATE_REASON
-                  else f" (the same card as {_name(drop['duplicate_of'])})")
+            of = (
+                f" of {_name(drop['duplicate_of'])}"
+                if drop["reason"] == DUPLICATE_REASON
+                else f" (the same card as {_name(drop['duplicate_of'])})"
+            )
         lines.append(printable(f"  {_name(drop)}: {drop['reason']}{of}"))
     lines.append("Plugins:")
     for r in data["plugins"]:

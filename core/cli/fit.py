@@ -14,11 +14,13 @@ if TYPE_CHECKING:
     from gpuscout.fit.placement import FitResult
     from gpuscout.records import DeviceInfo, SystemInfo
 
-DESCRIPTION = ("Read a GGUF model's header and tensor table (bounded: no file can hang or crash "
-               "it), estimate what llama.cpp allocates with these options (model buffers, KV "
-               "cache, compute buffers per device), place the layers on this machine's devices "
-               "(or those --device selects) and say whether it fits: exit 0 fits, 1 does not, "
-               "2 bad input. Options mirror llama.cpp's long names. See docs/fit.md.")
+DESCRIPTION = (
+    "Read a GGUF model's header and tensor table (bounded: no file can hang or crash "
+    "it), estimate what llama.cpp allocates with these options (model buffers, KV "
+    "cache, compute buffers per device), place the layers on this machine's devices "
+    "(or those --device selects) and say whether it fits: exit 0 fits, 1 does not, "
+    "2 bad input. Options mirror llama.cpp's long names. See docs/fit.md."
+)
 
 INSTALL_HINT = "gpuscout: error: fit needs the gguf package: pip install 'gpuscout[gguf]'\n"
 BAR_WIDTH = 30
@@ -26,8 +28,17 @@ FITS, DOES_NOT_FIT = 0, 1
 MAX_BYTES = (1 << 63) - 1
 
 _SIZE = re.compile(r"\s*([0-9]{1,20})(?:\.([0-9]{1,9}))?\s*([KMGT]i?B|B)?\s*", re.IGNORECASE)
-_UNITS = {"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-          "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS = {
+    "b": 1,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+}
 _WHOLE = re.compile(r"[0-9]{1,10}")
 
 
@@ -56,8 +67,10 @@ def _whole(low: int) -> Any:
     def parse(text: str) -> int:
         if not _WHOLE.fullmatch(text) or not low <= int(text) < 1 << 32:
             raise argparse.ArgumentTypeError(
-                f"expected a whole number from {low} to 4294967295, got {common.printable(text)[:40]!r}")
+                f"expected a whole number from {low} to 4294967295, got {common.printable(text)[:40]!r}"
+            )
         return int(text)
+
     return parse
 
 
@@ -74,13 +87,24 @@ def add_parser(sub: Subcommands, help: str) -> None:
     p = common.command_parser(sub, "fit", help, DESCRIPTION)
     common.add_scout_options(p)
     p.add_argument("model", nargs="?", metavar="MODEL.gguf", help="the GGUF model file")
-    p.add_argument("--layers", type=sizes, metavar="SIZES",
-                   help="plan these layer sizes instead of a model (100MiB,100MiB,...; the last "
-                        "is the output layer)")
-    p.add_argument("--ctx", type=_whole(1), metavar="N",
-                   help="total context, shared by --parallel sequences (default: the model's)")
-    p.add_argument("--flash-attn", choices=("on", "off", "auto"), default="auto",
-                   help="flash attention (default auto: on where every device supports it)")
+    p.add_argument(
+        "--layers",
+        type=sizes,
+        metavar="SIZES",
+        help="plan these layer sizes instead of a model (100MiB,100MiB,...; the last is the output layer)",
+    )
+    p.add_argument(
+        "--ctx",
+        type=_whole(1),
+        metavar="N",
+        help="total context, shared by --parallel sequences (default: the model's)",
+    )
+    p.add_argument(
+        "--flash-attn",
+        choices=("on", "off", "auto"),
+        default="auto",
+        help="flash attention (default auto: on where every device supports it)",
+    )
     p.add_argument("--cache-type-k", choices=CACHE_TYPES, default=None, help="K cache type (default f16)")
     p.add_argument("--cache-type-v", choices=CACHE_TYPES, default=None, help="V cache type (default f16)")
     p.add_argument("--kv-type", choices=CACHE_TYPES, default=None, help="both cache types at once")
@@ -89,12 +113,22 @@ def add_parser(sub: Subcommands, help: str) -> None:
     p.add_argument("--batch-size", type=_whole(1), default=2048, metavar="N", help="default 2048")
     p.add_argument("--swa-full", action="store_true", help="full-size cache for sliding-window layers")
     p.add_argument("--mmproj", metavar="FILE", help="a multimodal projector GGUF (on the first GPU)")
-    p.add_argument("--num-gpu", type=_num_gpu, default=-1, metavar="N",
-                   help="put the last N layers on GPUs, output layer first, as llama.cpp's -ngl "
-                        "(default -1: as many as fit)")
+    p.add_argument(
+        "--num-gpu",
+        type=_num_gpu,
+        default=-1,
+        metavar="N",
+        help="put the last N layers on GPUs, output layer first, as llama.cpp's -ngl "
+        "(default -1: as many as fit)",
+    )
     p.add_argument("--spread", action="store_true", help="spread layers over every GPU")
-    p.add_argument("--device", action="append", default=[], metavar="SELECTOR",
-                   help="plan only on the devices this selector matches (repeatable)")
+    p.add_argument(
+        "--device",
+        action="append",
+        default=[],
+        metavar="SELECTOR",
+        help="plan only on the devices this selector matches (repeatable)",
+    )
     common.add_include_software(p, "plan on software devices (llvmpipe) too, as list shows them")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
@@ -131,20 +165,30 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
 
             devices = select_devices(scout, devices, args.device)
             if not devices:
-                sys.stderr.write("gpuscout: error: no device matches "
-                                 f"{common.printable(' '.join(args.device))}\n")
+                sys.stderr.write(
+                    f"gpuscout: error: no device matches {common.printable(' '.join(args.device))}\n"
+                )
                 return common.NO_MATCH
         if model is None:
             document = layers_document(scout, args.layers, devices, found.system, args)
             result = None
         else:
             result = scout.fit(
-                model, devices=devices, system=found.system, ctx=args.ctx,
+                model,
+                devices=devices,
+                system=found.system,
+                ctx=args.ctx,
                 flash_attn={"on": True, "off": False}.get(args.flash_attn),
                 cache_type_k=args.cache_type_k or args.kv_type or "f16",
-                cache_type_v=args.cache_type_v or args.kv_type or "f16", parallel=args.parallel,
-                ubatch_size=args.ubatch_size, batch_size=args.batch_size, swa_full=args.swa_full,
-                mmproj=mmproj, num_gpu=args.num_gpu, spread=args.spread)
+                cache_type_v=args.cache_type_v or args.kv_type or "f16",
+                parallel=args.parallel,
+                ubatch_size=args.ubatch_size,
+                batch_size=args.batch_size,
+                swa_full=args.swa_full,
+                mmproj=mmproj,
+                num_gpu=args.num_gpu,
+                spread=args.spread,
+            )
             document = fit_document(result)
     except GpuscoutError as exc:
         from gpuscout.select import NoMatchError
@@ -168,13 +212,20 @@ def fit_document(result: FitResult) -> dict[str, Any]:
     blocks = m.layers.blocks
     kv = [result.layer_sizes[i] - blocks[i] for i in range(n)]
     return {
-        "model": {"path": m.path, "architecture": h.arch, "blocks": n, "layer_weights": list(blocks),
-                  "output_weights": result.layer_sizes[n], "input_weights": m.layers.input,
-                  # One int, as the document has always said: the largest block's cache bytes.
-                  "kv_cache_per_layer": max(kv, default=0),
-                  "graph": max((u.graph for u in result.usage), default=0)},
-        "placement": [{"id": g.id, "backend": g.library, "layers": sorted(g.layers)}
-                      for g in result.placement],
+        "model": {
+            "path": m.path,
+            "architecture": h.arch,
+            "blocks": n,
+            "layer_weights": list(blocks),
+            "output_weights": result.layer_sizes[n],
+            "input_weights": m.layers.input,
+            # One int, as the document has always said: the largest block's cache bytes.
+            "kv_cache_per_layer": max(kv, default=0),
+            "graph": max((u.graph for u in result.usage), default=0),
+        },
+        "placement": [
+            {"id": g.id, "backend": g.library, "layers": sorted(g.layers)} for g in result.placement
+        ],
         "cpu_layers": list(result.cpu_layers),
         "fits": result.fits,
         "ctx": result.context.n_ctx,
@@ -187,14 +238,14 @@ def fit_document(result: FitResult) -> dict[str, Any]:
     }
 
 
-def layers_document(scout: Any, layers: list[int], devices: list[DeviceInfo], system: SystemInfo,
-                    args: argparse.Namespace) -> dict[str, Any]:
+def layers_document(
+    scout: Any, layers: list[int], devices: list[DeviceInfo], system: SystemInfo, args: argparse.Namespace
+) -> dict[str, Any]:
     """``--layers``: the reference planner on given sizes (no model, so no cache or graphs)."""
     from gpuscout.memory import InsufficientMemoryError
     from gpuscout.plan import create_layout, verify_layout
 
-    layout = create_layout(layers, devices, scout.minimum_memory, num_gpu=args.num_gpu,
-                           spread=args.spread)
+    layout = create_layout(layers, devices, scout.minimum_memory, num_gpu=args.num_gpu, spread=args.spread)
     placed = {i for g in layout for i in g.layers}
     cpu_layers = [i for i in range(len(layers)) if i not in placed]
     notes: list[str] = []
@@ -203,22 +254,44 @@ def layers_document(scout: Any, layers: list[int], devices: list[DeviceInfo], sy
         notes.append("system memory unknown: the CPU's share is not checked")
     else:
         try:
-            verify_layout(layout, layers, devices, system, num_gpu=args.num_gpu, require_full=False,
-                          graphs=None, platform=scout.platform)
+            verify_layout(
+                layout,
+                layers,
+                devices,
+                system,
+                num_gpu=args.num_gpu,
+                require_full=False,
+                graphs=None,
+                platform=scout.platform,
+            )
         except InsufficientMemoryError:
             fits = False
             notes.append("the layers left on the CPU are more than free system memory")
     held = [(g.id, g.library, sum(layers[i] for i in g.layers)) for g in layout]
     held.append(("", "cpu", sum(layers[i] for i in cpu_layers)))
-    memory = [{"id": id_, "backend": lib, "weights": n, "kv_cache": 0, "graph": 0, "total": n}
-              for id_, lib, n in held]
+    memory = [
+        {"id": id_, "backend": lib, "weights": n, "kv_cache": 0, "graph": 0, "total": n}
+        for id_, lib, n in held
+    ]
     return {
-        "model": {"path": "", "architecture": "", "blocks": len(layers) - 1,
-                  "layer_weights": layers[:-1], "output_weights": layers[-1], "input_weights": 0,
-                  "kv_cache_per_layer": 0, "graph": 0},
+        "model": {
+            "path": "",
+            "architecture": "",
+            "blocks": len(layers) - 1,
+            "layer_weights": layers[:-1],
+            "output_weights": layers[-1],
+            "input_weights": 0,
+            "kv_cache_per_layer": 0,
+            "graph": 0,
+        },
         "placement": [{"id": g.id, "backend": g.library, "layers": sorted(g.layers)} for g in layout],
-        "cpu_layers": cpu_layers, "fits": fits, "ctx": None, "flash_attn": None,
-        "cache_type_k": None, "cache_type_v": None, "notes": notes,
+        "cpu_layers": cpu_layers,
+        "fits": fits,
+        "ctx": None,
+        "flash_attn": None,
+        "cache_type_k": None,
+        "cache_type_v": None,
+        "notes": notes,
         "memory": memory,
         "total": sum(n for _, _, n in held),
     }
@@ -242,8 +315,9 @@ def _bar(used: int, total: int) -> str:
     return "[" + "#" * filled + "." * (BAR_WIDTH - filled) + "]"
 
 
-def print_fit(document: dict[str, Any], devices: list[DeviceInfo], result: FitResult | None,
-              color: str = "auto") -> None:
+def print_fit(
+    document: dict[str, Any], devices: list[DeviceInfo], result: FitResult | None, color: str = "auto"
+) -> None:
     """The placement for people: a row per device (its name as ``list`` shows it, layers, need
     against free memory), the CPU row, the memory table, the notes, then the verdict."""
     from gpuscout.sizes import human_bytes
@@ -255,23 +329,29 @@ def print_fit(document: dict[str, Any], devices: list[DeviceInfo], result: FitRe
     arch = f" ({p(m['architecture'])})" if m["architecture"] else ""
     head = f"{p(what)}{arch}: {m['blocks']} blocks + output layer (layer {m['blocks']})"
     if document["ctx"] is not None:
-        head += (f", ctx {document['ctx']}, flash attention {'on' if document['flash_attn'] else 'off'}, "
-                 f"cache {document['cache_type_k']}/{document['cache_type_v']}")
+        head += (
+            f", ctx {document['ctx']}, flash attention {'on' if document['flash_attn'] else 'off'}, "
+            f"cache {document['cache_type_k']}/{document['cache_type_v']}"
+        )
     lines = [head]
     rows = {(r["backend"], r["id"]): r for r in document["memory"]}
     for g in document["placement"]:
         d = free.get((g["backend"], g["id"]))
         need = rows.get((g["backend"], g["id"]), {}).get("total", 0)
         room = d.free_memory if d else 0
-        name = (d.name if d and d.name else g["id"])
+        name = d.name if d and d.name else g["id"]
         # An unknown free figure is never shown as if it were known (docs/selection.md).
         unknown = d is not None and d.free_memory_unknown
         free_text = "unknown free" if unknown else f"{human_bytes(room)} free"
-        lines.append(f"  {p(g['backend'])} {p(name)} ({p(g['id'])})  layers {_ranges(g['layers'])}  "
-                     f"{human_bytes(need)} / {free_text}  {_bar(need, 0 if unknown else room)}")
+        lines.append(
+            f"  {p(g['backend'])} {p(name)} ({p(g['id'])})  layers {_ranges(g['layers'])}  "
+            f"{human_bytes(need)} / {free_text}  {_bar(need, 0 if unknown else room)}"
+        )
     cpu = document["memory"][-1]
-    lines.append(f"  CPU  layers {_ranges(document['cpu_layers'])}  {human_bytes(cpu['total'])} "
-                 "(input weights and output buffer included)")
+    lines.append(
+        f"  CPU  layers {_ranges(document['cpu_layers'])}  {human_bytes(cpu['total'])} "
+        "(input weights and output buffer included)"
+    )
     out = output()
     out.write("".join(f"{line}\n" for line in lines))
     if result is not None:
@@ -280,8 +360,10 @@ def print_fit(document: dict[str, Any], devices: list[DeviceInfo], result: FitRe
         print_memory(result.memory, color=color)  # a table on a terminal; the lines below always
     for r in document["memory"]:
         who = "CPU" if not r["id"] else p(f"{r['backend']} {r['id']}")
-        out.write(f"  {who}: weights {human_bytes(r['weights'])}, KV cache {human_bytes(r['kv_cache'])}, "
-                  f"compute {human_bytes(r['graph'])}, total {human_bytes(r['total'])}\n")
+        out.write(
+            f"  {who}: weights {human_bytes(r['weights'])}, KV cache {human_bytes(r['kv_cache'])}, "
+            f"compute {human_bytes(r['graph'])}, total {human_bytes(r['total'])}\n"
+        )
     out.write(f"  total memory {human_bytes(document['total'])}\n")
     out.write("".join(f"note: {p(note)}\n" for note in document["notes"]))
     out.write("fits\n" if document["fits"] else "does not fit\n")

@@ -45,8 +45,9 @@ def hints(found: Discovery, env: Mapping[str, str], *, listed: bool = False) -> 
     return _lines(found.dropped, found.plugins, env, listed)
 
 
-def _lines(dropped: Sequence[Dropped], reports: Sequence[PluginReport],
-           env: Mapping[str, str], listed: bool = False) -> list[str]:
+def _lines(
+    dropped: Sequence[Dropped], reports: Sequence[PluginReport], env: Mapping[str, str], listed: bool = False
+) -> list[str]:
     from gpuscout.results import SOFTWARE_REASON
 
     lines: list[str] = []
@@ -55,13 +56,18 @@ def _lines(dropped: Sequence[Dropped], reports: Sequence[PluginReport],
         n = len(software)
         which = "it" if n == 1 else "them"
         if listed:
-            lines.append(f"dropped {n} software device{'' if n == 1 else 's'} (listed above); "
-                         f"--include-software ranks {which}")
+            lines.append(
+                f"dropped {n} software device{'' if n == 1 else 's'} (listed above); "
+                f"--include-software ranks {which}"
+            )
         else:
-            named = ", ".join(f"{d.library} {d.id} ({d.description or d.name or 'unnamed'})"
-                              for d in software)
-            lines.append(f"dropped {n} software device{'' if n == 1 else 's'}: {named}; "
-                         f"--include-software ranks {which}")
+            named = ", ".join(
+                f"{d.library} {d.id} ({d.description or d.name or 'unnamed'})" for d in software
+            )
+            lines.append(
+                f"dropped {n} software device{'' if n == 1 else 's'}: {named}; "
+                f"--include-software ranks {which}"
+            )
     if not listed:
         for drop in dropped:
             if drop.reason != SOFTWARE_REASON and drop.duplicate_of is None:
@@ -75,8 +81,7 @@ def _plugin_hints(reports: Sequence[PluginReport], env: Mapping[str, str]) -> li
 
     lines: list[str] = []
     if not any(r.status is not PluginStatus.DISABLED for r in reports):
-        lines.append("no plugin ran: every plugin is disabled or none is installed "
-                     "(see 'gpuscout plugins')")
+        lines.append("no plugin ran: every plugin is disabled or none is installed (see 'gpuscout plugins')")
     for r in reports:
         # A failed plugin's error is on stderr already (``gpuscout: plugin NAME failed: ...``).
         if r.status is PluginStatus.DISABLED or not r.note:
@@ -107,9 +112,17 @@ def format_hints(lines: Sequence[str], width: int | None = None) -> str:
         return "".join(f"{PREFIX}{line}\n" for line in lines)
     indent = " " * len(PREFIX)
     return "".join(
-        textwrap.fill(line, width=max(width, len(PREFIX) + 20), initial_indent=PREFIX,
-                      subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
-        + "\n" for line in lines)
+        textwrap.fill(
+            line,
+            width=max(width, len(PREFIX) + 20),
+            initial_indent=PREFIX,
+            subsequent_indent=indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        + "\n"
+        for line in lines
+    )
 
 
 def terminal_width(stream: TextIO) -> int | None:
@@ -137,8 +150,9 @@ def write_hints(lines: Sequence[str], stream: TextIO | None = None) -> None:
         out.write(format_hints(lines, terminal_width(out)))
 
 
-def print_for(target: Scout | Discovery, env: Mapping[str, str] | None = None, *,
-              listed: bool = False) -> None:
+def print_for(
+    target: Scout | Discovery, env: Mapping[str, str] | None = None, *, listed: bool = False
+) -> None:
     """Write the hints for ``target`` on stderr (``write_hints``); ``env`` is the environment
     the plugins saw (default: a Scout's own, else this process's); ``listed`` as for
     ``hints``: ``list`` passes True, having just printed the discovery.

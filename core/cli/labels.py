@@ -57,8 +57,7 @@ def memory_label(d: DeviceInfo) -> str:
     return text + (" (stale)" if d.free_memory_stale else "")
 
 
-def free_of_total(free: int, total: int, unknown_devices: int = 0,
-                  unknown_total: int = 0) -> str:
+def free_of_total(free: int, total: int, unknown_devices: int = 0, unknown_total: int = 0) -> str:
     """A sum of memory: ``22.0 GiB free of 26.0 GiB``; devices whose free memory is unknown
     (``unknown_devices`` of them, holding ``unknown_total`` of the ``total`` bytes) are said
     apart, never counted as free: ``20.0 GiB free of 24.0 GiB (1 more device, 2.0 GiB, free
@@ -69,16 +68,21 @@ def free_of_total(free: int, total: int, unknown_devices: int = 0,
     if known_total <= 0 and free == 0:
         return f"{human_bytes(total)}, free unknown"
     plural = "" if unknown_devices == 1 else "s"
-    return (f"{human_bytes(free)} free of {human_bytes(known_total)} ({unknown_devices} more "
-            f"device{plural}, {human_bytes(unknown_total)}, free unknown)")
+    return (
+        f"{human_bytes(free)} free of {human_bytes(known_total)} ({unknown_devices} more "
+        f"device{plural}, {human_bytes(unknown_total)}, free unknown)"
+    )
 
 
 def devices_free_of_total(devices: Sequence[DeviceInfo]) -> str:
     """``free_of_total`` of ``devices``: unknown free figures are never added in."""
     unknown = [d for d in devices if d.free_memory_unknown]
-    return free_of_total(sum(d.free_memory for d in devices if not d.free_memory_unknown),
-                         sum(d.total_memory for d in devices), len(unknown),
-                         sum(d.total_memory for d in unknown))
+    return free_of_total(
+        sum(d.free_memory for d in devices if not d.free_memory_unknown),
+        sum(d.total_memory for d in devices),
+        len(unknown),
+        sum(d.total_memory for d in unknown),
+    )
 
 
 def system_line(s: SystemInfo) -> str:
@@ -86,9 +90,20 @@ def system_line(s: SystemInfo) -> str:
     when nothing could be read (a recorded tree without ``/proc/meminfo`` gives zeros)."""
     if s.total_memory <= 0:
         return "System memory: unknown (no /proc/meminfo was readable)"
-    return (f"System memory: {human_bytes(s.free_memory)} free of {human_bytes(s.total_memory)}, "
-            f"swap free {human_bytes(s.free_swap)}")
+    return (
+        f"System memory: {human_bytes(s.free_memory)} free of {human_bytes(s.total_memory)}, "
+        f"swap free {human_bytes(s.free_swap)}"
+    )
 
 
-__all__ = ["UNKNOWN_LEGEND", "UNKNOWN_MARK", "compute_label", "devices_free_of_total",
-           "driver_label", "free_of_total", "memory_bar", "memory_label", "system_line"]
+__all__ = [
+    "UNKNOWN_LEGEND",
+    "UNKNOWN_MARK",
+    "compute_label",
+    "devices_free_of_total",
+    "driver_label",
+    "free_of_total",
+    "memory_bar",
+    "memory_label",
+    "system_line",
+]

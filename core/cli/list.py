@@ -16,14 +16,16 @@ if TYPE_CHECKING:
     from gpuscout.results import Discovery
     from gpuscout.scout import Scout
 
-DESCRIPTION = ("Discover the accelerators of this machine and list them best first: discrete "
-               "before integrated, then free memory descending, then library and id. Devices "
-               "dropped as duplicates or software renderers are listed with the reason. Devices the "
-               "runtime would not use unless selected (a device outside its library's default "
-               "set; see unused_reason in --json) rank after every device it would use and "
-               "before software devices; "
-               "plugins that failed are named on stderr. Exit 0 also when nothing is found, "
-               "5 when every plugin that ran failed or timed out; --watch ends with 0 on Ctrl-C.")
+DESCRIPTION = (
+    "Discover the accelerators of this machine and list them best first: discrete "
+    "before integrated, then free memory descending, then library and id. Devices "
+    "dropped as duplicates or software renderers are listed with the reason. Devices the "
+    "runtime would not use unless selected (a device outside its library's default "
+    "set; see unused_reason in --json) rank after every device it would use and "
+    "before software devices; "
+    "plugins that failed are named on stderr. Exit 0 also when nothing is found, "
+    "5 when every plugin that ran failed or timed out; --watch ends with 0 on Ctrl-C."
+)
 
 #: ``--format`` values; without it: ``table`` on a terminal, ``tsv`` in a pipe.
 FORMATS = ("table", "tsv", "csv", "json")
@@ -34,22 +36,36 @@ def add_parser(sub: Subcommands, help: str) -> None:
     p = common.command_parser(sub, "list", help, DESCRIPTION)
     common.add_scout_options(p)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (--format json)")
-    p.add_argument("--format", choices=FORMATS, default=None,
-                   help="table (the terminal's default), tsv (tab-separated lines, a pipe's "
-                        "default), csv (the same rows as CSV, dropped devices with rank "
-                        "'dropped') or json")
-    p.add_argument("-q", "--quiet", action="store_true",
-                   help="only the devices' ids, one per line, best first")
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="table (the terminal's default), tsv (tab-separated lines, a pipe's "
+        "default), csv (the same rows as CSV, dropped devices with rank "
+        "'dropped') or json",
+    )
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="only the devices' ids, one per line, best first"
+    )
     common.add_include_software(p, "rank software devices (llvmpipe) instead of dropping them")
-    p.add_argument("--validate", action="store_true",
-                   help="initialise devices that need it in a child process first")
-    p.add_argument("--explain", action="store_true",
-                   help="then say why each device ranks where it does, why each dropped one was "
-                        "dropped and what each plugin did (with --json: an \"explain\" key)")
-    p.add_argument("--watch", nargs="?", const=DEFAULT_WATCH, type=common.seconds,
-                   metavar="SECONDS",
-                   help=f"list again every SECONDS (default {DEFAULT_WATCH:g}) until Ctrl-C: "
-                        "redrawn in place on a terminal, one JSON object per line with --json")
+    p.add_argument(
+        "--validate", action="store_true", help="initialise devices that need it in a child process first"
+    )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="then say why each device ranks where it does, why each dropped one was "
+        'dropped and what each plugin did (with --json: an "explain" key)',
+    )
+    p.add_argument(
+        "--watch",
+        nargs="?",
+        const=DEFAULT_WATCH,
+        type=common.seconds,
+        metavar="SECONDS",
+        help=f"list again every SECONDS (default {DEFAULT_WATCH:g}) until Ctrl-C: "
+        "redrawn in place on a terminal, one JSON object per line with --json",
+    )
 
 
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
@@ -97,8 +113,10 @@ def _list(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
         # A tree holds files, not a driver to initialise: a child would re-read the same files
         # (proving nothing) while driver-backed plugins there answer for this machine's real
         # devices, so every device read from the tree would be dropped as "not seen".
-        common.warn(f"--validate skipped under --root {args.root}: a recorded tree has no driver "
-                    "to initialise (as with --replay)")
+        common.warn(
+            f"--validate skipped under --root {args.root}: a recorded tree has no driver "
+            "to initialise (as with --replay)"
+        )
         args = argparse.Namespace(**{**vars(args), "validate": False})
     if getattr(args, "watch", None) is not None:
         return watch(args, scout, args.watch)
@@ -120,11 +138,14 @@ def _check_format(args: argparse.Namespace) -> None:
     if args.json:
         args.format = "json"
     if args.quiet and args.format is not None:
-        raise common.UsageError(f"-q prints ids only: it excludes --format {args.format}"
-                                + (" (--json)" if args.json else ""))
+        raise common.UsageError(
+            f"-q prints ids only: it excludes --format {args.format}" + (" (--json)" if args.json else "")
+        )
     if args.explain and (args.quiet or args.format == "csv"):
-        raise common.UsageError("--explain goes with the table, tsv and json forms, not with "
-                                + ("-q" if args.quiet else "--format csv"))
+        raise common.UsageError(
+            "--explain goes with the table, tsv and json forms, not with "
+            + ("-q" if args.quiet else "--format csv")
+        )
     args.json = args.format == "json"
 
 
@@ -133,8 +154,9 @@ def _on_a_tree(args: argparse.Namespace) -> bool:
 
 
 def _discover(args: argparse.Namespace, scout: Scout) -> Discovery:
-    found = scout.discover(include_software=args.include_software, validate=args.validate,
-                           isolated=args.isolated)
+    found = scout.discover(
+        include_software=args.include_software, validate=args.validate, isolated=args.isolated
+    )
     common.warn_failed_plugins(found.plugins)
     return found
 
@@ -196,14 +218,15 @@ def csv_discovery(found: Discovery) -> str:
 
     lines = plain_discovery(found).splitlines()
     rows: list[list[str]] = [list(DEVICE_COLUMNS)]
-    for line in lines[1:len(found.devices) + 1]:
+    for line in lines[1 : len(found.devices) + 1]:
         rows.append(line.split("\t"))
-    for line in lines[len(found.devices) + 1:len(found.devices) + 1 + len(found.dropped)]:
+    for line in lines[len(found.devices) + 1 : len(found.devices) + 1 + len(found.dropped)]:
         # "# dropped", library, id, description, pci_id, reason
         _, library, id_, description, pci_id, reason = (line.split("\t") + [""] * 6)[:6]
         row = dict.fromkeys(DEVICE_COLUMNS, "-")
-        row.update(rank="dropped", library=library, id=id_, description=description,
-                   pci_id=pci_id, note=reason)
+        row.update(
+            rank="dropped", library=library, id=id_, description=description, pci_id=pci_id, note=reason
+        )
         rows.append([row[c] for c in DEVICE_COLUMNS])
     text = io.StringIO()
     csv.writer(text, lineterminator="\n").writerows(rows)
@@ -237,8 +260,7 @@ def timestamp() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def watch(args: argparse.Namespace, scout: Scout, interval: float,
-          rounds: int | None = None) -> int:
+def watch(args: argparse.Namespace, scout: Scout, interval: float, rounds: int | None = None) -> int:
     """List every ``interval`` seconds until Ctrl-C (or ``rounds`` listings); returns 0 either way:
     Ctrl-C is how a watch ends, so it is its success, not 130.
 
@@ -279,8 +301,9 @@ def watch(args: argparse.Namespace, scout: Scout, interval: float,
     return common.SUCCESS
 
 
-def _next_listing(args: argparse.Namespace, scout: Scout, found: Discovery | None,
-                  since: int) -> tuple[Discovery, int]:
+def _next_listing(
+    args: argparse.Namespace, scout: Scout, found: Discovery | None, since: int
+) -> tuple[Discovery, int]:
     """The next listing and the count of listings since the last full discovery (see watch)."""
     if found is None or not found.devices or since + 1 >= REDISCOVER_EVERY:
         return _discover(args, scout), 0

@@ -36,10 +36,17 @@ class _StdoutGuard:
         real.flush()
         self.saved = os.dup(1)
         try:
-            self.stream = open(self.saved, "w", encoding=getattr(real, "encoding", None),
-                               errors=getattr(real, "errors", None), closefd=False)
-            self.stream.reconfigure(line_buffering=getattr(real, "line_buffering", False),
-                                    write_through=getattr(real, "write_through", False))
+            self.stream = open(
+                self.saved,
+                "w",
+                encoding=getattr(real, "encoding", None),
+                errors=getattr(real, "errors", None),
+                closefd=False,
+            )
+            self.stream.reconfigure(
+                line_buffering=getattr(real, "line_buffering", False),
+                write_through=getattr(real, "write_through", False),
+            )
             os.dup2(sys.stderr.fileno(), 1)
         except (OSError, ValueError):  # keep the Python-level guard only
             os.close(self.saved)

@@ -10,10 +10,12 @@ from gpuscout.cli import common
 if TYPE_CHECKING:
     from gpuscout.cli.common import ScoutFactory, Subcommands
 
-DESCRIPTION = ("Run one discovery and show each plugin: status (ok, failed, timeout, disabled), "
-               "devices found, enumerate time, version and distribution, and the error of one "
-               "that failed or the note of one that found nothing. Exit 5 when every plugin "
-               "that ran failed or timed out.")
+DESCRIPTION = (
+    "Run one discovery and show each plugin: status (ok, failed, timeout, disabled), "
+    "devices found, enumerate time, version and distribution, and the error of one "
+    "that failed or the note of one that found nothing. Exit 5 when every plugin "
+    "that ran failed or timed out."
+)
 
 
 def add_parser(sub: Subcommands, help: str) -> None:

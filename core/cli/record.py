@@ -25,11 +25,14 @@ def add_parser(sub: Subcommands, help: str) -> None:
     p = common.command_parser(sub, "record", help, DESCRIPTION, color=False)
     common.add_scout_options(p)
     p.add_argument("dir", metavar="DIR", help="the recording's directory (created)")
-    p.add_argument("--anonymize", action="store_true",
-                   help="replace UUIDs, serial numbers, unique ids and the host name, "
-                        "consistently across the recording")
-    p.add_argument("--machine", default="", metavar="TEXT",
-                   help="a description of the machine, kept in the manifest")
+    p.add_argument(
+        "--anonymize",
+        action="store_true",
+        help="replace UUIDs, serial numbers, unique ids and the host name, consistently across the recording",
+    )
+    p.add_argument(
+        "--machine", default="", metavar="TEXT", help="a description of the machine, kept in the manifest"
+    )
 
 
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
@@ -37,8 +40,10 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     from gpuscout.recording import Recorder, declared_families
 
     if getattr(args, "replay", None):
-        raise common.UsageError("record writes a recording of this machine; it cannot record "
-                                "a replay (copy the recording's directory instead)")
+        raise common.UsageError(
+            "record writes a recording of this machine; it cannot record "
+            "a replay (copy the recording's directory instead)"
+        )
     recorder = Recorder()
     args.recorder = recorder
     scout = common.open_scout(args, scout_factory)
@@ -47,11 +52,20 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     found = scout.discover()
     families = declared_families(scout.plugin_manager.get_plugins())
     env = scout.env.recorded(families) if hasattr(scout.env, "recorded") else {}
-    manifest = recorder.write(args.dir, platform=scout.platform, env=env,
-                              anonymize=bool(args.anonymize), machine=str(args.machine)[:1000])
+    manifest = recorder.write(
+        args.dir,
+        platform=scout.platform,
+        env=env,
+        anonymize=bool(args.anonymize),
+        machine=str(args.machine)[:1000],
+    )
     for problem in manifest.get("problems", ()):
         common.warn(problem)
-    sys.stderr.write(common.printable(
-        f"gpuscout: recorded {len(found.devices)} device(s), {len(recorder.paths)} path(s) and "
-        f"the answers of {len(recorder.answers)} plugin(s) in {args.dir}") + "\n")
+    sys.stderr.write(
+        common.printable(
+            f"gpuscout: recorded {len(found.devices)} device(s), {len(recorder.paths)} path(s) and "
+            f"the answers of {len(recorder.answers)} plugin(s) in {args.dir}"
+        )
+        + "\n"
+    )
     return common.SUCCESS

@@ -22,14 +22,16 @@ if TYPE_CHECKING:
     from gpuscout.cli.common import ScoutFactory, Subcommands
     from gpuscout.scout import Scout
 
-DESCRIPTION = ("Serve GET /info (and HEAD) on 127.0.0.1:PORT: each request runs one discovery "
-               "and answers with the ranked devices as a JSON array (the wire format of Ollama's runner). "
-               "A host starts it as a child so that a crashing driver cannot take the host down. "
-               "The first line on stdout is {\"port\": N}, the port it listens on (with --port 0, "
-               "one the system picked). Every reply carries the token found in "
-               "GPUSCOUT_RUNNER_TOKEN in an X-Gpuscout-Token header. It exits on SIGTERM, when "
-               "its parent dies and when left idle, with exit 0 each time (Ctrl-C too: "
-               "stopping is how a server ends).")
+DESCRIPTION = (
+    "Serve GET /info (and HEAD) on 127.0.0.1:PORT: each request runs one discovery "
+    "and answers with the ranked devices as a JSON array (the wire format of Ollama's runner). "
+    "A host starts it as a child so that a crashing driver cannot take the host down. "
+    'The first line on stdout is {"port": N}, the port it listens on (with --port 0, '
+    "one the system picked). Every reply carries the token found in "
+    "GPUSCOUT_RUNNER_TOKEN in an X-Gpuscout-Token header. It exits on SIGTERM, when "
+    "its parent dies and when left idle, with exit 0 each time (Ctrl-C too: "
+    "stopping is how a server ends)."
+)
 
 
 def add_parser(sub: Subcommands, help: str) -> None:
@@ -38,14 +40,25 @@ def add_parser(sub: Subcommands, help: str) -> None:
 
     p = common.command_parser(sub, "runner", help, DESCRIPTION, color=False)
     common.add_scout_options(p)
-    p.add_argument("--port", type=int, required=True,
-                   help="port on 127.0.0.1; 0 lets the system pick a free one")
+    p.add_argument(
+        "--port", type=int, required=True, help="port on 127.0.0.1; 0 lets the system pick a free one"
+    )
     common.add_include_software(p, "serve software devices (llvmpipe) too")
-    p.add_argument("--idle-exit", type=common.seconds, default=IDLE_EXIT, metavar="SECONDS",
-                   help=f"exit after this long without a connection (default {IDLE_EXIT:g})")
-    p.add_argument("--read-timeout", type=common.seconds, default=READ_TIMEOUT, metavar="SECONDS",
-                   help="cut off a connection that has not sent its whole request this long "
-                        f"after connecting (default {READ_TIMEOUT:g})")
+    p.add_argument(
+        "--idle-exit",
+        type=common.seconds,
+        default=IDLE_EXIT,
+        metavar="SECONDS",
+        help=f"exit after this long without a connection (default {IDLE_EXIT:g})",
+    )
+    p.add_argument(
+        "--read-timeout",
+        type=common.seconds,
+        default=READ_TIMEOUT,
+        metavar="SECONDS",
+        help="cut off a connection that has not sent its whole request this long "
+        f"after connecting (default {READ_TIMEOUT:g})",
+    )
 
 
 def _announce(port: int) -> None:
@@ -87,7 +100,12 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     token = os.environ.pop(TOKEN_ENV, None) or None
     scout = _load(args, scout_factory, parent)
     isolated = bool(getattr(args, "isolated", False))
-    return serve(lambda: scout.discover(include_software=args.include_software,
-                                        isolated=isolated).devices,
-                 port=args.port, idle_exit=args.idle_exit, token=token, parent=parent,
-                 announce=_announce, read_timeout=args.read_timeout)
+    return serve(
+        lambda: scout.discover(include_software=args.include_software, isolated=isolated).devices,
+        port=args.port,
+        idle_exit=args.idle_exit,
+        token=token,
+        parent=parent,
+        announce=_announce,
+        read_timeout=args.read_timeout,
+    )

@@ -21,16 +21,18 @@ if TYPE_CHECKING:
 
 def add_selection_options(p: argparse.ArgumentParser) -> None:
     """``--isolate``, ``--include-software`` and ``--verify``."""
-    p.add_argument("--isolate", action="store_true",
-                   help="also hide every other vendor's devices explicitly")
+    p.add_argument("--isolate", action="store_true", help="also hide every other vendor's devices explicitly")
     common.add_include_software(p, "let software devices (llvmpipe) be selected")
-    p.add_argument("--verify", action="store_true",
-                   help="check in a child process that it sees exactly the selection "
-                        "(exit 3 when it does not)")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="check in a child process that it sees exactly the selection (exit 3 when it does not)",
+    )
 
 
-def prepare(args: argparse.Namespace, selectors: Sequence[str],
-            scout_factory: ScoutFactory) -> tuple[dict[str, str], dict[str, str], int]:
+def prepare(
+    args: argparse.Namespace, selectors: Sequence[str], scout_factory: ScoutFactory
+) -> tuple[dict[str, str], dict[str, str], int]:
     """Select, compute the child's environment, verify when asked.
 
     Returns the added variables and the child's whole environment (the one gpuscout's plugins

@@ -51,8 +51,19 @@ if TYPE_CHECKING:
 COLOR_CHOICES = ("never", "auto", "always")
 
 #: The plain form's columns.
-DEVICE_COLUMNS = ("rank", "library", "id", "description", "pci_id", "free", "total", "compute",
-                  "driver", "integrated", "note")
+DEVICE_COLUMNS = (
+    "rank",
+    "library",
+    "id",
+    "description",
+    "pci_id",
+    "free",
+    "total",
+    "compute",
+    "driver",
+    "integrated",
+    "note",
+)
 DROPPED_COLUMNS = ("# dropped", "library", "id", "description", "pci_id", "reason")
 PLUGIN_COLUMNS = ("name", "status", "devices", "ms", "version", "distribution", "error/note")
 
@@ -81,8 +92,14 @@ def stdout_console(color: bool = False, width: int | None = None) -> Console:
 
     An ASCII-only terminal (``LANG=C``) or a name with undecodable bytes shows ``?`` instead.
     """
-    return _Console(file=_stdout(), force_terminal=True, width=width, no_color=not color,
-                    color_system="auto" if color else None, highlight=False)
+    return _Console(
+        file=_stdout(),
+        force_terminal=True,
+        width=width,
+        no_color=not color,
+        color_system="auto" if color else None,
+        highlight=False,
+    )
 
 
 def _stdout() -> TextIO:
@@ -139,8 +156,7 @@ def summary_line(found: Discovery) -> str:
 def _dropped_line(found: Discovery, index: int) -> str:
     drop = found.dropped[index]
     d = drop.device
-    return printable(f"dropped: {d.library} {d.id} {d.description or d.name} "
-                     f"({drop.reason}{_twin_of(drop)})")
+    return printable(f"dropped: {d.library} {d.id} {d.description or d.name} ({drop.reason}{_twin_of(drop)})")
 
 
 def _twin_of(drop: Dropped) -> str:
@@ -163,15 +179,41 @@ def plain_discovery(found: Discovery) -> str:
         free = "-" if d.free_memory_unknown else human_bytes(d.free_memory)
         if d.free_memory_stale and not d.free_memory_unknown:
             free += " (stale)"
-        notes = [n for n in ("software" if d.software else "",
-                             f"unused: {d.unused_reason}" if d.unused_reason else "") if n]
-        rows.append((str(rank), d.library, d.id, d.description or d.name, d.pci_id, free,
-                     human_bytes(d.total_memory), compute_label(d), driver_label(d),
-                     "yes" if d.integrated else "no", "; ".join(notes)))
+        notes = [
+            n
+            for n in (
+                "software" if d.software else "",
+                f"unused: {d.unused_reason}" if d.unused_reason else "",
+            )
+            if n
+        ]
+        rows.append(
+            (
+                str(rank),
+                d.library,
+                d.id,
+                d.description or d.name,
+                d.pci_id,
+                free,
+                human_bytes(d.total_memory),
+                compute_label(d),
+                driver_label(d),
+                "yes" if d.integrated else "no",
+                "; ".join(notes),
+            )
+        )
     for drop in found.dropped:
         d = drop.device
-        rows.append(("# dropped", d.library, d.id, d.description or d.name, d.pci_id,
-                     f"{drop.reason}{_twin_of(drop)}"))
+        rows.append(
+            (
+                "# dropped",
+                d.library,
+                d.id,
+                d.description or d.name,
+                d.pci_id,
+                f"{drop.reason}{_twin_of(drop)}",
+            )
+        )
     lines = ["\t".join(_plain(v) for v in row) for row in rows]
     return "".join(f"{line}\n" for line in [*lines, system_line(found.system)])
 
@@ -179,8 +221,18 @@ def plain_discovery(found: Discovery) -> str:
 def plain_plugins(reports: Sequence[PluginReport]) -> str:
     """The plain form of ``gpuscout plugins``: a header line, then one line per plugin."""
     rows: list[tuple[str, ...]] = [PLUGIN_COLUMNS]
-    rows += [(r.name, str(r.status), str(r.devices), f"{r.elapsed * 1000:.1f}", r.version,
-              r.distribution, r.error or r.note) for r in reports]
+    rows += [
+        (
+            r.name,
+            str(r.status),
+            str(r.devices),
+            f"{r.elapsed * 1000:.1f}",
+            r.version,
+            r.distribution,
+            r.error or r.note,
+        )
+        for r in reports
+    ]
     return "".join("\t".join(_plain(v) for v in row) + "\n" for row in rows)
 
 
@@ -203,8 +255,9 @@ def _cell(value: object, style: str = "") -> Text:
     return Text(printable(value), style=style)
 
 
-def _fitted_table(title: str, columns: Sequence[Column], drop_order: Sequence[str],
-                  width: int) -> tuple[Table, list[str]] | None:
+def _fitted_table(
+    title: str, columns: Sequence[Column], drop_order: Sequence[str], width: int
+) -> tuple[Table, list[str]] | None:
     """The table of ``columns`` that fits ``width``, and the headers of the columns left out:
     ``short`` and ``wrap`` columns shrink first, then columns leave in ``drop_order``; None when
     even the smallest set would cut a cell that must stay whole."""
@@ -219,19 +272,31 @@ def _fitted_table(title: str, columns: Sequence[Column], drop_order: Sequence[st
             continue
         # A short column takes what the others leave (rich would squeeze every column alike).
         shorts = [c for c in kept if c[2] == SHORT]
-        spare = width - 2 * (len(kept) - 1) - sum(
-            _natural(c) if c[2] == WHOLE else min(_NARROWEST, _natural(c))
-            for c in kept if c[2] != SHORT)
+        spare = (
+            width
+            - 2 * (len(kept) - 1)
+            - sum(
+                _natural(c) if c[2] == WHOLE else min(_NARROWEST, _natural(c)) for c in kept if c[2] != SHORT
+            )
+        )
         short_width = min(CELL_CAP, spare // len(shorts)) if shorts else 0
-        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
-                      pad_edge=False, collapse_padding=True)
+        table = Table(
+            title=title,
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            collapse_padding=True,
+        )
         for column in kept:
             name, _, kind = column
-            table.add_column(name, no_wrap=kind != WRAP,
-                             overflow="ignore" if kind == WHOLE else
-                             "ellipsis" if kind == SHORT else "fold",
-                             min_width=None if kind == WHOLE else min(_NARROWEST, _natural(column)),
-                             max_width=short_width if kind == SHORT else None)
+            table.add_column(
+                name,
+                no_wrap=kind != WRAP,
+                overflow="ignore" if kind == WHOLE else "ellipsis" if kind == SHORT else "fold",
+                min_width=None if kind == WHOLE else min(_NARROWEST, _natural(column)),
+                max_width=short_width if kind == SHORT else None,
+            )
         for i in range(len(kept[0][1]) if kept else 0):
             table.add_row(*(cells[i] for _, cells, _ in kept))
         if _fits(table, [c for c in kept if c[2] == WHOLE], width):
@@ -251,7 +316,8 @@ def _fits(table: Table, whole: Sequence[Column], width: int) -> bool:
         probe.print(table)
     text = capture.get()
     return all(len(line) <= width for line in text.splitlines()) and all(
-        cell.plain in text and name in text for name, cells, _ in whole for cell in cells)
+        cell.plain in text and name in text for name, cells, _ in whole for cell in cells
+    )
 
 
 def left_out_line(columns: Sequence[str], width: int, how: str = "use --json") -> str:
@@ -268,8 +334,14 @@ def _device_columns(found: Discovery) -> list[Column]:
         ("id", [_cell(d.id, "cyan") for d in devices], WHOLE),
         ("description", [_cell(_description(d)) for d in devices], SHORT),
         ("PCI id", [_cell(d.pci_id or "-") for d in devices], WHOLE),
-        ("free/total", [_cell(memory_label(d), "yellow" if d.free_memory_stale
-                              or d.free_memory_unknown else "") for d in devices], WHOLE),
+        (
+            "free/total",
+            [
+                _cell(memory_label(d), "yellow" if d.free_memory_stale or d.free_memory_unknown else "")
+                for d in devices
+            ],
+            WHOLE,
+        ),
         ("used", [_cell(_bar(d), "magenta") for d in devices], WHOLE),
         ("compute", [_cell(compute_label(d)) for d in devices], WHOLE),
         ("driver", [_cell(driver_label(d)) for d in devices], WHOLE),
@@ -291,21 +363,27 @@ def _device_blocks(found: Discovery, console: Console) -> None:
     line (rank, library, id) is never cut; a long value wraps between words, indented."""
     console.print(Text("Devices, best first", style="italic"))
     for rank, d in enumerate(found.devices):
-        console.print(Text.assemble(f"#{rank} ", (printable(d.library), "bold"), " ",
-                                    (printable(d.id), "cyan")), soft_wrap=True)
+        console.print(
+            Text.assemble(f"#{rank} ", (printable(d.library), "bold"), " ", (printable(d.id), "cyan")),
+            soft_wrap=True,
+        )
         block = Table.grid(padding=(0, 1), pad_edge=True)
         block.add_column(no_wrap=True)
         block.add_column(overflow="fold")
-        for label, value in (("description", _description(d)), ("PCI id", d.pci_id or "-"),
-                             ("free/total", memory_label(d)), ("used", _bar(d)),
-                             ("compute", compute_label(d)), ("driver", driver_label(d)),
-                             ("integrated", "yes" if d.integrated else "no")):
+        for label, value in (
+            ("description", _description(d)),
+            ("PCI id", d.pci_id or "-"),
+            ("free/total", memory_label(d)),
+            ("used", _bar(d)),
+            ("compute", compute_label(d)),
+            ("driver", driver_label(d)),
+            ("integrated", "yes" if d.integrated else "no"),
+        ):
             block.add_row(_cell(f" {label}:"), _cell(value))
         console.print(block)
 
 
-def print_discovery(found: Discovery, console: Console | None = None, *,
-                    color: str = "auto") -> None:
+def print_discovery(found: Discovery, console: Console | None = None, *, color: str = "auto") -> None:
     """The ``gpuscout list`` output: on a terminal (or a given ``console``) the table fitted to
     its width, what it left out, a summary line, dropped devices and system memory, each line
     wrapped between words; in a pipe the plain form.
@@ -319,14 +397,16 @@ def print_discovery(found: Discovery, console: Console | None = None, *,
             return
         console = stdout_console(use_color(color, terminal))
     if found.devices:
-        fitted = _fitted_table("Devices, best first", _device_columns(found), _DEVICE_DROP_ORDER,
-                               console.width)
+        fitted = _fitted_table(
+            "Devices, best first", _device_columns(found), _DEVICE_DROP_ORDER, console.width
+        )
         if fitted is None:
             _device_blocks(found, console)
         else:
             console.print(fitted[0])
         if any(d.free_memory_unknown for d in found.devices) and (
-                fitted is None or "free/total" not in fitted[1]):
+            fitted is None or "free/total" not in fitted[1]
+        ):
             console.print(Text(UNKNOWN_LEGEND, style="dim"))
         if fitted is not None and fitted[1]:
             console.print(Text(left_out_line(fitted[1], console.width), style="dim"))
@@ -338,8 +418,9 @@ def print_discovery(found: Discovery, console: Console | None = None, *,
     console.print(Text(system_line(found.system)))
 
 
-def print_plugins(reports: Sequence[PluginReport], console: Console | None = None, *,
-                  color: str = "auto") -> None:
+def print_plugins(
+    reports: Sequence[PluginReport], console: Console | None = None, *, color: str = "auto"
+) -> None:
     """The ``gpuscout plugins`` output: a table fitted to the terminal (or a given ``console``),
     saying which columns it left out, or in a pipe one plain line per plugin. ``color`` as for
     ``print_discovery``."""
@@ -351,20 +432,22 @@ def print_plugins(reports: Sequence[PluginReport], console: Console | None = Non
         console = stdout_console(use_color(color, terminal))
     columns: list[Column] = [
         ("name", [_cell(r.name, "bold") for r in reports], WHOLE),
-        ("status", [_cell(r.status, _STATUS_STYLE.get(str(r.status), "")) for r in reports],
-         WHOLE),
+        ("status", [_cell(r.status, _STATUS_STYLE.get(str(r.status), "")) for r in reports], WHOLE),
         ("devices", [_cell(r.devices) for r in reports], WHOLE),
         ("ms", [_cell(f"{r.elapsed * 1000:.1f}") for r in reports], WHOLE),
         ("version", [_cell(r.version or "-") for r in reports], WHOLE),
         ("distribution", [_cell(r.distribution or "-") for r in reports], WHOLE),
-        ("error/note", [_cell(r.error or r.note or "-", "red" if r.error else "dim")
-                        for r in reports], WRAP),
+        ("error/note", [_cell(r.error or r.note or "-", "red" if r.error else "dim") for r in reports], WRAP),
     ]
     fitted = _fitted_table("Plugins", columns, _PLUGIN_DROP_ORDER, console.width)
     if fitted is None:  # a plugin name wider than the terminal: one line each, never cut
         for r in reports:
-            console.print(_cell(f"{r.name} {r.status} {r.devices} {r.elapsed * 1000:.1f} ms "
-                                f"{r.error or r.note or '-'}"), soft_wrap=True)
+            console.print(
+                _cell(
+                    f"{r.name} {r.status} {r.devices} {r.elapsed * 1000:.1f} ms {r.error or r.note or '-'}"
+                ),
+                soft_wrap=True,
+            )
         return
     console.print(fitted[0])
     if fitted[1]:
@@ -386,8 +469,7 @@ def print_memory(memory: BackendMemory, *, color: str = "auto") -> bool:
     return True
 
 
-def render_discovery(found: Discovery, width: int = 80, terminal: bool = True,
-                     color: bool = False) -> str:
+def render_discovery(found: Discovery, width: int = 80, terminal: bool = True, color: bool = False) -> str:
     """What ``gpuscout list`` prints, as text: on a terminal ``width`` wide (``color``: with
     ANSI colours), or in a pipe (the plain form). For tests and notes."""
     if not terminal:
@@ -397,8 +479,9 @@ def render_discovery(found: Discovery, width: int = 80, terminal: bool = True,
     return console.file.getvalue()  # type: ignore[attr-defined,no-any-return]
 
 
-def render_plugins(reports: Sequence[PluginReport], width: int = 80, terminal: bool = True,
-                   color: bool = False) -> str:
+def render_plugins(
+    reports: Sequence[PluginReport], width: int = 80, terminal: bool = True, color: bool = False
+) -> str:
     """What ``gpuscout plugins`` prints, as text (see ``render_discovery``)."""
     if not terminal:
         return plain_plugins(reports)
@@ -408,6 +491,12 @@ def render_plugins(reports: Sequence[PluginReport], width: int = 80, terminal: b
 
 
 def _recording_console(width: int, color: bool) -> Console:
-    return Console(file=io.StringIO(), width=width, force_terminal=True, no_color=not color,
-                   color_system="standard" if color else None, highlight=False,
-                   legacy_windows=False)
+    return Console(
+        file=io.StringIO(),
+        width=width,
+        force_terminal=True,
+        no_color=not color,
+        color_system="standard" if color else None,
+        highlight=False,
+        legacy_windows=False,
+    )

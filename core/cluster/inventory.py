@@ -78,8 +78,11 @@ class NodeResult:
         """One line per plugin that failed or timed out on the node."""
         if self.discovery is None:
             return []
-        return [f"{r.name} {r.status}: {r.error}" for r in self.discovery.plugins
-                if r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT)]
+        return [
+            f"{r.name} {r.status}: {r.error}"
+            for r in self.discovery.plugins
+            if r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT)
+        ]
 
 
 @attrs.frozen
@@ -134,7 +137,7 @@ _WORDS = re.compile(r"[a-z0-9]+")
 
 
 def _contains(words: list[str], part: list[str]) -> bool:
-    return any(words[i:i + len(part)] == part for i in range(len(words) - len(part) + 1))
+    return any(words[i : i + len(part)] == part for i in range(len(words) - len(part) + 1))
 
 
 def type_matches(ray_type: str, model: str) -> bool:
@@ -171,21 +174,36 @@ def disagreements(node: NodeResult) -> list[Disagreement]:
         out.append(Disagreement(node.node_id, node.hostname, kind, ray, found, detail))
 
     if ray_gpus != len(gpus):
-        add("gpu_count", f"{ray_gpus:g}", str(len(gpus)),
-            f"Ray schedules {ray_gpus:g} GPU(s) here; gpuscout finds {len(gpus)} "
-            f"({_models_text(gpus)})")
+        add(
+            "gpu_count",
+            f"{ray_gpus:g}",
+            str(len(gpus)),
+            f"Ray schedules {ray_gpus:g} GPU(s) here; gpuscout finds {len(gpus)} ({_models_text(gpus)})",
+        )
     if node.accelerator_type and gpus:
         others = [d for d in gpus if not type_matches(node.accelerator_type, model_name(d))]
         if others:
-            add("accelerator_type", node.accelerator_type, _models_text(gpus),
+            add(
+                "accelerator_type",
+                node.accelerator_type,
+                _models_text(gpus),
                 f"Ray labels the node {node.accelerator_type} (from device 0 only); gpuscout "
-                f"finds {_models_text(gpus)}")
+                f"finds {_models_text(gpus)}",
+            )
     elif gpus and not node.accelerator_type:
-        add("accelerator_type", "", _models_text(gpus),
-            f"Ray has no accelerator type for this node; gpuscout finds {_models_text(gpus)}")
+        add(
+            "accelerator_type",
+            "",
+            _models_text(gpus),
+            f"Ray has no accelerator type for this node; gpuscout finds {_models_text(gpus)}",
+        )
     elif node.accelerator_type and not gpus and ray_gpus == 0:
-        add("accelerator_type", node.accelerator_type, "none",
-            f"Ray labels the node {node.accelerator_type}; gpuscout finds no GPU")
+        add(
+            "accelerator_type",
+            node.accelerator_type,
+            "none",
+            f"Ray labels the node {node.accelerator_type}; gpuscout finds no GPU",
+        )
     return out
 
 
@@ -220,8 +238,7 @@ def summarize(nodes: Sequence[NodeResult]) -> Summary:
         nodes=len(nodes),
         nodes_by_status=by_status,
         devices=devices,
-        models=tuple(ModelCount(lib, name, c, n)
-                     for (lib, name), (c, n) in sorted(models.items())),
+        models=tuple(ModelCount(lib, name, c, n) for (lib, name), (c, n) in sorted(models.items())),
         memory=tuple(LibraryMemory(lib, *figures) for lib, figures in sorted(memory.items())),
         disagreements=tuple(found),
     )
@@ -241,8 +258,7 @@ def node_json(node: NodeResult) -> dict[str, Any]:
         "address": node.address,
         "status": str(node.status),
         "reason": node.reason,
-        "ray": {"resources": dict(node.ray_resources),
-                "accelerator_type": node.accelerator_type or None},
+        "ray": {"resources": dict(node.ray_resources), "accelerator_type": node.accelerator_type or None},
         "gpuscout_version": node.version,
         "ran_on": node.ran_on,
         "pid": node.pid,
@@ -264,21 +280,41 @@ def summary_json(summary: Summary, elapsed: float = 0.0) -> dict[str, Any]:
         "nodes_by_status": dict(summary.nodes_by_status),
         "devices": summary.devices,
         "models": [attrs.asdict(m) for m in summary.models],
-        "memory": {m.library: {"devices": m.devices, "total_memory": m.total_memory,
-                               "free_memory": m.free_memory,
-                               "free_unknown_devices": m.free_unknown_devices,
-                               "free_unknown_total_memory": m.free_unknown_total_memory}
-                   for m in summary.memory},
+        "memory": {
+            m.library: {
+                "devices": m.devices,
+                "total_memory": m.total_memory,
+                "free_memory": m.free_memory,
+                "free_unknown_devices": m.free_unknown_devices,
+                "free_unknown_total_memory": m.free_unknown_total_memory,
+            }
+            for m in summary.memory
+        },
         "disagreements": [attrs.asdict(d) for d in summary.disagreements],
     }
 
 
 def inventory_json(found: Inventory) -> dict[str, Any]:
     """The whole ``gpuscout cluster --json`` document: ``{"nodes": [...], "summary": {...}}``."""
-    return {"nodes": [node_json(n) for n in found.nodes],
-            "summary": summary_json(found.summary, found.elapsed)}
+    return {
+        "nodes": [node_json(n) for n in found.nodes],
+        "summary": summary_json(found.summary, found.elapsed),
+    }
 
 
-__all__ = ["RAY_GPU_LIBRARIES", "Disagreement", "Inventory", "LibraryMemory", "ModelCount",
-           "NodeResult", "NodeStatus", "Summary", "disagreements", "inventory_json", "node_json",
-           "summarize", "summary_json", "type_matches"]
+__all__ = [
+    "RAY_GPU_LIBRARIES",
+    "Disagreement",
+    "Inventory",
+    "LibraryMemory",
+    "ModelCount",
+    "NodeResult",
+    "NodeStatus",
+    "Summary",
+    "disagreements",
+    "inventory_json",
+    "node_json",
+    "summarize",
+    "summary_json",
+    "type_matches",
+]

@@ -60,9 +60,16 @@ _NOT_SLUG = re.compile(r"[^a-z0-9]+", re.ASCII)
 _NOT_VALUE = re.compile(r"[^-A-Za-z0-9_.]+", re.ASCII)
 _EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", re.ASCII)
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)", re.ASCII)
-_UNIT_SECONDS = {"ns": Fraction(1, 10**9), "us": Fraction(1, 10**6), "µs": Fraction(1, 10**6),
-                 "μs": Fraction(1, 10**6), "ms": Fraction(1, 1000), "s": Fraction(1),
-                 "m": Fraction(60), "h": Fraction(3600)}
+_UNIT_SECONDS = {
+    "ns": Fraction(1, 10**9),
+    "us": Fraction(1, 10**6),
+    "µs": Fraction(1, 10**6),
+    "μs": Fraction(1, 10**6),
+    "ms": Fraction(1, 1000),
+    "s": Fraction(1),
+    "m": Fraction(60),
+    "h": Fraction(3600),
+}
 #: Longest library slug: long enough for any real name, short enough that every label of a
 #: library leaves room for a model slug.
 _MAX_LIBRARY_SLUG = 24
@@ -97,11 +104,12 @@ def _short(text: str, room: int) -> str:
         return f"unnamed-{_digest(text)}"
     if len(s) <= room:
         return s
-    return f"{s[:room - _HASH - 1].rstrip('-')}-{_digest(text)}"
+    return f"{s[: room - _HASH - 1].rstrip('-')}-{_digest(text)}"
 
 
-def _slugs(names: Iterable[str], room: int, keep: Callable[[str, str], bool],
-           reserved: frozenset[str] = frozenset()) -> dict[str, str]:
+def _slugs(
+    names: Iterable[str], room: int, keep: Callable[[str, str], bool], reserved: frozenset[str] = frozenset()
+) -> dict[str, str]:
     """A distinct slug of at most ``room`` characters for each of ``names``. Names that slug
     alike all get ``-<hash8>`` of their own text, except one that ``keep(name, slug)`` (its
     lower-cased name is the slug itself: a built-in library); so do names whose slug is one of
@@ -116,7 +124,7 @@ def _slugs(names: Iterable[str], room: int, keep: Callable[[str, str], bool],
             if s not in reserved and (len(group) == 1 or keep(name, s)):
                 out[name] = s
             else:
-                base = slug(name)[:room - _HASH - 1].rstrip("-") or "unnamed"
+                base = slug(name)[: room - _HASH - 1].rstrip("-") or "unnamed"
                 out[name] = f"{base}-{_digest(name)}"
     return out
 
@@ -131,8 +139,10 @@ def sanitize_value(label: str, value: str) -> str:
     clean = _EDGE.sub("", _NOT_VALUE.sub("-", value))
     clean = _EDGE.sub("", clean[:MAX_NAME])
     if value and not clean:
-        raise GpuscoutError(f"NFD label {label!r}: value {value!r} has no character a "
-                            "Kubernetes label value may hold ([-A-Za-z0-9_.])")
+        raise GpuscoutError(
+            f"NFD label {label!r}: value {value!r} has no character a "
+            "Kubernetes label value may hold ([-A-Za-z0-9_.])"
+        )
     return clean
 
 
@@ -148,26 +158,41 @@ def _known_driver(d: DeviceInfo) -> bool:
     return (d.driver_major, d.driver_minor) > (0, 0) and min(d.driver_major, d.driver_minor) >= 0
 
 
-def _range(out: dict[str, str], key: str, devices: Sequence[DeviceInfo],
-           order: Callable[[DeviceInfo], tuple[int, int]], show: Callable[[DeviceInfo], str]
-           ) -> None:
+def _range(
+    out: dict[str, str],
+    key: str,
+    devices: Sequence[DeviceInfo],
+    order: Callable[[DeviceInfo], tuple[int, int]],
+    show: Callable[[DeviceInfo], str],
+) -> None:
     if devices:
         ranked = sorted(devices, key=lambda d: (order(d), show(d)))
         out[f"{key}.min"] = sanitize_value(f"{key}.min", show(ranked[0]))
         out[f"{key}.max"] = sanitize_value(f"{key}.max", show(ranked[-1]))
 
 
-def _library_labels(out: dict[str, str], lib: str, devices: Sequence[DeviceInfo],
-                    flash: Callable[[DeviceInfo], bool]) -> None:
+def _library_labels(
+    out: dict[str, str], lib: str, devices: Sequence[DeviceInfo], flash: Callable[[DeviceInfo], bool]
+) -> None:
     out[f"{lib}.count"] = str(len(devices))
     if not devices:
         return
     out[f"{lib}.memory.total-mib"] = str(sum(d.total_memory for d in devices) // _MIB)
     out[f"{lib}.memory.smallest-mib"] = str(min(d.total_memory for d in devices) // _MIB)
-    _range(out, f"{lib}.compute", [d for d in devices if _known_compute(d)],
-           lambda d: (d.compute_major, d.compute_minor), lambda d: d.compute)
-    _range(out, f"{lib}.driver", [d for d in devices if _known_driver(d)],
-           lambda d: (d.driver_major, d.driver_minor), lambda d: d.driver)
+    _range(
+        out,
+        f"{lib}.compute",
+        [d for d in devices if _known_compute(d)],
+        lambda d: (d.compute_major, d.compute_minor),
+        lambda d: d.compute,
+    )
+    _range(
+        out,
+        f"{lib}.driver",
+        [d for d in devices if _known_driver(d)],
+        lambda d: (d.driver_major, d.driver_minor),
+        lambda d: d.driver,
+    )
     out[f"{lib}.flash-attention"] = _bool(all(flash(d) for d in devices))
     out[f"{lib}.integrated.count"] = str(sum(d.integrated for d in devices))
     nvidia = [d.nvidia_driver_major for d in devices if d.nvidia_driver_major > 0]
@@ -181,8 +206,12 @@ def _library_labels(out: dict[str, str], lib: str, devices: Sequence[DeviceInfo]
         out[f"{lib}.model.{model}.memory-mib"] = str(min(d.total_memory for d in mine) // _MIB)
 
 
-def device_labels(devices: Sequence[DeviceInfo], flash: Callable[[DeviceInfo], bool],
-                  libraries: Iterable[str] = (), problems: int = 0) -> dict[str, str]:
+def device_labels(
+    devices: Sequence[DeviceInfo],
+    flash: Callable[[DeviceInfo], bool],
+    libraries: Iterable[str] = (),
+    problems: int = 0,
+) -> dict[str, str]:
     """The labels (names without prefix, such as ``cuda.count``) of a node with ``devices``.
 
     ``flash`` says whether flash attention is safe on a device; ``libraries`` are slugs that
@@ -216,10 +245,8 @@ def labels(discovery: Discovery, scout: Scout) -> dict[str, str]:
     from gpuscout.host import BUILTINS
     from gpuscout.results import PluginStatus
 
-    problems = sum(r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT)
-                   for r in discovery.plugins)
-    return device_labels(discovery.devices, scout.flash_attention,
-                         [name for name, _ in BUILTINS], problems)
+    problems = sum(r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT) for r in discovery.plugins)
+    return device_labels(discovery.devices, scout.flash_attention, [name for name, _ in BUILTINS], problems)
 
 
 # -- rules ----------------------------------------------------------------------------------------
@@ -233,17 +260,24 @@ def check_prefix(prefix: str) -> str:
     """``prefix`` when it is a DNS subdomain outside Kubernetes' own domains (NFD's
     ``feature.node.kubernetes.io`` and ``profile.node.kubernetes.io`` allowed), else raise
     GpuscoutError naming it and the rule."""
-    rule = ("a DNS subdomain: lower-case labels of [a-z0-9-], each starting and ending with a "
-            f"letter or digit and at most 63 long, joined by dots, at most {MAX_PREFIX} in all")
+    rule = (
+        "a DNS subdomain: lower-case labels of [a-z0-9-], each starting and ending with a "
+        f"letter or digit and at most 63 long, joined by dots, at most {MAX_PREFIX} in all"
+    )
     labels_ = prefix.split(".")
-    if not (0 < len(prefix) <= MAX_PREFIX
-            and all(len(part) <= MAX_NAME and _DNS_LABEL.fullmatch(part) for part in labels_)):
+    if not (
+        0 < len(prefix) <= MAX_PREFIX
+        and all(len(part) <= MAX_NAME and _DNS_LABEL.fullmatch(part) for part in labels_)
+    ):
         raise GpuscoutError(f"NFD label prefix {prefix!r} is not {rule}")
     if any(_in_domain(prefix, d) for d in RESERVED_DOMAINS) and not any(
-            _in_domain(prefix, d) for d in NFD_DOMAINS):
-        raise GpuscoutError(f"NFD label prefix {prefix!r} is in a domain Kubernetes reserves "
-                            f"({' or '.join(RESERVED_DOMAINS)}); of those NFD accepts only "
-                            f"{' and '.join(NFD_DOMAINS)} (and their subdomains)")
+        _in_domain(prefix, d) for d in NFD_DOMAINS
+    ):
+        raise GpuscoutError(
+            f"NFD label prefix {prefix!r} is in a domain Kubernetes reserves "
+            f"({' or '.join(RESERVED_DOMAINS)}); of those NFD accepts only "
+            f"{' and '.join(NFD_DOMAINS)} (and their subdomains)"
+        )
     return prefix
 
 
@@ -253,12 +287,16 @@ def check_labels(labels: Mapping[str, str]) -> None:
     a value may also be empty)."""
     for name, value in labels.items():
         if len(name) > MAX_NAME or not _NAME.fullmatch(name):
-            raise GpuscoutError(f"NFD label name {name!r} is not a valid Kubernetes label name "
-                                f"(at most {MAX_NAME} of [-A-Za-z0-9_.], alphanumeric at the ends)")
+            raise GpuscoutError(
+                f"NFD label name {name!r} is not a valid Kubernetes label name "
+                f"(at most {MAX_NAME} of [-A-Za-z0-9_.], alphanumeric at the ends)"
+            )
         if value and (len(value) > MAX_NAME or not _NAME.fullmatch(value)):
-            raise GpuscoutError(f"NFD label {name!r}: value {value!r} is not a valid Kubernetes "
-                                f"label value (at most {MAX_NAME} of [-A-Za-z0-9_.], "
-                                "alphanumeric at the ends)")
+            raise GpuscoutError(
+                f"NFD label {name!r}: value {value!r} is not a valid Kubernetes "
+                f"label value (at most {MAX_NAME} of [-A-Za-z0-9_.], "
+                "alphanumeric at the ends)"
+            )
 
 
 def parse_duration(text: str) -> timedelta:
@@ -277,8 +315,12 @@ def parse_duration(text: str) -> timedelta:
         raise GpuscoutError(f"duration {text!r} is too long") from None
 
 
-def render(labels: Mapping[str, str], prefix: str = DEFAULT_PREFIX,
-           expiry: timedelta | None = None, now: datetime | None = None) -> str:
+def render(
+    labels: Mapping[str, str],
+    prefix: str = DEFAULT_PREFIX,
+    expiry: timedelta | None = None,
+    now: datetime | None = None,
+) -> str:
     """The feature file: ``# +expiry-time=<now + expiry, RFC3339 UTC>`` first when ``expiry``
     is given (``now`` defaults to the clock; a naive ``now`` is read as UTC), then one
     ``<prefix>/<name>=<value>`` line per label, sorted by name. Raises GpuscoutError for a bad
@@ -301,18 +343,26 @@ def render(labels: Mapping[str, str], prefix: str = DEFAULT_PREFIX,
     text = "".join(f"{line}\n" for line in lines)
     size = len(text.encode("utf-8"))
     if size > MAX_FILE_BYTES:
-        raise GpuscoutError(f"the NFD feature file would be {size} bytes ({len(labels)} labels); "
-                            f"NFD ignores files over {MAX_FILE_BYTES} bytes, so none is written")
+        raise GpuscoutError(
+            f"the NFD feature file would be {size} bytes ({len(labels)} labels); "
+            f"NFD ignores files over {MAX_FILE_BYTES} bytes, so none is written"
+        )
     return text
 
 
 # -- writing --------------------------------------------------------------------------------------
 
 
-_REASONS = {errno.ENOENT: "no such directory", errno.ENOTDIR: "not a directory",
-            errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
-            errno.EPERM: "permission denied", errno.ENOSPC: "no space left on device",
-            errno.EDQUOT: "disk quota exceeded", errno.EISDIR: "is a directory"}
+_REASONS = {
+    errno.ENOENT: "no such directory",
+    errno.ENOTDIR: "not a directory",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EISDIR: "is a directory",
+}
 
 
 def _reason(exc: OSError) -> str:
@@ -330,8 +380,7 @@ def _check_target(directory: Path, target: Path) -> None:
         mode = os.lstat(target).st_mode
     except FileNotFoundError:
         if not directory.is_dir():
-            raise GpuscoutError(f"cannot write NFD features to {directory}: "
-                                "no such directory") from None
+            raise GpuscoutError(f"cannot write NFD features to {directory}: no such directory") from None
         return
     except OSError as exc:
         raise GpuscoutError(f"cannot write NFD features to {directory}: {_reason(exc)}") from None
@@ -344,8 +393,10 @@ def check_name(name: str) -> None:
     """Raise GpuscoutError unless ``name`` is a feature file name ``write`` takes: not empty,
     no leading dot (NFD ignores dot-files), no '/' or NUL."""
     if not name or name.startswith(".") or "/" in name or "\0" in name:
-        raise GpuscoutError(f"NFD feature file name {ascii(name)[:80]}: expected a file name that "
-                            "does not start with a dot (NFD ignores dot-files) and holds no '/'")
+        raise GpuscoutError(
+            f"NFD feature file name {ascii(name)[:80]}: expected a file name that "
+            "does not start with a dot (NFD ignores dot-files) and holds no '/'"
+        )
 
 
 def write(directory: str | os.PathLike[str], text: str, name: str = DEFAULT_NAME) -> Path:
@@ -360,20 +411,21 @@ def write(directory: str | os.PathLike[str], text: str, name: str = DEFAULT_NAME
     check_name(name)
     data = text.encode("utf-8")
     if len(data) > MAX_FILE_BYTES:
-        raise GpuscoutError(f"the NFD feature file would be {len(data)} bytes; NFD ignores files "
-                            f"over {MAX_FILE_BYTES} bytes, so none is written")
+        raise GpuscoutError(
+            f"the NFD feature file would be {len(data)} bytes; NFD ignores files "
+            f"over {MAX_FILE_BYTES} bytes, so none is written"
+        )
     folder = Path(directory)
     target = folder / name
     _check_target(folder, target)
     temporary = folder / f".{name}.{secrets.token_hex(8)}.tmp"
     fd = -1
     try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                     | os.O_CLOEXEC, 0o644)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         os.fchmod(fd, 0o644)  # whatever the umask: NFD's worker may run as another user
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
         os.close(fd)
         fd = -1
@@ -404,11 +456,25 @@ def _sync_directory(folder: Path, target: Path) -> None:
     except OSError as exc:
         if exc.errno in (errno.EINVAL, errno.ENOTSUP, errno.EROFS):
             return
-        raise GpuscoutError(f"wrote {target}, but could not sync {folder}: {_reason(exc)}"
-                            ) from None
+        raise GpuscoutError(f"wrote {target}, but could not sync {folder}: {_reason(exc)}") from None
 
 
-__all__ = ["DEFAULT_NAME", "DEFAULT_PREFIX", "MAX_FILE_BYTES", "NFD_DIR", "NFD_DOMAINS",
-           "NODE_WORDS", "RESERVED_DOMAINS", "check_labels", "check_name", "check_prefix",
-           "device_labels", "labels",
-           "parse_duration", "render", "sanitize_value", "slug", "write"]
+__all__ = [
+    "DEFAULT_NAME",
+    "DEFAULT_PREFIX",
+    "MAX_FILE_BYTES",
+    "NFD_DIR",
+    "NFD_DOMAINS",
+    "NODE_WORDS",
+    "RESERVED_DOMAINS",
+    "check_labels",
+    "check_name",
+    "check_prefix",
+    "device_labels",
+    "labels",
+    "parse_duration",
+    "render",
+    "sanitize_value",
+    "slug",
+    "write",
+]

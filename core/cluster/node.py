@@ -19,8 +19,13 @@ from typing import Any
 
 #: The visibility variables the built-in plugins read. Ray may overwrite some of them in a task
 #: that was given no accelerators (``RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO``); see ``node_env``.
-VISIBILITY_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
-                        "GPU_DEVICE_ORDINAL", "GGML_VK_VISIBLE_DEVICES")
+VISIBILITY_VARIABLES = (
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "GGML_VK_VISIBLE_DEVICES",
+)
 #: Ray's switch that makes a zero-accelerator task see its visibility variables set to "".
 RAY_OVERRIDE_ON_ZERO = "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO"
 #: The version of the answer's layout; the host refuses a layout it does not know.
@@ -47,8 +52,9 @@ def start_environ(path: str = "/proc/self/environ") -> dict[str, str] | None:
     return out
 
 
-def node_env(environ: Mapping[str, str],
-             started: Mapping[str, str] | None) -> tuple[dict[str, str], list[str]]:
+def node_env(
+    environ: Mapping[str, str], started: Mapping[str, str] | None
+) -> tuple[dict[str, str], list[str]]:
     """The environment discovery should see on this node, and notes on what was restored.
 
     A Ray task given no GPUs normally keeps the node's visibility variables. With
@@ -68,8 +74,10 @@ def node_env(environ: Mapping[str, str],
         else:
             del env[name]
         was = repr(started[name]) if name in started else "unset"
-        notes.append(f"Ray set {name}='' for this zero-GPU task ({RAY_OVERRIDE_ON_ZERO}); "
-                     f"discovery used the node's own value ({was})")
+        notes.append(
+            f"Ray set {name}='' for this zero-GPU task ({RAY_OVERRIDE_ON_ZERO}); "
+            f"discovery used the node's own value ({was})"
+        )
     return env, notes
 
 
@@ -85,23 +93,28 @@ def report(options: Mapping[str, Any], node_id: str = "") -> str:
     env, notes = node_env(os.environ, start_environ())
     plugins: Sequence[str] | None = options.get("plugins")
     isolated = bool(options.get("isolated", True))
-    scout = Scout(plugins=plugins, disable=tuple(options.get("disable", ())), env=env,
-                  enumerate_timeout=float(options.get("enumerate_timeout", 15.0)),
-                  isolate_imports=isolated)
-    found = scout.discover(include_software=bool(options.get("include_software", False)),
-                           isolated=isolated)
+    scout = Scout(
+        plugins=plugins,
+        disable=tuple(options.get("disable", ())),
+        env=env,
+        enumerate_timeout=float(options.get("enumerate_timeout", 15.0)),
+        isolate_imports=isolated,
+    )
+    found = scout.discover(include_software=bool(options.get("include_software", False)), isolated=isolated)
     notes.extend(scout.warnings)
-    return json.dumps({
-        "format": REPORT_FORMAT,
-        "node_id": node_id,
-        "hostname": socket.gethostname(),
-        "pid": os.getpid(),
-        "version": VERSION,
-        "elapsed": time.monotonic() - start,
-        "notes": notes,
-        "visible_env": {k: env[k] for k in VISIBILITY_VARIABLES if k in env},
-        "discovery": unstructure(found),
-    })
+    return json.dumps(
+        {
+            "format": REPORT_FORMAT,
+            "node_id": node_id,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "version": VERSION,
+            "elapsed": time.monotonic() - start,
+            "notes": notes,
+            "visible_env": {k: env[k] for k in VISIBILITY_VARIABLES if k in env},
+            "discovery": unstructure(found),
+        }
+    )
 
 
 __all__ = ["REPORT_FORMAT", "VISIBILITY_VARIABLES", "node_env", "report", "start_environ"]

@@ -81,12 +81,18 @@ def read_answer(base: NodeResult, text: Any, elapsed: float) -> NodeResult:
     if ran_on != base.node_id:
         return failed(f"the answer came from node {ran_on!r}, not from this node")
     pid = doc.get("pid")
-    base = attrs.evolve(base, ran_on=ran_on, pid=pid if isinstance(pid, int) else 0,
-                        hostname=base.hostname or str(doc.get("hostname") or ""))
+    base = attrs.evolve(
+        base,
+        ran_on=ran_on,
+        pid=pid if isinstance(pid, int) else 0,
+        hostname=base.hostname or str(doc.get("hostname") or ""),
+    )
     if "missing" in doc:
         return failed(
             f"gpuscout with cluster support is not importable by {doc.get('python', 'Python')} "
-            f"on this node ({doc['missing']}); install gpuscout there", NodeStatus.MISSING)
+            f"on this node ({doc['missing']}); install gpuscout there",
+            NodeStatus.MISSING,
+        )
     if "error" in doc:
         return failed(f"discovery failed on the node: {doc['error']}")
     raw_notes, raw_env = doc.get("notes", []), doc.get("visible_env", {})
@@ -99,14 +105,27 @@ def read_answer(base: NodeResult, text: Any, elapsed: float) -> NodeResult:
     except GpuscoutError as exc:
         return failed(f"unreadable answer: discovery: {exc}")
     notes, visible = tuple(raw_notes), dict(raw_env)
-    return attrs.evolve(base, status=NodeStatus.OK, discovery=found, elapsed=elapsed,
-                        version=str(doc.get("version", "")), notes=notes, visible_env=visible)
+    return attrs.evolve(
+        base,
+        status=NodeStatus.OK,
+        discovery=found,
+        elapsed=elapsed,
+        version=str(doc.get("version", "")),
+        notes=notes,
+        visible_env=visible,
+    )
 
 
-def inventory(address: str | None = None, timeout: float = 60.0, *,
-              include_software: bool = False, plugins: Sequence[str] | None = None,
-              disable: Sequence[str] = (), enumerate_timeout: float = 15.0,
-              isolated: bool = True) -> Inventory:
+def inventory(
+    address: str | None = None,
+    timeout: float = 60.0,
+    *,
+    include_software: bool = False,
+    plugins: Sequence[str] | None = None,
+    disable: Sequence[str] = (),
+    enumerate_timeout: float = 15.0,
+    isolated: bool = True,
+) -> Inventory:
     """Run gpuscout discovery once on every alive node of a Ray cluster.
 
     :param address: the cluster's GCS address (``host:port``), ``auto`` or a ``ray://`` client
@@ -125,21 +144,27 @@ def inventory(address: str | None = None, timeout: float = 60.0, *,
     :raises GpuscoutError: the cluster cannot be reached.
     """
     start = time.monotonic()
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
-            math.isfinite(timeout) and timeout > 0):
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not (math.isfinite(timeout) and timeout > 0)
+    ):
         raise GpuscoutError(f"timeout must be a finite number of seconds > 0, got {timeout!r:.60}")
-    options = {"include_software": include_software, "disable": list(disable),
-               "plugins": list(plugins) if plugins is not None else None,
-               "enumerate_timeout": min(enumerate_timeout, timeout), "isolated": isolated,
-               "timeout": timeout}
+    options = {
+        "include_software": include_software,
+        "disable": list(disable),
+        "plugins": list(plugins) if plugins is not None else None,
+        "enumerate_timeout": min(enumerate_timeout, timeout),
+        "isolated": isolated,
+        "timeout": timeout,
+    }
     if _attached():
         from gpuscout.cluster.ray_driver import gather
 
         found = gather(address, start + timeout, options)
     else:
         found = _gather_in_child(address, timeout, options)
-    nodes = tuple(read_answer(base, text, base.elapsed) if text is not None else base
-                  for base, text in found)
+    nodes = tuple(read_answer(base, text, base.elapsed) if text is not None else base for base, text in found)
     return Inventory(nodes=nodes, summary=summarize(nodes), elapsed=time.monotonic() - start)
 
 
@@ -156,8 +181,7 @@ def _ray_installed() -> bool:
         return False
 
 
-def _gather_in_child(address: str | None, timeout: float,
-                     options: Mapping[str, Any]) -> list[Gathered]:
+def _gather_in_child(address: str | None, timeout: float, options: Mapping[str, Any]) -> list[Gathered]:
     """``gather`` in a child process of its own. Attaching makes a process a Ray driver, and
     Ray ends a driver whose cluster head stays unreachable (``gcs_rpc_server_reconnect_timeout_s``,
     60 s by default) with exit status 1; that must never be the host. The child dies with the
@@ -170,11 +194,13 @@ def _gather_in_child(address: str | None, timeout: float,
     split = _split(target)
     if split and _is_loopback(split[0]):
         env.setdefault(RAY_LOOPBACK_ENV, "0")
-    request = json.dumps({"address": target, "timeout": timeout, "options": dict(options),
-                          "parent": os.getpid()}).encode()
+    request = json.dumps(
+        {"address": target, "timeout": timeout, "options": dict(options), "parent": os.getpid()}
+    ).encode()
     try:
-        child = children.start(child_argv(_BOOT), env=env, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        child = children.start(
+            child_argv(_BOOT), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
     except (OSError, ValueError) as exc:
         raise GpuscoutError(f"cannot start the Ray inventory's process: {exc}") from None
     out, err = Bounded(MAX_ANSWER), Tail()
@@ -193,27 +219,44 @@ def _gather_in_child(address: str | None, timeout: float,
     except (ValueError, RecursionError):
         raise GpuscoutError(
             f"the Ray inventory's process {exit_text(child.returncode or 0)} without an answer"
-            f"{ours(last_words(err.bytes()))}") from None
+            f"{ours(last_words(err.bytes()))}"
+        ) from None
     if isinstance(document, dict) and "error" in document:
         cls = RayMissing if document.get("kind") == "ray_missing" else GpuscoutError
         raise cls(ours(str(document["error"])))
     try:
         return [_node_of(item) for item in document["nodes"]]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise GpuscoutError(f"the Ray inventory's process answered something unreadable: "
-                            f"{type(exc).__name__}: {exc}") from None
+        raise GpuscoutError(
+            f"the Ray inventory's process answered something unreadable: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def _node_of(item: Mapping[str, Any]) -> Gathered:
     node = NodeResult(
-        node_id=str(item["node_id"]), hostname=str(item["hostname"]),
-        address=str(item["address"]), status=NodeStatus(item["status"]),
+        node_id=str(item["node_id"]),
+        hostname=str(item["hostname"]),
+        address=str(item["address"]),
+        status=NodeStatus(item["status"]),
         reason=str(item["reason"]),
         ray_resources={str(k): float(v) for k, v in item["ray_resources"].items()},
-        accelerator_type=str(item["accelerator_type"]), elapsed=float(item["elapsed"]))
+        accelerator_type=str(item["accelerator_type"]),
+        elapsed=float(item["elapsed"]),
+    )
     answer = item.get("answer")
     return node, answer if isinstance(answer, str) else None
 
 
-__all__ = ["CHILD_ALLOWANCE", "DEFAULT_PORT", "INSTALL_HINT", "MAX_ANSWER", "RAY_LOOPBACK_ENV", "RayMissing",
-           "import_ray", "inventory", "ray_address_file", "read_answer", "resolve_address"]
+__all__ = [
+    "CHILD_ALLOWANCE",
+    "DEFAULT_PORT",
+    "INSTALL_HINT",
+    "MAX_ANSWER",
+    "RAY_LOOPBACK_ENV",
+    "RayMissing",
+    "import_ray",
+    "inventory",
+    "ray_address_file",
+    "read_answer",
+    "resolve_address",
+]

@@ -77,8 +77,10 @@ def _check_host(host: str, address: str) -> None:
     try:
         host.encode("idna")
     except UnicodeError:
-        raise GpuscoutError(f"not a Ray address (host:port): {address!r:.100}: each part of a "
-                            f"host name between dots must be 1 to 63 characters") from None
+        raise GpuscoutError(
+            f"not a Ray address (host:port): {address!r:.100}: each part of a "
+            f"host name between dots must be 1 to 63 characters"
+        ) from None
 
 
 def _is_loopback(host: str) -> bool:
@@ -93,8 +95,11 @@ def _is_loopback(host: str) -> bool:
 def ray_address_file() -> str:
     """Where Ray records the address of the cluster started on this machine
     (``$RAY_TMPDIR``, else ``$TMPDIR`` on Linux, else /tmp; then ``ray/ray_current_cluster``)."""
-    base = os.environ.get("RAY_TMPDIR") or (
-        os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None) or "/tmp"
+    base = (
+        os.environ.get("RAY_TMPDIR")
+        or (os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None)
+        or "/tmp"
+    )
     return os.path.join(base, "ray", "ray_current_cluster")
 
 
@@ -141,8 +146,10 @@ def check_reachable(address: str, timeout: float) -> None:
 
 
 # Ray's advice names its own ``ray start`` flag; gpuscout's option for it is ``--ray``.
-_RAY_ADVICE = re.compile(r"by setting (?:the )?`--address`\s+flag or `RAY_ADDRESS` environment "
-                         r"variable")
+_RAY_ADVICE = re.compile(
+    r"by setting (?:the )?`--address`\s+flag or `RAY_ADDRESS` environment "
+    r"variable"
+)
 _RAY_FLAG = re.compile(r"(?:the )?`--address`\s+flag")
 
 
@@ -162,7 +169,6 @@ def first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-
 #: A node that answered: its record so far (status ok) and the JSON text of its answer.
 Gathered = tuple[NodeResult, "str | None"]
 
@@ -176,8 +182,7 @@ def _connect(ray: Any, address: str | None, timeout: float) -> bool:
     try:
         ray.init(address=target, log_to_driver=False, logging_level=logging.WARNING)
     except Exception as exc:  # Ray raises many kinds here (ConnectionError, ImportError for ray://)
-        raise GpuscoutError(f"cannot connect to the Ray cluster at {target}: "
-                            f"{first_line(exc)}") from None
+        raise GpuscoutError(f"cannot connect to the Ray cluster at {target}: {first_line(exc)}") from None
     return True
 
 
@@ -194,8 +199,13 @@ def _node_task() -> Callable[[Mapping[str, Any]], str]:
         import ray
 
         node_id = ray.get_runtime_context().get_node_id()
-        who = {"format": 1, "node_id": node_id, "hostname": socket.gethostname(),
-               "pid": os.getpid(), "python": sys.executable}
+        who = {
+            "format": 1,
+            "node_id": node_id,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "python": sys.executable,
+        }
         try:
             from gpuscout.cluster.node import report
         except ImportError as exc:
@@ -209,21 +219,27 @@ def _node_task() -> Callable[[Mapping[str, Any]], str]:
 
 
 def _ray_view(node: Mapping[str, Any]) -> tuple[dict[str, float], str]:
-    resources = {str(k): float(v) for k, v in (node.get("Resources") or {}).items()
-                 if isinstance(v, (int, float))}
+    resources = {
+        str(k): float(v) for k, v in (node.get("Resources") or {}).items() if isinstance(v, (int, float))
+    }
     kind = str((node.get("Labels") or {}).get(RAY_TYPE_LABEL, "") or "")
     if not kind:
-        kind = next((k.removeprefix(RAY_TYPE_RESOURCE) for k in sorted(resources)
-                     if k.startswith(RAY_TYPE_RESOURCE)), "")
+        kind = next(
+            (k.removeprefix(RAY_TYPE_RESOURCE) for k in sorted(resources) if k.startswith(RAY_TYPE_RESOURCE)),
+            "",
+        )
     return resources, kind
 
 
 def _base(node: Mapping[str, Any]) -> NodeResult:
     resources, kind = _ray_view(node)
-    return NodeResult(node_id=str(node.get("NodeID", "")),
-                      hostname=str(node.get("NodeManagerHostname", "")),
-                      address=str(node.get("NodeManagerAddress", "")),
-                      ray_resources=resources, accelerator_type=kind)
+    return NodeResult(
+        node_id=str(node.get("NodeID", "")),
+        hostname=str(node.get("NodeManagerHostname", "")),
+        address=str(node.get("NodeManagerAddress", "")),
+        ray_resources=resources,
+        accelerator_type=kind,
+    )
 
 
 def _alive(ray: Any) -> set[str]:
@@ -242,16 +258,25 @@ def _collect(ray: Any, ref: Any, base: NodeResult, elapsed: float) -> Gathered:
         text = ray.get(ref, timeout=0)
     except ray.exceptions.RayError as exc:
         # Ray may raise before its control store has marked the node dead.
-        died = tuple(getattr(ray.exceptions, name) for name in _NODE_GONE
-                     if isinstance(getattr(ray.exceptions, name, None), type))
+        died = tuple(
+            getattr(ray.exceptions, name)
+            for name in _NODE_GONE
+            if isinstance(getattr(ray.exceptions, name, None), type)
+        )
         if isinstance(exc, died) or base.node_id not in _alive(ray):
-            return attrs.evolve(base, status=NodeStatus.DEAD, elapsed=elapsed,
-                                reason=f"the node died during discovery ({first_line(exc)})"), None
-        return attrs.evolve(base, status=NodeStatus.FAILED, elapsed=elapsed,
-                            reason=f"the task failed: {first_line(exc)}"), None
+            return attrs.evolve(
+                base,
+                status=NodeStatus.DEAD,
+                elapsed=elapsed,
+                reason=f"the node died during discovery ({first_line(exc)})",
+            ), None
+        return attrs.evolve(
+            base, status=NodeStatus.FAILED, elapsed=elapsed, reason=f"the task failed: {first_line(exc)}"
+        ), None
     if not isinstance(text, str):
-        return attrs.evolve(base, status=NodeStatus.FAILED, elapsed=elapsed,
-                            reason="unreadable answer: not JSON text"), None
+        return attrs.evolve(
+            base, status=NodeStatus.FAILED, elapsed=elapsed, reason="unreadable answer: not JSON text"
+        ), None
     return attrs.evolve(base, elapsed=elapsed), text
 
 
@@ -272,11 +297,14 @@ def gather(address: str | None, deadline: float, options: Mapping[str, Any]) -> 
             base = _base(node)
             if not node.get("Alive"):
                 reason = str(node.get("DeathReasonMessage") or "") or "Ray lists this node as dead"
-                results[base.node_id] = attrs.evolve(base, status=NodeStatus.DEAD,
-                                                     reason=reason), None
+                results[base.node_id] = attrs.evolve(base, status=NodeStatus.DEAD, reason=reason), None
                 continue
             ref = task.options(
-                num_cpus=0, num_gpus=0, memory=0, max_retries=0, name="gpuscout-inventory",
+                num_cpus=0,
+                num_gpus=0,
+                memory=0,
+                max_retries=0,
+                name="gpuscout-inventory",
                 scheduling_strategy=NodeAffinitySchedulingStrategy(base.node_id, soft=False),
             ).remote(dict(options))
             pending[ref] = (base, time.monotonic())
@@ -286,10 +314,15 @@ def gather(address: str | None, deadline: float, options: Mapping[str, Any]) -> 
                 base, sent = pending.pop(ref)
                 results[base.node_id] = _collect(ray, ref, base, time.monotonic() - sent)
         for base, sent in pending.values():
-            results[base.node_id] = attrs.evolve(
-                base, status=NodeStatus.TIMEOUT, elapsed=time.monotonic() - sent,
-                reason=f"no answer within {options.get('timeout', 0):g} s "
-                       "(the task was cancelled)"), None
+            results[base.node_id] = (
+                attrs.evolve(
+                    base,
+                    status=NodeStatus.TIMEOUT,
+                    elapsed=time.monotonic() - sent,
+                    reason=f"no answer within {options.get('timeout', 0):g} s (the task was cancelled)",
+                ),
+                None,
+            )
     except GpuscoutError:
         raise
     except Exception as exc:  # the cluster went away under us: one clear error, not Ray's trace
@@ -319,10 +352,20 @@ def _cancel(ray: Any, refs: Sequence[Any]) -> None:
 
 def gathered_json(found: Sequence[Gathered]) -> list[dict[str, Any]]:
     """What the child sends: each node's record so far and its answer text."""
-    return [{"node_id": n.node_id, "hostname": n.hostname, "address": n.address,
-             "status": str(n.status), "reason": n.reason, "ray_resources": dict(n.ray_resources),
-             "accelerator_type": n.accelerator_type, "elapsed": n.elapsed, "answer": text}
-            for n, text in found]
+    return [
+        {
+            "node_id": n.node_id,
+            "hostname": n.hostname,
+            "address": n.address,
+            "status": str(n.status),
+            "reason": n.reason,
+            "ray_resources": dict(n.ray_resources),
+            "accelerator_type": n.accelerator_type,
+            "elapsed": n.elapsed,
+            "answer": text,
+        }
+        for n, text in found
+    ]
 
 
 def child_main() -> int:
@@ -337,8 +380,9 @@ def child_main() -> int:
     if request.get("parent") is not None and os.getppid() != request["parent"]:
         return 1
     try:
-        found = gather(request.get("address"), time.monotonic() + float(request["timeout"]),
-                       request["options"])
+        found = gather(
+            request.get("address"), time.monotonic() + float(request["timeout"]), request["options"]
+        )
         out: dict[str, Any] = {"nodes": gathered_json(found)}
     except RayMissing as exc:
         out = {"error": str(exc), "kind": "ray_missing"}
@@ -349,6 +393,20 @@ def child_main() -> int:
     return 0
 
 
-__all__ = ["CANCEL_GRACE", "CONNECT_TIMEOUT", "DEFAULT_PORT", "INSTALL_HINT", "RAY_LOOPBACK_ENV",
-           "Gathered", "RayMissing", "check_reachable", "child_main", "first_line", "gather",
-           "gathered_json", "import_ray", "ray_address_file", "resolve_address"]
+__all__ = [
+    "CANCEL_GRACE",
+    "CONNECT_TIMEOUT",
+    "DEFAULT_PORT",
+    "INSTALL_HINT",
+    "RAY_LOOPBACK_ENV",
+    "Gathered",
+    "RayMissing",
+    "check_reachable",
+    "child_main",
+    "first_line",
+    "gather",
+    "gathered_json",
+    "import_ray",
+    "ray_address_file",
+    "resolve_address",
+]

@@ -92,9 +92,16 @@ def context(h: Hparams, o: Options) -> Context:
     n_batch = min(n_ctx, o.batch_size)
     n_ubatch = min(n_batch, o.ubatch_size)
     swa = n_ctx_seq if o.swa_full else pad(min(n_ctx_seq, h.n_swa + n_ubatch), 256)
-    return Context(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_seq=n_seq, n_batch=n_batch,
-                   n_ubatch=n_ubatch, n_tokens=min(n_ctx, n_ubatch), full_cells=n_ctx_seq * n_seq,
-                   swa_cells=swa * n_seq)
+    return Context(
+        n_ctx=n_ctx,
+        n_ctx_seq=n_ctx_seq,
+        n_seq=n_seq,
+        n_batch=n_batch,
+        n_ubatch=n_ubatch,
+        n_tokens=min(n_ctx, n_ubatch),
+        full_cells=n_ctx_seq * n_seq,
+        swa_cells=swa * n_seq,
+    )
 
 
 def row_size(type_id: int, n: int, sizes: Mapping[int, tuple[int, int]]) -> int:
@@ -129,8 +136,10 @@ def split_tensors(model: GGUFFile, h: Hparams) -> Layers:
             digits = match.group(1)
             index = int(digits) if len(digits) <= 6 else h.n_layer
             if index >= h.n_layer:
-                raise ModelError(f"{model.path}: tensor {t.name}: block {digits[:20]} is not below "
-                                 f"{h.arch}.block_count = {h.n_layer}")
+                raise ModelError(
+                    f"{model.path}: tensor {t.name}: block {digits[:20]} is not below "
+                    f"{h.arch}.block_count = {h.n_layer}"
+                )
             blocks[index].append(t)
         elif t.name in _OUTPUT:
             output.append(t)
@@ -138,11 +147,16 @@ def split_tensors(model: GGUFFile, h: Hparams) -> Layers:
             other.append(t)
     embedding = next((t for t in other if t.name == "token_embd.weight"), None)
     tied = not any(t.name == "output.weight" for t in output) and embedding is not None
-    return Layers(blocks=tuple(sum(t.nbytes for t in b) for b in blocks),
-                  output=sum(t.nbytes for t in output), input=sum(t.nbytes for t in other),
-                  tied=tied, embedding=embedding,
-                  tensors_by_block=tuple(tuple(b) for b in blocks), output_tensors=tuple(output),
-                  input_tensors=tuple(other))
+    return Layers(
+        blocks=tuple(sum(t.nbytes for t in b) for b in blocks),
+        output=sum(t.nbytes for t in output),
+        input=sum(t.nbytes for t in other),
+        tied=tied,
+        embedding=embedding,
+        tensors_by_block=tuple(tuple(b) for b in blocks),
+        output_tensors=tuple(output),
+        input_tensors=tuple(other),
+    )
 
 
 def repacked(tensors: Sequence[TensorInfo], features: frozenset[str]) -> int:
@@ -150,8 +164,9 @@ def repacked(tensors: Sequence[TensorInfo], features: frozenset[str]) -> int:
     kinds = dict(REPACK_AVX2) if "avx2" in features else {}
     if "avx512f" in features and kinds:
         kinds.update(REPACK_AVX512)
-    return sum(t.nbytes for t in tensors
-               if t.type in kinds and len(t.shape) in (2, 3) and t.shape[1] % 8 == 0)
+    return sum(
+        t.nbytes for t in tensors if t.type in kinds and len(t.shape) in (2, 3) and t.shape[1] % 8 == 0
+    )
 
 
 def mapped_span(tensors: Sequence[TensorInfo]) -> int:
@@ -184,9 +199,11 @@ def kv_bytes(h: Hparams, c: Context, o: Options, sizes: Mapping[int, tuple[int, 
             k_width, v_width = h.k_width(il), (v_max if v_trans else h.v_width(il))
             for width, t in ((k_width, tk), (v_width, tv)):
                 if width % sizes[t][0]:
-                    raise ModelError(f"{h.arch}: block {il}: rows of {width} cache elements are not "
-                                     f"a whole number of {o.cache_type_k if t == tk else o.cache_type_v} "
-                                     "blocks; llama.cpp refuses this cache type")
+                    raise ModelError(
+                        f"{h.arch}: block {il}: rows of {width} cache elements are not "
+                        f"a whole number of {o.cache_type_k if t == tk else o.cache_type_v} "
+                        "blocks; llama.cpp refuses this cache type"
+                    )
             total += cells * row_size(tk, k_width, sizes)
             if not h.mla:
                 total += cells * row_size(tv, v_width, sizes)
@@ -290,20 +307,41 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False) -> Graph:
         if h.recurrent[il] and h.ssm_inner:
             xbc = h.ssm_inner + 2 * h.ssm_groups * h.ssm_state
             projection = 2 * h.ssm_inner + 2 * h.ssm_groups * h.ssm_state + h.ssm_heads
-            parts.append((projection + 2 * xbc + 3 * h.ssm_inner) * t * F32 + row
-                         + h.n_embd_s * F32 * c.n_seq)
+            parts.append(
+                (projection + 2 * xbc + 3 * h.ssm_inner) * t * F32 + row + h.n_embd_s * F32 * c.n_seq
+            )
         elif h.recurrent[il]:
             parts.append(int(FFN_ROWS * row) + h.n_embd_s * F32 * c.n_seq)
         attention.append(attn)
         scores.append(kq)
         core.append(bare)
         rest.append(max(parts))
-    return Graph(masks=masks, attention=tuple(attention), scores=tuple(scores), core=tuple(core),
-                 rest=tuple(rest),
-                 logits=h.n_vocab * t * F32,
-                 head_rest=int((GPU_ROWS["head"] if device else HEAD_ROWS[o.flash_attn]) * row),
-                 embeddings=int(HOST_ROWS * row), host_head=h.n_vocab * t * F32 + 2 * row)
+    return Graph(
+        masks=masks,
+        attention=tuple(attention),
+        scores=tuple(scores),
+        core=tuple(core),
+        rest=tuple(rest),
+        logits=h.n_vocab * t * F32,
+        head_rest=int((GPU_ROWS["head"] if device else HEAD_ROWS[o.flash_attn]) * row),
+        embeddings=int(HOST_ROWS * row),
+        host_head=h.n_vocab * t * F32 + 2 * row,
+    )
 
 
-__all__ = ["CACHE_TYPES", "Context", "Graph", "Layers", "Options", "cache_type", "context", "graph",
-           "kv_bytes", "mapped_span", "pad", "repacked", "row_size", "split_tensors"]
+__all__ = [
+    "CACHE_TYPES",
+    "Context",
+    "Graph",
+    "Layers",
+    "Options",
+    "cache_type",
+    "context",
+    "graph",
+    "kv_bytes",
+    "mapped_span",
+    "pad",
+    "repacked",
+    "row_size",
+    "split_tensors",
+]

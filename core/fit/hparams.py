@@ -26,10 +26,22 @@ _MAX_U32 = (1 << 32) - 1
 #: ``{arch}.attention.sliding_window_pattern`` (models/*.cpp ``load_swa_pattern(ml, N, dense_first)``),
 #: and the window when the file has none (gemma2: 4096).
 SWA_PATTERNS: dict[str, tuple[int, bool]] = {
-    "gemma2": (2, False), "gemma3": (6, False), "gemma3n": (5, False), "gemma-embedding": (6, False),
-    "cohere2": (4, False), "cohere2moe": (4, True), "exaone4": (4, False), "exaone-moe": (4, False),
-    "olmo2": (4, False), "llama4": (4, False), "gpt-oss": (2, False), "afmoe": (4, False),
-    "smallthinker": (4, True), "plamo3": (8, False), "mellum": (4, False), "laguna": (4, True),
+    "gemma2": (2, False),
+    "gemma3": (6, False),
+    "gemma3n": (5, False),
+    "gemma-embedding": (6, False),
+    "cohere2": (4, False),
+    "cohere2moe": (4, True),
+    "exaone4": (4, False),
+    "exaone-moe": (4, False),
+    "olmo2": (4, False),
+    "llama4": (4, False),
+    "gpt-oss": (2, False),
+    "afmoe": (4, False),
+    "smallthinker": (4, True),
+    "plamo3": (8, False),
+    "mellum": (4, False),
+    "laguna": (4, True),
 }
 _DEFAULT_WINDOW = {"gemma2": 4096}
 
@@ -42,9 +54,33 @@ HYBRID_EVERY_LAYER = {"falcon-h1"}
 #: Hybrids whose attention blocks come at an interval (gated delta net between them).
 HYBRID_BY_INTERVAL = {"qwen3next", "qwen35", "qwen35moe"}
 #: Architectures whose every rule above is the generic one (checked against llama.cpp's figures).
-KNOWN = {"llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "mistral3", "gemma", "gemma2", "gemma3",
-         "deepseek2", "mamba", "mamba2", "jamba", "granitehybrid", "falcon-h1", "phi3", "granite",
-         "olmo2", "cohere2", "gpt-oss", "smollm3", "starcoder2", "stablelm", "internlm2", "exaone4"}
+KNOWN = {
+    "llama",
+    "qwen2",
+    "qwen3",
+    "qwen3moe",
+    "qwen2moe",
+    "mistral3",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "deepseek2",
+    "mamba",
+    "mamba2",
+    "jamba",
+    "granitehybrid",
+    "falcon-h1",
+    "phi3",
+    "granite",
+    "olmo2",
+    "cohere2",
+    "gpt-oss",
+    "smollm3",
+    "starcoder2",
+    "stablelm",
+    "internlm2",
+    "exaone4",
+}
 
 
 @attrs.frozen
@@ -166,8 +202,9 @@ def architecture(model: GGUFFile) -> str:
     """``general.architecture``, checked."""
     key = "general.architecture"
     if key in model.skipped:
-        raise ModelError(f"{model.path}: offset {model.offsets[key]}: {key} is "
-                         f"{model.skipped[key].count} bytes long")
+        raise ModelError(
+            f"{model.path}: offset {model.offsets[key]}: {key} is {model.skipped[key].count} bytes long"
+        )
     arch = model.values.get(key)
     if model.types.get(key, (STRING, 0)) != (STRING, 0):
         raise ModelError(f"{model.path}: offset {model.offsets[key]}: {key}: expected STRING")
@@ -175,8 +212,10 @@ def architecture(model: GGUFFile) -> str:
         raise ModelError(f"{model.path}: no general.architecture in the GGUF header")
     if len(arch) > 64 or not _ARCH_NAME.fullmatch(arch):
         # Every name becomes part of key names and messages: a hostile one is refused, cut short.
-        raise ModelError(f"{model.path}: offset {model.offsets[key]}: {key}: {shown(arch, 40)} is not "
-                         "an architecture name (letters, digits, '_', '-', '.', at most 64)")
+        raise ModelError(
+            f"{model.path}: offset {model.offsets[key]}: {key}: {shown(arch, 40)} is not "
+            "an architecture name (letters, digits, '_', '-', '.', at most 64)"
+        )
     return arch
 
 
@@ -224,8 +263,9 @@ def read_hparams(model: GGUFFile) -> Hparams:
         kv_layers = tuple(kv and n_head_kv[il] > 0 for il, kv in enumerate(kv_layers))
     for il in range(n_layer):
         if kv_layers[il] and n_head_kv[il] == 0 and n_head[il] == 0:
-            raise ModelError(f"{model.path}: {arch}.attention.head_count is 0 for block {il}, "
-                             "which needs attention heads")
+            raise ModelError(
+                f"{model.path}: {arch}.attention.head_count is 0 for block {il}, which needs attention heads"
+            )
     n_swa, swa = _sliding_window(model, k, arch, n_layer)
     conv = k.u32("ssm.conv_kernel", 0)
     inner = k.u32("ssm.inner_size", 0)
@@ -243,25 +283,50 @@ def read_hparams(model: GGUFFile) -> Hparams:
     if any(recurrent) and not (n_embd_r or n_embd_s):
         raise ModelError(f"{model.path}: {arch} has recurrent layers but no {arch}.ssm.* sizes")
     if arch not in known_to_gguf():
-        notes.append(f"architecture {arch!r} is not one the installed gguf package knows (an "
-                     "upgrade may know it); estimated with the generic transformer rules")
+        notes.append(
+            f"architecture {arch!r} is not one the installed gguf package knows (an "
+            "upgrade may know it); estimated with the generic transformer rules"
+        )
     elif arch not in KNOWN:
-        notes.append(f"architecture {arch!r}: gpuscout has no rules of its own for it yet; "
-                     "estimated with the generic transformer rules")
+        notes.append(
+            f"architecture {arch!r}: gpuscout has no rules of its own for it yet; "
+            "estimated with the generic transformer rules"
+        )
     return Hparams(
-        arch=arch, n_layer=n_layer, n_embd=n_embd, n_ctx_train=n_ctx_train,
-        n_vocab=vocab_size(model, k), n_head=n_head, n_head_kv=n_head_kv, n_ff=n_ff,
-        head_k=head_k, head_v=head_v, head_k_swa=head_k_swa, head_v_swa=head_v_swa,
-        n_swa=n_swa, swa=swa, kv_layers=kv_layers, recurrent=recurrent, mla=mla,
-        n_embd_r=n_embd_r, n_embd_s=n_embd_s, n_expert=k.u32("expert_count", 0),
+        arch=arch,
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_ctx_train=n_ctx_train,
+        n_vocab=vocab_size(model, k),
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        n_ff=n_ff,
+        head_k=head_k,
+        head_v=head_v,
+        head_k_swa=head_k_swa,
+        head_v_swa=head_v_swa,
+        n_swa=n_swa,
+        swa=swa,
+        kv_layers=kv_layers,
+        recurrent=recurrent,
+        mla=mla,
+        n_embd_r=n_embd_r,
+        n_embd_s=n_embd_s,
+        n_expert=k.u32("expert_count", 0),
         n_expert_used=k.u32("expert_used_count", 0),
         n_ff_exp=k.u32("expert_feed_forward_length", 0),
-        n_dense_lead=k.u32("leading_dense_block_count", 0), ssm_inner=inner, ssm_state=state,
-        ssm_groups=groups, ssm_heads=k.u32("ssm.time_step_rank", 0), notes=tuple(notes))
+        n_dense_lead=k.u32("leading_dense_block_count", 0),
+        ssm_inner=inner,
+        ssm_state=state,
+        ssm_groups=groups,
+        ssm_heads=k.u32("ssm.time_step_rank", 0),
+        notes=tuple(notes),
+    )
 
 
-def _recurrent_layers(model: GGUFFile, k: _Keys, arch: str, n_head_kv: tuple[int, ...],
-                      n_ff: tuple[int, ...], n_layer: int) -> tuple[bool, ...]:
+def _recurrent_layers(
+    model: GGUFFile, k: _Keys, arch: str, n_head_kv: tuple[int, ...], n_ff: tuple[int, ...], n_layer: int
+) -> tuple[bool, ...]:
     if arch in RECURRENT or arch in HYBRID_EVERY_LAYER:
         return (True,) * n_layer
     if arch in HYBRID_BY_INTERVAL:

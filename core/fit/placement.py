@@ -114,16 +114,27 @@ def _too_big(t_bytes: int, device: DeviceInfo | None) -> bool:
     return device is not None and 0 < getattr(device, "max_allocation", 0) < t_bytes
 
 
-def fit(model: Model | str | os.PathLike[str], devices: Sequence[DeviceInfo], system: SystemInfo, *,
-        reserve: Callable[[DeviceInfo], int], flash_attention: Callable[[Sequence[DeviceInfo]], bool],
-        platform: str, options: est.Options, flash_attn: bool | None = None,
-        mmproj: Model | str | os.PathLike[str] | None = None, num_gpu: int = -1,
-        spread: bool = False, cpu_features: Iterable[str] = ()) -> FitResult:
+def fit(
+    model: Model | str | os.PathLike[str],
+    devices: Sequence[DeviceInfo],
+    system: SystemInfo,
+    *,
+    reserve: Callable[[DeviceInfo], int],
+    flash_attention: Callable[[Sequence[DeviceInfo]], bool],
+    platform: str,
+    options: est.Options,
+    flash_attn: bool | None = None,
+    mmproj: Model | str | os.PathLike[str] | None = None,
+    num_gpu: int = -1,
+    spread: bool = False,
+    cpu_features: Iterable[str] = (),
+) -> FitResult:
     """See ``Scout.fit``; ``reserve`` and ``flash_attention`` are the Scout's rules."""
     for name, value in (("model", model), ("mmproj", mmproj)):
         if not (isinstance(value, (Model, str, os.PathLike)) or (name == "mmproj" and value is None)):
-            raise GpuscoutError(f"fit: {name} must be a path or a gpuscout.fit.Model, got "
-                                f"{type(value).__name__}")
+            raise GpuscoutError(
+                f"fit: {name} must be a path or a gpuscout.fit.Model, got {type(value).__name__}"
+            )
     if not isinstance(model, Model):
         model = read_model(model)
     projector = mmproj if isinstance(mmproj, Model) or mmproj is None else read_projector(mmproj)
@@ -131,17 +142,22 @@ def fit(model: Model | str | os.PathLike[str], devices: Sequence[DeviceInfo], sy
     notes = list(h.notes)
     if flash_attn is None:
         flash_attn = flash_attention(devices)
-        notes.append(f"flash attention auto: {'on' if flash_attn else 'off'} "
-                     "(as llama.cpp decides for these devices)")
+        notes.append(
+            f"flash attention auto: {'on' if flash_attn else 'off'} (as llama.cpp decides for these devices)"
+        )
     sizes = quant_sizes()
     if options.cache_type_v not in ("f16", "f32", "bf16") and not flash_attn:
-        raise ModelError(f"--cache-type-v {options.cache_type_v} needs flash attention (llama.cpp: "
-                         "V cache quantization requires flash_attn)")
+        raise ModelError(
+            f"--cache-type-v {options.cache_type_v} needs flash attention (llama.cpp: "
+            "V cache quantization requires flash_attn)"
+        )
     opts = attrs.evolve(options, flash_attn=flash_attn)
     ctx = est.context(h, opts)
     if h.n_ctx_train and ctx.n_ctx_seq > h.n_ctx_train:
-        notes.append(f"--ctx {ctx.n_ctx_seq} per sequence is more than the model was trained for "
-                     f"({h.n_ctx_train}); llama.cpp warns of a possible training context overflow")
+        notes.append(
+            f"--ctx {ctx.n_ctx_seq} per sequence is more than the model was trained for "
+            f"({h.n_ctx_train}); llama.cpp warns of a possible training context overflow"
+        )
     kv = est.kv_bytes(h, ctx, opts, sizes)
     g = est.graph(h, ctx, opts)  # the host's (ggml-cpu) phases
     gd = est.graph(h, ctx, opts, device=True)  # a GPU backend's
@@ -170,18 +186,32 @@ def fit(model: Model | str | os.PathLike[str], devices: Sequence[DeviceInfo], sy
     features = frozenset(cpu_features) if not devices else frozenset()
     usage, memory = _account(model, kv, g, gd, ctx, layout, devices, features, tied, projector)
     if any(L_ in cpu_layers for L_ in range(n)) and est.repacked(
-            [t for i in cpu_layers if i < n for t in L.tensors_by_block[i]], features):
-        notes.append("CPU weights include the CPU_REPACK copies llama.cpp's CPU backend makes of "
-                     "Q4_0/Q4_K/IQ4_NL/MXFP4 matrices on this CPU (AVX2)")
+        [t for i in cpu_layers if i < n for t in L.tensors_by_block[i]], features
+    ):
+        notes.append(
+            "CPU weights include the CPU_REPACK copies llama.cpp's CPU backend makes of "
+            "Q4_0/Q4_K/IQ4_NL/MXFP4 matrices on this CPU (AVX2)"
+        )
     fits = _verdict(layout, layer_sizes, devices, system, usage, reserve, platform, num_gpu, notes)
-    return FitResult(model=model, context=ctx, flash_attn=flash_attn,
-                     cache_type_k=opts.cache_type_k, cache_type_v=opts.cache_type_v,
-                     placement=layout, memory=memory, usage=tuple(usage), cpu_layers=cpu_layers,
-                     layer_sizes=tuple(layer_sizes), fits=fits, notes=tuple(notes))
+    return FitResult(
+        model=model,
+        context=ctx,
+        flash_attn=flash_attn,
+        cache_type_k=opts.cache_type_k,
+        cache_type_v=opts.cache_type_v,
+        placement=layout,
+        memory=memory,
+        usage=tuple(usage),
+        cpu_layers=cpu_layers,
+        layer_sizes=tuple(layer_sizes),
+        fits=fits,
+        notes=tuple(notes),
+    )
 
 
-def _split(g: est.Graph, layers: set[int], n: int, device: DeviceInfo | None,
-           h: Hparams) -> tuple[list[int], list[int], bool, list[int], bool]:
+def _split(
+    g: est.Graph, layers: set[int], n: int, device: DeviceInfo | None, h: Hparams
+) -> tuple[list[int], list[int], bool, list[int], bool]:
     """What a device holding ``layers`` runs: (its blocks' attention, their other phase, the head)
     and what falls back to the host: attention whose KQ scores exceed the device's largest
     allocation, and the head when the logits do (ggml's supports_op keeps those ops on the CPU)."""
@@ -192,15 +222,20 @@ def _split(g: est.Graph, layers: set[int], n: int, device: DeviceInfo | None,
     return attention, blocks, head, moved, n in layers and not head
 
 
-def _device_graph(g: est.Graph, layers: set[int], n: int, device: DeviceInfo | None,
-                  h: Hparams) -> int:
+def _device_graph(g: est.Graph, layers: set[int], n: int, device: DeviceInfo | None, h: Hparams) -> int:
     attention, rest, head, _, _ = _split(g, layers, n, device, h)
     return g.on(attention, rest, head)
 
 
-def _place(layer_sizes: list[int], devices: Sequence[DeviceInfo], reserve: Callable[[DeviceInfo], int],
-           graphs_for: Callable[[GPULayersList], dict[str, int]], *, num_gpu: int,
-           spread: bool) -> GPULayersList:
+def _place(
+    layer_sizes: list[int],
+    devices: Sequence[DeviceInfo],
+    reserve: Callable[[DeviceInfo], int],
+    graphs_for: Callable[[GPULayersList], dict[str, int]],
+    *,
+    num_gpu: int,
+    spread: bool,
+) -> GPULayersList:
     """The reference layout, graphs reserved on the devices that hold layers (rebuilt until
     the devices in use stop changing).
 
@@ -222,8 +257,14 @@ def _place(layer_sizes: list[int], devices: Sequence[DeviceInfo], reserve: Calla
         seen: list[dict[str, int]] = []
         layout = GPULayersList()
         for _ in range(_ROUNDS):
-            placed = create_layout(sizes, candidates, reserve, num_gpu=len(sizes) if num_gpu >= 0 else -1,
-                                   spread=spread, graphs={k: v for k, v in graphs.items()})
+            placed = create_layout(
+                sizes,
+                candidates,
+                reserve,
+                num_gpu=len(sizes) if num_gpu >= 0 else -1,
+                spread=spread,
+                graphs={k: v for k, v in graphs.items()},
+            )
             layout = GPULayersList(GPULayers(x.id, x.library, [i + first for i in x.layers]) for x in placed)
             new = graphs_for(layout)
             if new == graphs or new in seen:
@@ -243,10 +284,18 @@ def _place(layer_sizes: list[int], devices: Sequence[DeviceInfo], reserve: Calla
     return layout_on(devices)
 
 
-def _account(model: Model, kv: list[int], g: est.Graph, gd: est.Graph, ctx: est.Context,
-             layout: GPULayersList,
-             devices: Sequence[DeviceInfo], features: frozenset[str], tied: int,
-             projector: Model | None) -> tuple[list[Usage], BackendMemory]:
+def _account(
+    model: Model,
+    kv: list[int],
+    g: est.Graph,
+    gd: est.Graph,
+    ctx: est.Context,
+    layout: GPULayersList,
+    devices: Sequence[DeviceInfo],
+    features: frozenset[str],
+    tied: int,
+    projector: Model | None,
+) -> tuple[list[Usage], BackendMemory]:
     """Per backend: weights, cache and graph under ``layout`` (see DESIGN.md's fit figures)."""
     h, L = model.hparams, model.layers
     n = h.n_layer
@@ -283,8 +332,16 @@ def _account(model: Model, kv: list[int], g: est.Graph, gd: est.Graph, ctx: est.
         host_attention += moved
         if n in mine:
             cpu_head = head_moved
-        gpus.append(DeviceMemory(id=d.id, library=d.library, name=d.name, weights=w, cache=c,
-                                 graph=gd.on(attention, rest, head)))
+        gpus.append(
+            DeviceMemory(
+                id=d.id,
+                library=d.library,
+                name=d.name,
+                weights=w,
+                cache=c,
+                graph=gd.on(attention, rest, head),
+            )
+        )
     host: list[TensorInfo] = []
     for i in on_cpu:
         tensors = L.tensors_by_block[i] if i < n else L.output_tensors
@@ -304,8 +361,15 @@ def _account(model: Model, kv: list[int], g: est.Graph, gd: est.Graph, ctx: est.
     if not gpus and devices and ctx.n_tokens >= OP_OFFLOAD_BATCH:
         # No layer on a GPU, but llama.cpp still opens the first one and offloads to it.
         first = devices[0]
-        gpus.append(DeviceMemory(id=first.id, library=first.library, name=first.name,
-                                 weights=[0] * (n + 1), cache=[0] * (n + 1)))
+        gpus.append(
+            DeviceMemory(
+                id=first.id,
+                library=first.library,
+                name=first.name,
+                weights=[0] * (n + 1),
+                cache=[0] * (n + 1),
+            )
+        )
         splits.append(([], [], False))
     if gpus and cpu_blocks and ctx.n_tokens >= OP_OFFLOAD_BATCH:
         # op_offload: with a GPU in use, ggml's scheduler runs a batch's operations on host
@@ -319,8 +383,7 @@ def _account(model: Model, kv: list[int], g: est.Graph, gd: est.Graph, ctx: est.
         graph = gd.on(attention, rest + cpu_blocks, head or moved_head)
         # An offloaded attention of a host block reads that block's K and V from host memory:
         # the scheduler copies them into the GPU's compute buffer for the operation.
-        copies = [gd.masks + kv[i] + gd.core[i] for i in cpu_blocks
-                  if gd.core[i] and i not in host_attention]
+        copies = [gd.masks + kv[i] + gd.core[i] for i in cpu_blocks if gd.core[i] and i not in host_attention]
         gpus[0] = attrs.evolve(gpus[0], graph=max([graph, *copies]))
         cpu_head = cpu_head and not moved_head
         cpu_blocks = []
@@ -336,13 +399,28 @@ def _account(model: Model, kv: list[int], g: est.Graph, gd: est.Graph, ctx: est.
     memory = BackendMemory(input_weights=input_weights, cpu=cpu, gpus=gpus)
     for dm in gpus:
         extra = projector_weights(projector) if projector is not None and dm is gpus[0] else 0
-        usage.append(Usage(id=dm.id, library=dm.library, name=dm.name, weights=sum(dm.weights) + extra,
-                           kv_cache=sum(dm.cache), graph=dm.graph))
+        usage.append(
+            Usage(
+                id=dm.id,
+                library=dm.library,
+                name=dm.name,
+                weights=sum(dm.weights) + extra,
+                kv_cache=sum(dm.cache),
+                graph=dm.graph,
+            )
+        )
     on_host = projector is not None and not gpus
-    usage.append(Usage(id="", library=CPU_LIBRARY, name="CPU",
-                       weights=input_weights + sum(cpu_w) + (projector_weights(projector) if on_host else 0),
-                       kv_cache=sum(cpu_c), graph=cpu_graph + (projector_graph(projector) if on_host else 0),
-                       output=h.n_vocab * ctx.n_seq * 4))
+    usage.append(
+        Usage(
+            id="",
+            library=CPU_LIBRARY,
+            name="CPU",
+            weights=input_weights + sum(cpu_w) + (projector_weights(projector) if on_host else 0),
+            kv_cache=sum(cpu_c),
+            graph=cpu_graph + (projector_graph(projector) if on_host else 0),
+            output=h.n_vocab * ctx.n_seq * 4,
+        )
+    )
     return usage, memory
 
 
@@ -352,12 +430,39 @@ def read_projector(path: str | os.PathLike[str]) -> Model:
     from gpuscout.fit.hparams import architecture
 
     arch = architecture(file)
-    h = Hparams(arch=arch, n_layer=0, n_embd=0, n_ctx_train=0, n_vocab=0, n_head=(), n_head_kv=(),
-                n_ff=(), head_k=0, head_v=0, head_k_swa=0, head_v_swa=0, n_swa=0, swa=(),
-                kv_layers=(), recurrent=(), mla=False, n_embd_r=0, n_embd_s=0, n_expert=0,
-                n_expert_used=0, n_ff_exp=0)
-    layers = est.Layers(blocks=(), output=0, input=sum(t.nbytes for t in file.tensors), tied=False,
-                        embedding=None, tensors_by_block=(), output_tensors=())
+    h = Hparams(
+        arch=arch,
+        n_layer=0,
+        n_embd=0,
+        n_ctx_train=0,
+        n_vocab=0,
+        n_head=(),
+        n_head_kv=(),
+        n_ff=(),
+        head_k=0,
+        head_v=0,
+        head_k_swa=0,
+        head_v_swa=0,
+        n_swa=0,
+        swa=(),
+        kv_layers=(),
+        recurrent=(),
+        mla=False,
+        n_embd_r=0,
+        n_embd_s=0,
+        n_expert=0,
+        n_expert_used=0,
+        n_ff_exp=0,
+    )
+    layers = est.Layers(
+        blocks=(),
+        output=0,
+        input=sum(t.nbytes for t in file.tensors),
+        tied=False,
+        embedding=None,
+        tensors_by_block=(),
+        output_tensors=(),
+    )
     return Model(file=file, hparams=h, layers=layers)
 
 
@@ -383,9 +488,17 @@ def projector_graph(p: Model | None) -> int:
     return patches * width * 4 * 8 + patches * patches * heads * 4
 
 
-def _verdict(layout: GPULayersList, layer_sizes: list[int], devices: Sequence[DeviceInfo],
-             system: SystemInfo, usage: list[Usage], reserve: Callable[[DeviceInfo], int],
-             platform: str, num_gpu: int, notes: list[str]) -> bool:
+def _verdict(
+    layout: GPULayersList,
+    layer_sizes: list[int],
+    devices: Sequence[DeviceInfo],
+    system: SystemInfo,
+    usage: list[Usage],
+    reserve: Callable[[DeviceInfo], int],
+    platform: str,
+    num_gpu: int,
+    notes: list[str],
+) -> bool:
     """The planner's verdict on the CPU side (verify_layout with the real system memory),
     and every GPU's share within its free memory less its reserve."""
     from gpuscout.plan import verify_layout
@@ -399,12 +512,23 @@ def _verdict(layout: GPULayersList, layer_sizes: list[int], devices: Sequence[De
         notes.append("system memory unknown: the CPU's share is not checked")
     else:
         try:
-            verify_layout(layout, layer_sizes, devices, system, num_gpu=num_gpu, require_full=False,
-                          graphs=None, platform=platform, cpu_extra=extra)
+            verify_layout(
+                layout,
+                layer_sizes,
+                devices,
+                system,
+                num_gpu=num_gpu,
+                require_full=False,
+                graphs=None,
+                platform=platform,
+                cpu_extra=extra,
+            )
         except InsufficientMemoryError:
             fits = False
-            notes.append(f"the CPU's share ({cpu.total} bytes) is more than free system memory "
-                         f"({system.free_memory} bytes{' plus swap' if system.free_swap else ''})")
+            notes.append(
+                f"the CPU's share ({cpu.total} bytes) is more than free system memory "
+                f"({system.free_memory} bytes{' plus swap' if system.free_swap else ''})"
+            )
     by_key = {(d.id, d.library): d for d in devices}
     for u in usage[:-1]:
         d = by_key[(u.id, u.library)]
@@ -412,20 +536,34 @@ def _verdict(layout: GPULayersList, layer_sizes: list[int], devices: Sequence[De
         if d.free_memory_unknown:
             # Never used as if it were known (docs/selection.md): the runtime takes the same
             # stand-in figure, so it is the placement's too, but the verdict says so.
-            notes.append(f"{d.name or d.id}: free memory unknown; placed against the {d.free_memory} "
-                         "bytes its driver reports instead (what the runtime uses too), so the "
-                         "verdict may be optimistic")
+            notes.append(
+                f"{d.name or d.id}: free memory unknown; placed against the {d.free_memory} "
+                "bytes its driver reports instead (what the runtime uses too), so the "
+                "verdict may be optimistic"
+            )
         if u.total > room:
             fits = False
-            notes.append(f"{d.name or d.id} needs {u.total} bytes but has {max(room, 0)} free after "
-                         "its reserve")
+            notes.append(
+                f"{d.name or d.id} needs {u.total} bytes but has {max(room, 0)} free after its reserve"
+            )
     return fits
 
 
-def checked_options(*, ctx: object, parallel: object, ubatch_size: object, batch_size: object,
-                    cache_type_k: object, cache_type_v: object, swa_full: object, flash_attn: object,
-                    num_gpu: object, spread: object) -> est.Options:
+def checked_options(
+    *,
+    ctx: object,
+    parallel: object,
+    ubatch_size: object,
+    batch_size: object,
+    cache_type_k: object,
+    cache_type_v: object,
+    swa_full: object,
+    flash_attn: object,
+    num_gpu: object,
+    spread: object,
+) -> est.Options:
     """Scout.fit's keyword arguments checked (GpuscoutError naming the one that is wrong)."""
+
     def whole(name: str, value: object, low: int) -> int:
         if type(value) is not int or not low <= value < 1 << 32:
             raise GpuscoutError(f"fit: {name} must be an int from {low} to 2**32-1, got {value!r:.60}")
@@ -443,17 +581,40 @@ def checked_options(*, ctx: object, parallel: object, ubatch_size: object, batch
         raise GpuscoutError(f"fit: flash_attn must be True, False or None (auto), got {flash_attn!r:.60}")
     if type(num_gpu) is not int or num_gpu < -1:
         raise GpuscoutError(f"fit: num_gpu must be an int >= -1 (-1: auto), got {num_gpu!r:.60}")
-    return est.Options(ctx=ctx, parallel=whole("parallel", parallel, 1),  # type: ignore[arg-type]
-                       ubatch_size=whole("ubatch_size", ubatch_size, 1),
-                       batch_size=whole("batch_size", batch_size, 1), cache_type_k=str(cache_type_k),
-                       cache_type_v=str(cache_type_v), swa_full=bool(swa_full))
+    return est.Options(
+        ctx=ctx,  # type: ignore[arg-type]
+        parallel=whole("parallel", parallel, 1),
+        ubatch_size=whole("ubatch_size", ubatch_size, 1),
+        batch_size=whole("batch_size", batch_size, 1),
+        cache_type_k=str(cache_type_k),
+        cache_type_v=str(cache_type_v),
+        swa_full=bool(swa_full),
+    )
 
 
 def layout_rows(result: FitResult) -> list[dict[str, Any]]:
     """The ``memory`` list of ``fit --json``: each device that holds anything, then the CPU."""
-    return [{"id": u.id, "backend": u.library, "weights": u.weights, "kv_cache": u.kv_cache,
-             "graph": u.graph, "total": u.total} for u in result.usage]
+    return [
+        {
+            "id": u.id,
+            "backend": u.library,
+            "weights": u.weights,
+            "kv_cache": u.kv_cache,
+            "graph": u.graph,
+            "total": u.total,
+        }
+        for u in result.usage
+    ]
 
 
-__all__ = ["FitResult", "Model", "Usage", "checked_options", "fit", "host_cpu_features", "layout_rows",
-           "read_model", "read_projector"]
+__all__ = [
+    "FitResult",
+    "Model",
+    "Usage",
+    "checked_options",
+    "fit",
+    "host_cpu_features",
+    "layout_rows",
+    "read_model",
+    "read_projector",
+]

@@ -52,9 +52,17 @@ _INT64_MAX = (1 << 63) - 1
 # GGUF value types: (name, struct code, size); STRING and ARRAY are read by hand.
 STRING, ARRAY = 8, 9
 _SCALARS: dict[int, tuple[str, str, int]] = {
-    0: ("UINT8", "B", 1), 1: ("INT8", "b", 1), 2: ("UINT16", "H", 2), 3: ("INT16", "h", 2),
-    4: ("UINT32", "I", 4), 5: ("INT32", "i", 4), 6: ("FLOAT32", "f", 4), 7: ("BOOL", "B", 1),
-    10: ("UINT64", "Q", 8), 11: ("INT64", "q", 8), 12: ("FLOAT64", "d", 8),
+    0: ("UINT8", "B", 1),
+    1: ("INT8", "b", 1),
+    2: ("UINT16", "H", 2),
+    3: ("INT16", "h", 2),
+    4: ("UINT32", "I", 4),
+    5: ("INT32", "i", 4),
+    6: ("FLOAT32", "f", 4),
+    7: ("BOOL", "B", 1),
+    10: ("UINT64", "Q", 8),
+    11: ("INT64", "q", 8),
+    12: ("FLOAT64", "d", 8),
 }
 TYPE_NAMES = {**{k: v[0] for k, v in _SCALARS.items()}, STRING: "STRING", ARRAY: "ARRAY"}
 
@@ -131,8 +139,9 @@ def type_name(ggml_type: int) -> str:
         return str(ggml_type)
 
 
-def read_gguf(path: str | os.PathLike[str], *, deadline: float | None = None,
-              timeout: float | None = 30.0) -> GGUFFile:
+def read_gguf(
+    path: str | os.PathLike[str], *, deadline: float | None = None, timeout: float | None = 30.0
+) -> GGUFFile:
     """Read ``path``'s GGUF header and tensor table (see the module's docstring).
 
     ``deadline`` is a ``time.monotonic()`` value; without one, ``timeout`` seconds from now.
@@ -163,8 +172,11 @@ def _read(s: Stream, sizes: Mapping[int, tuple[int, int]]) -> GGUFFile:
     if n_tensors > MAX_TENSORS:
         raise s.fail(f"the header lists {n_tensors} tensors (at most {MAX_TENSORS} are read)", 8)
     if n_tensors * 24 + n_kv * 14 > s.left():
-        raise s.fail(f"the header lists {n_tensors} tensors and {n_kv} key-value pairs, more than "
-                     f"the {s.left()} bytes left can hold", 8)
+        raise s.fail(
+            f"the header lists {n_tensors} tensors and {n_kv} key-value pairs, more than "
+            f"the {s.left()} bytes left can hold",
+            8,
+        )
     values: dict[str, Any] = {}
     types: dict[str, tuple[int, int]] = {}
     skipped: dict[str, Skipped] = {}
@@ -183,12 +195,16 @@ def _read(s: Stream, sizes: Mapping[int, tuple[int, int]]) -> GGUFFile:
     alignment = DEFAULT_ALIGNMENT
     if "general.alignment" in types:
         if types["general.alignment"] != (4, 0):
-            raise ModelError(f"{s.path}: offset {offsets['general.alignment']}: general.alignment: "
-                             f"expected UINT32, got {_type_text(types['general.alignment'])}")
+            raise ModelError(
+                f"{s.path}: offset {offsets['general.alignment']}: general.alignment: "
+                f"expected UINT32, got {_type_text(types['general.alignment'])}"
+            )
         alignment = int(values["general.alignment"])
         if alignment <= 0 or alignment & (alignment - 1):
-            raise ModelError(f"{s.path}: offset {offsets['general.alignment']}: general.alignment "
-                             f"{alignment} is not a power of two")
+            raise ModelError(
+                f"{s.path}: offset {offsets['general.alignment']}: general.alignment "
+                f"{alignment} is not a power of two"
+            )
     tensors = _read_tensors(s, n_tensors, sizes, alignment)
     data_offset = s.offset
     if tensors:
@@ -197,11 +213,22 @@ def _read(s: Stream, sizes: Mapping[int, tuple[int, int]]) -> GGUFFile:
     for t in tensors:
         end = data_offset + t.offset + t.nbytes
         if end > s.size:
-            raise ModelError(f"{s.path}: tensor {shown(t.name)}: its data ({t.nbytes} bytes at offset "
-                             f"{data_offset + t.offset}) lies outside the file ({s.size} bytes)")
-    return GGUFFile(path=s.path, version=version, alignment=alignment, data_offset=data_offset,
-                    file_size=s.size, values=values, types=types, skipped=skipped,
-                    tensors=tensors, offsets=offsets)
+            raise ModelError(
+                f"{s.path}: tensor {shown(t.name)}: its data ({t.nbytes} bytes at offset "
+                f"{data_offset + t.offset}) lies outside the file ({s.size} bytes)"
+            )
+    return GGUFFile(
+        path=s.path,
+        version=version,
+        alignment=alignment,
+        data_offset=data_offset,
+        file_size=s.size,
+        values=values,
+        types=types,
+        skipped=skipped,
+        tensors=tensors,
+        offsets=offsets,
+    )
 
 
 def _type_text(t: tuple[int, int]) -> str:
@@ -209,8 +236,13 @@ def _type_text(t: tuple[int, int]) -> str:
     return f"an array of {TYPE_NAMES.get(elem, elem)}" if kind == ARRAY else TYPE_NAMES.get(kind, str(kind))
 
 
-def _read_value(s: Stream, key: str, values: dict[str, Any], types: dict[str, tuple[int, int]],
-                skipped: dict[str, Skipped]) -> None:
+def _read_value(
+    s: Stream,
+    key: str,
+    values: dict[str, Any],
+    types: dict[str, tuple[int, int]],
+    skipped: dict[str, Skipped],
+) -> None:
     at = s.offset
     name = shown(key)  # keys reach messages escaped and cut: they may hold anything
     kind = s.u32(f"the type of {name}")
@@ -254,8 +286,9 @@ def _read_value(s: Stream, key: str, values: dict[str, Any], types: dict[str, tu
     values[key] = tuple(bool(v) for v in items) if elem == 7 else items
 
 
-def _read_tensors(s: Stream, n: int, sizes: Mapping[int, tuple[int, int]],
-                  alignment: int) -> tuple[TensorInfo, ...]:
+def _read_tensors(
+    s: Stream, n: int, sizes: Mapping[int, tuple[int, int]], alignment: int
+) -> tuple[TensorInfo, ...]:
     tensors: list[TensorInfo] = []
     seen: set[str] = set()
     expected = 0
@@ -263,8 +296,11 @@ def _read_tensors(s: Stream, n: int, sizes: Mapping[int, tuple[int, int]],
         at = s.offset
         name = s.string(f"the name of tensor {i}", MAX_TENSOR_NAME)
         if isinstance(name, int) or len(name.encode()) >= MAX_TENSOR_NAME:
-            raise s.fail(f"tensor {i}: its name is {name if isinstance(name, int) else len(name.encode())} "
-                         f"bytes long (ggml allows {MAX_TENSOR_NAME - 1})", at)
+            raise s.fail(
+                f"tensor {i}: its name is {name if isinstance(name, int) else len(name.encode())} "
+                f"bytes long (ggml allows {MAX_TENSOR_NAME - 1})",
+                at,
+            )
         if name in seen:
             raise s.fail(f"duplicate tensor name {shown(name)}", at)
         seen.add(name)
@@ -282,22 +318,43 @@ def _read_tensors(s: Stream, n: int, sizes: Mapping[int, tuple[int, int]],
             raise s.fail(f"tensor {label}: shape {list(shape)} has more than 2**63-1 elements", at)
         ggml_type = s.u32(f"the type of tensor {label}")
         if ggml_type not in sizes:
-            raise s.fail(f"tensor {label}: unknown ggml type {ggml_type} (the installed gguf "
-                         "package does not know it)", at)
+            raise s.fail(
+                f"tensor {label}: unknown ggml type {ggml_type} (the installed gguf "
+                "package does not know it)",
+                at,
+            )
         block, block_bytes = sizes[ggml_type]
         row = shape[0] if shape else 1
         if row % block:
-            raise s.fail(f"tensor {label}: rows of {row} elements are not a whole number of "
-                         f"{type_name(ggml_type)} blocks of {block}", at)
+            raise s.fail(
+                f"tensor {label}: rows of {row} elements are not a whole number of "
+                f"{type_name(ggml_type)} blocks of {block}",
+                at,
+            )
         offset = s.u64(f"the data offset of tensor {label}")
         nbytes = elements // block * block_bytes
         if offset != expected:
-            raise s.fail(f"tensor {label}: data offset {offset}, expected {expected} (ggml reads "
-                         "tensors in order, each aligned)", at)
+            raise s.fail(
+                f"tensor {label}: data offset {offset}, expected {expected} (ggml reads "
+                "tensors in order, each aligned)",
+                at,
+            )
         expected = offset + nbytes + (-nbytes % alignment)
         tensors.append(TensorInfo(name=name, shape=shape, type=ggml_type, offset=offset, nbytes=nbytes))
     return tuple(tensors)
 
 
-__all__ = ["ARRAY", "MAX_HEADER_BYTES", "MAX_TENSORS", "STRING", "GGUFFile", "ModelError", "Skipped",
-           "TensorInfo", "quant_sizes", "read_gguf", "shown", "type_name"]
+__all__ = [
+    "ARRAY",
+    "MAX_HEADER_BYTES",
+    "MAX_TENSORS",
+    "STRING",
+    "GGUFFile",
+    "ModelError",
+    "Skipped",
+    "TensorInfo",
+    "quant_sizes",
+    "read_gguf",
+    "shown",
+    "type_name",
+]

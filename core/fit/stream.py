@@ -14,8 +14,13 @@ from gpuscout.fit.errors import ModelError, shown
 
 _CHUNK = 1 << 16
 # Opening never waits (a FIFO without a writer) nor takes a terminal; Windows lacks some flags.
-_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
 
 
 class Stream:
@@ -47,7 +52,7 @@ class Stream:
             raise self.fail(f"file ends after {self.size} bytes while reading {what}")
         if self.offset + need > self.cap:
             raise self.fail(f"header larger than {self.cap >> 20} MiB (while reading {what})")
-        parts = [self.buf[self.at:]]
+        parts = [self.buf[self.at :]]
         self.base += self.at
         self.at = 0
         want = max(need, _CHUNK)
@@ -57,8 +62,10 @@ class Stream:
             except OSError as exc:
                 raise self.fail(f"cannot read: {exc.strerror or exc}") from exc
             if not chunk:
-                raise self.fail(f"file ends after {self.base + have} bytes while reading {what} "
-                                "(it shrank while being read)")
+                raise self.fail(
+                    f"file ends after {self.base + have} bytes while reading {what} "
+                    "(it shrank while being read)"
+                )
             parts.append(chunk)
             have += len(chunk)
         self.buf = b"".join(parts)
@@ -66,7 +73,7 @@ class Stream:
     def take(self, n: int, what: str) -> bytes:
         if len(self.buf) - self.at < n:
             self._fill(n, what)
-        data = self.buf[self.at:self.at + n]
+        data = self.buf[self.at : self.at + n]
         self.at += n
         return data
 
@@ -103,8 +110,10 @@ class Stream:
         start = self.offset
         n = self.u64(f"the length of {what}")
         if n > self.left():
-            raise self.fail(f"{what}: a string of {n} bytes runs past the end of the file "
-                            f"({self.left()} bytes left)", start)
+            raise self.fail(
+                f"{what}: a string of {n} bytes runs past the end of the file ({self.left()} bytes left)",
+                start,
+            )
         if limit is not None and n > limit:
             self.skip(n, what)
             return n
@@ -112,8 +121,9 @@ class Stream:
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise self.fail(f"{what}: not valid UTF-8 (byte {exc.start} of the string)",
-                            start + 8 + exc.start) from None
+            raise self.fail(
+                f"{what}: not valid UTF-8 (byte {exc.start} of the string)", start + 8 + exc.start
+            ) from None
 
     def skip_strings(self, count: int, what: str) -> None:
         """Skip ``count`` GGUF strings without decoding them (the tokenizer's tokens)."""
@@ -136,8 +146,10 @@ class Stream:
                 n = unpack(fmt, buf, at)[0]
                 self.at += 8
                 if n > self.left():
-                    raise self.fail(f"{what}[{done}]: a string of {n} bytes runs past the end "
-                                    f"of the file", self.offset - 8)
+                    raise self.fail(
+                        f"{what}[{done}]: a string of {n} bytes runs past the end of the file",
+                        self.offset - 8,
+                    )
                 self.skip(n, what)
                 done += 1
 

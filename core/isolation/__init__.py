@@ -101,8 +101,13 @@ class PluginOutcome:
 
 #: Each key of an outcome's line, and the type its value must have.
 _FIELDS: dict[str, type | tuple[type, ...]] = {
-    "name": str, "status": str, "error": str, "notes": list, "devices": list,
-    "elapsed": (int, float)}
+    "name": str,
+    "status": str,
+    "error": str,
+    "notes": list,
+    "devices": list,
+    "elapsed": (int, float),
+}
 
 
 def outcome(data: Any) -> PluginOutcome:
@@ -115,8 +120,9 @@ def outcome(data: Any) -> PluginOutcome:
         if kind is None:
             raise ValueError(f"unknown key {str(key)[:40]!r}")
         if isinstance(value, bool) or not isinstance(value, kind):
-            raise ValueError(f"{key}: expected {getattr(kind, '__name__', 'a number')}, "
-                             f"got {type(value).__name__}")
+            raise ValueError(
+                f"{key}: expected {getattr(kind, '__name__', 'a number')}, got {type(value).__name__}"
+            )
     if "name" not in data or data.get("status") not in ("ok", "failed", "timeout"):
         raise ValueError("a name and a status of ok, failed or timeout are needed")
     if not all(isinstance(n, str) for n in data.get("notes", ())):
@@ -142,7 +148,7 @@ class Answer:
         self._line += chunk
         while not self.broken and (end := self._line.find(b"\n")) >= 0:
             line = bytes(self._line[:end])
-            del self._line[:end + 1]
+            del self._line[: end + 1]
             self._take(line)
         if len(self._line) > MAX_LINE:
             self.broken = f"a line over {MAX_LINE} bytes"
@@ -164,7 +170,11 @@ class Answer:
 
 
 def enumerate_isolated(
-    plugins: Sequence[str], *, env: Mapping[str, str], platform: str, root: str,
+    plugins: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    platform: str,
+    root: str,
     timeout: float,
 ) -> dict[str, PluginOutcome]:
     """Run each named plugin's enumerate in a child process of its own, in parallel.
@@ -195,14 +205,24 @@ def enumerate_isolated(
     return _run_child(list(plugins), env, platform, root, timeout, fork=True)
 
 
-def _run_child(plugins: list[str], env: Mapping[str, str], platform: str, root: str,
-               timeout: float, fork: bool) -> dict[str, PluginOutcome]:
-    request = json.dumps({"plugins": plugins, "env": dict(env), "platform": platform,
-                          "root": root, "timeout": timeout, "fork": fork,
-                          "parent": os.getpid()}).encode()
+def _run_child(
+    plugins: list[str], env: Mapping[str, str], platform: str, root: str, timeout: float, fork: bool
+) -> dict[str, PluginOutcome]:
+    request = json.dumps(
+        {
+            "plugins": plugins,
+            "env": dict(env),
+            "platform": platform,
+            "root": root,
+            "timeout": timeout,
+            "fork": fork,
+            "parent": os.getpid(),
+        }
+    ).encode()
     try:
-        child = children.start(child_argv(_BOOT), env=env, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        child = children.start(
+            child_argv(_BOOT), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
     except (OSError, ValueError) as exc:
         raise IsolationError(f"cannot start the isolation child: {exc}") from None
     answer = Answer(plugins)
@@ -232,5 +252,16 @@ def _run_child(plugins: list[str], env: Mapping[str, str], platform: str, root: 
     return answer.outcomes
 
 
-__all__ = ["END", "MAX_ANSWER", "MAX_LINE", "START_ALLOWANCE", "Answer", "IsolationError",
-           "PluginOutcome", "decode_device", "encode_device", "enumerate_isolated", "outcome"]
+__all__ = [
+    "END",
+    "MAX_ANSWER",
+    "MAX_LINE",
+    "START_ALLOWANCE",
+    "Answer",
+    "IsolationError",
+    "PluginOutcome",
+    "decode_device",
+    "encode_device",
+    "enumerate_isolated",
+    "outcome",
+]

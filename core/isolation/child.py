@@ -98,8 +98,16 @@ def main() -> int:
     def say(item: dict[str, Any]) -> None:
         _write_all(answer_fd, _line(item))
 
-    host = PluginHost(plugins=request["plugins"], disable=(), extra=(), entry_points=True,
-                      env=env, context=context, enumerate_timeout=timeout, hook_timeout=timeout)
+    host = PluginHost(
+        plugins=request["plugins"],
+        disable=(),
+        extra=(),
+        entry_points=True,
+        env=env,
+        context=context,
+        enumerate_timeout=timeout,
+        hook_timeout=timeout,
+    )
     for r in host.reports.values():
         if r.status not in ("ok", "disabled"):
             say({"name": r.name, "status": "failed", "error": r.error})
@@ -122,15 +130,20 @@ def _line(item: dict[str, Any]) -> bytes:
     grew in re-encoding) becomes a failure of that plugin."""
     data = json.dumps(item).encode() + b"\n"
     if len(data) > MAX_LINE:
-        return _line({"name": item.get("name", ""), "status": "failed",
-                      "error": f"its answer was over {MAX_LINE} bytes"})
+        return _line(
+            {
+                "name": item.get("name", ""),
+                "status": "failed",
+                "error": f"its answer was over {MAX_LINE} bytes",
+            }
+        )
     return data
 
 
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _call(impl: Any, ctx: Context) -> dict[str, Any]:
@@ -145,11 +158,19 @@ def _call(impl: Any, ctx: Context) -> dict[str, Any]:
             raise TypeError(f"[{bad}]: expected DeviceInfo, got {type(value[bad]).__name__}")
         devices = [encode_device(d) for d in value]
         json.dumps(devices)  # what cannot cross the boundary fails here, not in the host
-        return {"status": "ok", "devices": devices, "notes": [str(n) for n in ctx.notes],
-                "elapsed": time.perf_counter() - start}
+        return {
+            "status": "ok",
+            "devices": devices,
+            "notes": [str(n) for n in ctx.notes],
+            "elapsed": time.perf_counter() - start,
+        }
     except BaseException as exc:  # a plugin must never end the worker without an answer
-        return {"status": "failed", "error": f"raised {describe_exception(exc)}",
-                "notes": [str(n) for n in ctx.notes], "elapsed": time.perf_counter() - start}
+        return {
+            "status": "failed",
+            "error": f"raised {describe_exception(exc)}",
+            "notes": [str(n) for n in ctx.notes],
+            "elapsed": time.perf_counter() - start,
+        }
 
 
 def _in_process(impl: Any, context: Any, timeout: float) -> dict[str, Any]:
@@ -161,8 +182,9 @@ def _keep_only(keep: set[int]) -> None:
     """Close every descriptor of this process but ``keep`` and the standard three, as
     ``close_fds`` does for a new program (here, in a fork that runs no new program)."""
     try:
-        open_now = [int(name) for name in os.listdir("/proc/self/fd" if os.path.isdir(
-            "/proc/self/fd") else "/dev/fd")]
+        open_now = [
+            int(name) for name in os.listdir("/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd")
+        ]
     except (OSError, ValueError):
         open_now = list(range(3, 65536))
     for fd in open_now:
@@ -246,8 +268,11 @@ class _Worker:
         base = {"name": self.name, "elapsed": time.monotonic() - self.started}
         last = last_words(self.tail.bytes())
         if self.killed == "timeout":
-            return {**base, "status": "timeout", "error": f"enumerate did not finish within "
-                                                          f"{timeout:g} s (its child was killed)"}
+            return {
+                **base,
+                "status": "timeout",
+                "error": f"enumerate did not finish within {timeout:g} s (its child was killed)",
+            }
         if self.killed:
             return {**base, "status": "failed", "error": f"its child was killed: {self.killed}"}
         try:
@@ -256,9 +281,12 @@ class _Worker:
             # The supervisor ended without saying how the worker did: the worker (the only
             # code of the plugin's that ran there) killed it, or its process group.
             how = exit_text(self.supervisor or 0)
-            return {**base, "status": "failed",
-                    "error": f"its child's supervisor {how} (the plugin killed its parent or "
-                             f"its process group?); the child went with it{last}"}
+            return {
+                **base,
+                "status": "failed",
+                "error": f"its child's supervisor {how} (the plugin killed its parent or "
+                f"its process group?); the child went with it{last}",
+            }
         if status != 0:
             return {**base, "status": "failed", "error": f"{exit_text(status)}{last}"}
         try:
@@ -269,12 +297,17 @@ class _Worker:
         except (ValueError, RecursionError) as exc:
             what = "without an answer" if not self.answer else f"with an unreadable answer ({exc})"
             return {**base, "status": "failed", "error": f"exited {what}{last}"}
-        return {"name": self.name, "status": checked.status, "error": checked.error,
-                "notes": checked.notes, "devices": checked.devices, "elapsed": checked.elapsed}
+        return {
+            "name": self.name,
+            "status": checked.status,
+            "error": checked.error,
+            "notes": checked.notes,
+            "devices": checked.devices,
+            "elapsed": checked.elapsed,
+        }
 
 
-def _supervise(impl: Any, ctx: Context, zygote: int, answer_w: int, err_w: int,
-               status_w: int) -> None:
+def _supervise(impl: Any, ctx: Context, zygote: int, answer_w: int, err_w: int, status_w: int) -> None:
     """The supervisor, in a process group of its own: fork the worker, wait for it, write its
     wait status on ``status_w``. Never returns."""
     try:
@@ -314,8 +347,9 @@ def _supervise(impl: Any, ctx: Context, zygote: int, answer_w: int, err_w: int,
         os._exit(0)
 
 
-def _fork_all(impls: list[Any], context: Any, timeout: float, parent: int | None,
-              answer_fd: int, say: Any) -> None:
+def _fork_all(
+    impls: list[Any], context: Any, timeout: float, parent: int | None, answer_fd: int, say: Any
+) -> None:
     """Fork each plugin's supervisor and worker; say each plugin's line as soon as it is
     known."""
     workers: list[_Worker] = []
@@ -326,16 +360,14 @@ def _fork_all(impls: list[Any], context: Any, timeout: float, parent: int | None
         ctx = context(name, time.monotonic() + timeout)
         pid = os.fork()
         if pid == 0:
-            _supervise(impl, ctx, zygote, pipes["answer"][1], pipes["stderr"][1],
-                       pipes["status"][1])
+            _supervise(impl, ctx, zygote, pipes["answer"][1], pipes["stderr"][1], pipes["status"][1])
         try:
             os.setpgid(pid, pid)  # as the supervisor does itself: whichever runs first
         except OSError:
             pass
         for _, write_end in pipes.values():
             os.close(write_end)
-        workers.append(_Worker(name, pid, {k: r for k, (r, _) in pipes.items()},
-                               time.monotonic() + timeout))
+        workers.append(_Worker(name, pid, {k: r for k, (r, _) in pipes.items()}, time.monotonic() + timeout))
     pending = list(workers)
     while pending:
         if _orphaned(parent):
@@ -379,8 +411,16 @@ def probe_main() -> int:
     for name in request["plugins"]:
         say({"start": name})
         try:
-            PluginHost(plugins=[name], disable=(), extra=(), entry_points=True, env=env,
-                       context=context, enumerate_timeout=1e9, hook_timeout=1e9)
+            PluginHost(
+                plugins=[name],
+                disable=(),
+                extra=(),
+                entry_points=True,
+                env=env,
+                context=context,
+                enumerate_timeout=1e9,
+                hook_timeout=1e9,
+            )
         except Exception:  # a plugin that raises is the host's to report, not the probe's
             pass
         say({"done": name})

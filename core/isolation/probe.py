@@ -31,8 +31,7 @@ _BOOT = boot_code("gpuscout.isolation.child", "probe_main")
 _POLL = 0.05
 
 
-def probe_imports(names: Sequence[str], env: Mapping[str, str],
-                  timeout: float) -> dict[str, tuple[str, str]]:
+def probe_imports(names: Sequence[str], env: Mapping[str, str], timeout: float) -> dict[str, tuple[str, str]]:
     """Import ``names`` (built-ins and entry points, loadable by name) in child processes; for
     each plugin whose import killed its child or ran past ``timeout`` seconds, ``name ->
     (status, reason)`` with status ``failed`` or ``timeout``. Plugins not named here came
@@ -49,13 +48,15 @@ def probe_imports(names: Sequence[str], env: Mapping[str, str],
     return bad
 
 
-def _probe_once(names: list[str], env: Mapping[str, str],
-                timeout: float) -> tuple[set[str], tuple[str, str, str] | None]:
+def _probe_once(
+    names: list[str], env: Mapping[str, str], timeout: float
+) -> tuple[set[str], tuple[str, str, str] | None]:
     """One child over ``names``: the plugins it got through, and the culprit that stopped it
     (None when it finished). A child that cannot even start blames nobody."""
     try:
-        child = children.start(child_argv(_BOOT), env=env, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        child = children.start(
+            child_argv(_BOOT), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
     except (OSError, ValueError):
         return set(names), None
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
@@ -63,8 +64,7 @@ def _probe_once(names: list[str], env: Mapping[str, str],
     current: str | None = None
     err = b""
     try:
-        child.stdin.write(json.dumps({"plugins": names, "env": dict(env),
-                                      "parent": os.getpid()}).encode())
+        child.stdin.write(json.dumps({"plugins": names, "env": dict(env), "parent": os.getpid()}).encode())
         child.stdin.close()
         out_fd, err_fd = child.stdout.fileno(), child.stderr.fileno()
         buffer = b""
@@ -76,9 +76,12 @@ def _probe_once(names: list[str], env: Mapping[str, str],
             if left <= 0:
                 if current is None:
                     return set(names), None  # the child itself is stuck: blame no plugin
-                return done, (current, "timeout",
-                              f"import did not finish within {timeout:g} s (in a child, "
-                              f"which was killed; the plugin was not imported here)")
+                return done, (
+                    current,
+                    "timeout",
+                    f"import did not finish within {timeout:g} s (in a child, "
+                    f"which was killed; the plugin was not imported here)",
+                )
             ready = select.select(list(open_fds), [], [], min(left, _POLL))[0]
             for fd in ready:
                 chunk = os.read(fd, 65536)
@@ -109,8 +112,12 @@ def _probe_once(names: list[str], env: Mapping[str, str],
     if current is None:
         return done, None
     words = last_line(err)
-    return done, (current, "failed", f"import {exit_text(status or 0)} in a child (the plugin was "
-                                     f"not imported here){'; last stderr: ' + words if words else ''}")
+    return done, (
+        current,
+        "failed",
+        f"import {exit_text(status or 0)} in a child (the plugin was "
+        f"not imported here){'; last stderr: ' + words if words else ''}",
+    )
 
 
 #: Most bytes of one line the probe child writes (``{"start": name}``).

@@ -17,7 +17,24 @@ from gpuscout.runner.reply import MAX_BODY, MAX_HEAD, MAX_PORT_LINE, RunnerError
 from gpuscout.runner.server import HOST, IDLE_EXIT, TOKEN_ENV, TOKEN_HEADER, serve
 from gpuscout.runner.validation import Progress, validate_devices, validation_progress
 
-__all__ = ["HOST", "IDLE_EXIT", "MAX_BODY", "MAX_HEAD", "MAX_PORT_LINE", "POLL_INTERVAL",
-           "TOKEN_ENV", "TOKEN_HEADER", "Progress", "RunnerError", "default_command",
-           "discover_in_child", "free_port", "parse_reply", "poll_runner", "read_port_line",
-           "serve", "validate_devices", "validation_progress"]
+__all__ = [
+    "HOST",
+    "IDLE_EXIT",
+    "MAX_BODY",
+    "MAX_HEAD",
+    "MAX_PORT_LINE",
+    "POLL_INTERVAL",
+    "TOKEN_ENV",
+    "TOKEN_HEADER",
+    "Progress",
+    "RunnerError",
+    "default_command",
+    "discover_in_child",
+    "free_port",
+    "parse_reply",
+    "poll_runner",
+    "read_port_line",
+    "serve",
+    "validate_devices",
+    "validation_progress",
+]

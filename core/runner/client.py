@@ -58,6 +58,7 @@ _REQUEST = "GET /info HTTP/1.0\r\nHost: {host}:{port}\r\nContent-Type: applicati
 _SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
 _TOKEN_KEY = TOKEN_HEADER.lower()
 
+
 def free_port() -> int:
     """A port on 127.0.0.1 that was free a moment ago (another process may take it before the
     child binds it: only custom ``{port}`` commands use this)."""
@@ -90,8 +91,9 @@ def _check_token(head: ReplyHead, port: int, token: str | None, required: bool) 
         return
     if got is None or not hmac.compare_digest(got.encode("latin-1"), token.encode("ascii")):
         what = f"no {TOKEN_HEADER} header" if got is None else f"another {TOKEN_HEADER}"
-        raise RunnerError(f"the answer on port {port} did not carry this child's token ({what}): "
-                          "another process answered")
+        raise RunnerError(
+            f"the answer on port {port} did not carry this child's token ({what}): another process answered"
+        )
 
 
 def _broken_reply(exc: RunnerError, child: subprocess.Popen[bytes]) -> RunnerError:
@@ -100,8 +102,15 @@ def _broken_reply(exc: RunnerError, child: subprocess.Popen[bytes]) -> RunnerErr
     return RunnerError(f"runner {exit_text(code)}: {exc}") if code else exc
 
 
-def poll_runner(port: int, child: subprocess.Popen[bytes], deadline: float, timeout: float, *,
-                token: str | None = None, require_token: bool = False) -> list[DeviceInfo]:
+def poll_runner(
+    port: int,
+    child: subprocess.Popen[bytes],
+    deadline: float,
+    timeout: float,
+    *,
+    token: str | None = None,
+    require_token: bool = False,
+) -> list[DeviceInfo]:
     """Poll ``/info`` every 10 ms until an answer, a crash or ``deadline`` (a monotonic time);
     ``timeout`` is the limit the timeout message names. A reply whose ``X-Gpuscout-Token`` is
     not ``token`` (or is missing, with ``require_token``) is refused; a 503 (busy) is polled
@@ -158,8 +167,11 @@ def check_timeout(timeout: object) -> float:
 
 def _check_command(command: object) -> list[str]:
     # A bare string is a Sequence[str] too, but never an argv.
-    if (isinstance(command, str | bytes) or not isinstance(command, Sequence)
-            or not all(isinstance(part, str) for part in command)):
+    if (
+        isinstance(command, str | bytes)
+        or not isinstance(command, Sequence)
+        or not all(isinstance(part, str) for part in command)
+    ):
         raise RunnerError(f"runner command must be a sequence of str, got {command!r:.200}")
     if not command:
         raise RunnerError("runner command is empty")
@@ -197,9 +209,13 @@ def discover_in_child(
     return discover_under(env, time.monotonic() + seconds, seconds, command)
 
 
-def discover_under(env: Mapping[str, str], deadline: float, seconds: float,
-              command: Sequence[str] | None,
-              started: Callable[[subprocess.Popen[bytes]], None] | None = None) -> list[DeviceInfo]:
+def discover_under(
+    env: Mapping[str, str],
+    deadline: float,
+    seconds: float,
+    command: Sequence[str] | None,
+    started: Callable[[subprocess.Popen[bytes]], None] | None = None,
+) -> list[DeviceInfo]:
     """``discover_in_child`` under a given ``deadline``; ``started(child)`` is called once the
     child runs (it may raise to abandon the call, which still kills the child)."""
     argv = None if command is None else _check_command(command)
@@ -214,9 +230,13 @@ def discover_under(env: Mapping[str, str], deadline: float, seconds: float,
         argv = default_command()
     token = secrets.token_hex(16)
     try:
-        child = children.start(argv, env={**env, TOKEN_ENV: token}, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE if port is None else subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
+        child = children.start(
+            argv,
+            env={**env, TOKEN_ENV: token},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if port is None else subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
     except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise RunnerError(f"cannot start runner: {argv[0]!r}: {reason}") from None
@@ -226,8 +246,7 @@ def discover_under(env: Mapping[str, str], deadline: float, seconds: float,
             started(child)
         if port is None:
             port = read_port_line(child, deadline, seconds)
-        return poll_runner(port, child, deadline, seconds, token=token,
-                           require_token=command is None)
+        return poll_runner(port, child, deadline, seconds, token=token, require_token=command is None)
     except RunnerError as exc:
         # A child that died says why on stderr: its last words go with the error.
         words = tail.last_words() if child.poll() is not None else ""
@@ -249,8 +268,9 @@ class _StderrTail:
         if stream is None:
             self.done.set()
             return
-        threading.Thread(target=self._drain, args=(stream,), name="gpuscout-runner-stderr",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._drain, args=(stream,), name="gpuscout-runner-stderr", daemon=True
+        ).start()
 
     def _drain(self, stream: IO[bytes]) -> None:
         try:

@@ -89,8 +89,10 @@ def parse_head(head: bytes) -> ReplyHead:
         headers[name] = value
     if "transfer-encoding" in headers:
         # A server may not use it in reply to HTTP/1.0, so the body would be misread.
-        raise RunnerError(f"runner reply uses Transfer-Encoding {headers['transfer-encoding']!r} "
-                          "in reply to an HTTP/1.0 request")
+        raise RunnerError(
+            f"runner reply uses Transfer-Encoding {headers['transfer-encoding']!r} "
+            "in reply to an HTTP/1.0 request"
+        )
     return ReplyHead(int(status[1]), headers, _content_length(headers.get("content-length")))
 
 
@@ -120,15 +122,15 @@ def parse_whole_reply(data: bytes) -> tuple[ReplyHead, bytes]:
     where = find_head_end(data)
     if where is None:
         raise RunnerError(f"runner closed the connection inside the reply headers ({len(data)} bytes)")
-    head = parse_head(data[:where[0]])
-    body = data[where[1]:]
+    head = parse_head(data[: where[0]])
+    body = data[where[1] :]
     if head.length is None:
         if len(body) > MAX_BODY:
             raise _too_long(len(body))
         return head, body
     if len(body) < head.length:
         raise RunnerError(f"runner closed the connection after {len(body)} of {head.length} body bytes")
-    return head, body[:head.length]
+    return head, body[: head.length]
 
 
 def remaining(deadline: float) -> float:
@@ -159,7 +161,7 @@ def read_reply(sock: socket.socket, deadline: float) -> tuple[ReplyHead, bytes]:
             if where is None:
                 continue
             body_at = where[1]
-            length = parse_head(bytes(data[:where[0]])).length
+            length = parse_head(bytes(data[: where[0]])).length
             whole = None if length is None else body_at + length
         if whole is not None and len(data) >= whole:
             return parse_whole_reply(bytes(data[:whole]))
@@ -184,8 +186,9 @@ def read_port_line(child: subprocess.Popen[bytes], deadline: float, timeout: flo
         selector.register(fd, selectors.EVENT_READ)
         while (end := data.find(b"\n")) < 0:
             if len(data) > MAX_PORT_LINE:
-                raise RunnerError(f"runner's first stdout line is longer than {MAX_PORT_LINE} "
-                                  f"bytes: {show(data)}")
+                raise RunnerError(
+                    f"runner's first stdout line is longer than {MAX_PORT_LINE} bytes: {show(data)}"
+                )
             left = deadline - time.monotonic()
             if left <= 0 or not selector.select(left):
                 if time.monotonic() >= deadline:
@@ -205,11 +208,24 @@ def read_port_line(child: subprocess.Popen[bytes], deadline: float, timeout: flo
         announced = None
     port = announced.get("port") if isinstance(announced, dict) else None
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-        raise RunnerError('runner\'s first stdout line is not {"port": N} with N in 1-65535: '
-                          f"{show(line)}")
+        raise RunnerError(f'runner\'s first stdout line is not {{"port": N}} with N in 1-65535: {show(line)}')
     return port
 
 
-__all__ = ["CRASH_GRACE", "MAX_BODY", "MAX_HEAD", "MAX_PORT_LINE", "ReplyHead", "RunnerError",
-           "find_head_end", "parse_head", "parse_reply",
-           "parse_whole_reply", "read_port_line", "read_reply", "remaining", "show", "timed_out"]
+__all__ = [
+    "CRASH_GRACE",
+    "MAX_BODY",
+    "MAX_HEAD",
+    "MAX_PORT_LINE",
+    "ReplyHead",
+    "RunnerError",
+    "find_head_end",
+    "parse_head",
+    "parse_reply",
+    "parse_whole_reply",
+    "read_port_line",
+    "read_reply",
+    "remaining",
+    "show",
+    "timed_out",
+]

@@ -90,9 +90,15 @@ class _Server(HTTPServer):
 
     request_queue_size = 256  # the listen backlog: bursts of reconnects wait there, not in SYN retries
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 read_timeout: float, max_connections: int, busy_reply: bytes,
-                 max_pending: int = MAX_PENDING) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        read_timeout: float,
+        max_connections: int,
+        busy_reply: bytes,
+        max_pending: int = MAX_PENDING,
+    ) -> None:
         self.read_timeout = read_timeout
         self.busy_reply = busy_reply
         self.max_pending = max_pending
@@ -187,8 +193,11 @@ class _Server(HTTPServer):
             self._drop(conn)
             return
         buf += data
-        if data and not _HEAD_END.search(buf, max(0, len(buf) - len(data) - 3)) \
-                and len(buf) <= MAX_REQUEST_HEAD:
+        if (
+            data
+            and not _HEAD_END.search(buf, max(0, len(buf) - len(data) - 3))
+            and len(buf) <= MAX_REQUEST_HEAD
+        ):
             return
         if not buf:  # closed without a word
             self._drop(conn)
@@ -204,8 +213,9 @@ class _Server(HTTPServer):
         conn.setblocking(True)
         self.heads[conn] = bytes(buf)
         try:
-            threading.Thread(target=self._handle, args=(conn,), name="gpuscout-runner-request",
-                             daemon=True).start()
+            threading.Thread(
+                target=self._handle, args=(conn,), name="gpuscout-runner-request", daemon=True
+            ).start()
         except BaseException:
             self.heads.pop(conn, None)
             self.shutdown_request(conn)
@@ -289,8 +299,9 @@ class _Server(HTTPServer):
         _log.debug("runner.connection_error", error=repr(sys.exc_info()[1])[:200])
 
 
-def _handler(devices: Callable[[], Sequence[DeviceInfo]], token: str | None,
-             read_timeout: float) -> type[BaseHTTPRequestHandler]:
+def _handler(
+    devices: Callable[[], Sequence[DeviceInfo]], token: str | None, read_timeout: float
+) -> type[BaseHTTPRequestHandler]:
     from gpuscout.wire_encode import to_json
 
     class Handler(BaseHTTPRequestHandler):
@@ -321,8 +332,7 @@ def _handler(devices: Callable[[], Sequence[DeviceInfo]], token: str | None,
             self.head_only = True
             self.do_GET()
 
-        def send_error(self, code: int, message: str | None = None,
-                       explain: str | None = None) -> None:
+        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
             # Bad request lines, unknown methods (501), over-long lines: JSON like the rest.
             self.close_connection = True
             self._reply(code, _json_error(message or self.responses.get(code, ("error",))[0]))
@@ -345,8 +355,11 @@ def _handler(devices: Callable[[], Sequence[DeviceInfo]], token: str | None,
 
 def _busy_reply(token: str | None, max_connections: int) -> bytes:
     body = _json_error(f"busy: {max_connections} connections are being served")
-    head = ["HTTP/1.0 503 Service Unavailable", "Content-Type: application/json",
-            f"Content-Length: {len(body)}"] + ([f"{TOKEN_HEADER}: {token}"] if token else [])
+    head = [
+        "HTTP/1.0 503 Service Unavailable",
+        "Content-Type: application/json",
+        f"Content-Length: {len(body)}",
+    ] + ([f"{TOKEN_HEADER}: {token}"] if token else [])
     return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
 
 
@@ -356,10 +369,17 @@ def _seconds(value: object, name: str) -> float:
     return float(value)
 
 
-def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int, idle_exit: float = IDLE_EXIT,
-          *, token: str | None = None, parent: int | None = None,
-          announce: Callable[[int], object] | None = None, read_timeout: float = READ_TIMEOUT,
-          max_connections: int = MAX_CONNECTIONS) -> int:
+def serve(
+    devices: Callable[[], Sequence[DeviceInfo]],
+    port: int,
+    idle_exit: float = IDLE_EXIT,
+    *,
+    token: str | None = None,
+    parent: int | None = None,
+    announce: Callable[[int], object] | None = None,
+    read_timeout: float = READ_TIMEOUT,
+    max_connections: int = MAX_CONNECTIONS,
+) -> int:
     """Serve ``GET /info`` on 127.0.0.1:``port`` (0: a port the system picks): the wire array of
     what ``devices()`` (one discovery) returns at each request. Returns 0 when it stops.
 
@@ -378,8 +398,13 @@ def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int, idle_exit: flo
     if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
         raise GpuscoutError(f"max_connections must be an int >= 1, got {max_connections!r:.80}")
     try:
-        server = _Server((HOST, port), _handler(devices, token, read_timeout), read_timeout,
-                         max_connections, _busy_reply(token, max_connections))
+        server = _Server(
+            (HOST, port),
+            _handler(devices, token, read_timeout),
+            read_timeout,
+            max_connections,
+            _busy_reply(token, max_connections),
+        )
     except OSError as exc:  # in use, or not allowed: one line for the CLI, not a traceback
         raise GpuscoutError(f"cannot listen on {HOST}:{port}: {exc.strerror or exc}") from None
     stop = threading.Event()
@@ -401,8 +426,7 @@ def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int, idle_exit: flo
             atexit.register(kill_descendants, _EXIT_GRACE)
         # The reading thread runs before the port is announced: a Ctrl-C that follows the
         # announcement finds it started, so the clean-up below can always join it.
-        thread = threading.Thread(target=server.run, args=(stopped,), name="gpuscout-runner",
-                                  daemon=True)
+        thread = threading.Thread(target=server.run, args=(stopped,), name="gpuscout-runner", daemon=True)
         thread.start()
         if announce is not None:
             announce(int(server.server_address[1]))
@@ -437,5 +461,13 @@ def serve(devices: Callable[[], Sequence[DeviceInfo]], port: int, idle_exit: flo
     return 0
 
 
-__all__ = ["HOST", "IDLE_EXIT", "MAX_CONNECTIONS", "READ_TIMEOUT", "TOKEN_ENV", "TOKEN_HEADER",
-           "die_with_parent", "serve"]
+__all__ = [
+    "HOST",
+    "IDLE_EXIT",
+    "MAX_CONNECTIONS",
+    "READ_TIMEOUT",
+    "TOKEN_ENV",
+    "TOKEN_HEADER",
+    "die_with_parent",
+    "serve",
+]

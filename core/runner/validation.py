@@ -42,8 +42,11 @@ class _Cancelled(Exception):
 
 
 def validate_devices(
-    checks: Sequence[tuple[DeviceInfo, Mapping[str, str] | None]], timeout: float = 30.0, *,
-    progress: Progress | None = None, command: Sequence[str] | None = None,
+    checks: Sequence[tuple[DeviceInfo, Mapping[str, str] | None]],
+    timeout: float = 30.0,
+    *,
+    progress: Progress | None = None,
+    command: Sequence[str] | None = None,
 ) -> tuple[list[DeviceInfo], list[Dropped]]:
     """Initialise each device in a child process that sees only it, all devices at once.
 
@@ -89,8 +92,9 @@ def validate_devices(
             reason = None if seen_it else "init validation failed: device not seen by the child"
         done.put((i, reason))
 
-    workers = [threading.Thread(target=check, args=item, name="gpuscout-validate", daemon=True)
-               for item in pending]
+    workers = [
+        threading.Thread(target=check, args=item, name="gpuscout-validate", daemon=True) for item in pending
+    ]
     try:
         for _, device, _ in pending:
             if report is not None:

@@ -63,8 +63,7 @@ def _surely_no_driver(context: Context) -> str | None:
     try:
         dlopen(_LINUX_LIBRARY, _ctypes.RTLD_LOCAL)
     except OSError as exc:
-        return (f"NVML library {_LINUX_LIBRARY} cannot be loaded"
-                f" (is the NVIDIA driver installed?): {exc}")
+        return f"NVML library {_LINUX_LIBRARY} cannot be loaded (is the NVIDIA driver installed?): {exc}"
     return None
 
 
@@ -123,9 +122,7 @@ def _is_mig(device: DeviceInfo) -> bool:
 
 
 @hookimpl
-def gpuscout_visible_env(
-    selection: Sequence[DeviceInfo], context: Context
-) -> list[EnvEntry] | None:
+def gpuscout_visible_env(selection: Sequence[DeviceInfo], context: Context) -> list[EnvEntry] | None:
     """CUDA_VISIBLE_DEVICES, only when the selection is one device or all CUDA (the seed's rule:
     filtering otherwise confuses ROCm, which reads the same variable on mixed boxes).
 
@@ -142,7 +139,8 @@ def gpuscout_visible_env(
             f"a CUDA process sees one MIG instance and no other device beside it, so "
             f"{len(mine)} CUDA devices including a MIG instance cannot share one child; start "
             f"one child per device (gpuscout exec {names.split(' --device ')[0]} -- ..., and so "
-            f"on for each)")
+            f"on for each)"
+        )
     must_filter = len(selection) == 1 or all(d.library == LIBRARY for d in selection)
     if not must_filter:
         return None
@@ -150,9 +148,7 @@ def gpuscout_visible_env(
 
 
 @for_library(LIBRARY)
-def gpuscout_refresh(
-    devices: Sequence[DeviceInfo], context: Context
-) -> list[DeviceInfo] | None:
+def gpuscout_refresh(devices: Sequence[DeviceInfo], context: Context) -> list[DeviceInfo] | None:
     """CUDA devices with free memory read again from NVML (system memory for unified parts)."""
     from gpuscout.plugins.cuda.nvml import refresh_devices
 

@@ -42,8 +42,10 @@ def exposed_no_gpu(env: Mapping[str, str]) -> str:
     if value is None or value.strip().lower() not in ("", "void", "none"):
         return ""
     shown = f"={value.strip()}" if value.strip() else " is set but empty"
-    return (f"{CONTAINER_DEVICES_ENV}{shown}: the NVIDIA container runtime exposes no GPU to a "
-            "container started with this value")
+    return (
+        f"{CONTAINER_DEVICES_ENV}{shown}: the NVIDIA container runtime exposes no GPU to a "
+        "container started with this value"
+    )
 
 
 def lacks_utility(env: Mapping[str, str]) -> str:
@@ -52,9 +54,11 @@ def lacks_utility(env: Mapping[str, str]) -> str:
     value = (env.get(CAPABILITIES_ENV) or "").strip()
     if not value or {c.strip() for c in value.split(",")} & {"utility", "all"}:
         return ""
-    return (f"{CAPABILITIES_ENV}={value[:80]} lacks utility (or all): the NVIDIA container "
-            f"runtime mounts NVML ({NVML_LIBRARY}) into a container only with the utility "
-            "capability")
+    return (
+        f"{CAPABILITIES_ENV}={value[:80]} lacks utility (or all): the NVIDIA container "
+        f"runtime mounts NVML ({NVML_LIBRARY}) into a container only with the utility "
+        "capability"
+    )
 
 
 def _nodes(names: list[str]) -> str:
@@ -64,30 +68,38 @@ def _nodes(names: list[str]) -> str:
 def device_node_problems(context: Context) -> tuple[list[str], list[str]]:
     """(sentences about missing or refused device nodes, the nodes that exist when both the
     control node and a GPU node do, else [])."""
-    gpu_nodes = sorted((n for n in context.list_dir("/dev") or [] if _GPU_NODE.fullmatch(n)),
-                       key=lambda n: int(n[len("nvidia"):]))
-    states = {path: context.device_node(path)
-              for path in [CONTROL_NODE, *(f"/dev/{n}" for n in gpu_nodes[:MAX_DESCRIBED])]}
+    gpu_nodes = sorted(
+        (n for n in context.list_dir("/dev") or [] if _GPU_NODE.fullmatch(n)),
+        key=lambda n: int(n[len("nvidia") :]),
+    )
+    states = {
+        path: context.device_node(path)
+        for path in [CONTROL_NODE, *(f"/dev/{n}" for n in gpu_nodes[:MAX_DESCRIBED])]
+    }
     existing = [p for p, s in states.items() if s != "missing"]
     denied = [p for p, s in states.items() if s == "denied"]
     found: list[str] = []
     if denied:
         verb, it = ("is", "it") if len(denied) == 1 else ("are", "them")
-        found.append(f"{_nodes(denied)} {verb} present but this process lacks access to {it} "
-                     "(not in the video group, or a container started without the device?)")
+        found.append(
+            f"{_nodes(denied)} {verb} present but this process lacks access to {it} "
+            "(not in the video group, or a container started without the device?)"
+        )
     control_missing = states[CONTROL_NODE] == "missing"
     gpus_missing = not any(states[p] != "missing" for p in states if p != CONTROL_NODE)
-    why = ("the nvidia module is not loaded, or a container was started without the NVIDIA "
-           "devices?")
+    why = "the nvidia module is not loaded, or a container was started without the NVIDIA devices?"
     if control_missing and gpus_missing:
-        found.append(f"neither {CONTROL_NODE} nor any /dev/nvidia<N> exists: the NVIDIA driver "
-                     f"library is here but its device nodes are not ({why})")
+        found.append(
+            f"neither {CONTROL_NODE} nor any /dev/nvidia<N> exists: the NVIDIA driver "
+            f"library is here but its device nodes are not ({why})"
+        )
     elif control_missing:
-        found.append(f"{CONTROL_NODE} is missing while /dev/nvidia<N> nodes exist: NVML needs "
-                     f"both ({why})")
+        found.append(f"{CONTROL_NODE} is missing while /dev/nvidia<N> nodes exist: NVML needs both ({why})")
     elif gpus_missing:
-        found.append(f"{CONTROL_NODE} exists but no /dev/nvidia<N> GPU node does: no NVIDIA GPU "
-                     f"is exposed to this process ({why})")
+        found.append(
+            f"{CONTROL_NODE} exists but no /dev/nvidia<N> GPU node does: no NVIDIA GPU "
+            f"is exposed to this process ({why})"
+        )
     return found, [] if control_missing or gpus_missing else existing
 
 
@@ -95,12 +107,14 @@ def unknown_error_hint(context: Context, existing: list[str]) -> str:
     """The hint for nvmlInit's Unknown Error while the device nodes exist (after a ``systemctl
     daemon-reload`` revoked a container's device access, opening them may be refused too)."""
     masked = context.list_dir(PROC_DRIVER) is None
-    return (f"NVML answered Unknown Error ({UNKNOWN_ERROR}) although {_nodes(existing)} "
-            f"{'is' if len(existing) == 1 else 'are'} present"
-            + (f" (and {PROC_DRIVER} is not visible, as when a container masks it)" if masked else "")
-            + ": in a container this is what a `systemctl daemon-reload` on the host does when "
-            "it revokes the container's device access (NVIDIA/nvidia-container-toolkit#48); "
-            "restarting the container restores it")
+    return (
+        f"NVML answered Unknown Error ({UNKNOWN_ERROR}) although {_nodes(existing)} "
+        f"{'is' if len(existing) == 1 else 'are'} present"
+        + (f" (and {PROC_DRIVER} is not visible, as when a container masks it)" if masked else "")
+        + ": in a container this is what a `systemctl daemon-reload` on the host does when "
+        "it revokes the container's device access (NVIDIA/nvidia-container-toolkit#48); "
+        "restarting the container restores it"
+    )
 
 
 def pci_problems(context: Context, bound_too: bool = False) -> list[str]:
@@ -118,8 +132,7 @@ def pci_problems(context: Context, bound_too: bool = False) -> list[str]:
         if problem:
             found.append(problem)
         elif bound_too:
-            found.append(f"{gpu.describe(VENDOR_LABEL)} is bound to nvidia, so the kernel "
-                         "driver is loaded")
+            found.append(f"{gpu.describe(VENDOR_LABEL)} is bound to nvidia, so the kernel driver is loaded")
     if len(gpus) > MAX_DESCRIBED and found:
         found.append(f"{len(gpus) - MAX_DESCRIBED} more NVIDIA GPUs on the PCI bus not described")
     return found
@@ -136,8 +149,10 @@ def explain_missing_library(context: Context) -> None:
     and the NVIDIA GPUs on the PCI bus (Linux only)."""
     if not _is_linux(context):
         return
-    _note_all(context, [exposed_no_gpu(context.env), lacks_utility(context.env),
-                        *pci_problems(context, bound_too=True)])
+    _note_all(
+        context,
+        [exposed_no_gpu(context.env), lacks_utility(context.env), *pci_problems(context, bound_too=True)],
+    )
 
 
 def explain_init_failure(context: Context, code: int | None) -> None:

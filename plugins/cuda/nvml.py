@@ -69,8 +69,7 @@ def _library_missing(platform: str) -> str | None:
     try:
         ctypes.CDLL(LINUX_LIBRARY)
     except OSError as exc:
-        return (f"NVML library {LINUX_LIBRARY} cannot be loaded"
-                f" (is the NVIDIA driver installed?): {exc}")
+        return f"NVML library {LINUX_LIBRARY} cannot be loaded (is the NVIDIA driver installed?): {exc}"
     return None
 
 
@@ -84,8 +83,10 @@ def _load_nvml(context: Context) -> Any | None:
 
         answers = context.recorded("nvml")
         if answers is None:
-            context.note(context.recorded("missing")
-                         or "the recording holds no NVML answers (no NVIDIA driver was asked)")
+            context.note(
+                context.recorded("missing")
+                or "the recording holds no NVML answers (no NVIDIA driver was asked)"
+            )
             return None
         return ReplayedNvml(answers)
     missing = _library_missing(context.platform)
@@ -151,14 +152,17 @@ def _mig_instances(nv: Any, handle: Any) -> tuple[MigReading, ...]:
             mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, i)
         except nv.NVMLError:
             continue
-        found.append(MigReading(
-            uuid=text(nv.nvmlDeviceGetUUID(mig)),
-            name=text(nv.nvmlDeviceGetName(mig)),
-            memory=_memory(nv, mig),
-            gpu_instance_id=_optional_int(getattr(nv, "nvmlDeviceGetGpuInstanceId", None), mig, nv),
-            compute_instance_id=_optional_int(
-                getattr(nv, "nvmlDeviceGetComputeInstanceId", None), mig, nv),
-        ))
+        found.append(
+            MigReading(
+                uuid=text(nv.nvmlDeviceGetUUID(mig)),
+                name=text(nv.nvmlDeviceGetName(mig)),
+                memory=_memory(nv, mig),
+                gpu_instance_id=_optional_int(getattr(nv, "nvmlDeviceGetGpuInstanceId", None), mig, nv),
+                compute_instance_id=_optional_int(
+                    getattr(nv, "nvmlDeviceGetComputeInstanceId", None), mig, nv
+                ),
+            )
+        )
     return tuple(found)
 
 
@@ -225,15 +229,14 @@ def read_gpus(nv: Any, context: Context) -> list[GpuReading]:
 
 def _slot(gpu: GpuReading) -> GpuSlot:
     return GpuSlot(
-        uuid=gpu.uuid, mig_enabled=gpu.mig_enabled,
+        uuid=gpu.uuid,
+        mig_enabled=gpu.mig_enabled,
         mig=tuple(MigSlot(m.uuid, m.gpu_instance_id, m.compute_instance_id) for m in gpu.mig),
     )
 
 
 def _needs_system(gpus: Sequence[GpuReading]) -> bool:
-    return any(
-        (g.memory is None and not g.mig_enabled) or g.integrated is True for g in gpus
-    )
+    return any((g.memory is None and not g.mig_enabled) or g.integrated is True for g in gpus)
 
 
 def uma_free(context: Context, system: SystemInfo) -> int:
@@ -276,20 +279,25 @@ def _ask_integrated(
         return list(gpus), None
     probe = probe_driver(context)
     if probe.rows is None:
-        context.note("NVML has no memory figures for a GPU and the CUDA driver could not say "
-                     f"whether it is integrated ({probe.reason}); taken as integrated")
+        context.note(
+            "NVML has no memory figures for a GPU and the CUDA driver could not say "
+            f"whether it is integrated ({probe.reason}); taken as integrated"
+        )
         return list(gpus), probe
     answers = integrated_by_address(probe.rows)
     found = [
         attrs.evolve(g, integrated=answers.get((g.pci.domain, g.pci.bus, g.pci.device)))
-        if g.memory is None and not g.mig_enabled else g
+        if g.memory is None and not g.mig_enabled
+        else g
         for g in gpus
     ]
     return found, probe
 
 
 def build_devices(
-    gpus: Sequence[GpuReading], driver: DriverReading, context: Context,
+    gpus: Sequence[GpuReading],
+    driver: DriverReading,
+    context: Context,
     system: SystemInfo | None = None,
 ) -> list[DeviceInfo]:
     """The records CUDA would expose under the context's visibility variables, in CUDA order.
@@ -321,12 +329,16 @@ def build_devices(
         context.note(f"{hidden} NVIDIA device(s) hidden by {VISIBLE_ENV}")
     migs = [u for u in named if u in mig_uuids(slots)]
     if value is not None and len(visible) < len(named):
-        context.note(f"{len(named) - len(visible)} NVIDIA device(s) named by {VISIBLE_ENV} left"
-                     f" out: CUDA enumerates one MIG instance per process, here {visible[0]}")
+        context.note(
+            f"{len(named) - len(visible)} NVIDIA device(s) named by {VISIBLE_ENV} left"
+            f" out: CUDA enumerates one MIG instance per process, here {visible[0]}"
+        )
     elif value is None and migs and len(named) > 1:
-        context.note(f"a CUDA process started without {VISIBLE_ENV} sees only {migs[0]} (CUDA"
-                     " enumerates one MIG instance per process); every device is listed so that"
-                     f" each can be given to a child of its own by {VISIBLE_ENV}=<its UUID>")
+        context.note(
+            f"a CUDA process started without {VISIBLE_ENV} sees only {migs[0]} (CUDA"
+            " enumerates one MIG instance per process); every device is listed so that"
+            f" each can be given to a child of its own by {VISIBLE_ENV}=<its UUID>"
+        )
     if any(d.integrated and d.free_memory_unknown for d in devices):
         context.note("unified-memory GPU: NVML has no memory figures and system memory is unknown")
     if any(not d.integrated and d.free_memory_unknown for d in devices):
@@ -388,17 +400,23 @@ def refresh_devices(devices: Sequence[DeviceInfo], context: Context) -> list[Dev
                 system = system or uma_system(context)
                 # Zeros from system memory mean "unreadable", not "full".
                 if system.total_memory and device.total_memory:
-                    updated.append(device.evolve(
-                        free_memory=min(system.free_memory, device.total_memory),
-                        free_memory_unknown=False))
+                    updated.append(
+                        device.evolve(
+                            free_memory=min(system.free_memory, device.total_memory),
+                            free_memory_unknown=False,
+                        )
+                    )
                 continue
             try:
                 memory = _memory(nv, nv.nvmlDeviceGetHandleByUUID(device.uuid))
             except nv.NVMLError:
                 continue
             if memory is not None:
-                updated.append(device.evolve(free_memory=min(memory.free, device.total_memory),
-                                             free_memory_unknown=False))
+                updated.append(
+                    device.evolve(
+                        free_memory=min(memory.free, device.total_memory), free_memory_unknown=False
+                    )
+                )
     finally:
         try:
             nv.nvmlShutdown()

@@ -101,9 +101,7 @@ def integrated_by_address(rows: Sequence[ProbeRow]) -> dict[tuple[int, int, int]
     return {(d, b, dev): flag == 1 for d, b, dev, flag in rows if flag in (0, 1)}
 
 
-def apply_probe_order(
-    gpus: Sequence[GpuReading], probed: Sequence[tuple[int, int, int]]
-) -> list[GpuReading]:
+def apply_probe_order(gpus: Sequence[GpuReading], probed: Sequence[tuple[int, int, int]]) -> list[GpuReading]:
     """``gpus`` in the probe's order; GPUs the probe did not list follow in PCI order.
 
     A GPU can appear several times in the probe (its MIG instances); its first place counts.
@@ -136,8 +134,12 @@ def run_probe(context: Context, timeout: float) -> tuple[int, str]:
 
     done = subprocess.run(
         [sys.executable, "-c", PROBE_SCRIPT, driver_library(context.platform)],
-        env=probe_env(context.env), capture_output=True, text=True, timeout=timeout,
-        check=False, stdin=subprocess.DEVNULL,
+        env=probe_env(context.env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
     )
     return done.returncode, done.stdout + done.stderr
 
@@ -164,8 +166,7 @@ def _recorded_probe(answer: object) -> tuple[int, str]:
         raise RecordingError("answers/cuda.json: probe: expected an object {status, output}")
     status, output = answer.get("status"), answer.get("output")
     if isinstance(status, bool) or not isinstance(status, int) or not isinstance(output, str):
-        raise RecordingError("answers/cuda.json: probe: status must be a whole number and "
-                             "output a str")
+        raise RecordingError("answers/cuda.json: probe: status must be a whole number and output a str")
     return status, output
 
 
@@ -197,14 +198,14 @@ def probe_driver(context: Context) -> DriverProbe:
 
 
 def _fallback(gpus: Sequence[GpuReading], context: Context, reason: str) -> list[GpuReading]:
-    context.note("CUDA device order unknown (FASTEST_FIRST with mixed GPU models);"
-                 f" PCI order used: {reason}")
+    context.note(f"CUDA device order unknown (FASTEST_FIRST with mixed GPU models); PCI order used: {reason}")
     context.log.warning("cuda.order_fallback", reason=reason)
     return pci_order(gpus)
 
 
-def cuda_order(gpus: Sequence[GpuReading], context: Context,
-               probe: DriverProbe | None = None) -> list[GpuReading]:
+def cuda_order(
+    gpus: Sequence[GpuReading], context: Context, probe: DriverProbe | None = None
+) -> list[GpuReading]:
     """``gpus`` in the order CUDA numbers them under the context's CUDA_DEVICE_ORDER.
 
     ``probe`` is the driver's answer when the caller already asked it; else it is asked here,

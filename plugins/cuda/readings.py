@@ -147,7 +147,11 @@ def _memory_fields(
 
 
 def _record(
-    uuid: str, name: str, memory: MemoryReading | None, gpu: GpuReading, driver: DriverReading,
+    uuid: str,
+    name: str,
+    memory: MemoryReading | None,
+    gpu: GpuReading,
+    driver: DriverReading,
     system: SystemInfo | None,
 ) -> DeviceInfo:
     # A MIG instance is a slice of a discrete GPU: never integrated.
@@ -192,9 +196,7 @@ def mig_record(
     return _record(mig.uuid, mig.name, mig.memory, gpu, driver, system)
 
 
-def records(
-    gpu: GpuReading, driver: DriverReading, system: SystemInfo | None
-) -> dict[str, DeviceInfo]:
+def records(gpu: GpuReading, driver: DriverReading, system: SystemInfo | None) -> dict[str, DeviceInfo]:
     """Every record ``gpu`` yields, keyed by UUID: its MIG instances in MIG mode, else itself."""
     if gpu.mig_enabled:
         return {m.uuid: mig_record(gpu, m, driver, system) for m in gpu.mig}

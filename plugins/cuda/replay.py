@@ -24,11 +24,27 @@ from gpuscout.plugin import RecordingError
 
 #: NVML return codes by the names pynvml gives their error classes (nvml.h values).
 ERROR_CODES = {
-    "Uninitialized": 1, "InvalidArgument": 2, "NotSupported": 3, "NoPermission": 4,
-    "AlreadyInitialized": 5, "NotFound": 6, "InsufficientSize": 7, "InsufficientPower": 8,
-    "DriverNotLoaded": 9, "Timeout": 10, "IrqIssue": 11, "LibraryNotFound": 12,
-    "FunctionNotFound": 13, "CorruptedInforom": 14, "GpuIsLost": 15, "ResetRequired": 16,
-    "OperatingSystem": 17, "LibRmVersionMismatch": 18, "InUse": 19, "Memory": 20, "NoData": 21,
+    "Uninitialized": 1,
+    "InvalidArgument": 2,
+    "NotSupported": 3,
+    "NoPermission": 4,
+    "AlreadyInitialized": 5,
+    "NotFound": 6,
+    "InsufficientSize": 7,
+    "InsufficientPower": 8,
+    "DriverNotLoaded": 9,
+    "Timeout": 10,
+    "IrqIssue": 11,
+    "LibraryNotFound": 12,
+    "FunctionNotFound": 13,
+    "CorruptedInforom": 14,
+    "GpuIsLost": 15,
+    "ResetRequired": 16,
+    "OperatingSystem": 17,
+    "LibRmVersionMismatch": 18,
+    "InUse": 19,
+    "Memory": 20,
+    "NoData": 21,
     "Unknown": 999,
 }
 _NAMES = {code: name for name, code in ERROR_CODES.items()}
@@ -50,8 +66,9 @@ def _code(error: Any, where: str) -> int:
         return error
     if isinstance(error, str) and error in ERROR_CODES:
         return ERROR_CODES[error]
-    raise RecordingError(f"{_WHERE}{where}: unknown NVML error {error!r:.40} (one of "
-                         f"{', '.join(ERROR_CODES)}, or a code)")
+    raise RecordingError(
+        f"{_WHERE}{where}: unknown NVML error {error!r:.40} (one of {', '.join(ERROR_CODES)}, or a code)"
+    )
 
 
 def _answer(value: Any, where: str) -> Any:
@@ -174,15 +191,19 @@ class ReplayedNvml:
         pci = _obj(value, where)
         for key in ("domain", "bus", "device"):
             _int(pci.get(key), f"{where}.{key}")
-        return SimpleNamespace(busId=_str(pci.get("busId", ""), f"{where}.busId"),
-                               domain=pci["domain"], bus=pci["bus"], device=pci["device"])
+        return SimpleNamespace(
+            busId=_str(pci.get("busId", ""), f"{where}.busId"),
+            domain=pci["domain"],
+            bus=pci["bus"],
+            device=pci["device"],
+        )
 
     def nvmlDeviceGetMemoryInfo(self, handle: tuple[Any, ...], version: int | None = None) -> Any:
-        value, where = self._field(handle, "memory_v2" if version else "memory_v1",
-                                   {"error": "NotSupported"})
+        value, where = self._field(handle, "memory_v2" if version else "memory_v1", {"error": "NotSupported"})
         memory = _obj(value, where)
-        return SimpleNamespace(**{k: _int(memory.get(k, 0), f"{where}.{k}")
-                                  for k in ("total", "free", "reserved", "used")})
+        return SimpleNamespace(
+            **{k: _int(memory.get(k, 0), f"{where}.{k}") for k in ("total", "free", "reserved", "used")}
+        )
 
     def nvmlDeviceGetCudaComputeCapability(self, handle: tuple[Any, ...]) -> tuple[int, int]:
         value, where = self._field(handle, "compute")
@@ -201,9 +222,7 @@ class ReplayedNvml:
     def nvmlDeviceGetMaxMigDeviceCount(self, handle: tuple[Any, ...]) -> int:
         return min(_int(*self._field(handle, "max_mig", 0)), 64)
 
-    def nvmlDeviceGetMigDeviceHandleByIndex(
-        self, handle: tuple[Any, ...], index: int
-    ) -> tuple[Any, ...]:
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: tuple[Any, ...], index: int) -> tuple[Any, ...]:
         if not any(m.get("index") == index for m in self._migs(handle[1])):
             raise ReplayedNVMLError(ERROR_CODES["NotFound"])
         return ("mig", handle[1], index)
@@ -245,8 +264,7 @@ def _memory(nv: Any, handle: Any, version: int | None) -> Any:
     info, error = _try(nv, nv.nvmlDeviceGetMemoryInfo, handle, **kwargs)
     if error is not None:
         return error
-    return {k: int(getattr(info, k)) for k in ("total", "free", "reserved", "used")
-            if hasattr(info, k)}
+    return {k: int(getattr(info, k)) for k in ("total", "free", "reserved", "used") if hasattr(info, k)}
 
 
 def _device(nv: Any, handle: Any) -> dict[str, Any]:
@@ -262,8 +280,10 @@ def _device(nv: Any, handle: Any) -> dict[str, Any]:
 def capture(nv: Any) -> dict[str, Any]:
     """Everything the CUDA plugin asks NVML, as answers ``ReplayedNvml`` replays (NVML must be
     initialised; a refused call is kept as its error)."""
-    driver = {"kernel": _value(nv, nv.nvmlSystemGetDriverVersion),
-              "cuda": _value(nv, nv.nvmlSystemGetCudaDriverVersion, convert=int)}
+    driver = {
+        "kernel": _value(nv, nv.nvmlSystemGetDriverVersion),
+        "cuda": _value(nv, nv.nvmlSystemGetCudaDriverVersion, convert=int),
+    }
     if hasattr(nv, "nvmlSystemGetCudaDriverVersion_v2"):
         driver["cuda_v2"] = _value(nv, nv.nvmlSystemGetCudaDriverVersion_v2, convert=int)
     gpus: list[dict[str, Any]] = []
@@ -278,7 +298,10 @@ def capture(nv: Any) -> dict[str, Any]:
         bus_id = getattr(pci, "busId", b"")
         gpu["pci"] = error or {
             "busId": bus_id.decode("ascii", "replace") if isinstance(bus_id, bytes) else str(bus_id),
-            "domain": int(pci.domain), "bus": int(pci.bus), "device": int(pci.device)}
+            "domain": int(pci.domain),
+            "bus": int(pci.bus),
+            "device": int(pci.device),
+        }
         gpu["compute"] = _value(nv, nv.nvmlDeviceGetCudaComputeCapability, handle, convert=list)
         mode = _value(nv, nv.nvmlDeviceGetMigMode, handle, convert=list)
         gpu["mig_mode"] = mode
@@ -296,8 +319,10 @@ def _migs(nv: Any, handle: Any, count: Any) -> list[dict[str, Any]]:
         if error is not None:
             continue
         entry = {"index": i, **_device(nv, mig)}
-        for key, name in (("gpu_instance_id", "nvmlDeviceGetGpuInstanceId"),
-                          ("compute_instance_id", "nvmlDeviceGetComputeInstanceId")):
+        for key, name in (
+            ("gpu_instance_id", "nvmlDeviceGetGpuInstanceId"),
+            ("compute_instance_id", "nvmlDeviceGetComputeInstanceId"),
+        ):
             call = getattr(nv, name, None)
             if call is not None:
                 entry[key] = _value(nv, call, mig, convert=int)

@@ -17,7 +17,9 @@ def flash_attention_supported(device: DeviceInfo) -> bool:
         return False
     if device.driver_major == 0:
         _log.warning(
-            "rules.cuda_driver_unknown", device=device.description, compute=device.compute,
+            "rules.cuda_driver_unknown",
+            device=device.description,
+            compute=device.compute,
             detail="CUDA driver version unavailable; allowing flash attention by compute capability",
         )
         return True

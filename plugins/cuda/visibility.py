@@ -105,8 +105,7 @@ def _resolve_mig(entry: str, gpus: Sequence[GpuSlot]) -> str | None:
         index = _unique_prefix(gpu_prefix, [g.uuid for g in gpus])
         if index is None:
             return None
-        found = [m.uuid for m in gpus[index].mig
-                 if m.gpu_instance_id == gi and m.compute_instance_id == ci]
+        found = [m.uuid for m in gpus[index].mig if m.gpu_instance_id == gi and m.compute_instance_id == ci]
         return found[0] if len(found) == 1 else None
     instances = [m.uuid for g in gpus if g.mig_enabled for m in g.mig]
     index = _unique_prefix(entry, instances)

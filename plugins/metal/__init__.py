@@ -46,9 +46,7 @@ def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
 
 
 @hookimpl
-def gpuscout_visible_env(
-    selection: Sequence[DeviceInfo], context: Context
-) -> list[EnvEntry] | None:
+def gpuscout_visible_env(selection: Sequence[DeviceInfo], context: Context) -> list[EnvEntry] | None:
     """Nothing to set: ggml-metal always uses the system default device
     (``MTLCreateSystemDefaultDevice``) and reads no variable that could choose another, so a
     child selects a Metal device by inheriting the parent's environment as it is."""

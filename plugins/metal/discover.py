@@ -94,7 +94,7 @@ def default_first(framework: Any) -> tuple[list[Any], bool]:
     at = next((i for i, d in enumerate(devices) if int(d.registryID()) == wanted), None)
     if at is None:
         return devices, False
-    return [devices[at], *devices[:at], *devices[at + 1:]], True
+    return [devices[at], *devices[:at], *devices[at + 1 :]], True
 
 
 def _framework(context: Context) -> Any | None:
@@ -142,15 +142,21 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     return records
 
 
-_NOT_DEFAULT = ("ggml-metal opens only the system default device (MTLCreateSystemDefaultDevice) "
-                "and no variable selects another")
+_NOT_DEFAULT = (
+    "ggml-metal opens only the system default device (MTLCreateSystemDefaultDevice) "
+    "and no variable selects another"
+)
 
 
 def _others_note(records: list[DeviceInfo], default_known: bool) -> str:
     if not default_known:
-        return ("Metal: the system default device (MTLCreateSystemDefaultDevice) is unknown in "
-                "this process, so which of these ggml-metal would use cannot be said")
+        return (
+            "Metal: the system default device (MTLCreateSystemDefaultDevice) is unknown in "
+            "this process, so which of these ggml-metal would use cannot be said"
+        )
     others = ", ".join(f"id {d.id} {d.name!r}" for d in records[1:])
-    return (f"Metal: ggml-metal runs on the system default device, id 0 {records[0].name!r}; "
-            f"{others} not used by a child (ggml-metal opens only the default device and no "
-            "variable selects another)")
+    return (
+        f"Metal: ggml-metal runs on the system default device, id 0 {records[0].name!r}; "
+        f"{others} not used by a child (ggml-metal opens only the default device and no "
+        "variable selects another)"
+    )

@@ -17,8 +17,13 @@ from typing import Any
 from gpuscout.plugin import RecordingError
 
 _WHERE = "answers/metal.json: metal"
-_FIELDS = {"name": str, "registryID": int, "hasUnifiedMemory": bool,
-           "recommendedMaxWorkingSetSize": int, "currentAllocatedSize": int}
+_FIELDS = {
+    "name": str,
+    "registryID": int,
+    "hasUnifiedMemory": bool,
+    "recommendedMaxWorkingSetSize": int,
+    "currentAllocatedSize": int,
+}
 
 
 class ReplayedDevice:
@@ -29,8 +34,7 @@ class ReplayedDevice:
             value = values.get(key)
             ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
             if not ok or (isinstance(value, int) and not 0 <= value < 1 << 64):
-                raise RecordingError(f"{_WHERE}{where}.{key}: expected {kind.__name__}, got "
-                                     f"{value!r:.40}")
+                raise RecordingError(f"{_WHERE}{where}.{key}: expected {kind.__name__}, got {value!r:.40}")
         self._values = dict(values)
 
     def name(self) -> str:
@@ -55,11 +59,14 @@ class ReplayedMetal:
     def __init__(self, answers: Any) -> None:
         if not isinstance(answers, Mapping) or not isinstance(answers.get("devices"), list):
             raise RecordingError(f"{_WHERE}: expected an object with a list 'devices'")
-        self._devices = [ReplayedDevice(d if isinstance(d, Mapping) else {}, f".devices[{i}]")
-                         for i, d in enumerate(answers["devices"])]
+        self._devices = [
+            ReplayedDevice(d if isinstance(d, Mapping) else {}, f".devices[{i}]")
+            for i, d in enumerate(answers["devices"])
+        ]
         self._default = answers.get("default")
-        if self._default is not None and (isinstance(self._default, bool)
-                                          or not isinstance(self._default, int)):
+        if self._default is not None and (
+            isinstance(self._default, bool) or not isinstance(self._default, int)
+        ):
             raise RecordingError(f"{_WHERE}.default: expected a registryID or null")
 
     def MTLCopyAllDevices(self) -> list[ReplayedDevice]:
@@ -75,13 +82,18 @@ def capture(framework: Any) -> dict[str, Any]:
     devices = list(copy_all() or ()) if copy_all is not None else []
     create = getattr(framework, "MTLCreateSystemDefaultDevice", None)
     default = create() if create is not None else None
-    if default is not None and not any(int(d.registryID()) == int(default.registryID())
-                                       for d in devices):
+    if default is not None and not any(int(d.registryID()) == int(default.registryID()) for d in devices):
         devices.append(default)
     return {
-        "devices": [{"name": str(d.name()), "registryID": int(d.registryID()),
-                     "hasUnifiedMemory": bool(d.hasUnifiedMemory()),
-                     "recommendedMaxWorkingSetSize": int(d.recommendedMaxWorkingSetSize()),
-                     "currentAllocatedSize": int(d.currentAllocatedSize())} for d in devices],
+        "devices": [
+            {
+                "name": str(d.name()),
+                "registryID": int(d.registryID()),
+                "hasUnifiedMemory": bool(d.hasUnifiedMemory()),
+                "recommendedMaxWorkingSetSize": int(d.recommendedMaxWorkingSetSize()),
+                "currentAllocatedSize": int(d.currentAllocatedSize()),
+            }
+            for d in devices
+        ],
         "default": None if default is None else int(default.registryID()),
     }

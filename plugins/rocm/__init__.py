@@ -60,8 +60,10 @@ def _surely_no_gpu(context: Context) -> str | None:
         return None
     if context.list_dir(_TOPOLOGY) is not None:  # its notes (a passed deadline), as sysfs's
         return None
-    return (f"no AMD GPU: no KFD topology (amdgpu not loaded?) under {context.shown(_TOPOLOGY)}; "
-            "amdsmi unavailable (ModuleNotFoundError: No module named 'amdsmi')")
+    return (
+        f"no AMD GPU: no KFD topology (amdgpu not loaded?) under {context.shown(_TOPOLOGY)}; "
+        "amdsmi unavailable (ModuleNotFoundError: No module named 'amdsmi')"
+    )
 
 
 @hookimpl
@@ -112,9 +114,7 @@ def gpuscout_validate_init(device: DeviceInfo, context: Context) -> Mapping[str,
 
 
 @hookimpl
-def gpuscout_visible_env(
-    selection: Sequence[DeviceInfo], context: Context
-) -> list[EnvEntry] | None:
+def gpuscout_visible_env(selection: Sequence[DeviceInfo], context: Context) -> list[EnvEntry] | None:
     """ROCm devices are always filtered (an unsupported one can crash the runner)."""
     from gpuscout.plugins.rocm.rules import visible_entries
 
@@ -122,9 +122,7 @@ def gpuscout_visible_env(
 
 
 @for_library(LIBRARY)
-def gpuscout_refresh(
-    devices: Sequence[DeviceInfo], context: Context
-) -> list[DeviceInfo] | None:
+def gpuscout_refresh(devices: Sequence[DeviceInfo], context: Context) -> list[DeviceInfo] | None:
     """ROCm devices with free memory re-read (sysfs counters or amdsmi: cheap)."""
     from gpuscout.plugins.rocm.discover import refresh_devices
 

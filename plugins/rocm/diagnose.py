@@ -35,8 +35,10 @@ def _nodes(names: list[str]) -> str:
 
 def _denied(names: list[str]) -> str:
     verb, it = ("is", "it") if len(names) == 1 else ("are", "them")
-    return (f"{_nodes(names)} {verb} present but this process lacks access to {it} (not in "
-            "the render or video group, or a container started without the device?)")
+    return (
+        f"{_nodes(names)} {verb} present but this process lacks access to {it} (not in "
+        "the render or video group, or a container started without the device?)"
+    )
 
 
 def pci_problems(context: Context, topology: bool) -> list[str]:
@@ -51,11 +53,15 @@ def pci_problems(context: Context, topology: bool) -> list[str]:
     for gpu in gpus[:MAX_DESCRIBED]:
         problem = binding_problem(context, gpu, VENDOR_LABEL, MODULES, OTHER_DRIVERS)
         if not problem and topology:
-            problem = (f"{gpu.describe(VENDOR_LABEL)} is bound to amdgpu but KFD lists no GPU "
-                       "node for it (a GPU that KFD does not support?)")
+            problem = (
+                f"{gpu.describe(VENDOR_LABEL)} is bound to amdgpu but KFD lists no GPU "
+                "node for it (a GPU that KFD does not support?)"
+            )
         elif not problem:
-            problem = (f"{gpu.describe(VENDOR_LABEL)} is bound to amdgpu, yet there is no KFD "
-                       "topology (a kernel built without CONFIG_HSA_AMD?)")
+            problem = (
+                f"{gpu.describe(VENDOR_LABEL)} is bound to amdgpu, yet there is no KFD "
+                "topology (a kernel built without CONFIG_HSA_AMD?)"
+            )
         found.append(problem)
     if len(gpus) > MAX_DESCRIBED:
         found.append(f"{len(gpus) - MAX_DESCRIBED} more AMD GPUs on the PCI bus not described")
@@ -68,22 +74,25 @@ def kfd_problem(context: Context) -> str:
     if state == "denied":
         return _denied([KFD_DEVICE])
     if state == "missing":
-        return (f"{KFD_DEVICE} is missing (amdgpu not loaded, or a container started without "
-                f"--device {KFD_DEVICE}?)")
+        return (
+            f"{KFD_DEVICE} is missing (amdgpu not loaded, or a container started without "
+            f"--device {KFD_DEVICE}?)"
+        )
     return ""
 
 
 def render_problem(context: Context) -> str:
     """Why no render node under ``/dev/dri`` can be used: none there, or refused; '' otherwise."""
-    names = sorted((n for n in context.list_dir(DRI) or [] if _RENDER.fullmatch(n)),
-                   key=lambda n: int(n[len("renderD"):]))[:MAX_DESCRIBED]
+    names = sorted(
+        (n for n in context.list_dir(DRI) or [] if _RENDER.fullmatch(n)),
+        key=lambda n: int(n[len("renderD") :]),
+    )[:MAX_DESCRIBED]
     states = {f"{DRI}/{n}": context.device_node(f"{DRI}/{n}") for n in names}
     denied = [p for p, s in states.items() if s == "denied"]
     if denied:
         return _denied(denied)
     if not any(s == "present" for s in states.values()):
-        return (f"no {DRI}/renderD* node is present (a container started without --device "
-                f"{DRI}?)")
+        return f"no {DRI}/renderD* node is present (a container started without --device {DRI}?)"
     return ""
 
 

@@ -50,27 +50,30 @@ def facts_from_sysfs(context: Context, nodes: Sequence[sysfs.KfdNode]) -> list[d
     facts = []
     for ordinal, node in enumerate(nodes):
         drm = sysfs.read_drm_device(context, node)
-        facts.append(devices.GpuFacts(
-            ordinal=ordinal,
-            gfx_version=node.prop("gfx_target_version"),
-            device_id=node.prop("device_id"),
-            unique_id=node.prop("unique_id"),
-            slot=drm.slot or node.slot,
-            market_name=drm.product_name,
-            vram_total=drm.vram_total,
-            vram_used=drm.vram_used,
-            gtt_total=drm.gtt_total,
-            gtt_used=drm.gtt_used,
-            board_files=drm.board_files,
-            partitions=slots[node.slot],
-            partition_memory=node.bank_size,
-            driver=driver,
-        ))
+        facts.append(
+            devices.GpuFacts(
+                ordinal=ordinal,
+                gfx_version=node.prop("gfx_target_version"),
+                device_id=node.prop("device_id"),
+                unique_id=node.prop("unique_id"),
+                slot=drm.slot or node.slot,
+                market_name=drm.product_name,
+                vram_total=drm.vram_total,
+                vram_used=drm.vram_used,
+                gtt_total=drm.gtt_total,
+                gtt_used=drm.gtt_used,
+                board_files=drm.board_files,
+                partitions=slots[node.slot],
+                partition_memory=node.bank_size,
+                driver=driver,
+            )
+        )
     return facts
 
 
-def overlay_smi(facts: list[devices.GpuFacts], gpus: Sequence[smi.SmiGpu],
-                nodes: Sequence[sysfs.KfdNode]) -> list[devices.GpuFacts]:
+def overlay_smi(
+    facts: list[devices.GpuFacts], gpus: Sequence[smi.SmiGpu], nodes: Sequence[sysfs.KfdNode]
+) -> list[devices.GpuFacts]:
     """``facts`` plus amdsmi's name and (whole cards) memory, matched by KFD node or slot."""
     by_node = {g.kfd_node: g for g in gpus if g.kfd_node is not None}
     by_slot = {g.bdf: g for g in gpus if g.bdf}
@@ -83,7 +86,9 @@ def overlay_smi(facts: list[devices.GpuFacts], gpus: Sequence[smi.SmiGpu],
         f = attrs.evolve(f, market_name=g.market_name or f.market_name)
         if f.partitions == 1 and g.vram_total is not None:
             f = attrs.evolve(
-                f, vram_total=g.vram_total, vram_used=g.vram_used,
+                f,
+                vram_total=g.vram_total,
+                vram_used=g.vram_used,
                 gtt_total=g.gtt_total if g.gtt_total is not None else f.gtt_total,
                 gtt_used=g.gtt_used if g.gtt_used is not None else f.gtt_used,
             )
@@ -93,15 +98,21 @@ def overlay_smi(facts: list[devices.GpuFacts], gpus: Sequence[smi.SmiGpu],
 
 def facts_from_smi(gpus: Sequence[smi.SmiGpu]) -> list[devices.GpuFacts]:
     """GpuFacts from amdsmi alone (no readable KFD topology), in KFD node order where known."""
-    ordered = sorted(enumerate(gpus), key=lambda p: (p[1].kfd_node is None, p[1].kfd_node or 0,
-                                                     p[0]))
+    ordered = sorted(enumerate(gpus), key=lambda p: (p[1].kfd_node is None, p[1].kfd_node or 0, p[0]))
     slots = Counter(g.bdf for g in gpus)
     return [
         devices.GpuFacts(
-            ordinal=ordinal, gfx_version=g.gfx_version, device_id=g.device_id,
-            unique_id=g.unique_id, slot=g.bdf, market_name=g.market_name,
-            vram_total=g.vram_total, vram_used=g.vram_used, gtt_total=g.gtt_total,
-            gtt_used=g.gtt_used, partitions=slots[g.bdf] if g.bdf else 1,
+            ordinal=ordinal,
+            gfx_version=g.gfx_version,
+            device_id=g.device_id,
+            unique_id=g.unique_id,
+            slot=g.bdf,
+            market_name=g.market_name,
+            vram_total=g.vram_total,
+            vram_used=g.vram_used,
+            gtt_total=g.gtt_total,
+            gtt_used=g.gtt_used,
+            partitions=slots[g.bdf] if g.bdf else 1,
         )
         for ordinal, (_, g) in enumerate(ordered)
     ]
@@ -121,27 +132,40 @@ def build_visible(
     order = visibility.visible_order(context.env, uuids)
     hidden = len(facts) - len(order)
     if hidden:
-        context.note(f"{hidden} of {len(facts)} AMD GPUs hidden by "
-                     f"{visibility.ROCR}/{visibility.HIP}/{visibility.CUDA}")
+        context.note(
+            f"{hidden} of {len(facts)} AMD GPUs hidden by "
+            f"{visibility.ROCR}/{visibility.HIP}/{visibility.CUDA}"
+        )
     repeated = Counter(u for u in uuids if u)
     system_free = 0
     if any(devices.is_integrated(facts[i]) for i in order):
         system_free = system_memory(context).free_memory
     shown = [
-        devices.build(facts[i], position, unique=repeated[uuids[i]] <= 1,
-                      override=overrides[i] if i < len(overrides) else None,
-                      system_free=system_free)
+        devices.build(
+            facts[i],
+            position,
+            unique=repeated[uuids[i]] <= 1,
+            override=overrides[i] if i < len(overrides) else None,
+            system_free=system_free,
+        )
         for position, i in enumerate(order)
     ]
     return shown + [
-        devices.build(facts[i], -1, unique=repeated[uuids[i]] <= 1,
-                      override=overrides[i] if i < len(overrides) else None, hidden_by=why)
+        devices.build(
+            facts[i],
+            -1,
+            unique=repeated[uuids[i]] <= 1,
+            override=overrides[i] if i < len(overrides) else None,
+            hidden_by=why,
+        )
         for i, why in visibility.hidden_by(context.env, uuids).items()
     ]
 
 
 def _runtime_view(
-    context: Context, nodes: Sequence[sysfs.KfdNode] | None, gpus: Sequence[smi.SmiGpu] | None,
+    context: Context,
+    nodes: Sequence[sysfs.KfdNode] | None,
+    gpus: Sequence[smi.SmiGpu] | None,
 ) -> tuple[list[sysfs.KfdNode], list[int | None]] | None:
     """The GPU nodes libhsakmt keeps and their HSA node ids (with amdsmi alone: amdsmi's KFD
     node ids, in facts_from_smi's order), or None, with a note, when it keeps no GPU at all."""
@@ -161,8 +185,9 @@ def _runtime_view(
     for line in survivors.skipped:
         context.note(line)
     if not survivors.nodes:
-        context.note(f"no AMD GPU: none of {len(nodes)} KFD GPU nodes has a render node "
-                     "the HSA runtime can open")
+        context.note(
+            f"no AMD GPU: none of {len(nodes)} KFD GPU nodes has a render node the HSA runtime can open"
+        )
         diagnose.explain_render_failure(context)
         return None
     return survivors.nodes, list(survivors.hsa_ids)
@@ -179,9 +204,10 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     nodes = sysfs.read_kfd_gpu_nodes(context)
     if not nodes and not gpus:
         where = "no KFD topology (amdgpu not loaded?)" if nodes is None else "no KFD GPU nodes"
-        context.note(f"no AMD GPU: {where} under {context.shown(sysfs.TOPOLOGY)}"
-                     + (f"; {smi_why}" if smi_why and (_is_live(context) or context.replaying)
-                        else ""))
+        context.note(
+            f"no AMD GPU: {where} under {context.shown(sysfs.TOPOLOGY)}"
+            + (f"; {smi_why}" if smi_why and (_is_live(context) or context.replaying) else "")
+        )
         diagnose.explain_no_topology(context, topology=nodes is not None)
         return []
     view = _runtime_view(context, nodes, gpus)
@@ -198,8 +224,9 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     if failure:
         context.note(f"no AMD GPU: {failure}")
         return []
-    context.log.debug("rocm.enumerate", source="amdsmi" if gpus else "sysfs", gpus=len(facts),
-                      amdsmi=smi_why or "ok")
+    context.log.debug(
+        "rocm.enumerate", source="amdsmi" if gpus else "sysfs", gpus=len(facts), amdsmi=smi_why or "ok"
+    )
     return build_visible(context, facts, found)
 
 
@@ -219,6 +246,9 @@ def refresh_devices(devices_in: Sequence[DeviceInfo], context: Context) -> list[
             continue
         if now.free_memory_unknown and not d.free_memory_unknown:
             continue
-        out.append(d.evolve(free_memory=min(now.free_memory, d.total_memory),
-                            free_memory_unknown=now.free_memory_unknown))
+        out.append(
+            d.evolve(
+                free_memory=min(now.free_memory, d.total_memory), free_memory_unknown=now.free_memory_unknown
+            )
+        )
     return out

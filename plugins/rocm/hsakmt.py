@@ -87,8 +87,10 @@ def kfd_failure(context: Context) -> str:
     code = open_error(context, KFD_DEVICE)
     if not code:
         return ""
-    return (f"{context.shown(KFD_DEVICE)} cannot be opened read-write ({errno.errorcode.get(code, code)}"
-            f": {os.strerror(code)}), so the HSA runtime finds no GPU")
+    return (
+        f"{context.shown(KFD_DEVICE)} cannot be opened read-write ({errno.errorcode.get(code, code)}"
+        f": {os.strerror(code)}), so the HSA runtime finds no GPU"
+    )
 
 
 @attrs.frozen
@@ -111,22 +113,29 @@ def supported_nodes(context: Context, nodes: Sequence[KfdNode]) -> Survivors:
     for node in nodes:
         minor = node.prop("drm_render_minor")
         if not FIRST_RENDER_MINOR <= minor <= LAST_RENDER_MINOR:
-            return Survivors(failure=(
-                f"KFD node {node.node} has drm_render_minor {minor} (libhsakmt needs "
-                f"{FIRST_RENDER_MINOR}..{LAST_RENDER_MINOR}): topology init fails, "
-                "so the HSA runtime finds no GPU"))
+            return Survivors(
+                failure=(
+                    f"KFD node {node.node} has drm_render_minor {minor} (libhsakmt needs "
+                    f"{FIRST_RENDER_MINOR}..{LAST_RENDER_MINOR}): topology init fails, "
+                    "so the HSA runtime finds no GPU"
+                )
+            )
         path = render_device(minor)
         code = open_error(context, path)
         name = errno.errorcode.get(code, str(code))
         if code in _NODE_SKIPPED:
-            skipped.append(f"KFD node {node.node} left out: {context.shown(path)} cannot be "
-                           f"opened read-write ({name})")
+            skipped.append(
+                f"KFD node {node.node} left out: {context.shown(path)} cannot be opened read-write ({name})"
+            )
             continue
         if code:
-            return Survivors(failure=(
-                f"{context.shown(path)} of KFD node {node.node} cannot be opened read-write "
-                f"({name}: {os.strerror(code)}): topology init fails, so the HSA runtime "
-                "finds no GPU"))
+            return Survivors(
+                failure=(
+                    f"{context.shown(path)} of KFD node {node.node} cannot be opened read-write "
+                    f"({name}: {os.strerror(code)}): topology init fails, so the HSA runtime "
+                    "finds no GPU"
+                )
+            )
         kept.append(node)
         # Nodes are numbered 0..N-1; each one left out before this node shifts its id down.
         ids.append(node.node - len(skipped))
@@ -145,7 +154,8 @@ def override_value(env: Mapping[str, str], hsa_id: int | None) -> tuple[str, str
 
 
 def overrides(
-    env: Mapping[str, str], hsa_ids: Sequence[int | None],
+    env: Mapping[str, str],
+    hsa_ids: Sequence[int | None],
 ) -> tuple[list[gfx.Version | None], str]:
     """The gfx override of each GPU (by HSA node id), and '' or why topology init fails.
 
@@ -160,9 +170,11 @@ def overrides(
             continue
         version = gfx.parse_override(named[1])
         if version is None:
-            return [], (f"{named[0]}={named[1]!r} is not major.minor.stepping (major <= "
-                        f"{gfx.OVERRIDE_MAJOR_MAX}, minor and stepping <= "
-                        f"{gfx.OVERRIDE_MINOR_MAX}): libhsakmt fails topology init, so the HSA "
-                        "runtime finds no GPU")
+            return [], (
+                f"{named[0]}={named[1]!r} is not major.minor.stepping (major <= "
+                f"{gfx.OVERRIDE_MAJOR_MAX}, minor and stepping <= "
+                f"{gfx.OVERRIDE_MINOR_MAX}): libhsakmt fails topology init, so the HSA "
+                "runtime finds no GPU"
+            )
         found.append(None if version == (0, 0, 0) else version)
     return found, ""

@@ -73,9 +73,7 @@ def non_linux_variable(env: Mapping[str, str]) -> str:
     return _first_numeric(env) or HIP
 
 
-def visible_entries(
-    selection: Sequence[DeviceInfo], env: Mapping[str, str], platform: str
-) -> list[EnvEntry]:
+def visible_entries(selection: Sequence[DeviceInfo], env: Mapping[str, str], platform: str) -> list[EnvEntry]:
     """The seed's updateVisibleDevicesEnv for every ROCm device of ``selection``, plus (Linux)
     the child's ordinals in the inherited variables that would otherwise index into its ROCr
     list (``inherited_ordinal_variables``)."""

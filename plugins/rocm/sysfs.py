@@ -143,8 +143,7 @@ def _read_device_dir(ctx: Context, directory: str) -> DrmDevice | None:
         gtt_total=ctx.read_u64(f"{directory}/mem_info_gtt_total"),
         gtt_used=ctx.read_u64(f"{directory}/mem_info_gtt_used"),
         board_files=any(
-            os.path.exists(ctx.path(f"{directory}/{f}"))
-            for f in ("mem_info_vram_vendor", "board_info")
+            os.path.exists(ctx.path(f"{directory}/{f}")) for f in ("mem_info_vram_vendor", "board_info")
         ),
         product_name=_first_line(ctx.read_text(f"{directory}/product_name") or "")[:_NAME_MAX],
         source=directory,

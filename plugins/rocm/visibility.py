@@ -139,12 +139,21 @@ def hidden_by(env: Mapping[str, str], uuids: Sequence[str]) -> dict[int, str]:
     if hip:
         by_hip = visibility_setting(HIP, hip)
     else:
-        by_hip = (f"{visibility_setting(CUDA, env.get(CUDA, ''))} (HIP reads it when {HIP} "
-                  "is empty or unset)")
+        by_hip = f"{visibility_setting(CUDA, env.get(CUDA, ''))} (HIP reads it when {HIP} is empty or unset)"
     by_rocr = visibility_setting(ROCR, env.get(ROCR, ""))
-    return {i: by_rocr if i not in survivors else by_hip
-            for i in range(len(uuids)) if i not in seen}
+    return {i: by_rocr if i not in survivors else by_hip for i in range(len(uuids)) if i not in seen}
 
 
-__all__ = ["CUDA", "HIP", "NO_UUID", "OPENCL_ORDINAL", "ROCR", "hidden_by", "hip_value",
-           "hip_visible", "rocr_uuid", "rocr_visible", "visible_order"]
+__all__ = [
+    "CUDA",
+    "HIP",
+    "NO_UUID",
+    "OPENCL_ORDINAL",
+    "ROCR",
+    "hidden_by",
+    "hip_value",
+    "hip_visible",
+    "rocr_uuid",
+    "rocr_visible",
+    "visible_order",
+]

@@ -67,9 +67,7 @@ def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
 
 
 @hookimpl
-def gpuscout_visible_env(
-    selection: Sequence[DeviceInfo], context: Context
-) -> list[EnvEntry] | None:
+def gpuscout_visible_env(selection: Sequence[DeviceInfo], context: Context) -> list[EnvEntry] | None:
     """GGML_VK_VISIBLE_DEVICES only for a single-device selection (the seed's mustFilter: one
     device, or all CUDA, which a Vulkan device never is). The value is the device's raw loader
     index (``filter_id``), the number ggml-vulkan reads, never the ordinal ``id``."""
@@ -80,9 +78,7 @@ def gpuscout_visible_env(
 
 
 @for_library(LIBRARY)
-def gpuscout_refresh(
-    devices: Sequence[DeviceInfo], context: Context
-) -> list[DeviceInfo] | None:
+def gpuscout_refresh(devices: Sequence[DeviceInfo], context: Context) -> list[DeviceInfo] | None:
     """Vulkan devices with free memory read again through VK_EXT_memory_budget (one loader
     probe, in-process or in a child as for enumerate); a device without the extension, or that
     the loader no longer lists, is left out with a note (the core marks it stale)."""

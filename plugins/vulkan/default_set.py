@@ -40,8 +40,14 @@ from gpuscout.plugins.vulkan.names import VISIBLE_ENV
 from gpuscout.plugins.vulkan.visible import select_indices
 
 #: VkDriverId values ggml ranks.
-(DRIVER_AMD_PROPRIETARY, DRIVER_AMD_OPEN_SOURCE, DRIVER_MESA_RADV, DRIVER_NVIDIA_PROPRIETARY,
- DRIVER_INTEL_PROPRIETARY_WINDOWS, DRIVER_INTEL_OPEN_SOURCE_MESA) = range(1, 7)
+(
+    DRIVER_AMD_PROPRIETARY,
+    DRIVER_AMD_OPEN_SOURCE,
+    DRIVER_MESA_RADV,
+    DRIVER_NVIDIA_PROPRIETARY,
+    DRIVER_INTEL_PROPRIETARY_WINDOWS,
+    DRIVER_INTEL_OPEN_SOURCE_MESA,
+) = range(1, 7)
 DRIVER_QUALCOMM_PROPRIETARY, DRIVER_MESA_TURNIP = 8, 17
 DRIVER_MESA_DOZEN, DRIVER_MESA_NVK = 22, 23
 
@@ -96,8 +102,7 @@ def ggml_default_set(raws: Sequence[RawDevice]) -> DefaultSet:
             out.used.append(raw.index)
             continue
         kept = raws[old]
-        if driver_priority(kept.vendor_id, raw.driver_id) < driver_priority(kept.vendor_id,
-                                                                           kept.driver_id):
+        if driver_priority(kept.vendor_id, raw.driver_id) < driver_priority(kept.vendor_id, kept.driver_id):
             out.used.remove(old)
             out.used.append(raw.index)
             out.left_out[old] = _twin_reason(raw, kept)
@@ -112,9 +117,11 @@ def ggml_default_set(raws: Sequence[RawDevice]) -> DefaultSet:
 
 
 def _twin_reason(kept: RawDevice, dropped: RawDevice) -> str:
-    return (f"the same GPU (deviceUUID) as device {kept.index}, whose driver "
-            f"{kept.driver_name or kept.driver_id!s} ggml prefers to "
-            f"{dropped.driver_name or dropped.driver_id!s}")
+    return (
+        f"the same GPU (deviceUUID) as device {kept.index}, whose driver "
+        f"{kept.driver_name or kept.driver_id!s} ggml prefers to "
+        f"{dropped.driver_name or dropped.driver_id!s}"
+    )
 
 
 def integrated_beside_discrete(raws: Sequence[RawDevice], used: Sequence[int]) -> list[int]:
@@ -126,7 +133,8 @@ def integrated_beside_discrete(raws: Sequence[RawDevice], used: Sequence[int]) -
 
 
 def reported_indices(
-    raws: Sequence[RawDevice], visible: str | None,
+    raws: Sequence[RawDevice],
+    visible: str | None,
 ) -> tuple[list[int], list[str], dict[int, str]]:
     """(raw indices in reported order, notes, why ggml would not use a device by raw index)
     for GGML_VK_VISIBLE_DEVICES' ``visible`` value.
@@ -144,22 +152,29 @@ def reported_indices(
     order = chosen.used + rest
     notes: list[str] = []
     if rest:
-        named = "; ".join(f"id {order.index(i)} {raws[i].name!r} (raw index {i}): "
-                          f"{chosen.left_out[i]}" for i in rest)
-        notes.append(f"Vulkan: not in ggml-vulkan's default device set ({VISIBLE_ENV} unset), "
-                     f"so a child does not use them unless selected: {named}")
+        named = "; ".join(
+            f"id {order.index(i)} {raws[i].name!r} (raw index {i}): {chosen.left_out[i]}" for i in rest
+        )
+        notes.append(
+            f"Vulkan: not in ggml-vulkan's default device set ({VISIBLE_ENV} unset), "
+            f"so a child does not use them unless selected: {named}"
+        )
     idle = integrated_beside_discrete(raws, chosen.used)
     if idle:
         named = ", ".join(f"id {order.index(i)} {raws[i].name!r}" for i in idle)
-        notes.append(f"Vulkan: integrated GPU {named} is in ggml-vulkan's default set, but "
-                     "llama.cpp's model loader uses integrated GPUs only when no other GPU "
-                     "is found, and a discrete one is")
+        notes.append(
+            f"Vulkan: integrated GPU {named} is in ggml-vulkan's default set, but "
+            "llama.cpp's model loader uses integrated GPUs only when no other GPU "
+            "is found, and a discrete one is"
+        )
     unused = {i: f"not in ggml-vulkan's default device set: {chosen.left_out[i]}" for i in rest}
     return order, notes, unused
 
 
 def hidden_indices(
-    raws: Sequence[RawDevice], visible: str | None, reported: Sequence[int],
+    raws: Sequence[RawDevice],
+    visible: str | None,
+    reported: Sequence[int],
 ) -> dict[int, str]:
     """The ``hidden_by`` of each raw index, in the loader's order, that GGML_VK_VISIBLE_DEVICES'
     ``visible`` value leaves out of ``reported`` (``reported_indices``' answer); unset hides

@@ -43,8 +43,7 @@ def counted_heaps(raw: RawDevice) -> list[int]:
     the shared memory (about 2/3 of carve-out plus GTT) device-local and the rest host-visible.
     """
     integrated = raw.device_type == TYPE_INTEGRATED_GPU
-    return [i for i, (_size, flags) in enumerate(raw.heaps)
-            if integrated or flags & HEAP_DEVICE_LOCAL]
+    return [i for i, (_size, flags) in enumerate(raw.heaps) if integrated or flags & HEAP_DEVICE_LOCAL]
 
 
 def device_memory(raw: RawDevice) -> tuple[int, int, bool]:
@@ -62,8 +61,13 @@ def device_memory(raw: RawDevice) -> tuple[int, int, bool]:
         return 0, 0, True
     total = sum(raw.heaps[i][0] for i in heaps)
     budget, usage = raw.heap_budget, raw.heap_usage
-    if (budget is None or usage is None or max(heaps) >= len(budget)
-            or max(heaps) >= len(usage) or not any(budget[i] for i in heaps)):
+    if (
+        budget is None
+        or usage is None
+        or max(heaps) >= len(budget)
+        or max(heaps) >= len(usage)
+        or not any(budget[i] for i in heaps)
+    ):
         return total, total, True
     return total, sum(max(0, budget[i] - usage[i]) for i in heaps), False
 

@@ -26,9 +26,13 @@ def intel_problems(context: Context) -> list[str]:
     found: list[str] = []
     for gpu in (pci_gpus(context, INTEL_VENDOR) or [])[:MAX_DESCRIBED]:
         problem = binding_problem(context, gpu, VENDOR_LABEL, MODULES)
-        found.append(problem or (
-            f"{gpu.describe(VENDOR_LABEL)} is bound to {gpu.driver}, so the kernel driver is "
-            "loaded (is Mesa's Intel Vulkan driver installed?)"))
+        found.append(
+            problem
+            or (
+                f"{gpu.describe(VENDOR_LABEL)} is bound to {gpu.driver}, so the kernel driver is "
+                "loaded (is Mesa's Intel Vulkan driver installed?)"
+            )
+        )
     return found
 
 

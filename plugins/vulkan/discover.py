@@ -37,8 +37,7 @@ DEFAULT_CHILD_TIMEOUT = 10.0
 
 
 def _loader_view(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items()
-            if k not in _OWN_VARIABLES and not k.startswith(_OWN_PREFIX)}
+    return {k: v for k, v in env.items() if k not in _OWN_VARIABLES and not k.startswith(_OWN_PREFIX)}
 
 
 def needs_child(env: Mapping[str, str], process_env: Mapping[str, str]) -> bool:
@@ -57,15 +56,19 @@ def probe_in_child(context: Context, portability: bool) -> ProbeResult:
     if portability:
         args.append("--portability")
     try:
-        proc = subprocess.run(args, env=dict(context.env), capture_output=True, text=True,
-                              timeout=timeout, check=False)
+        proc = subprocess.run(
+            args, env=dict(context.env), capture_output=True, text=True, timeout=timeout, check=False
+        )
     except subprocess.TimeoutExpired:
         return ProbeResult(error=f"the Vulkan probe child did not answer within {timeout:.2f} s")
     except OSError as exc:
         return ProbeResult(error=f"could not start the Vulkan probe child: {exc}")
     if proc.returncode != 0:
-        how = (f"died of signal {-proc.returncode}" if proc.returncode < 0
-               else f"exited with status {proc.returncode}")
+        how = (
+            f"died of signal {-proc.returncode}"
+            if proc.returncode < 0
+            else f"exited with status {proc.returncode}"
+        )
         tail = proc.stderr.strip().splitlines()[-1:] or [""]
         return ProbeResult(error=f"the Vulkan probe child {how} {tail[0]}".rstrip())
     lines = proc.stdout.strip().splitlines()
@@ -85,17 +88,31 @@ def replayed(context: Context) -> ProbeResult:
         _check_answer(answer)
         return ProbeResult.from_json(json.dumps(answer))
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise RecordingError(f"answers/vulkan.json: probe: not what the Vulkan probe answers "
-                             f"({type(exc).__name__}: {exc})") from None
+        raise RecordingError(
+            f"answers/vulkan.json: probe: not what the Vulkan probe answers ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 #: The JSON type of each recorded field of a device (``loader.RawDevice``).
 _DEVICE_FIELDS: dict[str, str] = {
-    "index": "int", "name": "str", "device_type": "int", "vendor_id": "int", "device_id": "int",
-    "api_version": "int", "driver_version": "int", "extensions": "list[str]", "uuid": "str",
-    "driver_id": "int", "driver_name": "str", "driver_info": "str", "pci": "list[int]?",
-    "heaps": "list[list[int]]", "heap_budget": "list[int]?", "heap_usage": "list[int]?",
-    "storage_16bit": "bool?", "max_storage_buffer_range": "int",
+    "index": "int",
+    "name": "str",
+    "device_type": "int",
+    "vendor_id": "int",
+    "device_id": "int",
+    "api_version": "int",
+    "driver_version": "int",
+    "extensions": "list[str]",
+    "uuid": "str",
+    "driver_id": "int",
+    "driver_name": "str",
+    "driver_info": "str",
+    "pci": "list[int]?",
+    "heaps": "list[list[int]]",
+    "heap_budget": "list[int]?",
+    "heap_usage": "list[int]?",
+    "storage_16bit": "bool?",
+    "max_storage_buffer_range": "int",
 }
 
 
@@ -103,8 +120,7 @@ def _is(value: Any, kind: str) -> bool:
     if kind.endswith("?"):
         return value is None or _is(value, kind[:-1])
     if kind.startswith("list["):
-        return isinstance(value, list) and len(value) <= 4096 and all(
-            _is(v, kind[5:-1]) for v in value)
+        return isinstance(value, list) and len(value) <= 4096 and all(_is(v, kind[5:-1]) for v in value)
     if kind == "int":
         return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64
     return isinstance(value, {"str": str, "bool": bool}[kind])
@@ -156,8 +172,10 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     Never raises for a missing loader or driver: zero devices and a note naming the Vulkan error.
     """
     if context.platform != sys.platform and not context.replaying:
-        context.note(f"Vulkan: platform {context.platform!r} is not the running one "
-                     f"({sys.platform!r}), so its loader cannot be asked")
+        context.note(
+            f"Vulkan: platform {context.platform!r} is not the running one "
+            f"({sys.platform!r}), so its loader cannot be asked"
+        )
         return []
     visible = context.env.get(VISIBLE_ENV)
     if visible is not None and not visible.strip():
@@ -175,10 +193,14 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     indices, notes, unused = reported_indices(result.devices, visible)
     for note in notes:
         context.note(note)
-    shown = [to_device_info(result.devices[index], ordinal, context.platform)
-             .evolve(unused_reason=unused.get(index, ""))
-             for ordinal, index in enumerate(indices)]
+    shown = [
+        to_device_info(result.devices[index], ordinal, context.platform).evolve(
+            unused_reason=unused.get(index, "")
+        )
+        for ordinal, index in enumerate(indices)
+    ]
     hidden = hidden_indices(result.devices, visible, indices)
-    return shown + [to_device_info(result.devices[index], ordinal, context.platform)
-                    .evolve(hidden_by=why)
-                    for ordinal, (index, why) in enumerate(hidden.items(), len(shown))]
+    return shown + [
+        to_device_info(result.devices[index], ordinal, context.platform).evolve(hidden_by=why)
+        for ordinal, (index, why) in enumerate(hidden.items(), len(shown))
+    ]

@@ -37,16 +37,25 @@ u32, i32, ptr, cstr = vk.u32, vk.i32, vk.ptr, vk.cstr
 LIBRARY_NAMES: dict[str, tuple[str, ...]] = {
     "linux": ("libvulkan.so.1", "libvulkan.so"),
     "win32": ("vulkan-1.dll",),
-    "darwin": ("libvulkan.1.dylib", "libvulkan.dylib", "/usr/local/lib/libvulkan.1.dylib",
-               "/opt/homebrew/lib/libvulkan.1.dylib", "libMoltenVK.dylib"),
+    "darwin": (
+        "libvulkan.1.dylib",
+        "libvulkan.dylib",
+        "/usr/local/lib/libvulkan.1.dylib",
+        "/opt/homebrew/lib/libvulkan.1.dylib",
+        "libMoltenVK.dylib",
+    ),
 }
 
 VK_SUCCESS, VK_INCOMPLETE = 0, 5
 RESULT_NAMES = {
-    -1: "VK_ERROR_OUT_OF_HOST_MEMORY", -2: "VK_ERROR_OUT_OF_DEVICE_MEMORY",
-    -3: "VK_ERROR_INITIALIZATION_FAILED", -4: "VK_ERROR_DEVICE_LOST",
-    -6: "VK_ERROR_LAYER_NOT_PRESENT", -7: "VK_ERROR_EXTENSION_NOT_PRESENT",
-    -9: "VK_ERROR_INCOMPATIBLE_DRIVER", -13: "VK_ERROR_UNKNOWN",
+    -1: "VK_ERROR_OUT_OF_HOST_MEMORY",
+    -2: "VK_ERROR_OUT_OF_DEVICE_MEMORY",
+    -3: "VK_ERROR_INITIALIZATION_FAILED",
+    -4: "VK_ERROR_DEVICE_LOST",
+    -6: "VK_ERROR_LAYER_NOT_PRESENT",
+    -7: "VK_ERROR_EXTENSION_NOT_PRESENT",
+    -9: "VK_ERROR_INCOMPATIBLE_DRIVER",
+    -13: "VK_ERROR_UNKNOWN",
 }
 
 
@@ -132,8 +141,12 @@ class Loader:
             except OSError as exc:
                 errors.append(str(exc))
         else:
-            raise OSError("Vulkan loader not found (tried " + ", ".join(names) + "): "
-                          + (errors[-1] if errors else "no candidates"))
+            raise OSError(
+                "Vulkan loader not found (tried "
+                + ", ".join(names)
+                + "): "
+                + (errors[-1] if errors else "no candidates")
+            )
         self.gipa = self.lib.vkGetInstanceProcAddr
         self.gipa.restype, self.gipa.argtypes = ptr, [ptr, ctypes.c_char_p]
 
@@ -178,8 +191,10 @@ def probe(library_names: Sequence[str] | None = None, portability: bool = False)
         try:
             with Instance(lib, portability) as inst:
                 calls = inst.device_calls()
-                devices = [_device(calls, handle, index, inst.api)
-                           for index, handle in enumerate(inst.physical_devices())]
+                devices = [
+                    _device(calls, handle, index, inst.api)
+                    for index, handle in enumerate(inst.physical_devices())
+                ]
         except VulkanError as exc:
             return ProbeResult(error=str(exc), library=lib.name)
     return ProbeResult(devices=devices, instance_version=inst.api, library=lib.name)
@@ -206,8 +221,14 @@ class Instance:
             _check("vkEnumerateInstanceVersion", version_fn(ctypes.byref(version)))
         if version.value >= vk.VK_API_VERSION_1_1:
             self.api = version.value & ~0xFFF
-        ext_fn = lib.fn(None, "vkEnumerateInstanceExtensionProperties", i32,
-                        cstr, ctypes.POINTER(u32), ctypes.POINTER(vk.ExtensionProperties))
+        ext_fn = lib.fn(
+            None,
+            "vkEnumerateInstanceExtensionProperties",
+            i32,
+            cstr,
+            ctypes.POINTER(u32),
+            ctypes.POINTER(vk.ExtensionProperties),
+        )
         available = set(_extension_names(ext_fn)) if ext_fn is not None else set()
         enabled: list[str] = []
         flags = 0
@@ -217,14 +238,23 @@ class Instance:
         if self.api < vk.VK_API_VERSION_1_1 and vk.EXT_PROPERTIES_2 in available:
             enabled.append(vk.EXT_PROPERTIES_2)
             self.khr2 = True
-        app = vk.ApplicationInfo(sType=vk.ST_APPLICATION_INFO, pApplicationName=b"gpuscout",
-                              pEngineName=b"gpuscout", apiVersion=self.api)
+        app = vk.ApplicationInfo(
+            sType=vk.ST_APPLICATION_INFO,
+            pApplicationName=b"gpuscout",
+            pEngineName=b"gpuscout",
+            apiVersion=self.api,
+        )
         names = (cstr * max(len(enabled), 1))(*[e.encode() for e in enabled])
-        info = vk.InstanceCreateInfo(sType=vk.ST_INSTANCE_CREATE_INFO, flags=flags,
-                                  pApplicationInfo=ctypes.pointer(app),
-                                  enabledExtensionCount=len(enabled), ppEnabledExtensionNames=names)
-        create = lib.fn(None, "vkCreateInstance", i32, ctypes.POINTER(vk.InstanceCreateInfo), ptr,
-                        ctypes.POINTER(ptr))
+        info = vk.InstanceCreateInfo(
+            sType=vk.ST_INSTANCE_CREATE_INFO,
+            flags=flags,
+            pApplicationInfo=ctypes.pointer(app),
+            enabledExtensionCount=len(enabled),
+            ppEnabledExtensionNames=names,
+        )
+        create = lib.fn(
+            None, "vkCreateInstance", i32, ctypes.POINTER(vk.InstanceCreateInfo), ptr, ctypes.POINTER(ptr)
+        )
         handle = ptr()
         _check("vkCreateInstance", create(ctypes.byref(info), None, ctypes.byref(handle)))
         self.handle = handle.value
@@ -237,12 +267,12 @@ class Instance:
 
     def physical_devices(self) -> list[int | None]:
         """VkPhysicalDevice handles in the loader's order (after any layer reordering)."""
-        enumerate_fn = self.lib.fn(self.handle, "vkEnumeratePhysicalDevices", i32, ptr,
-                                   ctypes.POINTER(u32), ctypes.POINTER(ptr))
+        enumerate_fn = self.lib.fn(
+            self.handle, "vkEnumeratePhysicalDevices", i32, ptr, ctypes.POINTER(u32), ctypes.POINTER(ptr)
+        )
         count = u32(0)
         for _ in range(8):  # the list may grow between the two calls (VK_INCOMPLETE)
-            _check("vkEnumeratePhysicalDevices",
-                   enumerate_fn(self.handle, ctypes.byref(count), None))
+            _check("vkEnumeratePhysicalDevices", enumerate_fn(self.handle, ctypes.byref(count), None))
             array = (ptr * max(count.value, 1))()
             result = enumerate_fn(self.handle, ctypes.byref(count), array)
             _check("vkEnumeratePhysicalDevices", result)
@@ -255,18 +285,46 @@ class Instance:
         fn, h = self.lib.fn, self.handle
         suffix = "" if self.api >= vk.VK_API_VERSION_1_1 else "KHR"
         calls = {
-            "props": fn(h, "vkGetPhysicalDeviceProperties", None, ptr,
-                        ctypes.POINTER(vk.PhysicalDeviceProperties)),
-            "props2": fn(h, "vkGetPhysicalDeviceProperties2" + suffix, None, ptr,
-                         ctypes.POINTER(vk.PhysicalDeviceProperties2)),
-            "mem": fn(h, "vkGetPhysicalDeviceMemoryProperties", None, ptr,
-                      ctypes.POINTER(vk.PhysicalDeviceMemoryProperties)),
-            "mem2": fn(h, "vkGetPhysicalDeviceMemoryProperties2" + suffix, None, ptr,
-                       ctypes.POINTER(vk.PhysicalDeviceMemoryProperties2)),
-            "exts": fn(h, "vkEnumerateDeviceExtensionProperties", i32, ptr, cstr,
-                       ctypes.POINTER(u32), ctypes.POINTER(vk.ExtensionProperties)),
-            "feats2": fn(h, "vkGetPhysicalDeviceFeatures2" + suffix, None, ptr,
-                         ctypes.POINTER(vk.PhysicalDeviceFeatures2)),
+            "props": fn(
+                h, "vkGetPhysicalDeviceProperties", None, ptr, ctypes.POINTER(vk.PhysicalDeviceProperties)
+            ),
+            "props2": fn(
+                h,
+                "vkGetPhysicalDeviceProperties2" + suffix,
+                None,
+                ptr,
+                ctypes.POINTER(vk.PhysicalDeviceProperties2),
+            ),
+            "mem": fn(
+                h,
+                "vkGetPhysicalDeviceMemoryProperties",
+                None,
+                ptr,
+                ctypes.POINTER(vk.PhysicalDeviceMemoryProperties),
+            ),
+            "mem2": fn(
+                h,
+                "vkGetPhysicalDeviceMemoryProperties2" + suffix,
+                None,
+                ptr,
+                ctypes.POINTER(vk.PhysicalDeviceMemoryProperties2),
+            ),
+            "exts": fn(
+                h,
+                "vkEnumerateDeviceExtensionProperties",
+                i32,
+                ptr,
+                cstr,
+                ctypes.POINTER(u32),
+                ctypes.POINTER(vk.ExtensionProperties),
+            ),
+            "feats2": fn(
+                h,
+                "vkGetPhysicalDeviceFeatures2" + suffix,
+                None,
+                ptr,
+                ctypes.POINTER(vk.PhysicalDeviceFeatures2),
+            ),
         }
         if self.api < vk.VK_API_VERSION_1_1 and not self.khr2:
             calls["props2"] = calls["mem2"] = calls["feats2"] = None
@@ -277,27 +335,34 @@ def _device(calls: dict[str, Any], handle: int | None, index: int, api: int) -> 
     props = vk.PhysicalDeviceProperties()
     calls["props"](handle, ctypes.byref(props))
     extensions = _extension_names(calls["exts"], handle)
-    raw = RawDevice(index=index, name=_text(props.deviceName), device_type=props.deviceType,
-                    vendor_id=props.vendorID, device_id=props.deviceID,
-                    api_version=props.apiVersion, driver_version=props.driverVersion,
-                    extensions=extensions,
-                    max_storage_buffer_range=props.limits.maxStorageBufferRange)
+    raw = RawDevice(
+        index=index,
+        name=_text(props.deviceName),
+        device_type=props.deviceType,
+        vendor_id=props.vendorID,
+        device_id=props.deviceID,
+        api_version=props.apiVersion,
+        driver_version=props.driverVersion,
+        extensions=extensions,
+        max_storage_buffer_range=props.limits.maxStorageBufferRange,
+    )
     # Physical-device features of version N need both the instance and the device at N.
     effective = min(api, props.apiVersion & ~0xFFF)
     # With a 1.0 instance the KHR functions serve any device; with 1.1+ the device must be 1.1+.
-    has2 = calls["props2"] is not None and (
-        effective >= vk.VK_API_VERSION_1_1 or api < vk.VK_API_VERSION_1_1)
+    has2 = calls["props2"] is not None and (effective >= vk.VK_API_VERSION_1_1 or api < vk.VK_API_VERSION_1_1)
     if has2:
         _read_properties2(calls["props2"], handle, raw, effective)
-        if calls["feats2"] is not None and (effective >= vk.VK_API_VERSION_1_1
-                                            or vk.EXT_16BIT_STORAGE in extensions):
+        if calls["feats2"] is not None and (
+            effective >= vk.VK_API_VERSION_1_1 or vk.EXT_16BIT_STORAGE in extensions
+        ):
             raw.storage_16bit = _storage_16bit(calls["feats2"], handle)
     memory = vk.PhysicalDeviceMemoryProperties()
     budget: Any = None
     if has2 and calls["mem2"] is not None and vk.EXT_MEMORY_BUDGET in extensions:
         budget = vk.PhysicalDeviceMemoryBudgetPropertiesEXT(sType=vk.ST_MEMORY_BUDGET)
-        mem2 = vk.PhysicalDeviceMemoryProperties2(sType=vk.ST_MEMORY_PROPERTIES_2,
-                                               pNext=ctypes.addressof(budget))
+        mem2 = vk.PhysicalDeviceMemoryProperties2(
+            sType=vk.ST_MEMORY_PROPERTIES_2, pNext=ctypes.addressof(budget)
+        )
         calls["mem2"](handle, ctypes.byref(mem2))
         memory = mem2.memoryProperties
     else:

@@ -72,13 +72,14 @@ def refreshed(device: DeviceInfo, raw: RawDevice) -> tuple[DeviceInfo | None, st
     _total, free, unknown = device_memory(raw)
     if unknown:
         return None, f"{EXT_MEMORY_BUDGET} gave no budget for the heaps ggml counts"
-    return device.evolve(free_memory=min(free, device.total_memory),
-                         free_memory_unknown=False), ""
+    return device.evolve(free_memory=min(free, device.total_memory), free_memory_unknown=False), ""
 
 
 def _skip(context: Context, device: DeviceInfo, reason: str) -> None:
-    context.note(f"Vulkan device {device.id} ({device.description or device.name}): free memory "
-                 f"not refreshed: {reason}")
+    context.note(
+        f"Vulkan device {device.id} ({device.description or device.name}): free memory "
+        f"not refreshed: {reason}"
+    )
     context.log.info("vulkan.refresh_skipped", device=device.id, reason=reason)
 
 
@@ -89,8 +90,10 @@ def refresh_devices(devices: Sequence[DeviceInfo], context: Context) -> list[Dev
     if not mine:
         return None
     if context.platform != sys.platform:
-        context.note(f"Vulkan: platform {context.platform!r} is not the running one "
-                     f"({sys.platform!r}), so its loader cannot be asked")
+        context.note(
+            f"Vulkan: platform {context.platform!r} is not the running one "
+            f"({sys.platform!r}), so its loader cannot be asked"
+        )
         return None
     result = probe(context)
     if result.error:

@@ -50,8 +50,10 @@ def select_indices(value: str | None, count: int) -> tuple[list[int], str]:
     bad = [i for i in indices if i >= count]
     if bad:
         shown = bad[0] if bad[0] < 2**63 else bad[0] - _SIZE_T_LIMIT
-        return [], (f"{VISIBLE_ENV}={value!r} names device {shown}, but the loader lists "
-                    f"{count}: llama.cpp then uses no Vulkan device at all")
+        return [], (
+            f"{VISIBLE_ENV}={value!r} names device {shown}, but the loader lists "
+            f"{count}: llama.cpp then uses no Vulkan device at all"
+        )
     unique = list(dict.fromkeys(indices))
     note = ""
     if len(unique) != len(indices):

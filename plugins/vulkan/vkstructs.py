@@ -30,8 +30,7 @@ MAX_MEMORY_HEAPS = 16
 
 
 #: VK_MAKE_API_VERSION(0, 1, minor, 0).
-VK_API_VERSION_1_0, VK_API_VERSION_1_1, VK_API_VERSION_1_2 = (1 << 22, 1 << 22 | 1 << 12,
-                                                             1 << 22 | 2 << 12)
+VK_API_VERSION_1_0, VK_API_VERSION_1_1, VK_API_VERSION_1_2 = (1 << 22, 1 << 22 | 1 << 12, 1 << 22 | 2 << 12)
 
 
 def _struct(name: str, fields: list[tuple[str, Any]]) -> Any:
@@ -45,103 +44,183 @@ def _u32s(names: str) -> list[tuple[str, Any]]:
 
 _HEAD: list[tuple[str, Any]] = [("sType", u32), ("pNext", ptr)]
 cstr, char256 = ctypes.c_char_p, ctypes.c_char * 256
-ApplicationInfo = _struct("ApplicationInfo", [
-    *_HEAD, ("pApplicationName", cstr), ("applicationVersion", u32), ("pEngineName", cstr),
-    ("engineVersion", u32), ("apiVersion", u32)])
-InstanceCreateInfo = _struct("InstanceCreateInfo", [
-    *_HEAD, ("flags", u32), ("pApplicationInfo", ctypes.POINTER(ApplicationInfo)),
-    ("enabledLayerCount", u32), ("ppEnabledLayerNames", ctypes.POINTER(cstr)),
-    ("enabledExtensionCount", u32), ("ppEnabledExtensionNames", ctypes.POINTER(cstr))])
-ExtensionProperties = _struct("ExtensionProperties", [
-    ("extensionName", char256), ("specVersion", u32)])
+ApplicationInfo = _struct(
+    "ApplicationInfo",
+    [
+        *_HEAD,
+        ("pApplicationName", cstr),
+        ("applicationVersion", u32),
+        ("pEngineName", cstr),
+        ("engineVersion", u32),
+        ("apiVersion", u32),
+    ],
+)
+InstanceCreateInfo = _struct(
+    "InstanceCreateInfo",
+    [
+        *_HEAD,
+        ("flags", u32),
+        ("pApplicationInfo", ctypes.POINTER(ApplicationInfo)),
+        ("enabledLayerCount", u32),
+        ("ppEnabledLayerNames", ctypes.POINTER(cstr)),
+        ("enabledExtensionCount", u32),
+        ("ppEnabledExtensionNames", ctypes.POINTER(cstr)),
+    ],
+)
+ExtensionProperties = _struct("ExtensionProperties", [("extensionName", char256), ("specVersion", u32)])
 
 # VkPhysicalDeviceLimits, member by member in spec order (504 bytes on every 64-bit ABI).
 _LIMITS: list[tuple[str, Any]] = [
-    *_u32s("maxImageDimension1D maxImageDimension2D maxImageDimension3D maxImageDimensionCube"
-           " maxImageArrayLayers maxTexelBufferElements maxUniformBufferRange"
-           " maxStorageBufferRange maxPushConstantsSize maxMemoryAllocationCount"
-           " maxSamplerAllocationCount"),
-    ("bufferImageGranularity", u64), ("sparseAddressSpaceSize", u64),
-    *_u32s("maxBoundDescriptorSets maxPerStageDescriptorSamplers"
-           " maxPerStageDescriptorUniformBuffers maxPerStageDescriptorStorageBuffers"
-           " maxPerStageDescriptorSampledImages maxPerStageDescriptorStorageImages"
-           " maxPerStageDescriptorInputAttachments maxPerStageResources maxDescriptorSetSamplers"
-           " maxDescriptorSetUniformBuffers maxDescriptorSetUniformBuffersDynamic"
-           " maxDescriptorSetStorageBuffers maxDescriptorSetStorageBuffersDynamic"
-           " maxDescriptorSetSampledImages maxDescriptorSetStorageImages"
-           " maxDescriptorSetInputAttachments maxVertexInputAttributes maxVertexInputBindings"
-           " maxVertexInputAttributeOffset maxVertexInputBindingStride maxVertexOutputComponents"
-           " maxTessellationGenerationLevel maxTessellationPatchSize"
-           " maxTessellationControlPerVertexInputComponents"
-           " maxTessellationControlPerVertexOutputComponents"
-           " maxTessellationControlPerPatchOutputComponents"
-           " maxTessellationControlTotalOutputComponents maxTessellationEvaluationInputComponents"
-           " maxTessellationEvaluationOutputComponents maxGeometryShaderInvocations"
-           " maxGeometryInputComponents maxGeometryOutputComponents maxGeometryOutputVertices"
-           " maxGeometryTotalOutputComponents maxFragmentInputComponents"
-           " maxFragmentOutputAttachments maxFragmentDualSrcAttachments"
-           " maxFragmentCombinedOutputResources maxComputeSharedMemorySize"),
-    ("maxComputeWorkGroupCount", u32 * 3), ("maxComputeWorkGroupInvocations", u32),
+    *_u32s(
+        "maxImageDimension1D maxImageDimension2D maxImageDimension3D maxImageDimensionCube"
+        " maxImageArrayLayers maxTexelBufferElements maxUniformBufferRange"
+        " maxStorageBufferRange maxPushConstantsSize maxMemoryAllocationCount"
+        " maxSamplerAllocationCount"
+    ),
+    ("bufferImageGranularity", u64),
+    ("sparseAddressSpaceSize", u64),
+    *_u32s(
+        "maxBoundDescriptorSets maxPerStageDescriptorSamplers"
+        " maxPerStageDescriptorUniformBuffers maxPerStageDescriptorStorageBuffers"
+        " maxPerStageDescriptorSampledImages maxPerStageDescriptorStorageImages"
+        " maxPerStageDescriptorInputAttachments maxPerStageResources maxDescriptorSetSamplers"
+        " maxDescriptorSetUniformBuffers maxDescriptorSetUniformBuffersDynamic"
+        " maxDescriptorSetStorageBuffers maxDescriptorSetStorageBuffersDynamic"
+        " maxDescriptorSetSampledImages maxDescriptorSetStorageImages"
+        " maxDescriptorSetInputAttachments maxVertexInputAttributes maxVertexInputBindings"
+        " maxVertexInputAttributeOffset maxVertexInputBindingStride maxVertexOutputComponents"
+        " maxTessellationGenerationLevel maxTessellationPatchSize"
+        " maxTessellationControlPerVertexInputComponents"
+        " maxTessellationControlPerVertexOutputComponents"
+        " maxTessellationControlPerPatchOutputComponents"
+        " maxTessellationControlTotalOutputComponents maxTessellationEvaluationInputComponents"
+        " maxTessellationEvaluationOutputComponents maxGeometryShaderInvocations"
+        " maxGeometryInputComponents maxGeometryOutputComponents maxGeometryOutputVertices"
+        " maxGeometryTotalOutputComponents maxFragmentInputComponents"
+        " maxFragmentOutputAttachments maxFragmentDualSrcAttachments"
+        " maxFragmentCombinedOutputResources maxComputeSharedMemorySize"
+    ),
+    ("maxComputeWorkGroupCount", u32 * 3),
+    ("maxComputeWorkGroupInvocations", u32),
     ("maxComputeWorkGroupSize", u32 * 3),
-    *_u32s("subPixelPrecisionBits subTexelPrecisionBits mipmapPrecisionBits"
-           " maxDrawIndexedIndexValue maxDrawIndirectCount"),
-    ("maxSamplerLodBias", f32), ("maxSamplerAnisotropy", f32), ("maxViewports", u32),
-    ("maxViewportDimensions", u32 * 2), ("viewportBoundsRange", f32 * 2),
-    ("viewportSubPixelBits", u32), ("minMemoryMapAlignment", size_t),
-    ("minTexelBufferOffsetAlignment", u64), ("minUniformBufferOffsetAlignment", u64),
-    ("minStorageBufferOffsetAlignment", u64), ("minTexelOffset", i32), ("maxTexelOffset", u32),
-    ("minTexelGatherOffset", i32), ("maxTexelGatherOffset", u32),
-    ("minInterpolationOffset", f32), ("maxInterpolationOffset", f32),
-    *_u32s("subPixelInterpolationOffsetBits maxFramebufferWidth maxFramebufferHeight"
-           " maxFramebufferLayers framebufferColorSampleCounts framebufferDepthSampleCounts"
-           " framebufferStencilSampleCounts framebufferNoAttachmentsSampleCounts"
-           " maxColorAttachments sampledImageColorSampleCounts sampledImageIntegerSampleCounts"
-           " sampledImageDepthSampleCounts sampledImageStencilSampleCounts"
-           " storageImageSampleCounts maxSampleMaskWords timestampComputeAndGraphics"),
+    *_u32s(
+        "subPixelPrecisionBits subTexelPrecisionBits mipmapPrecisionBits"
+        " maxDrawIndexedIndexValue maxDrawIndirectCount"
+    ),
+    ("maxSamplerLodBias", f32),
+    ("maxSamplerAnisotropy", f32),
+    ("maxViewports", u32),
+    ("maxViewportDimensions", u32 * 2),
+    ("viewportBoundsRange", f32 * 2),
+    ("viewportSubPixelBits", u32),
+    ("minMemoryMapAlignment", size_t),
+    ("minTexelBufferOffsetAlignment", u64),
+    ("minUniformBufferOffsetAlignment", u64),
+    ("minStorageBufferOffsetAlignment", u64),
+    ("minTexelOffset", i32),
+    ("maxTexelOffset", u32),
+    ("minTexelGatherOffset", i32),
+    ("maxTexelGatherOffset", u32),
+    ("minInterpolationOffset", f32),
+    ("maxInterpolationOffset", f32),
+    *_u32s(
+        "subPixelInterpolationOffsetBits maxFramebufferWidth maxFramebufferHeight"
+        " maxFramebufferLayers framebufferColorSampleCounts framebufferDepthSampleCounts"
+        " framebufferStencilSampleCounts framebufferNoAttachmentsSampleCounts"
+        " maxColorAttachments sampledImageColorSampleCounts sampledImageIntegerSampleCounts"
+        " sampledImageDepthSampleCounts sampledImageStencilSampleCounts"
+        " storageImageSampleCounts maxSampleMaskWords timestampComputeAndGraphics"
+    ),
     ("timestampPeriod", f32),
-    *_u32s("maxClipDistances maxCullDistances maxCombinedClipAndCullDistances"
-           " discreteQueuePriorities"),
-    ("pointSizeRange", f32 * 2), ("lineWidthRange", f32 * 2), ("pointSizeGranularity", f32),
-    ("lineWidthGranularity", f32), ("strictLines", u32), ("standardSampleLocations", u32),
-    ("optimalBufferCopyOffsetAlignment", u64), ("optimalBufferCopyRowPitchAlignment", u64),
+    *_u32s("maxClipDistances maxCullDistances maxCombinedClipAndCullDistances discreteQueuePriorities"),
+    ("pointSizeRange", f32 * 2),
+    ("lineWidthRange", f32 * 2),
+    ("pointSizeGranularity", f32),
+    ("lineWidthGranularity", f32),
+    ("strictLines", u32),
+    ("standardSampleLocations", u32),
+    ("optimalBufferCopyOffsetAlignment", u64),
+    ("optimalBufferCopyRowPitchAlignment", u64),
     ("nonCoherentAtomSize", u64),
 ]
 PhysicalDeviceLimits = _struct("PhysicalDeviceLimits", _LIMITS)
-PhysicalDeviceSparseProperties = _struct("PhysicalDeviceSparseProperties", _u32s(
-    "residencyStandard2DBlockShape residencyStandard2DMultisampleBlockShape"
-    " residencyStandard3DBlockShape residencyAlignedMipSize residencyNonResidentStrict"))
-PhysicalDeviceProperties = _struct("PhysicalDeviceProperties", [
-    *_u32s("apiVersion driverVersion vendorID deviceID deviceType"), ("deviceName", char256),
-    ("pipelineCacheUUID", u8 * 16), ("limits", PhysicalDeviceLimits),
-    ("sparseProperties", PhysicalDeviceSparseProperties)])
-PhysicalDeviceProperties2 = _struct("PhysicalDeviceProperties2", [
-    *_HEAD, ("properties", PhysicalDeviceProperties)])
+PhysicalDeviceSparseProperties = _struct(
+    "PhysicalDeviceSparseProperties",
+    _u32s(
+        "residencyStandard2DBlockShape residencyStandard2DMultisampleBlockShape"
+        " residencyStandard3DBlockShape residencyAlignedMipSize residencyNonResidentStrict"
+    ),
+)
+PhysicalDeviceProperties = _struct(
+    "PhysicalDeviceProperties",
+    [
+        *_u32s("apiVersion driverVersion vendorID deviceID deviceType"),
+        ("deviceName", char256),
+        ("pipelineCacheUUID", u8 * 16),
+        ("limits", PhysicalDeviceLimits),
+        ("sparseProperties", PhysicalDeviceSparseProperties),
+    ],
+)
+PhysicalDeviceProperties2 = _struct(
+    "PhysicalDeviceProperties2", [*_HEAD, ("properties", PhysicalDeviceProperties)]
+)
 #: Core 1.1.
-PhysicalDeviceIDProperties = _struct("PhysicalDeviceIDProperties", [
-    *_HEAD, ("deviceUUID", u8 * 16), ("driverUUID", u8 * 16), ("deviceLUID", u8 * 8),
-    ("deviceNodeMask", u32), ("deviceLUIDValid", u32)])
+PhysicalDeviceIDProperties = _struct(
+    "PhysicalDeviceIDProperties",
+    [
+        *_HEAD,
+        ("deviceUUID", u8 * 16),
+        ("driverUUID", u8 * 16),
+        ("deviceLUID", u8 * 8),
+        ("deviceNodeMask", u32),
+        ("deviceLUIDValid", u32),
+    ],
+)
 #: VK_KHR_driver_properties, core 1.2.
-PhysicalDeviceDriverProperties = _struct("PhysicalDeviceDriverProperties", [
-    *_HEAD, ("driverID", u32), ("driverName", char256), ("driverInfo", char256),
-    ("conformanceVersion", u8 * 4)])
+PhysicalDeviceDriverProperties = _struct(
+    "PhysicalDeviceDriverProperties",
+    [
+        *_HEAD,
+        ("driverID", u32),
+        ("driverName", char256),
+        ("driverInfo", char256),
+        ("conformanceVersion", u8 * 4),
+    ],
+)
 #: VK_EXT_pci_bus_info.
-PhysicalDevicePCIBusInfoPropertiesEXT = _struct("PhysicalDevicePCIBusInfoPropertiesEXT", [
-    *_HEAD, *_u32s("pciDomain pciBus pciDevice pciFunction")])
+PhysicalDevicePCIBusInfoPropertiesEXT = _struct(
+    "PhysicalDevicePCIBusInfoPropertiesEXT", [*_HEAD, *_u32s("pciDomain pciBus pciDevice pciFunction")]
+)
 MemoryType = _struct("MemoryType", _u32s("propertyFlags heapIndex"))
 MemoryHeap = _struct("MemoryHeap", [("size", u64), ("flags", u32)])
-PhysicalDeviceMemoryProperties = _struct("PhysicalDeviceMemoryProperties", [
-    ("memoryTypeCount", u32), ("memoryTypes", MemoryType * 32), ("memoryHeapCount", u32),
-    ("memoryHeaps", MemoryHeap * MAX_MEMORY_HEAPS)])
-PhysicalDeviceMemoryProperties2 = _struct("PhysicalDeviceMemoryProperties2", [
-    *_HEAD, ("memoryProperties", PhysicalDeviceMemoryProperties)])
+PhysicalDeviceMemoryProperties = _struct(
+    "PhysicalDeviceMemoryProperties",
+    [
+        ("memoryTypeCount", u32),
+        ("memoryTypes", MemoryType * 32),
+        ("memoryHeapCount", u32),
+        ("memoryHeaps", MemoryHeap * MAX_MEMORY_HEAPS),
+    ],
+)
+PhysicalDeviceMemoryProperties2 = _struct(
+    "PhysicalDeviceMemoryProperties2", [*_HEAD, ("memoryProperties", PhysicalDeviceMemoryProperties)]
+)
 #: VK_EXT_memory_budget.
-PhysicalDeviceMemoryBudgetPropertiesEXT = _struct("PhysicalDeviceMemoryBudgetPropertiesEXT", [
-    *_HEAD, ("heapBudget", u64 * MAX_MEMORY_HEAPS), ("heapUsage", u64 * MAX_MEMORY_HEAPS)])
+PhysicalDeviceMemoryBudgetPropertiesEXT = _struct(
+    "PhysicalDeviceMemoryBudgetPropertiesEXT",
+    [*_HEAD, ("heapBudget", u64 * MAX_MEMORY_HEAPS), ("heapUsage", u64 * MAX_MEMORY_HEAPS)],
+)
 #: VkPhysicalDeviceFeatures: 55 VkBool32 in spec order; only its size matters here.
 PhysicalDeviceFeatures = _struct("PhysicalDeviceFeatures", [("features", u32 * 55)])
-PhysicalDeviceFeatures2 = _struct("PhysicalDeviceFeatures2", [
-    *_HEAD, ("features", PhysicalDeviceFeatures)])
+PhysicalDeviceFeatures2 = _struct("PhysicalDeviceFeatures2", [*_HEAD, ("features", PhysicalDeviceFeatures)])
 #: Core 1.1 (VK_KHR_16bit_storage): storageBuffer16BitAccess is what ggml-vulkan requires.
-PhysicalDevice16BitStorageFeatures = _struct("PhysicalDevice16BitStorageFeatures", [
-    *_HEAD, *_u32s("storageBuffer16BitAccess uniformAndStorageBuffer16BitAccess"
-                   " storagePushConstant16 storageInputOutput16")])
+PhysicalDevice16BitStorageFeatures = _struct(
+    "PhysicalDevice16BitStorageFeatures",
+    [
+        *_HEAD,
+        *_u32s(
+            "storageBuffer16BitAccess uniformAndStorageBuffer16BitAccess"
+            " storagePushConstant16 storageInputOutput16"
+        ),
+    ],
+)

@@ -49,21 +49,26 @@ PLUGINS = {
 @pytest.fixture(scope="module")
 def site(site_factory: Callable[..., Path]) -> Path:
     """A folder holding the distribution with the ``hang`` and ``odd`` plugins."""
-    return site_factory("gpuscout-test-hostile", "1.0", PLUGINS,
-                        {"hang": "gpuscout_test_hang", "odd": "gpuscout_test_odd"})
+    return site_factory(
+        "gpuscout-test-hostile", "1.0", PLUGINS, {"hang": "gpuscout_test_hang", "odd": "gpuscout_test_odd"}
+    )
 
 
 def child_env(site: Path | None = None, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("GPUSCOUT_PLUGINS", "GPUSCOUT_DISABLE_PLUGINS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUSCOUT_PLUGINS", "GPUSCOUT_DISABLE_PLUGINS")}
     if site is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
     return {**env, **extra}
 
 
 def gpuscout(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True,
-                          text=True, timeout=120, env=env or child_env())
+    return subprocess.run(
+        [sys.executable, "-m", "gpuscout", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env or child_env(),
+    )
 
 
 def refusal(capsys: pytest.CaptureFixture[str], *args: str) -> str:
@@ -78,7 +83,8 @@ def refusal(capsys: pytest.CaptureFixture[str], *args: str) -> str:
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "0", "abc", ""])
 def test_a_timeout_that_is_not_a_finite_positive_number_is_refused(
-        capsys: pytest.CaptureFixture[str], value: str) -> None:
+    capsys: pytest.CaptureFixture[str], value: str
+) -> None:
     """`--timeout` must be finite and above zero."""
     assert "--timeout" in refusal(capsys, "list", "--timeout", value)
 
@@ -94,8 +100,7 @@ def test_a_missing_root_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert "/nonexistent" in refusal(capsys, "list", "--root", "/nonexistent/gpuscout")
 
 
-def test_a_root_that_is_a_file_is_refused(capsys: pytest.CaptureFixture[str],
-                                          tmp_path: Path) -> None:
+def test_a_root_that_is_a_file_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """`--root` naming a plain file is refused."""
     (tmp_path / "file").write_text("")
     assert "not a directory" in refusal(capsys, "plugins", "--root", str(tmp_path / "file"))
@@ -138,8 +143,7 @@ def test_an_allow_list_with_spaces_and_capitals_selects_those_plugins() -> None:
 
 def test_an_allow_list_argument_overrides_the_environment() -> None:
     """`--plugins cuda` under GPUSCOUT_PLUGINS=rocm uses cuda, not nothing."""
-    out = gpuscout("plugins", "--json", "--plugins", "cuda",
-                   env=child_env(GPUSCOUT_PLUGINS="rocm"))
+    out = gpuscout("plugins", "--json", "--plugins", "cuda", env=child_env(GPUSCOUT_PLUGINS="rocm"))
     status = {r["name"]: r["status"] for r in json.loads(out.stdout)}
     assert status["cuda"] == "ok" and status["rocm"] == "disabled", out.stderr
 
@@ -161,15 +165,18 @@ def test_an_unknown_name_in_the_allow_list_is_an_error_naming_the_known_ones() -
     assert BUILTINS in out.stderr
 
 
-def test_ctrl_c_during_a_hanging_plugin_exits_130_without_a_traceback(
-        site: Path, tmp_path: Path) -> None:
+def test_ctrl_c_during_a_hanging_plugin_exits_130_without_a_traceback(site: Path, tmp_path: Path) -> None:
     """SIGINT while a plugin hangs in enumerate ends `list` promptly with 130."""
     marker = tmp_path / "hanging"
     proc = subprocess.Popen(
         with_default_sigint(
-            [sys.executable, "-m", "gpuscout", "list", "--plugins", "hang", "--timeout", "30"]),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=child_env(site, GPUSCOUT_TEST_MARKER=str(marker)))
+            [sys.executable, "-m", "gpuscout", "list", "--plugins", "hang", "--timeout", "30"]
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(site, GPUSCOUT_TEST_MARKER=str(marker)),
+    )
     try:
         deadline = time.monotonic() + 60
         while not marker.exists():
@@ -185,6 +192,7 @@ def test_ctrl_c_during_a_hanging_plugin_exits_130_without_a_traceback(
 
 def test_ctrl_c_in_process_returns_130() -> None:
     """A KeyboardInterrupt anywhere in a command makes main() return 130."""
+
     def interrupted(args: object) -> Scout:
         raise KeyboardInterrupt
 
@@ -196,15 +204,20 @@ def test_ctrl_c_in_process_returns_130() -> None:
 
 
 # `env` gets a device (the `odd` plugin's): on a machine without one it exits 1, printing nothing.
-@pytest.mark.parametrize("args", [["list"], ["list", "--json"], ["plugins"],
-                                  ["env", "--plugins", "odd"]])
+@pytest.mark.parametrize("args", [["list"], ["list", "--json"], ["plugins"], ["env", "--plugins", "odd"]])
 def test_a_reader_that_went_away_is_no_error(args: list[str], site: Path) -> None:
     """A closed pipe on stdout ends the command quietly: no traceback, no 'Exception ignored'."""
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        out = subprocess.run([sys.executable, "-m", "gpuscout", *args], stdout=write_end,
-                             stderr=subprocess.PIPE, text=True, timeout=120, env=child_env(site))
+        out = subprocess.run(
+            [sys.executable, "-m", "gpuscout", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            env=child_env(site),
+        )
     finally:
         os.close(write_end)
     # Only gpuscout's own lines may appear (hints on a machine without devices), nothing else.
@@ -215,9 +228,15 @@ def test_a_reader_that_went_away_is_no_error(args: list[str], site: Path) -> Non
 @pytest.mark.parametrize("args", [["list", "--json"], ["env", "--plugins", "odd"]])
 def test_a_closed_stdout_is_no_error(args: list[str], site: Path) -> None:
     """Started with stdout closed (`>&-`), a command prints nothing and fails with no traceback."""
-    out = subprocess.run([sys.executable, "-m", "gpuscout", *args], stdout=None,
-                         stderr=subprocess.PIPE, text=True, timeout=120, env=child_env(site),
-                         preexec_fn=lambda: os.close(1))
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuscout", *args],
+        stdout=None,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        env=child_env(site),
+        preexec_fn=lambda: os.close(1),
+    )
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
 
 
@@ -226,12 +245,15 @@ ASCII_LOCALE = {"LANG": "C", "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOC
 
 
 @pytest.mark.parametrize("setting", [{"PYTHONIOENCODING": "ascii"}, ASCII_LOCALE])
-def test_an_ascii_terminal_shows_the_table_without_a_traceback(
-        site: Path, setting: dict[str, str]) -> None:
+def test_an_ascii_terminal_shows_the_table_without_a_traceback(site: Path, setting: dict[str, str]) -> None:
     """A non-ASCII device name on an ASCII-only stdout is shown with replacements."""
     env = {k: v for k, v in child_env(site, COLUMNS="200").items() if k != "PYTHONIOENCODING"}
-    out = subprocess.run([sys.executable, "-m", "gpuscout", "list", "--plugins", "odd"],
-                         capture_output=True, env={**env, **setting}, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "list", "--plugins", "odd"],
+        capture_output=True,
+        env={**env, **setting},
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert b"Traceback" not in out.stderr and out.stdout.isascii()
     assert b"[/beta]" in out.stdout
@@ -239,17 +261,22 @@ def test_an_ascii_terminal_shows_the_table_without_a_traceback(
 
 def test_an_ascii_terminal_gets_escaped_json(site: Path) -> None:
     """`list --json` on an ASCII-only stdout writes the name as JSON escapes."""
-    out = subprocess.run([sys.executable, "-m", "gpuscout", "list", "--json", "--plugins", "odd"],
-                         capture_output=True, timeout=120,
-                         env=child_env(site, PYTHONIOENCODING="ascii"))
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "list", "--json", "--plugins", "odd"],
+        capture_output=True,
+        timeout=120,
+        env=child_env(site, PYTHONIOENCODING="ascii"),
+    )
     assert out.returncode == 0, out.stderr
     names = [d["name"] for d in json.loads(out.stdout)["devices"]]
     assert names == ["\u00dcn\u00efc\u00f6d\u00e9 \u2713"]
 
 
 def test_a_device_name_the_terminal_cannot_encode_is_one_line_in_env(
-        machine: Callable[..., Callable[..., Scout]], monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    machine: Callable[..., Callable[..., Scout]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """Output the terminal cannot encode is an error line (exit 2), not a traceback."""
     factory = machine([DeviceInfo(id="\u2713", library="Vulkan", filter_id="\u2713")])
 

@@ -33,8 +33,9 @@ finally:
 def run_gpuscout(*args: str) -> subprocess.CompletedProcess[str]:
     """``python -m gpuscout ARGS`` in a fresh interpreter, with wide help pages."""
     env = {**os.environ, "COLUMNS": "200", "VK_DRIVER_FILES": "/nonexistent/gpuscout-test.json"}
-    return subprocess.run([sys.executable, "-c", DRIVER, *args], capture_output=True, text=True,
-                          timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", DRIVER, *args], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def imported(out: subprocess.CompletedProcess[str]) -> set[str]:
@@ -52,9 +53,18 @@ def test_list_json_imports_only_the_list_command() -> None:
     assert "devices" in json.loads(out.stdout)
     modules = imported(out)
     assert "gpuscout.cli.list" in modules
-    unwanted = {"gpuscout.cli.env", "gpuscout.cli.exec", "gpuscout.cli.selection",
-                "gpuscout.cli.plugins", "gpuscout.cli.runner", "gpuscout.cli.table", "rich",
-                "cattrs", "gpuscout.wire", "structlog"}
+    unwanted = {
+        "gpuscout.cli.env",
+        "gpuscout.cli.exec",
+        "gpuscout.cli.selection",
+        "gpuscout.cli.plugins",
+        "gpuscout.cli.runner",
+        "gpuscout.cli.table",
+        "rich",
+        "cattrs",
+        "gpuscout.wire",
+        "structlog",
+    }
     assert modules & unwanted == set()
 
 
@@ -62,8 +72,7 @@ def test_help_lists_every_command_with_its_help_line() -> None:
     """`gpuscout --help` names every command with its one-line help."""
     out = run_gpuscout("--help")
     assert out.returncode == 0, out.stderr
-    assert sorted(COMMANDS) == ["cluster", "env", "exec", "fit", "list", "nfd", "plugins", "record",
-                               "runner"]
+    assert sorted(COMMANDS) == ["cluster", "env", "exec", "fit", "list", "nfd", "plugins", "record", "runner"]
     for name, line in COMMANDS.items():
         assert any(row.split() == [name, *line.split()] for row in out.stdout.splitlines()), name
 

@@ -29,8 +29,7 @@ def run_main(capsys: pytest.CaptureFixture[str], factory: Any, *argv: str) -> tu
     return code, out, err
 
 
-def test_dry_run_prints_the_file_and_writes_nothing(
-        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
+def test_dry_run_prints_the_file_and_writes_nothing(gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """--dry-run prints a valid feature file on stdout and leaves the directory empty."""
     code, out, err = gpuscout_cli(["nfd", "--dry-run", "--dir", str(tmp_path)], MIXED)
     assert (code, err) == (0, "")
@@ -38,8 +37,7 @@ def test_dry_run_prints_the_file_and_writes_nothing(
     assert os.listdir(tmp_path) == []
 
 
-def test_dir_gets_the_file_and_stdout_names_it(
-        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
+def test_dir_gets_the_file_and_stdout_names_it(gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """--dir writes the same text --dry-run prints and says where, with the label count."""
     _, printed, _ = gpuscout_cli(["nfd", "--dry-run"], MIXED)
     code, out, err = gpuscout_cli(["nfd", "--dir", str(tmp_path)], MIXED)
@@ -48,35 +46,48 @@ def test_dir_gets_the_file_and_stdout_names_it(
     assert out == f"wrote {tmp_path / 'gpuscout'} ({len(printed.splitlines())} labels)\n"
 
 
-def test_an_empty_node_gets_a_file_too(
-        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
+def test_an_empty_node_gets_a_file_too(gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """No device still writes a file that says devices=0."""
     assert gpuscout_cli(["nfd", "--dir", str(tmp_path)]).code == 0
     assert parse((tmp_path / "gpuscout").read_text())["gpuscout.io/devices"] == "0"
 
 
-def test_prefix_expiry_and_name_options_shape_the_file(
-        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
+def test_prefix_expiry_and_name_options_shape_the_file(gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """--prefix, --expiry and --name change the prefix, add the expiry line and the file name."""
-    code, _, _ = gpuscout_cli(["nfd", "--dir", str(tmp_path), "--name", "gpus",
-                               "--prefix", "feature.node.kubernetes.io", "--expiry", "1h"], MIXED)
+    code, _, _ = gpuscout_cli(
+        [
+            "nfd",
+            "--dir",
+            str(tmp_path),
+            "--name",
+            "gpus",
+            "--prefix",
+            "feature.node.kubernetes.io",
+            "--expiry",
+            "1h",
+        ],
+        MIXED,
+    )
     text = (tmp_path / "gpus").read_text()
     assert code == 0 and nfd_file_problems(text) == []
     assert text.startswith("# +expiry-time=") and "\nfeature.node.kubernetes.io/devices=5\n" in text
 
 
-@pytest.mark.parametrize(("argv", "words"), [
-    (["--prefix", "kubernetes.io"], "prefix 'kubernetes.io' is in a domain"),
-    (["--prefix", "foo.k8s.io"], "prefix 'foo.k8s.io' is in a domain"),
-    (["--prefix", "GPU.io"], "prefix 'GPU.io' is not a DNS subdomain"),
-    (["--expiry", "soon"], "--expiry: expected a duration"),
-    (["--expiry", "0s"], "--expiry: expected a duration greater than 0"),
-    (["--name", ".hidden"], "file name '.hidden'"),
-    (["--dir", "/nonexistent/features.d"], "/nonexistent/features.d: no such directory"),
-])
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--prefix", "kubernetes.io"], "prefix 'kubernetes.io' is in a domain"),
+        (["--prefix", "foo.k8s.io"], "prefix 'foo.k8s.io' is in a domain"),
+        (["--prefix", "GPU.io"], "prefix 'GPU.io' is not a DNS subdomain"),
+        (["--expiry", "soon"], "--expiry: expected a duration"),
+        (["--expiry", "0s"], "--expiry: expected a duration greater than 0"),
+        (["--name", ".hidden"], "file name '.hidden'"),
+        (["--dir", "/nonexistent/features.d"], "/nonexistent/features.d: no such directory"),
+    ],
+)
 def test_bad_options_give_one_line_and_exit_2(
-        gpuscout_cli: CliRunner, tmp_path: Path,
-        argv: list[str], words: str) -> None:
+    gpuscout_cli: CliRunner, tmp_path: Path, argv: list[str], words: str
+) -> None:
     """A bad prefix, expiry, name or directory is one 'gpuscout: error:' line and exit 2."""
     code, out, err = gpuscout_cli(["nfd", "--dir", str(tmp_path), *argv], MIXED)
     assert (code, out) == (2, "")
@@ -85,7 +96,8 @@ def test_bad_options_give_one_line_and_exit_2(
 
 
 def test_a_failed_plugin_is_warned_about_and_the_file_still_written(
-        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
+    gpuscout_cli: CliRunner, tmp_path: Path
+) -> None:
     """A plugin that raises is named on stderr, and the file says discovery.problems=1."""
     from gpuscout.plugin import hookimpl
 
@@ -103,12 +115,17 @@ def test_a_failed_plugin_is_warned_about_and_the_file_still_written(
 
 
 def test_console_script_dry_run_on_this_machine_follows_the_rules(
-        lavapipe_env: dict[str, str], env: dict[str, str]) -> None:
+    lavapipe_env: dict[str, str], env: dict[str, str]
+) -> None:
     """`gpuscout nfd --dry-run --plugins vulkan` (lavapipe) prints a valid file, exit 0."""
     for extra in ([], ["--include-software"]):
-        done = subprocess.run([GPUSCOUT, "nfd", "--dry-run", "--plugins", "vulkan", *extra],
-                              env={**env, **lavapipe_env},
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [GPUSCOUT, "nfd", "--dry-run", "--plugins", "vulkan", *extra],
+            env={**env, **lavapipe_env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert (done.returncode, done.stderr) == (0, "")
         got = parse(done.stdout)
         assert got["gpuscout.io/devices"] == got["gpuscout.io/vulkan.count"]
@@ -117,8 +134,9 @@ def test_console_script_dry_run_on_this_machine_follows_the_rules(
 
 def test_console_script_writes_a_valid_file(env: dict[str, str], tmp_path: Path) -> None:
     """`gpuscout nfd --dir DIR` with every plugin writes a valid file and nothing else."""
-    done = subprocess.run([GPUSCOUT, "nfd", "--dir", str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [GPUSCOUT, "nfd", "--dir", str(tmp_path)], env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0 and done.stdout.startswith(f"wrote {tmp_path}/gpuscout (")
     assert nfd_file_problems((tmp_path / "gpuscout").read_text()) == []
     assert os.listdir(tmp_path) == ["gpuscout"]
@@ -147,20 +165,41 @@ def private_tmpfs(tmp_path_factory: pytest.TempPathFactory) -> bool:
     if shutil.which("unshare") is None:
         return False
     probe = tmp_path_factory.mktemp("probe")
-    done = subprocess.run(["unshare", "--mount", "--map-root-user", "sh", "-c",
-                           'mount -t tmpfs -o size=64k tmpfs "$1"', "sh", str(probe)],
-                          capture_output=True, timeout=30)
+    done = subprocess.run(
+        [
+            "unshare",
+            "--mount",
+            "--map-root-user",
+            "sh",
+            "-c",
+            'mount -t tmpfs -o size=64k tmpfs "$1"',
+            "sh",
+            str(probe),
+        ],
+        capture_output=True,
+        timeout=30,
+    )
     return done.returncode == 0
 
 
-@pytest.mark.parametrize(("mode", "reason", "code"), [
-    ("full", "no space left on device", errno.ENOSPC),
-    ("ro", "read-only file system", errno.EROFS),
-])
+@pytest.mark.parametrize(
+    ("mode", "reason", "code"),
+    [
+        ("full", "no space left on device", errno.ENOSPC),
+        ("ro", "read-only file system", errno.EROFS),
+    ],
+)
 def test_a_full_or_read_only_directory_gives_exit_2_and_no_partial_file(
-        private_tmpfs: bool, env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        machine: Callable[..., Any], capsys: pytest.CaptureFixture[str],
-        mode: str, reason: str, code: int) -> None:
+    private_tmpfs: bool,
+    env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    machine: Callable[..., Any],
+    capsys: pytest.CaptureFixture[str],
+    mode: str,
+    reason: str,
+    code: int,
+) -> None:
     """A full or read-only file system: exit 2, one stderr line, the old file kept, no temp file.
 
     Real where the machine allows it: the console script writes into a 64 kB tmpfs (filled up,
@@ -173,10 +212,27 @@ def test_a_full_or_read_only_directory_gives_exit_2_and_no_partial_file(
     if private_tmpfs:
         err = tmp_path / "stderr"
         done = subprocess.run(
-            ["unshare", "--mount", "--map-root-user", "sh", "-c", SCRIPT, "sh", str(target),
-             GPUSCOUT, "nfd", "--dir", str(target), "--plugins", "vulkan"],
+            [
+                "unshare",
+                "--mount",
+                "--map-root-user",
+                "sh",
+                "-c",
+                SCRIPT,
+                "sh",
+                str(target),
+                GPUSCOUT,
+                "nfd",
+                "--dir",
+                str(target),
+                "--plugins",
+                "vulkan",
+            ],
             env={**env, **NO_DRIVER, "MODE": mode, "ERR": str(err)},
-            capture_output=True, text=True, timeout=60)
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         rc, left, old = done.stdout.splitlines()
         stderr = err.read_text()
         assert rc == "rc=2"

@@ -15,8 +15,14 @@ from gpuscout.plugin import Context, hookimpl
 from gpuscout.sizes import GIB
 from gpuscout.testing import CliRunner
 
-CARD = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
-                  uuid="GPU-aaaa1111", pci_id="0000:01:00.0", free_memory=40 * GIB)
+CARD = DeviceInfo(
+    id="GPU-aaaa1111",
+    library="CUDA",
+    filter_id="GPU-aaaa1111",
+    uuid="GPU-aaaa1111",
+    pci_id="0000:01:00.0",
+    free_memory=40 * GIB,
+)
 
 
 class _Captured(Exception):
@@ -58,32 +64,39 @@ OPTIONS = [
 ]
 
 
-@pytest.mark.parametrize(("name", "before", "after", "argv_before", "argv_after"), OPTIONS,
-                         ids=[o[0] for o in OPTIONS])
+@pytest.mark.parametrize(
+    ("name", "before", "after", "argv_before", "argv_after"), OPTIONS, ids=[o[0] for o in OPTIONS]
+)
 def test_an_option_before_the_command_reaches_the_scout(
-        name: str, before: Any, after: Any, argv_before: list[str], argv_after: list[str]) -> None:
+    name: str, before: Any, after: Any, argv_before: list[str], argv_after: list[str]
+) -> None:
     """A global option given before `list` survives the command's own parser."""
     assert getattr(options_of([*argv_before, "list"]), name) == before
 
 
-@pytest.mark.parametrize(("name", "before", "after", "argv_before", "argv_after"), OPTIONS,
-                         ids=[o[0] for o in OPTIONS])
+@pytest.mark.parametrize(
+    ("name", "before", "after", "argv_before", "argv_after"), OPTIONS, ids=[o[0] for o in OPTIONS]
+)
 def test_an_option_after_the_command_reaches_the_scout(
-        name: str, before: Any, after: Any, argv_before: list[str], argv_after: list[str]) -> None:
+    name: str, before: Any, after: Any, argv_before: list[str], argv_after: list[str]
+) -> None:
     """A global option given after `list` is read as well."""
     assert getattr(options_of(["list", *argv_after]), name) == after
 
 
-@pytest.mark.parametrize(("name", "before", "after", "argv_before", "argv_after"), OPTIONS,
-                         ids=[o[0] for o in OPTIONS])
+@pytest.mark.parametrize(
+    ("name", "before", "after", "argv_before", "argv_after"), OPTIONS, ids=[o[0] for o in OPTIONS]
+)
 def test_an_option_after_the_command_wins(
-        name: str, before: Any, after: Any, argv_before: list[str], argv_after: list[str]) -> None:
+    name: str, before: Any, after: Any, argv_before: list[str], argv_after: list[str]
+) -> None:
     """Given on both sides, the value after the command wins."""
     assert getattr(options_of([*argv_before, "list", *argv_after]), name) == after
 
 
-@pytest.mark.parametrize("argv", [["--isolated", "list"], ["list", "--isolated"],
-                                  ["--isolated", "list", "--isolated"]])
+@pytest.mark.parametrize(
+    "argv", [["--isolated", "list"], ["list", "--isolated"], ["--isolated", "list", "--isolated"]]
+)
 def test_isolated_is_read_on_either_side(argv: list[str]) -> None:
     """--isolated before, after or on both sides of the command sets isolation."""
     assert options_of(argv).isolated is True
@@ -92,14 +105,28 @@ def test_isolated_is_read_on_either_side(argv: list[str]) -> None:
 def test_defaults_hold_when_no_global_option_is_given() -> None:
     """Without global options the Scout gets the documented defaults."""
     args = options_of(["list"])
-    assert (args.verbose, args.log_format, args.color, args.plugins, args.disable, args.root,
-            args.timeout, args.isolated) == (0, "console", "auto", None, [], "/", 15.0, False)
+    assert (
+        args.verbose,
+        args.log_format,
+        args.color,
+        args.plugins,
+        args.disable,
+        args.root,
+        args.timeout,
+        args.isolated,
+    ) == (0, "console", "auto", None, [], "/", 15.0, False)
 
 
-@pytest.mark.parametrize(("argv", "count"), [
-    (["-v", "list", "-v"], 2), (["-vv", "list"], 2), (["list", "-vv"], 2),
-    (["--verbose", "list", "-v", "-v"], 3), (["list"], 0),
-])
+@pytest.mark.parametrize(
+    ("argv", "count"),
+    [
+        (["-v", "list", "-v"], 2),
+        (["-vv", "list"], 2),
+        (["list", "-vv"], 2),
+        (["--verbose", "list", "-v", "-v"], 3),
+        (["list"], 0),
+    ],
+)
 def test_verbose_counts_add_across_the_command(argv: list[str], count: int) -> None:
     """-v before and after the command add up."""
     assert options_of(argv).verbose == count
@@ -124,8 +151,7 @@ def test_plugins_before_the_command_with_json_after_runs(gpuscout_cli: CliRunner
 
 def test_vv_logs_debug_events_to_stderr_only(gpuscout_cli: CliRunner) -> None:
     """`-vv list` writes debug events on stderr and none on stdout."""
-    code, out, err = gpuscout_cli(["-vv", "--log-format", "json", "list", "--json"], [CARD],
-                                  builtins=False)
+    code, out, err = gpuscout_cli(["-vv", "--log-format", "json", "list", "--json"], [CARD], builtins=False)
     assert code == 0
     json.loads(out)
     events = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
@@ -134,8 +160,9 @@ def test_vv_logs_debug_events_to_stderr_only(gpuscout_cli: CliRunner) -> None:
 
 def test_v_shows_info_but_not_debug(gpuscout_cli: CliRunner) -> None:
     """`-v` shows warning events (a failed plugin) and no debug events."""
-    run = gpuscout_cli(["-v", "--log-format", "json", "list"], [CARD],
-                       plugins=[("broken", Broken())], builtins=False)
+    run = gpuscout_cli(
+        ["-v", "--log-format", "json", "list"], [CARD], plugins=[("broken", Broken())], builtins=False
+    )
     assert run.code == 0
     events = [json.loads(line) for line in run.err.splitlines() if line.startswith("{")]
     assert "discovery.plugin_failed" in {e["event"] for e in events}
@@ -185,7 +212,8 @@ def test_an_unknown_option_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("argv", [[], ["-v"], ["--color", "never"]])
 def test_no_command_is_one_line_of_usage_and_exit_2(
-        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     """A bare `gpuscout` prints one usage line pointing to --help on stderr and exits 2."""
     assert main(argv) == 2
     out, err = capsys.readouterr()
@@ -235,8 +263,7 @@ def test_top_help_ends_with_examples_and_exit_codes() -> None:
 
 
 @pytest.mark.parametrize(("argv", "code"), [(["env", "all"], 0), (["env", "GPU-ffff"], 1)])
-def test_env_names_a_failing_plugin_in_one_line(
-        argv: list[str], code: int, gpuscout_cli: CliRunner) -> None:
+def test_env_names_a_failing_plugin_in_one_line(argv: list[str], code: int, gpuscout_cli: CliRunner) -> None:
     """`env` also says in one line which plugin failed, whether or not a device matched."""
     run = gpuscout_cli(argv, [CARD], plugins=[("broken", Broken())], builtins=False)
     assert run.code == code

@@ -22,23 +22,53 @@ ANSI = re.compile(r"\x1b\[")
 CUDA_ID = "GPU-8f1c2a3b-1234-5678-9abc-def012345678"
 LONG = "acme-very-long-device-name-" + "x" * 60
 
-CUDA = DeviceInfo(id=CUDA_ID, library="CUDA", description="NVIDIA RTX 6000 Ada Generation",
-                  pci_id="0000:01:00.0", total_memory=48 * GIB, free_memory=46 * GIB,
-                  compute_major=8, compute_minor=9, driver_major=12, driver_minor=4)
-ROCM = DeviceInfo(id="GPU-4b2e6c1a9f3d7e05", library="ROCm", description="[bold]x[/] " + LONG,
-                  pci_id="0000:c4:00.0", total_memory=64 * GIB, free_memory=58 * GIB,
-                  compute_major=0x11, compute_minor=0, driver_major=6, driver_minor=2)
-TWIN = DeviceInfo(id="0", library="Vulkan", description="NVIDIA RTX 6000 Ada Generation",
-                  pci_id="0000:01:00.0", total_memory=48 * GIB, free_memory=46 * GIB)
+CUDA = DeviceInfo(
+    id=CUDA_ID,
+    library="CUDA",
+    description="NVIDIA RTX 6000 Ada Generation",
+    pci_id="0000:01:00.0",
+    total_memory=48 * GIB,
+    free_memory=46 * GIB,
+    compute_major=8,
+    compute_minor=9,
+    driver_major=12,
+    driver_minor=4,
+)
+ROCM = DeviceInfo(
+    id="GPU-4b2e6c1a9f3d7e05",
+    library="ROCm",
+    description="[bold]x[/] " + LONG,
+    pci_id="0000:c4:00.0",
+    total_memory=64 * GIB,
+    free_memory=58 * GIB,
+    compute_major=0x11,
+    compute_minor=0,
+    driver_major=6,
+    driver_minor=2,
+)
+TWIN = DeviceInfo(
+    id="0",
+    library="Vulkan",
+    description="NVIDIA RTX 6000 Ada Generation",
+    pci_id="0000:01:00.0",
+    total_memory=48 * GIB,
+    free_memory=46 * GIB,
+)
 FOUND = Discovery(
     devices=[CUDA, ROCM],
     dropped=[Dropped(device=TWIN, reason="duplicate", duplicate_of=DeviceID(CUDA_ID, "CUDA"))],
     system=SystemInfo(total_memory=128 * GIB, free_memory=97 * GIB, free_swap=8 * GIB),
-    plugins=[PluginReport(name="cuda", version="0.1.0", distribution="gpuscout", devices=1,
-                          elapsed=0.0123),
-             PluginReport(name="metal", note="not macOS:\tMetal needs Darwin", elapsed=0.0001),
-             PluginReport(name="broken", status="failed",  # type: ignore[arg-type]
-                          error="driver exploded:\nlibcuda.so.1 missing", elapsed=0.2)])
+    plugins=[
+        PluginReport(name="cuda", version="0.1.0", distribution="gpuscout", devices=1, elapsed=0.0123),
+        PluginReport(name="metal", note="not macOS:\tMetal needs Darwin", elapsed=0.0001),
+        PluginReport(
+            name="broken",
+            status="failed",  # type: ignore[arg-type]
+            error="driver exploded:\nlibcuda.so.1 missing",
+            elapsed=0.2,
+        ),
+    ],
+)
 
 
 class _FixedScout:
@@ -116,18 +146,16 @@ def test_unknown_values_print_as_a_dash() -> None:
     """Compute -1 or 0.0, driver 0.0 and a missing PCI id show `-`."""
     device = DeviceInfo(id="0", library="Vulkan", compute_major=-1, total_memory=GIB)
     found = Discovery(devices=[device], dropped=[], system=SystemInfo(), plugins=[])
-    row = next(line for line in render_discovery(found, 200).splitlines()
-               if line.startswith("0 "))
-    assert row.split() == ["0", "Vulkan", "0", "-", "-", "0", "B/1.0", "GiB", "[##########]",
-                           "-", "-", "no"]
+    row = next(line for line in render_discovery(found, 200).splitlines() if line.startswith("0 "))
+    assert row.split() == ["0", "Vulkan", "0", "-", "-", "0", "B/1.0", "GiB", "[##########]", "-", "-", "no"]
 
 
 def test_free_memory_marks_a_guess_and_a_stale_figure() -> None:
     """An unknown free figure is `?` (never the total in its place), one not refreshed `(stale)`."""
-    guess = DeviceInfo(id="a", library="L", total_memory=8 * GIB, free_memory=4 * GIB,
-                       free_memory_unknown=True)
-    stale = DeviceInfo(id="b", library="L", total_memory=8 * GIB, free_memory=2 * GIB,
-                       free_memory_stale=True)
+    guess = DeviceInfo(
+        id="a", library="L", total_memory=8 * GIB, free_memory=4 * GIB, free_memory_unknown=True
+    )
+    stale = DeviceInfo(id="b", library="L", total_memory=8 * GIB, free_memory=2 * GIB, free_memory_stale=True)
     found = Discovery(devices=[guess, stale], dropped=[], system=SystemInfo(), plugins=[])
     out = render_discovery(found, 200)
     assert "?/8.0 GiB" in out and "4.0" not in out and "2.0/8.0 GiB (stale)" in out
@@ -135,8 +163,7 @@ def test_free_memory_marks_a_guess_and_a_stale_figure() -> None:
 
 def test_integrated_says_yes_or_no_and_software_has_its_own_mark() -> None:
     """The integrated column holds yes/no; a software device is marked in its description."""
-    soft = DeviceInfo(id="0", library="Vulkan", description="llvmpipe", integrated=True,
-                      software=True)
+    soft = DeviceInfo(id="0", library="Vulkan", description="llvmpipe", integrated=True, software=True)
     found = Discovery(devices=[soft], dropped=[], system=SystemInfo(), plugins=[])
     out = render_discovery(found, 200)
     row = next(line for line in out.splitlines() if line.startswith("0 "))
@@ -145,8 +172,7 @@ def test_integrated_says_yes_or_no_and_software_has_its_own_mark() -> None:
 
 def test_a_summary_line_follows_the_table() -> None:
     """Device count per library, free of total memory and the dropped count."""
-    assert "2 devices: 1 CUDA, 1 ROCm; 104.0 GiB free of 112.0 GiB; 1 dropped" in \
-        render_discovery(FOUND, 80)
+    assert "2 devices: 1 CUDA, 1 ROCm; 104.0 GiB free of 112.0 GiB; 1 dropped" in render_discovery(FOUND, 80)
 
 
 @pytest.mark.parametrize("width", [40, 80, 200])
@@ -165,15 +191,17 @@ def test_plugins_read_well_at_80_columns() -> None:
         assert column in out.splitlines()[1]
 
 
-def test_list_in_a_pipe_matches_the_golden_file(gpuscout_cli: CliRunner,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_list_in_a_pipe_matches_the_golden_file(
+    gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`list | cat` prints the plain tab-separated lines, whatever COLUMNS says."""
     monkeypatch.setenv("COLUMNS", "20")
     assert run_cli(gpuscout_cli, "list") == (GOLDEN / "list_plain.txt").read_text()
 
 
-def test_plugins_in_a_pipe_matches_the_golden_file(gpuscout_cli: CliRunner,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plugins_in_a_pipe_matches_the_golden_file(
+    gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`plugins | cat` prints one plain line per plugin, tabs and line breaks escaped."""
     monkeypatch.setenv("COLUMNS", "20")
     assert run_cli(gpuscout_cli, "plugins") == (GOLDEN / "plugins_plain.txt").read_text()
@@ -196,8 +224,12 @@ def test_list_json_is_unchanged_by_the_plain_form(gpuscout_cli: CliRunner) -> No
 @pytest.mark.parametrize(("argv", "env"), [(["--color", "never"], {}), ([], {"NO_COLOR": "1"})])
 @pytest.mark.parametrize("command", ["list", "plugins"])
 def test_no_color_and_color_never_give_no_escapes_on_a_terminal(
-        gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch, command: str,
-        argv: list[str], env: dict[str, str]) -> None:
+    gpuscout_cli: CliRunner,
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    argv: list[str],
+    env: dict[str, str],
+) -> None:
     """A terminal table without colour when asked, by option or by NO_COLOR."""
     on_terminal(monkeypatch)
     for name, value in env.items():
@@ -207,8 +239,9 @@ def test_no_color_and_color_never_give_no_escapes_on_a_terminal(
 
 
 @pytest.mark.parametrize("command", ["list", "plugins"])
-def test_a_terminal_is_coloured_by_default(gpuscout_cli: CliRunner,
-                                           monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+def test_a_terminal_is_coloured_by_default(
+    gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
     """`--color auto` colours a terminal when NO_COLOR is unset."""
     on_terminal(monkeypatch)
     monkeypatch.delenv("NO_COLOR", raising=False)
@@ -217,8 +250,9 @@ def test_a_terminal_is_coloured_by_default(gpuscout_cli: CliRunner,
 
 
 @pytest.mark.parametrize("command", ["list", "plugins"])
-def test_color_always_colours_even_in_a_pipe(gpuscout_cli: CliRunner,
-                                             monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+def test_color_always_colours_even_in_a_pipe(
+    gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
     """`--color always` draws the coloured table in a pipe (for `less -R`), NO_COLOR or not."""
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("TERM", "xterm-256color")

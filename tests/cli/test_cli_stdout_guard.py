@@ -36,19 +36,24 @@ EVIL = ("EVIL_IMPORT", "EVIL_PRINT", "EVIL_WRITE", "EVIL_PRINTF")
 @pytest.fixture(scope="module")
 def site(site_factory: Callable[..., Path]) -> Path:
     """A folder holding the distribution with the ``chatty`` plugin."""
-    return site_factory("gpuscout-test-chatty", "1.0", {"gpuscout_test_chatty": CHATTY},
-                        {"chatty": "gpuscout_test_chatty"})
+    return site_factory(
+        "gpuscout-test-chatty", "1.0", {"gpuscout_test_chatty": CHATTY}, {"chatty": "gpuscout_test_chatty"}
+    )
 
 
 def gpuscout(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``gpuscout ARGS`` in a real process with the chatty plugin installed."""
     # Without PYTHONUNBUFFERED the C library buffers its stdout, as it does for most users.
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("GPUSCOUT_PLUGINS", "GPUSCOUT_DISABLE_PLUGINS", "PYTHONUNBUFFERED")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("GPUSCOUT_PLUGINS", "GPUSCOUT_DISABLE_PLUGINS", "PYTHONUNBUFFERED")
+    }
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
     env.update(VK_DRIVER_FILES="/nonexistent.json", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "gpuscout", *args], capture_output=True,
-                          text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuscout", *args], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def test_list_json_stays_parseable_when_a_plugin_prints(site: Path) -> None:
@@ -82,6 +87,5 @@ def test_the_table_stays_free_of_plugin_text(site: Path) -> None:
 
 def test_an_exec_child_writes_to_the_real_stdout(site: Path) -> None:
     """`exec` hands its child the real stdout, while the plugin's text stays on stderr."""
-    out = gpuscout(site, "exec", "--plugins", "chatty", "--",
-                   sys.executable, "-c", "print('child out')")
+    out = gpuscout(site, "exec", "--plugins", "chatty", "--", sys.executable, "-c", "print('child out')")
     assert (out.returncode, out.stdout) == (0, "child out\n"), out.stderr

@@ -16,9 +16,15 @@ from gpuscout.cli import EPILOG, main
 from gpuscout.sizes import GIB
 from gpuscout.testing import CliRunner, injected, plugin_test_env, scout_of
 
-CARD = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
-                  uuid="GPU-aaaa1111", pci_id="0000:01:00.0", total_memory=48 * GIB,
-                  free_memory=40 * GIB)
+CARD = DeviceInfo(
+    id="GPU-aaaa1111",
+    library="CUDA",
+    filter_id="GPU-aaaa1111",
+    uuid="GPU-aaaa1111",
+    pci_id="0000:01:00.0",
+    total_memory=48 * GIB,
+    free_memory=40 * GIB,
+)
 README = Path(__file__).parents[2] / "README.md"
 
 
@@ -33,8 +39,14 @@ class Broken:
 def python_m_gpuscout(*argv: str) -> subprocess.CompletedProcess[str]:
     """``python -m gpuscout ARGV`` with the real machine's plugins blocked."""
     env = {**plugin_test_env("cuda", "rocm", "vulkan"), "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "gpuscout", *argv], capture_output=True,
-                          text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuscout", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_env_on_a_machine_without_devices_says_so_and_exits_1(gpuscout_cli: CliRunner) -> None:
@@ -58,10 +70,11 @@ def test_env_with_a_device_and_no_selector_still_exits_0(gpuscout_cli: CliRunner
     assert "GPU-aaaa1111" in run.out
 
 
-@pytest.mark.parametrize("argv", [["env", ""], ["env", " "], ["env", ","], ["env", "best", ""],
-                                  ["exec", "--device", "", "--", "true"]])
-def test_an_empty_selector_is_a_usage_error_naming_it(
-        argv: list[str], gpuscout_cli: CliRunner) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [["env", ""], ["env", " "], ["env", ","], ["env", "best", ""], ["exec", "--device", "", "--", "true"]],
+)
+def test_an_empty_selector_is_a_usage_error_naming_it(argv: list[str], gpuscout_cli: CliRunner) -> None:
     """An empty selector is exit 2 with one line naming it, not a silent "all"."""
     code, out, err = gpuscout_cli(argv, [CARD])
     assert code == 2
@@ -102,6 +115,7 @@ def test_nfd_dry_run_checks_the_file_name_first(gpuscout_cli: CliRunner) -> None
 
 def test_nfd_dry_run_name_check_needs_no_discovery() -> None:
     """The real `nfd --dry-run --name a/b` refuses the name before discovering anything."""
+
     def never(args: Any) -> Scout:
         raise AssertionError("discovered before checking --name")
 
@@ -139,7 +153,8 @@ def test_list_exits_0_when_plugins_are_fine_and_find_nothing(gpuscout_cli: CliRu
 
 
 def test_list_validate_on_a_tree_keeps_the_devices_and_says_it_skipped(
-        gpuscout_cli: CliRunner, tmp_path: Path) -> None:
+    gpuscout_cli: CliRunner, tmp_path: Path
+) -> None:
     """`--root TREE list --validate` skips validation with a warning instead of dropping all."""
     argv = ["--root", str(tmp_path), "list", "--json", "--validate"]
     code, out, err = gpuscout_cli(argv, [CARD])
@@ -155,8 +170,7 @@ def test_the_exit_codes_of_help_and_readme_name_5_and_ctrl_c() -> None:
     assert "| 5 |" in text and "| 130 |" in text and "Ctrl-C" in text
 
 
-def test_exec_without_device_on_a_machine_without_devices_runs_its_command(
-        gpuscout_cli: CliRunner) -> None:
+def test_exec_without_device_on_a_machine_without_devices_runs_its_command(gpuscout_cli: CliRunner) -> None:
     """`exec -- CMD` with no device found runs CMD and passes its status through."""
     argv = ["exec", "--", sys.executable, "-c", "raise SystemExit(7)"]
     assert gpuscout_cli(argv).code == 7

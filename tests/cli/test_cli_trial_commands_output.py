@@ -22,25 +22,58 @@ from gpuscout.sizes import GIB
 from gpuscout.suggest import did_you_mean, suggest
 from gpuscout.testing import CliRunner, injected, plugin_test_env, scout_of
 
-CUDA_A = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
-                    uuid="GPU-aaaa1111", pci_id="0000:01:00.0", description="Card, big",
-                    total_memory=48 * GIB, free_memory=40 * GIB)
-CUDA_B = DeviceInfo(id="GPU-bbbb2222", library="CUDA", filter_id="GPU-bbbb2222",
-                    uuid="GPU-bbbb2222", pci_id="0000:02:00.0", total_memory=24 * GIB,
-                    free_memory=20 * GIB)
-VK_TWIN = DeviceInfo(id="0", library="Vulkan", filter_id="0", pci_id="0000:01:00.0",
-                     description="Card, big", total_memory=48 * GIB, free_memory=40 * GIB)
-VK_OTHER = DeviceInfo(id="1", library="Vulkan", filter_id="1", pci_id="0000:00:02.0",
-                      description="Other", integrated=True, total_memory=8 * GIB,
-                      free_memory=4 * GIB)
+CUDA_A = DeviceInfo(
+    id="GPU-aaaa1111",
+    library="CUDA",
+    filter_id="GPU-aaaa1111",
+    uuid="GPU-aaaa1111",
+    pci_id="0000:01:00.0",
+    description="Card, big",
+    total_memory=48 * GIB,
+    free_memory=40 * GIB,
+)
+CUDA_B = DeviceInfo(
+    id="GPU-bbbb2222",
+    library="CUDA",
+    filter_id="GPU-bbbb2222",
+    uuid="GPU-bbbb2222",
+    pci_id="0000:02:00.0",
+    total_memory=24 * GIB,
+    free_memory=20 * GIB,
+)
+VK_TWIN = DeviceInfo(
+    id="0",
+    library="Vulkan",
+    filter_id="0",
+    pci_id="0000:01:00.0",
+    description="Card, big",
+    total_memory=48 * GIB,
+    free_memory=40 * GIB,
+)
+VK_OTHER = DeviceInfo(
+    id="1",
+    library="Vulkan",
+    filter_id="1",
+    pci_id="0000:00:02.0",
+    description="Other",
+    integrated=True,
+    total_memory=8 * GIB,
+    free_memory=4 * GIB,
+)
 RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
 def python_m_gpuscout(*argv: str) -> subprocess.CompletedProcess[str]:
     """``python -m gpuscout ARGV`` with the real machine's plugins kept from its devices."""
     env = {**plugin_test_env("cuda", "rocm", "vulkan"), "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "gpuscout", *argv], capture_output=True,
-                          text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuscout", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def command_parser(name: str) -> argparse.ArgumentParser:
@@ -96,12 +129,11 @@ def test_color_after_env_still_works_for_scripts(gpuscout_cli: CliRunner) -> Non
 
 
 def test_verify_report_numbers_a_device_the_same_in_every_line(
-        gpuscout_cli: CliRunner,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A Vulkan device the child sees second is C1 under "child sees" and under "not selected"."""
     seen = json.dumps({"devices": wire.unstructure([CUDA_A, VK_OTHER])})
-    monkeypatch.setattr(verify, "child_command", lambda *a: [
-        sys.executable, "-c", f"print({seen!r})"])
+    monkeypatch.setattr(verify, "child_command", lambda *a: [sys.executable, "-c", f"print({seen!r})"])
     run = gpuscout_cli(["env", "--verify", "cuda:0"], [CUDA_A, VK_OTHER])
     assert run.code == 3, run.err
     err = run.err
@@ -114,17 +146,19 @@ def test_verify_report_numbers_a_device_the_same_in_every_line(
 # -- did you mean ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("word", "choices", "expected"), [
-    ("lsit", ["list", "plugins", "env"], "list"),
-    ("--jsn", ["--json", "--watch"], "--json"),
-    ("vulkn", ["cuda", "rocm", "metal", "vulkan"], "vulkan"),
-    ("VULKN", ["cuda", "vulkan"], "vulkan"),
-    ("zzzz", ["list", "env"], None),
-    ("list", ["list", "env"], None),
-    ("", ["list"], None),
-])
-def test_suggest_offers_the_closest_known_word(
-        word: str, choices: list[str], expected: str | None) -> None:
+@pytest.mark.parametrize(
+    ("word", "choices", "expected"),
+    [
+        ("lsit", ["list", "plugins", "env"], "list"),
+        ("--jsn", ["--json", "--watch"], "--json"),
+        ("vulkn", ["cuda", "rocm", "metal", "vulkan"], "vulkan"),
+        ("VULKN", ["cuda", "vulkan"], "vulkan"),
+        ("zzzz", ["list", "env"], None),
+        ("list", ["list", "env"], None),
+        ("", ["list"], None),
+    ],
+)
+def test_suggest_offers_the_closest_known_word(word: str, choices: list[str], expected: str | None) -> None:
     """`suggest` returns the close choice, None for an unrelated word or an exact one."""
     assert suggest(word, choices) == expected
 
@@ -135,12 +169,15 @@ def test_did_you_mean_is_empty_without_a_close_word() -> None:
     assert did_you_mean("qqq", ["vulkan"]) == ""
 
 
-@pytest.mark.parametrize(("argv", "hint"), [
-    (["lsit"], "did you mean 'list'?"),
-    (["list", "--jsn"], "did you mean '--json'?"),
-    (["env", "--format", "jsn"], "did you mean 'json'?"),
-    (["--color", "nevr", "list"], "did you mean 'never'?"),
-])
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["lsit"], "did you mean 'list'?"),
+        (["list", "--jsn"], "did you mean '--json'?"),
+        (["env", "--format", "jsn"], "did you mean 'json'?"),
+        (["--color", "nevr", "list"], "did you mean 'never'?"),
+    ],
+)
 def test_a_misspelling_is_answered_with_did_you_mean(argv: list[str], hint: str) -> None:
     """The real command names the closest spelling of a mistyped command, option or choice."""
     done = python_m_gpuscout(*argv)
@@ -171,7 +208,9 @@ def test_list_csv_has_the_tsv_columns_and_quotes_commas(gpuscout_cli: CliRunner)
     assert run.code == 0, run.err
     rows = list(csv.DictReader(io.StringIO(run.out)))
     assert [(r["rank"], r["library"], r["id"]) for r in rows] == [
-        ("0", "CUDA", "GPU-aaaa1111"), ("dropped", "Vulkan", "0")]
+        ("0", "CUDA", "GPU-aaaa1111"),
+        ("dropped", "Vulkan", "0"),
+    ]
     assert rows[0]["description"] == "Card, big" and rows[0]["free"] == "40.0 GiB"
     assert rows[1]["note"].startswith("duplicate")
 
@@ -185,10 +224,15 @@ def test_list_format_tsv_is_the_pipe_form(gpuscout_cli: CliRunner) -> None:
     assert lines[1].split("\t")[:3] == ["0", "CUDA", "GPU-aaaa1111"]
 
 
-@pytest.mark.parametrize("argv", [["list", "-q", "--json"], ["list", "--json", "--format", "csv"],
-                                  ["list", "--format", "csv", "--explain"]])
-def test_list_forms_that_cannot_combine_are_a_usage_error(
-        argv: list[str], gpuscout_cli: CliRunner) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["list", "-q", "--json"],
+        ["list", "--json", "--format", "csv"],
+        ["list", "--format", "csv", "--explain"],
+    ],
+)
+def test_list_forms_that_cannot_combine_are_a_usage_error(argv: list[str], gpuscout_cli: CliRunner) -> None:
     """Two output forms at once are exit 2 with one line."""
     run = gpuscout_cli(argv, [CUDA_A])
     assert run.code == 2, run.err

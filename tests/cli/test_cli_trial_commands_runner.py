@@ -22,8 +22,9 @@ from gpuscout.testing import plugin_test_env, promptly
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="signals and /proc as on Linux")
 
-CARD = DeviceInfo(id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111",
-                  total_memory=1 << 30, free_memory=1 << 29)
+CARD = DeviceInfo(
+    id="GPU-aaaa1111", library="CUDA", filter_id="GPU-aaaa1111", total_memory=1 << 30, free_memory=1 << 29
+)
 
 
 def ask(port: int, method: str, path: str = "/info") -> bytes:
@@ -46,8 +47,9 @@ def in_process_runner() -> Iterator[int]:
         ports.append(port)
         ready.set()
 
-    thread = threading.Thread(target=serve, args=(lambda: [CARD], 0), daemon=True,
-                              kwargs={"idle_exit": 0.5, "announce": announce})
+    thread = threading.Thread(
+        target=serve, args=(lambda: [CARD], 0), daemon=True, kwargs={"idle_exit": 0.5, "announce": announce}
+    )
     thread.start()
     assert ready.wait(10)
     yield ports[0]
@@ -77,14 +79,26 @@ def test_post_is_still_refused_with_501(in_process_runner: int) -> None:
     assert head.status == 501
 
 
-def test_sigterm_ends_a_serving_runner_well_under_half_a_second(
-        env: dict[str, str], tmp_path: Path) -> None:
+def test_sigterm_ends_a_serving_runner_well_under_half_a_second(env: dict[str, str], tmp_path: Path) -> None:
     """A runner that answered a request exits 0 within 0.5 s of SIGTERM, interpreter exit included."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuscout", "runner", "--port", "0", "--plugins", "cuda",
-         "--root", str(tmp_path)],
-        env={**env, **plugin_test_env("cuda")}, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "gpuscout",
+            "runner",
+            "--port",
+            "0",
+            "--plugins",
+            "cuda",
+            "--root",
+            str(tmp_path),
+        ],
+        env={**env, **plugin_test_env("cuda")},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         assert proc.stdout is not None
         port = int(json.loads(promptly(proc.stdout.readline, 30))["port"])
@@ -109,11 +123,25 @@ def test_ctrl_c_ends_a_runner_with_0(env: dict[str, str], tmp_path: Path, round_
     however soon after the port's announcement it comes."""
     from tests.conftest import with_default_sigint
 
-    argv = [sys.executable, "-m", "gpuscout", "runner", "--port", "0", "--plugins", "cuda",
-            "--root", str(tmp_path)]
-    proc = subprocess.Popen(with_default_sigint(argv), env={**env, **plugin_test_env("cuda")},
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
+    argv = [
+        sys.executable,
+        "-m",
+        "gpuscout",
+        "runner",
+        "--port",
+        "0",
+        "--plugins",
+        "cuda",
+        "--root",
+        str(tmp_path),
+    ]
+    proc = subprocess.Popen(
+        with_default_sigint(argv),
+        env={**env, **plugin_test_env("cuda")},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         assert proc.stdout is not None
         json.loads(promptly(proc.stdout.readline, 30))

@@ -24,18 +24,28 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 
 def gpu(index: int, *, unknown: bool = False) -> DeviceInfo:
-    return DeviceInfo(id=f"GPU-{index:04d}", library="CUDA", name=H100, description=H100,
-                      pci_id=f"0000:{index + 1:02x}:00.0", total_memory=80 * GIB,
-                      free_memory=80 * GIB if unknown else 70 * GIB,
-                      free_memory_unknown=unknown)
+    return DeviceInfo(
+        id=f"GPU-{index:04d}",
+        library="CUDA",
+        name=H100,
+        description=H100,
+        pci_id=f"0000:{index + 1:02x}:00.0",
+        total_memory=80 * GIB,
+        free_memory=80 * GIB if unknown else 70 * GIB,
+        free_memory_unknown=unknown,
+    )
 
 
 def node(devices: Sequence[DeviceInfo], gpus: float) -> NodeResult:
-    return NodeResult(node_id="node-a", hostname="host-a", address="10.0.0.1",
-                      status=NodeStatus.OK, ray_resources={"CPU": 8.0, "GPU": gpus},
-                      accelerator_type="H100",
-                      discovery=Discovery(devices=list(devices), dropped=[],
-                                          system=SystemInfo(), plugins=[]))
+    return NodeResult(
+        node_id="node-a",
+        hostname="host-a",
+        address="10.0.0.1",
+        status=NodeStatus.OK,
+        ray_resources={"CPU": 8.0, "GPU": gpus},
+        accelerator_type="H100",
+        discovery=Discovery(devices=list(devices), dropped=[], system=SystemInfo(), plugins=[]),
+    )
 
 
 def inventory_of(*nodes: NodeResult) -> Inventory:
@@ -70,16 +80,14 @@ def answer_with(monkeypatch: pytest.MonkeyPatch, found: Inventory) -> None:
     monkeypatch.setattr("gpuscout.cluster.ray.inventory", lambda *a, **kw: found)
 
 
-def test_plugins_after_cluster_are_accepted_and_sent_to_the_nodes(
-        calls: list[dict[str, Any]]) -> None:
+def test_plugins_after_cluster_are_accepted_and_sent_to_the_nodes(calls: list[dict[str, Any]]) -> None:
     """`cluster --ray A --plugins vulkan` is no usage error: the nodes get the allow list."""
     code, _, err = run(["cluster", "--ray", "10.0.0.1:6379", "--plugins", "vulkan", "--json"])
     assert code == 0, err
     assert calls[0]["plugins"] == ["vulkan"] and calls[0]["address"] == "10.0.0.1:6379"
 
 
-def test_timeout_means_the_plugins_deadline_before_or_after_cluster(
-        calls: list[dict[str, Any]]) -> None:
+def test_timeout_means_the_plugins_deadline_before_or_after_cluster(calls: list[dict[str, Any]]) -> None:
     """`--timeout 7` before and after the command both give each plugin 7 s on the nodes."""
     run(["--timeout", "7", "cluster", "--json"])
     run(["cluster", "--timeout", "7", "--json"])
@@ -92,8 +100,7 @@ def test_node_timeout_names_the_nodes_deadline(calls: list[dict[str, Any]]) -> N
     assert calls[0]["timeout"] == 20.0 and calls[0]["enumerate_timeout"] == 5.0
 
 
-def test_a_long_plugin_deadline_stretches_the_default_nodes_deadline(
-        calls: list[dict[str, Any]]) -> None:
+def test_a_long_plugin_deadline_stretches_the_default_nodes_deadline(calls: list[dict[str, Any]]) -> None:
     """`--timeout 120` (the old spelling of a long wait) gives the nodes 150 s by default."""
     run(["cluster", "--timeout", "120", "--json"])
     assert calls[0]["timeout"] == 150.0
@@ -139,6 +146,7 @@ def test_no_progress_line_when_stderr_is_a_pipe(calls: list[dict[str, Any]]) -> 
 
 def test_a_progress_line_on_a_terminal_is_drawn_and_erased() -> None:
     """On a terminal the line names the address and the deadline, then is cleared."""
+
     class Tty(io.StringIO):
         def isatty(self) -> bool:
             return True
@@ -153,9 +161,11 @@ def test_a_progress_line_on_a_terminal_is_drawn_and_erased() -> None:
 
 def test_rays_address_advice_names_the_ray_option() -> None:
     """Ray's "setting `--address` flag" becomes gpuscout's `--ray ADDRESS`."""
-    exc = ConnectionError("Could not find any running Ray instance. Please specify the one to "
-                          "connect to by setting `--address` flag or `RAY_ADDRESS` environment "
-                          "variable.")
+    exc = ConnectionError(
+        "Could not find any running Ray instance. Please specify the one to "
+        "connect to by setting `--address` flag or `RAY_ADDRESS` environment "
+        "variable."
+    )
     line = first_line(exc)
     assert "--address" not in line and "--ray ADDRESS" in line and "RAY_ADDRESS" in line
 
@@ -164,8 +174,9 @@ def test_unknown_free_memory_is_not_counted_as_free_in_the_summary() -> None:
     """One known and one unknown device: the text and the JSON count them apart."""
     found = inventory_of(node([gpu(0), gpu(1, unknown=True)], gpus=2.0))
     [memory] = [line for line in summary_lines(found) if line.startswith("  CUDA:")]
-    assert memory == ("  CUDA: 70.0 GiB free of 80.0 GiB (1 more device, 80.0 GiB, free "
-                      "unknown) on 2 devices")
+    assert memory == (
+        "  CUDA: 70.0 GiB free of 80.0 GiB (1 more device, 80.0 GiB, free unknown) on 2 devices"
+    )
     [entry] = found.summary.memory
     assert (entry.free_memory, entry.free_unknown_devices) == (70 * GIB, 1)
 

@@ -14,19 +14,27 @@ from gpuscout.cli.hints import PREFIX, format_hints, hints, print_for, terminal_
 from gpuscout.sizes import GIB
 from gpuscout.testing import CliRunner
 
-SOFT = DeviceInfo(id="0", library="Vulkan", description="llvmpipe (LLVM 17.0.6, 256 bits)",
-                  software=True, total_memory=2 * GIB, free_memory=2 * GIB)
-NOTE = ("NVML library libnvidia-ml.so.1 cannot be loaded (is the NVIDIA driver installed?): "
-        "cannot open shared object file; no NVIDIA GPU on the PCI bus")
+SOFT = DeviceInfo(
+    id="0",
+    library="Vulkan",
+    description="llvmpipe (LLVM 17.0.6, 256 bits)",
+    software=True,
+    total_memory=2 * GIB,
+    free_memory=2 * GIB,
+)
+NOTE = (
+    "NVML library libnvidia-ml.so.1 cannot be loaded (is the NVIDIA driver installed?): "
+    "cannot open shared object file; no NVIDIA GPU on the PCI bus"
+)
 REPORTS = [
     PluginReport(name="cuda", note=NOTE),
     PluginReport(name="metal", note="Metal: only on macOS (platform 'linux')"),
-    PluginReport(name="rocm", status=PluginStatus.TIMEOUT,
-                 error="enumerate did not finish within 0.001 s"),
+    PluginReport(name="rocm", status=PluginStatus.TIMEOUT, error="enumerate did not finish within 0.001 s"),
     PluginReport(name="twin", note=NOTE),
 ]
-EMPTY = Discovery(devices=[], dropped=[Dropped(SOFT, "software device")], system=SystemInfo(),
-                  plugins=REPORTS)
+EMPTY = Discovery(
+    devices=[], dropped=[Dropped(SOFT, "software device")], system=SystemInfo(), plugins=REPORTS
+)
 
 
 class _Tty(io.StringIO):
@@ -78,8 +86,11 @@ def test_without_a_listing_the_dropped_device_is_named() -> None:
 def test_hints_wrap_to_the_width_between_words(width: int) -> None:
     """Each hint wraps at `width`, continuation lines indented, no word cut."""
     text = format_hints(hints(EMPTY, {}), width)
-    assert all(len(line) <= width for line in text.splitlines()
-               if all(len(word) < width - len(PREFIX) for word in line.split()))
+    assert all(
+        len(line) <= width
+        for line in text.splitlines()
+        if all(len(word) < width - len(PREFIX) for word in line.split())
+    )
     hints_again = text.split(PREFIX)[1:]
     assert [" ".join(h.split()) for h in hints_again] == hints(EMPTY, {})
 
@@ -110,8 +121,7 @@ def test_a_pipe_has_no_width() -> None:
 
 def test_a_ranked_device_means_no_hint() -> None:
     """Hints explain an empty list only."""
-    found = Discovery(devices=[SOFT.evolve(software=False)], dropped=[], system=SystemInfo(),
-                      plugins=REPORTS)
+    found = Discovery(devices=[SOFT.evolve(software=False)], dropped=[], system=SystemInfo(), plugins=REPORTS)
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         print_for(found, {})

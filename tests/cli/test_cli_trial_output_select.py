@@ -14,33 +14,36 @@ from gpuscout.select import NoMatchError
 from gpuscout.sizes import GIB
 from gpuscout.testing import CliRunner
 
-UNKNOWN = DeviceInfo(id="GPU-unknown-0", library="CUDA", pci_id="0000:01:00.0",
-                     total_memory=2 * GIB, free_memory=2 * GIB, free_memory_unknown=True)
-KNOWN = DeviceInfo(id="GPU-known-1", library="CUDA", pci_id="0000:02:00.0",
-                   total_memory=8 * GIB, free_memory=6 * GIB)
+UNKNOWN = DeviceInfo(
+    id="GPU-unknown-0",
+    library="CUDA",
+    pci_id="0000:01:00.0",
+    total_memory=2 * GIB,
+    free_memory=2 * GIB,
+    free_memory_unknown=True,
+)
+KNOWN = DeviceInfo(
+    id="GPU-known-1", library="CUDA", pci_id="0000:02:00.0", total_memory=8 * GIB, free_memory=6 * GIB
+)
 
 
-def test_fits_does_not_match_a_device_whose_free_memory_is_unknown(
-        scout_with: Callable[..., Scout]) -> None:
+def test_fits_does_not_match_a_device_whose_free_memory_is_unknown(scout_with: Callable[..., Scout]) -> None:
     """Free memory unknown, total 2 GiB: `fits:1GiB` matches nothing."""
     with pytest.raises(NoMatchError, match="free memory unknown"):
         scout_with([UNKNOWN]).select(["fits:1GiB"])
 
 
-def test_fits_still_matches_the_devices_whose_free_memory_is_known(
-        scout_with: Callable[..., Scout]) -> None:
+def test_fits_still_matches_the_devices_whose_free_memory_is_known(scout_with: Callable[..., Scout]) -> None:
     """Beside an unknown one, a known device that holds the size is selected alone."""
     assert [d.id for d in scout_with([UNKNOWN, KNOWN]).select(["fits:1GiB"])] == [KNOWN.id]
 
 
-def test_a_device_with_unknown_free_memory_is_still_selected_by_id(
-        scout_with: Callable[..., Scout]) -> None:
+def test_a_device_with_unknown_free_memory_is_still_selected_by_id(scout_with: Callable[..., Scout]) -> None:
     """Other selectors reach it: the rule is about `fits:` alone."""
     assert [d.id for d in scout_with([UNKNOWN]).select(["GPU-unknown"])] == [UNKNOWN.id]
 
 
-def test_fits_echoes_the_size_as_written_with_gib_in_parentheses(
-        scout_with: Callable[..., Scout]) -> None:
+def test_fits_echoes_the_size_as_written_with_gib_in_parentheses(scout_with: Callable[..., Scout]) -> None:
     """`fits:24GB` says `24GB (22.35 GiB)`, not only the converted figure."""
     with pytest.raises(NoMatchError, match=r"no device has 24GB \(22\.35 GiB\) free"):
         scout_with([KNOWN]).select(["fits:24GB"])
@@ -63,8 +66,27 @@ def test_dir_of_the_package_shows_no_import_machinery() -> None:
 
 def test_dir_of_the_package_keeps_every_public_name() -> None:
     """Every name of the contract is listed and importable."""
-    for name in ("Scout", "DeviceInfo", "DeviceID", "SystemInfo", "GPULayers", "GPULayersList",
-                 "DeviceComparison", "FlashAttention", "to_json", "from_json", "rank",
-                 "by_library", "by_performance", "library_paths", "Allocation", "LoadOperation",
-                 "LoadResult", "FitResult", "ModelError", "GpuscoutError", "__version__"):
+    for name in (
+        "Scout",
+        "DeviceInfo",
+        "DeviceID",
+        "SystemInfo",
+        "GPULayers",
+        "GPULayersList",
+        "DeviceComparison",
+        "FlashAttention",
+        "to_json",
+        "from_json",
+        "rank",
+        "by_library",
+        "by_performance",
+        "library_paths",
+        "Allocation",
+        "LoadOperation",
+        "LoadResult",
+        "FitResult",
+        "ModelError",
+        "GpuscoutError",
+        "__version__",
+    ):
         assert name in dir(gpuscout) and getattr(gpuscout, name) is not None

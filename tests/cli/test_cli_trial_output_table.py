@@ -15,20 +15,43 @@ from gpuscout.cli.table import CELL_CAP, render_discovery
 from gpuscout.sizes import GIB
 from gpuscout.testing import CliRunner
 
-LONG = ("NVIDIA GeForce RTX 4090 with a description that goes on for many words, as some "
-        "drivers write them, until it fills a line")
-CARD = DeviceInfo(id="GPU-8f1c2a3b-1234-5678-9abc-def012345678", library="CUDA",
-                  description=LONG, pci_id="0000:01:00.0", total_memory=24 * GIB,
-                  free_memory=20 * GIB, compute_major=8, compute_minor=9, driver_major=12,
-                  driver_minor=4)
-IGPU = DeviceInfo(id="1", library="Vulkan", description="AMD Radeon Graphics (RADV GFX1103_R1)",
-                  integrated=True, total_memory=2 * GIB, free_memory=2 * GIB,
-                  free_memory_unknown=True, driver_major=1, driver_minor=3)
-SOFT = DeviceInfo(id="2", library="Vulkan", description="llvmpipe (LLVM 17.0.6, 256 bits)",
-                  software=True, total_memory=2 * GIB, free_memory=2 * GIB)
+LONG = (
+    "NVIDIA GeForce RTX 4090 with a description that goes on for many words, as some "
+    "drivers write them, until it fills a line"
+)
+CARD = DeviceInfo(
+    id="GPU-8f1c2a3b-1234-5678-9abc-def012345678",
+    library="CUDA",
+    description=LONG,
+    pci_id="0000:01:00.0",
+    total_memory=24 * GIB,
+    free_memory=20 * GIB,
+    compute_major=8,
+    compute_minor=9,
+    driver_major=12,
+    driver_minor=4,
+)
+IGPU = DeviceInfo(
+    id="1",
+    library="Vulkan",
+    description="AMD Radeon Graphics (RADV GFX1103_R1)",
+    integrated=True,
+    total_memory=2 * GIB,
+    free_memory=2 * GIB,
+    free_memory_unknown=True,
+    driver_major=1,
+    driver_minor=3,
+)
+SOFT = DeviceInfo(
+    id="2",
+    library="Vulkan",
+    description="llvmpipe (LLVM 17.0.6, 256 bits)",
+    software=True,
+    total_memory=2 * GIB,
+    free_memory=2 * GIB,
+)
 SYSTEM = SystemInfo(total_memory=64 * GIB, free_memory=60 * GIB, free_swap=GIB)
-FOUND = Discovery(devices=[CARD, IGPU], dropped=[Dropped(SOFT, "software device")],
-                  system=SYSTEM, plugins=[])
+FOUND = Discovery(devices=[CARD, IGPU], dropped=[Dropped(SOFT, "software device")], system=SYSTEM, plugins=[])
 SHORT_IDS = Discovery(devices=[CARD.evolve(id="0"), IGPU], dropped=[], system=SYSTEM, plugins=[])
 WIDTHS = (50, 80, 200)
 
@@ -70,14 +93,13 @@ def test_a_description_is_capped_even_on_a_wide_terminal() -> None:
     """At 200 columns a long description stops at the cap with an ellipsis."""
     out = render_discovery(SHORT_IDS, 200)
     row = next(line for line in out.splitlines() if line.startswith("0 "))
-    assert LONG[:CELL_CAP - 1] in row and LONG not in row and "…" in row
+    assert LONG[: CELL_CAP - 1] in row and LONG not in row and "…" in row
 
 
 def test_80_columns_name_the_columns_left_out() -> None:
     """A footer says which columns did not fit and how to see them."""
     out = render_discovery(SHORT_IDS, 80)
-    footer = " ".join(out.split("columns left out at 80 columns: ")[1].split("\n2 devices")[0]
-                      .split())
+    footer = " ".join(out.split("columns left out at 80 columns: ")[1].split("\n2 devices")[0].split())
     assert footer.startswith("used, integrated;") and "widen the terminal or use --json" in footer
     assert "description" in table_part(out).split("columns left out")[0]
 
@@ -120,7 +142,8 @@ def test_the_unknown_bar_is_all_question_marks() -> None:
 def test_a_sum_of_free_memory_leaves_an_unknown_figure_out() -> None:
     """20 GiB known free of 24 GiB, and the 2 GiB device said apart."""
     assert devices_free_of_total([CARD, IGPU]) == (
-        "20.0 GiB free of 24.0 GiB (1 more device, 2.0 GiB, free unknown)")
+        "20.0 GiB free of 24.0 GiB (1 more device, 2.0 GiB, free unknown)"
+    )
 
 
 def test_a_sum_with_only_unknown_figures_says_so() -> None:
@@ -132,11 +155,13 @@ def test_system_memory_of_a_recorded_tree_is_unknown() -> None:
     """All zeros (no /proc/meminfo under the root) reads `unknown`, not `0 B free of 0 B`."""
     assert system_line(SystemInfo()).startswith("System memory: unknown")
     assert "0 B free of 0 B" not in render_discovery(
-        Discovery(devices=[], dropped=[], system=SystemInfo(), plugins=[]), 80)
+        Discovery(devices=[], dropped=[], system=SystemInfo(), plugins=[]), 80
+    )
 
 
-def test_a_pipe_writes_unknown_free_memory_as_a_dash(gpuscout_cli: CliRunner,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pipe_writes_unknown_free_memory_as_a_dash(
+    gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`list | cat`: the `free` field of an unknown figure is `-`, system memory `unknown`."""
     found = Discovery(devices=[IGPU], dropped=[], system=SystemInfo(), plugins=[])
 
@@ -156,9 +181,11 @@ def test_a_pipe_writes_unknown_free_memory_as_a_dash(gpuscout_cli: CliRunner,
     assert lines[-1].startswith("System memory: unknown")
 
 
-def test_the_table_follows_columns_on_a_terminal(gpuscout_cli: CliRunner,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_table_follows_columns_on_a_terminal(
+    gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """On a terminal `COLUMNS=80` sets the width the table is fitted to."""
+
     class Fixed:
         warnings: tuple[str, ...] = ()
         env: dict[str, str] = {}
@@ -189,7 +216,16 @@ def test_plugins_at_50_columns_name_what_they_left_out_and_keep_the_whole_error(
     from gpuscout.cli.table import render_plugins
 
     path = "/sys/bus/pci/devices/0000:01:00.0/driver"
-    out = render_plugins([PluginReport(name="cuda", version="0.1.0", distribution="gpuscout",
-                                       note=f"no NVIDIA GPU at {path} (lists none)")], 50)
+    out = render_plugins(
+        [
+            PluginReport(
+                name="cuda",
+                version="0.1.0",
+                distribution="gpuscout",
+                note=f"no NVIDIA GPU at {path} (lists none)",
+            )
+        ],
+        50,
+    )
     assert "columns left out at 50 columns:" in out and "…" not in out
     assert path in "".join(line.strip() for line in out.splitlines())

@@ -20,8 +20,10 @@ def _error(selector: str) -> str:
     return str(caught.value)
 
 
-@pytest.mark.parametrize(("typed", "meant"), [
-    ("bset", "best"), ("al", "all"), ("fts:1GiB", "fits:1GiB"), ("libary=vulkan", "library=vulkan")])
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [("bset", "best"), ("al", "all"), ("fts:1GiB", "fits:1GiB"), ("libary=vulkan", "library=vulkan")],
+)
 def test_a_misspelled_selector_word_is_answered_with_the_word_meant(typed: str, meant: str) -> None:
     """The error names the selector word the user most likely meant, as they wrote the rest."""
     assert f"did you mean {meant!r}?" in _error(typed)
@@ -51,11 +53,13 @@ def test_a_misspelled_plugin_in_the_deny_list_warns_with_the_plugin_meant() -> N
 
 
 def test_list_on_a_machine_with_only_a_software_device_does_not_describe_it_twice(
-        gpuscout_cli: CliRunner) -> None:
+    gpuscout_cli: CliRunner,
+) -> None:
     """The listing shows the dropped software device with its reason; the hint only says how
     to rank it."""
-    soft = DeviceInfo(id="9", library="Vulkan", filter_id="9", software=True, total_memory=GIB,
-                      free_memory=GIB)
+    soft = DeviceInfo(
+        id="9", library="Vulkan", filter_id="9", software=True, total_memory=GIB, free_memory=GIB
+    )
     code, _, err = gpuscout_cli(["list"], [soft], builtins=False)
     assert code == 0
     hints = [line for line in err.splitlines() if "hint:" in line]

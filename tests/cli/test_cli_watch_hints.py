@@ -25,10 +25,17 @@ from gpuscout.sizes import GIB
 from gpuscout.testing import CliRunner, injected, scout_of
 from tests.conftest import with_default_sigint
 
-LLVMPIPE = DeviceInfo(id="0", library="Vulkan", description="llvmpipe (LLVM 17.0.6, 256 bits)",
-                      software=True, total_memory=2 * GIB, free_memory=2 * GIB)
-CARD = DeviceInfo(id="0", library="Fake", pci_id="0000:01:00.0", uuid="fake-0",
-                  total_memory=16 * GIB, free_memory=10 * GIB)
+LLVMPIPE = DeviceInfo(
+    id="0",
+    library="Vulkan",
+    description="llvmpipe (LLVM 17.0.6, 256 bits)",
+    software=True,
+    total_memory=2 * GIB,
+    free_memory=2 * GIB,
+)
+CARD = DeviceInfo(
+    id="0", library="Fake", pci_id="0000:01:00.0", uuid="fake-0", total_memory=16 * GIB, free_memory=10 * GIB
+)
 
 
 class Noting:
@@ -84,7 +91,8 @@ def test_a_plugin_note_is_a_hint_with_the_value_of_the_variable_it_names() -> No
     """A note naming a variable shows the value it has in the Scout's env, empty included."""
     found = scout_of(("fake", Noting())).discover()
     assert hints(found, {"FAKE_VISIBLE_DEVICES": ""}) == [
-        "plugin fake: 2 Fake device(s) hidden by FAKE_VISIBLE_DEVICES (FAKE_VISIBLE_DEVICES='')"]
+        "plugin fake: 2 Fake device(s) hidden by FAKE_VISIBLE_DEVICES (FAKE_VISIBLE_DEVICES='')"
+    ]
 
 
 def test_list_prints_hints_on_stderr_after_no_accelerators(gpuscout_cli: CliRunner) -> None:
@@ -150,8 +158,7 @@ def test_watch_in_a_pipe_separates_plain_listings_with_a_blank_line() -> None:
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
-def test_watch_wants_a_positive_finite_number_of_seconds(
-        value: str, gpuscout_cli: CliRunner) -> None:
+def test_watch_wants_a_positive_finite_number_of_seconds(value: str, gpuscout_cli: CliRunner) -> None:
     """A watch interval that is not a positive finite number is a usage error."""
     code, _, err = gpuscout_cli(["list", "--watch", value], builtins=False)
     assert code == 2 and "--watch" in err
@@ -165,8 +172,13 @@ def test_watch_defaults_to_two_seconds() -> None:
 def test_ctrl_c_ends_a_real_watch_with_exit_0_and_whole_json_lines() -> None:
     """SIGINT ends `python -m gpuscout list --json --watch 0.2` with 0; each line is a document."""
     argv = [sys.executable, "-m", "gpuscout", "list", "--json", "--watch", "0.2"]
-    proc = subprocess.Popen(with_default_sigint(argv), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.Popen(
+        with_default_sigint(argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert proc.stdout is not None
     first = proc.stdout.readline()  # started and listed once: SIGINT now meets the watch loop
     time.sleep(1.0)

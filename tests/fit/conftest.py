@@ -98,8 +98,15 @@ class _Writer:
         return self.path
 
 
-def _attention_kv(m: _Writer, n_embd: int, n_layer: int, n_head: int, n_head_kv: int | list[int],
-                  head_dim: int | None = None, freq_base: float = 10000.0) -> None:
+def _attention_kv(
+    m: _Writer,
+    n_embd: int,
+    n_layer: int,
+    n_head: int,
+    n_head_kv: int | list[int],
+    head_dim: int | None = None,
+    freq_base: float = 10000.0,
+) -> None:
     m.kv("embedding_length", n_embd)
     m.kv("block_count", n_layer)
     m.kv("attention.head_count", n_head)

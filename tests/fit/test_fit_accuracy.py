@@ -47,15 +47,19 @@ def test_every_architecture_the_issue_names_is_recorded() -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
-def test_estimate_is_within_target_of_llama_cpp(case: tuple[dict[str, Any], dict[str, Any]],
-                                                models: dict[str, Path]) -> None:
+def test_estimate_is_within_target_of_llama_cpp(
+    case: tuple[dict[str, Any], dict[str, Any]], models: dict[str, Path]
+) -> None:
     """Model buffers, KV cache and compute buffer per backend within 5 % of llama.cpp's, the
     total within 3 %, except the known gaps (bench/fit_accuracy.py known_off), which hold to
     looser bounds below."""
     fixture, run = case
     rows = accuracy.compare(fixture, run, models[fixture["model"]["name"]])
-    off = [(what, round(ours, 2), theirs) for what, ours, theirs in rows
-           if not accuracy.within(what, ours, theirs) and not accuracy.known_off(fixture, run, what)]
+    off = [
+        (what, round(ours, 2), theirs)
+        for what, ours, theirs in rows
+        if not accuracy.within(what, ours, theirs) and not accuracy.known_off(fixture, run, what)
+    ]
     assert not off, f"off target (gpuscout MiB, llama.cpp MiB): {off}"
     assert any(what == "total" for what, _, _ in rows)
 
@@ -64,14 +68,17 @@ GAPS = [c for c in CASES if accuracy.partial(*c) or (c[1]["build"] != "cpu" and 
 
 
 @pytest.mark.parametrize("case", GAPS, ids=[_id(c) for c in GAPS])
-def test_known_gaps_still_place_layers_and_caches_as_llama_cpp(case: tuple[dict[str, Any], dict[str, Any]],
-                                                               models: dict[str, Path]) -> None:
+def test_known_gaps_still_place_layers_and_caches_as_llama_cpp(
+    case: tuple[dict[str, Any], dict[str, Any]], models: dict[str, Path]
+) -> None:
     """Partial offloads and recurrent models on a GPU: the GPU's model buffer and every cache
     are llama.cpp's, and the total within 35 % (compute buffers and what op support leaves on
     the host are not modelled to the target yet: docs/fit.md)."""
     fixture, run = case
-    rows = {what: (ours, theirs) for what, ours, theirs in
-            accuracy.compare(fixture, run, models[fixture["model"]["name"]])}
+    rows = {
+        what: (ours, theirs)
+        for what, ours, theirs in accuracy.compare(fixture, run, models[fixture["model"]["name"]])
+    }
     exact = [w for w in rows if w.endswith(" kv") or w == "Vulkan0 model"]
     if not accuracy.recurrent(fixture):
         exact.append("CPU model")

@@ -36,10 +36,20 @@ def header(path: Path, arch: str, keys: dict[str, Any]) -> Path:
 
 def test_nemotron_h_feed_forward_blocks_hold_neither_cache_nor_state(tmp_path: Path) -> None:
     """nemotron_h: no KV heads and no n_ff is Mamba, n_ff alone is a feed-forward block."""
-    path = header(tmp_path / "m.gguf", "nemotron_h", {
-        "attention.head_count": [0, 0, 8, 0], "attention.head_count_kv": [0, 0, 2, 0],
-        "feed_forward_length": [0, 256, 0, 256], "ssm.conv_kernel": 4, "ssm.inner_size": 128,
-        "ssm.state_size": 16, "ssm.group_count": 1, "ssm.time_step_rank": 4})
+    path = header(
+        tmp_path / "m.gguf",
+        "nemotron_h",
+        {
+            "attention.head_count": [0, 0, 8, 0],
+            "attention.head_count_kv": [0, 0, 2, 0],
+            "feed_forward_length": [0, 256, 0, 256],
+            "ssm.conv_kernel": 4,
+            "ssm.inner_size": 128,
+            "ssm.state_size": 16,
+            "ssm.group_count": 1,
+            "ssm.time_step_rank": 4,
+        },
+    )
     h = read_hparams(read_gguf(path))
     assert h.recurrent == (True, False, False, False)
     assert h.kv_layers == (False, False, True, False)
@@ -48,8 +58,11 @@ def test_nemotron_h_feed_forward_blocks_hold_neither_cache_nor_state(tmp_path: P
 
 def test_lfm2_short_convolutions_keep_a_conv_state(tmp_path: Path) -> None:
     """lfm2: blocks without KV heads hold n_embd x (l_cache - 1) floats of state, no scan."""
-    path = header(tmp_path / "m.gguf", "lfm2", {
-        "attention.head_count": 4, "attention.head_count_kv": [0, 2, 0, 2], "shortconv.l_cache": 3})
+    path = header(
+        tmp_path / "m.gguf",
+        "lfm2",
+        {"attention.head_count": 4, "attention.head_count_kv": [0, 2, 0, 2], "shortconv.l_cache": 3},
+    )
     h = read_hparams(read_gguf(path))
     assert h.recurrent == (True, False, True, False) and h.kv_layers == (False, True, False, True)
     assert (h.n_embd_r, h.n_embd_s) == (64 * 2, 0)
@@ -57,10 +70,20 @@ def test_lfm2_short_convolutions_keep_a_conv_state(tmp_path: Path) -> None:
 
 def test_qwen3next_attends_every_interval_th_block(tmp_path: Path) -> None:
     """qwen3next: full_attention_interval 2 makes blocks 1 and 3 attention, 0 and 2 recurrent."""
-    path = header(tmp_path / "m.gguf", "qwen3next", {
-        "attention.head_count": 4, "attention.head_count_kv": 2, "full_attention_interval": 2,
-        "ssm.conv_kernel": 4, "ssm.inner_size": 128, "ssm.state_size": 16, "ssm.group_count": 2,
-        "ssm.time_step_rank": 4})
+    path = header(
+        tmp_path / "m.gguf",
+        "qwen3next",
+        {
+            "attention.head_count": 4,
+            "attention.head_count_kv": 2,
+            "full_attention_interval": 2,
+            "ssm.conv_kernel": 4,
+            "ssm.inner_size": 128,
+            "ssm.state_size": 16,
+            "ssm.group_count": 2,
+            "ssm.time_step_rank": 4,
+        },
+    )
     h = read_hparams(read_gguf(path))
     assert h.recurrent == (True, False, True, False) and h.kv_layers == (False, True, False, True)
 
@@ -74,9 +97,15 @@ def test_gemma2_slides_every_other_block_with_its_default_window(tmp_path: Path)
 
 def test_a_per_layer_sliding_window_pattern_wins(tmp_path: Path) -> None:
     """An array sliding_window_pattern is the per-block answer, whatever the default."""
-    path = header(tmp_path / "m.gguf", "gemma3", {
-        "attention.head_count": 4, "attention.sliding_window": 128,
-        "attention.sliding_window_pattern": [False, True, True, False]})
+    path = header(
+        tmp_path / "m.gguf",
+        "gemma3",
+        {
+            "attention.head_count": 4,
+            "attention.sliding_window": 128,
+            "attention.sliding_window_pattern": [False, True, True, False],
+        },
+    )
     h = read_hparams(read_gguf(path))
     assert h.n_swa == 128 and h.swa == (False, True, True, False)
 

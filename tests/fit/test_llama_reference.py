@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 _spec = importlib.util.spec_from_file_location(
-    "llama_reference", Path(__file__).resolve().parents[2] / "bench" / "llama_reference.py")
+    "llama_reference", Path(__file__).resolve().parents[2] / "bench" / "llama_reference.py"
+)
 assert _spec and _spec.loader
 reference: Any = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(reference)

@@ -41,8 +41,9 @@ def toml_text() -> Callable[[list[dict[str, Any]]], str]:
 def inventory_file(tmp_path: Path) -> Callable[..., Path]:
     """Write ``devices`` (or raw ``text``) as ``name`` in tmp_path; the suffix picks the format."""
 
-    def write(devices: list[dict[str, Any]] | None = None, name: str = "inventory.json",
-              text: str | None = None) -> Path:
+    def write(
+        devices: list[dict[str, Any]] | None = None, name: str = "inventory.json", text: str | None = None
+    ) -> Path:
         path = tmp_path / name
         if text is None:
             items = devices or []
@@ -58,8 +59,13 @@ def scout() -> Callable[..., Scout]:
     """A Scout holding only this plugin, seeing only the environment given."""
 
     def build(env: Mapping[str, str] | None = None, **options: Any) -> Scout:
-        return Scout(plugins=["inventory"], extra=[("inventory", gpuscout_inventory)],
-                     entry_points=False, env=dict(env or {}), **options)
+        return Scout(
+            plugins=["inventory"],
+            extra=[("inventory", gpuscout_inventory)],
+            entry_points=False,
+            env=dict(env or {}),
+            **options,
+        )
 
     return build
 
@@ -68,8 +74,21 @@ def scout() -> Callable[..., Scout]:
 def two_cards() -> list[dict[str, Any]]:
     """A discrete card with rules and an integrated one with a PCI id and a filter id."""
     return [
-        {"name": "Big card", "total_memory": "24GiB", "free_memory": "20GiB",
-         "flash_attention": True, "minimum_memory": "1GiB", "compute_major": 8},
-        {"id": "igpu", "filter_id": "ig0", "name": "Small part", "integrated": True,
-         "pci_id": "0000:c4:00.0", "total_memory": 8 * GIB, "free_memory": 6 * GIB},
+        {
+            "name": "Big card",
+            "total_memory": "24GiB",
+            "free_memory": "20GiB",
+            "flash_attention": True,
+            "minimum_memory": "1GiB",
+            "compute_major": 8,
+        },
+        {
+            "id": "igpu",
+            "filter_id": "ig0",
+            "name": "Small part",
+            "integrated": True,
+            "pci_id": "0000:c4:00.0",
+            "total_memory": 8 * GIB,
+            "free_memory": 6 * GIB,
+        },
     ]

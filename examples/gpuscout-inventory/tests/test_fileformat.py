@@ -20,26 +20,61 @@ def parse_json(devices: Any) -> list[Any]:
 
 def test_json_device_becomes_a_record_with_every_field() -> None:
     """Every DeviceInfo field a JSON file names lands in the record."""
-    [entry] = parse_json([{
-        "id": "a", "library": "Inventory", "name": "n", "description": "d", "filter_id": "f",
-        "integrated": True, "pci_id": "0000:01:00.0", "total_memory": 10, "free_memory": 5,
-        "compute_major": 9, "compute_minor": 0, "driver_major": 12, "driver_minor": 4,
-        "nvidia_driver_major": 550, "gfx_target": "gfx1100", "library_path": ["/opt/lib"],
-        "runner_env_overrides": {"A_B": "1"}, "uuid": "GPU-1", "free_memory_unknown": True,
-        "software": False,
-    }])
+    [entry] = parse_json(
+        [
+            {
+                "id": "a",
+                "library": "Inventory",
+                "name": "n",
+                "description": "d",
+                "filter_id": "f",
+                "integrated": True,
+                "pci_id": "0000:01:00.0",
+                "total_memory": 10,
+                "free_memory": 5,
+                "compute_major": 9,
+                "compute_minor": 0,
+                "driver_major": 12,
+                "driver_minor": 4,
+                "nvidia_driver_major": 550,
+                "gfx_target": "gfx1100",
+                "library_path": ["/opt/lib"],
+                "runner_env_overrides": {"A_B": "1"},
+                "uuid": "GPU-1",
+                "free_memory_unknown": True,
+                "software": False,
+            }
+        ]
+    )
     assert entry.device == DeviceInfo(
-        id="a", library="Inventory", name="n", description="d", filter_id="f", integrated=True,
-        pci_id="0000:01:00.0", total_memory=10, free_memory=5, compute_major=9, compute_minor=0,
-        driver_major=12, driver_minor=4, nvidia_driver_major=550, gfx_target="gfx1100",
-        library_path=("/opt/lib",), runner_env_overrides={"A_B": "1"}, uuid="GPU-1",
-        free_memory_unknown=True)
+        id="a",
+        library="Inventory",
+        name="n",
+        description="d",
+        filter_id="f",
+        integrated=True,
+        pci_id="0000:01:00.0",
+        total_memory=10,
+        free_memory=5,
+        compute_major=9,
+        compute_minor=0,
+        driver_major=12,
+        driver_minor=4,
+        nvidia_driver_major=550,
+        gfx_target="gfx1100",
+        library_path=("/opt/lib",),
+        runner_env_overrides={"A_B": "1"},
+        uuid="GPU-1",
+        free_memory_unknown=True,
+    )
 
 
 def test_toml_and_json_files_give_the_same_records(toml_text: Callable[..., str]) -> None:
     """The same devices written as TOML and as JSON read the same."""
-    devices = [{"name": "a", "total_memory": "2GiB", "runner_env_overrides": {"X": "1"}},
-               {"id": "b", "free_memory": 7, "integrated": True}]
+    devices = [
+        {"name": "a", "total_memory": "2GiB", "runner_env_overrides": {"X": "1"}},
+        {"id": "b", "free_memory": 7, "integrated": True},
+    ]
     from_toml = parse_inventory(toml_text(devices), "toml", "Inventory")
     assert from_toml == parse_json(devices)
 
@@ -62,10 +97,17 @@ def test_another_library_is_kept() -> None:
     assert entry.device.library == "CUDA"
 
 
-@pytest.mark.parametrize(("text", "size"), [
-    ("24GiB", 24 * GIB), ("1.5 TiB", 3 << 39), ("512 mib", 512 << 20), ("100B", 100),
-    ("0GiB", 0), ("1.0000000001KiB", 1024),
-])
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("24GiB", 24 * GIB),
+        ("1.5 TiB", 3 << 39),
+        ("512 mib", 512 << 20),
+        ("100B", 100),
+        ("0GiB", 0),
+        ("1.0000000001KiB", 1024),
+    ],
+)
 def test_memory_strings_with_binary_units_are_bytes(text: str, size: int) -> None:
     """Sizes with a binary unit become bytes (a fraction of a byte is dropped)."""
     [entry] = parse_json([{"total_memory": text}])
@@ -90,9 +132,15 @@ def test_an_empty_device_list_is_no_devices() -> None:
     assert parse_inventory("devices = []", "toml", "Inventory") == []
 
 
-@pytest.mark.parametrize(("path", "kind"), [
-    ("/a/b.json", "json"), ("/a/B.TOML", "toml"), ("/a/b.yaml", None), ("/a/json", None),
-])
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("/a/b.json", "json"),
+        ("/a/B.TOML", "toml"),
+        ("/a/b.yaml", None),
+        ("/a/json", None),
+    ],
+)
 def test_the_suffix_decides_the_format(path: str, kind: str | None) -> None:
     """.json is JSON, .toml is TOML (any case), anything else is neither."""
     assert kind_of(path) == kind
@@ -131,10 +179,12 @@ BAD_DEVICES: list[tuple[Any, int, str | None, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("devices", "index", "key", "words"), BAD_DEVICES,
-                         ids=[f"{b[2]}-{b[3][:20]}" for b in BAD_DEVICES])
+@pytest.mark.parametrize(
+    ("devices", "index", "key", "words"), BAD_DEVICES, ids=[f"{b[2]}-{b[3][:20]}" for b in BAD_DEVICES]
+)
 def test_a_bad_device_is_refused_naming_its_index_and_key(
-        devices: Any, index: int, key: str | None, words: str) -> None:
+    devices: Any, index: int, key: str | None, words: str
+) -> None:
     """Unknown keys, wrong types, negative memory and duplicate ids name device and key."""
     with pytest.raises(InventoryError) as caught:
         parse_json(devices)
@@ -150,7 +200,7 @@ BAD_FILES = [
     ("[1, 2]", "json", "expected a top-level object"),
     ("{}", "json", "no 'devices' list"),
     ('{"devices": {}}', "json", "must be a list of tables"),
-    ('devices = []\nversion = 2', "toml", "unknown top-level key 'version'"),
+    ("devices = []\nversion = 2", "toml", "unknown top-level key 'version'"),
     ('{"devices": [{"id": "a", "id": "b"}]}', "json", "key 'id' appears twice"),
     ('{"devices": [{"total_memory": NaN}]}', "json", "NaN is not a JSON number"),
     ("[" * 100_000, "json", "not valid JSON"),
@@ -173,5 +223,9 @@ def test_the_readme_example_is_a_valid_inventory() -> None:
     example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
     big, igpu = parse_inventory(example, "toml", "Inventory")
     assert (big.device.id, big.device.total_memory, big.flash_attention, big.minimum_memory) == (
-        "big", 24 * GIB, True, GIB)
+        "big",
+        24 * GIB,
+        True,
+        GIB,
+    )
     assert (igpu.device.filter_id, igpu.device.pci_id) == ("ig0", "0000:c4:00.0")

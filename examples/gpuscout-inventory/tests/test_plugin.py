@@ -30,12 +30,15 @@ def report(scout: Scout) -> Any:
 
 @pytest.mark.parametrize("name", ["inventory.json", "inventory.toml"])
 def test_devices_of_a_file_are_discovered(
-        name: str, inventory_file: Write, scout: Build, two_cards: list[dict[str, Any]]) -> None:
+    name: str, inventory_file: Write, scout: Build, two_cards: list[dict[str, Any]]
+) -> None:
     """A JSON or TOML inventory's devices are reported, discrete first."""
     s = scout({ENV: str(inventory_file(two_cards, name))})
     found = s.discover()
     assert [(d.library, d.id, d.name) for d in found.devices] == [
-        ("Inventory", "0", "Big card"), ("Inventory", "igpu", "Small part")]
+        ("Inventory", "0", "Big card"),
+        ("Inventory", "igpu", "Small part"),
+    ]
     assert found.devices[0].total_memory == 24 * GIB
     assert report(s).status == "ok" and report(s).devices == 2
 
@@ -60,7 +63,8 @@ def test_unset_variable_gives_no_device_and_says_how_to_set_it(scout: Build) -> 
 
 @pytest.mark.parametrize("name", ["inventory.json", "inventory.toml"])
 def test_bad_file_gives_no_device_and_a_note_naming_file_index_and_key(
-        name: str, inventory_file: Write, scout: Build, caplog: pytest.LogCaptureFixture) -> None:
+    name: str, inventory_file: Write, scout: Build, caplog: pytest.LogCaptureFixture
+) -> None:
     """One bad key drops the whole file, with a note and a warning; the plugin stays ok."""
     path = inventory_file([{"name": "fine"}, {"free_memory": -3}], name)
     s = scout({ENV: str(path)})
@@ -122,8 +126,7 @@ def test_oversized_file_is_refused(inventory_file: Write, scout: Build) -> None:
     assert "larger than" in report(s).note
 
 
-def test_path_is_read_under_the_scouts_root(tmp_path: Path, inventory_file: Write,
-                                            scout: Build) -> None:
+def test_path_is_read_under_the_scouts_root(tmp_path: Path, inventory_file: Write, scout: Build) -> None:
     """GPUSCOUT_INVENTORY names a file under the Scout's root (a recorded tree)."""
     inventory_file([{"name": "in the tree"}], "inventory.json")
     s = scout({ENV: "/inventory.json"}, root=tmp_path)
@@ -138,7 +141,8 @@ def test_empty_inventory_says_so(inventory_file: Write, scout: Build) -> None:
 
 
 def test_file_rules_answer_flash_attention_and_minimum_memory(
-        inventory_file: Write, scout: Build, two_cards: list[dict[str, Any]]) -> None:
+    inventory_file: Write, scout: Build, two_cards: list[dict[str, Any]]
+) -> None:
     """The file's rule keys answer; a device without them gets the core's defaults."""
     s = scout({ENV: str(inventory_file(two_cards))})
     big, small = s.discover().devices
@@ -178,18 +182,27 @@ def test_plugin_imports_only_gpuscout_plugin_surface_and_stdlib() -> None:
     allowed = {"gpuscout", "gpuscout.plugin"}
     for source in sorted(package.glob("*.py")):
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             for name in names:
                 top = name.partition(".")[0]
-                ok = (name in allowed or top == "gpuscout_inventory" or name == "__future__"
-                      or (top != "gpuscout" and top in sys.stdlib_module_names))
+                ok = (
+                    name in allowed
+                    or top == "gpuscout_inventory"
+                    or name == "__future__"
+                    or (top != "gpuscout" and top in sys.stdlib_module_names)
+                )
                 assert ok, f"{source.name} imports {name}"
 
 
-def test_plugin_never_reads_os_environ(inventory_file: Write, scout: Build,
-                                       monkeypatch: pytest.MonkeyPatch,
-                                       two_cards: list[dict[str, Any]]) -> None:
+def test_plugin_never_reads_os_environ(
+    inventory_file: Write, scout: Build, monkeypatch: pytest.MonkeyPatch, two_cards: list[dict[str, Any]]
+) -> None:
     """The process environment is ignored: only the Scout's env counts."""
     monkeypatch.setenv(ENV, str(inventory_file(two_cards)))
     monkeypatch.setenv(gpuscout_inventory.VISIBLE_ENV, "")

@@ -19,26 +19,34 @@ VISIBLE = gpuscout_inventory.VISIBLE_ENV
 Build = Callable[..., Scout]
 Write = Callable[..., Path]
 
-DEVICES = [DeviceInfo(id="0", library="Inventory"), DeviceInfo(id="b", filter_id="bf"),
-           DeviceInfo(id="2"), DeviceInfo(id="uuid-3")]
+DEVICES = [
+    DeviceInfo(id="0", library="Inventory"),
+    DeviceInfo(id="b", filter_id="bf"),
+    DeviceInfo(id="2"),
+    DeviceInfo(id="uuid-3"),
+]
 
 
-@pytest.mark.parametrize(("value", "shown", "unknown"), [
-    (None, [0, 1, 2, 3], []),
-    ("", [], []),
-    (" , ", [], []),
-    ("0", [0], []),
-    ("3,1", [1, 3], []),
-    ("b", [1], []),
-    ("bf", [1], []),
-    ("uuid-3, 0 ,uuid-3", [0, 3], []),
-    ("002", [2], []),
-    ("4,x,0,x", [0], ["4", "x"]),
-    ("9" * 5000, [], ["9" * 5000]),
-    ("²", [], ["²"]),
-])
+@pytest.mark.parametrize(
+    ("value", "shown", "unknown"),
+    [
+        (None, [0, 1, 2, 3], []),
+        ("", [], []),
+        (" , ", [], []),
+        ("0", [0], []),
+        ("3,1", [1, 3], []),
+        ("b", [1], []),
+        ("bf", [1], []),
+        ("uuid-3, 0 ,uuid-3", [0, 3], []),
+        ("002", [2], []),
+        ("4,x,0,x", [0], ["4", "x"]),
+        ("9" * 5000, [], ["9" * 5000]),
+        ("²", [], ["²"]),
+    ],
+)
 def test_variable_shows_ids_filter_ids_and_indices(
-        value: str | None, shown: list[int], unknown: list[str]) -> None:
+    value: str | None, shown: list[int], unknown: list[str]
+) -> None:
     """Unset shows all, "" none; tokens are ids, filter ids or 0-based indices."""
     assert visible_indices(value, DEVICES) == (shown, unknown)
 
@@ -71,14 +79,15 @@ def test_empty_variable_hides_everything(inventory_file: Write, scout: Build) ->
 
 
 def _inventory() -> list[dict[str, Any]]:
-    return [{"name": "a", "total_memory": "8GiB", "free_memory": "8GiB"},
-            {"id": "b", "filter_id": "bf", "total_memory": "4GiB", "free_memory": "1GiB"},
-            {"id": "7", "pci_id": "0000:03:00.0", "integrated": True},
-            {"name": "d", "free_memory": "2GiB"}]
+    return [
+        {"name": "a", "total_memory": "8GiB", "free_memory": "8GiB"},
+        {"id": "b", "filter_id": "bf", "total_memory": "4GiB", "free_memory": "1GiB"},
+        {"id": "7", "pci_id": "0000:03:00.0", "integrated": True},
+        {"name": "d", "free_memory": "2GiB"},
+    ]
 
 
-def test_visible_env_round_trip_shows_exactly_each_selection(inventory_file: Write,
-                                                             scout: Build) -> None:
+def test_visible_env_round_trip_shows_exactly_each_selection(inventory_file: Write, scout: Build) -> None:
     """For every subset, a Scout given ``visible_env`` of it discovers exactly that subset."""
     base = {ENV: str(inventory_file(_inventory()))}
     devices = scout(base).discover().devices
@@ -89,8 +98,7 @@ def test_visible_env_round_trip_shows_exactly_each_selection(inventory_file: Wri
             assert sorted(d.id for d in seen) == sorted(d.id for d in selection), env
 
 
-def test_visible_env_writes_filter_id_over_id_in_selection_order(inventory_file: Write,
-                                                                 scout: Build) -> None:
+def test_visible_env_writes_filter_id_over_id_in_selection_order(inventory_file: Write, scout: Build) -> None:
     """One entry per selected device: its filter id, else its id, joined in selection order."""
     s = scout({ENV: str(inventory_file(_inventory()))})
     by_id = {d.id: d for d in s.discover().devices}

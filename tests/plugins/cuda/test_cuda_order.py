@@ -27,32 +27,36 @@ def _cuda_error(scout: Scout) -> str:
     return scout.discover().report("cuda").note
 
 
-def test_pci_bus_id_order_indexes_by_pci_address(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                 no_probe: None) -> None:
+def test_pci_bus_id_order_indexes_by_pci_address(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, no_probe: None
+) -> None:
     """With PCI_BUS_ID, index 0 is the lowest PCI address and no probe runs."""
     fake_nvml("rtx4090_h100_pcie")
     env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"}
     assert _ids(cuda_scout(env)) == [RTX]
 
 
-def test_same_model_box_uses_pci_order_without_a_probe(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                       no_probe: None) -> None:
+def test_same_model_box_uses_pci_order_without_a_probe(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, no_probe: None
+) -> None:
     """FASTEST_FIRST on identical GPUs is PCI order; the driver is not asked."""
     fake_nvml("h100_sxm_x2")
     ids = _ids(cuda_scout({"CUDA_VISIBLE_DEVICES": "1"}))
     assert ids == ["GPU-a1d7e3b2-4f6c-4a8e-8d2b-6c9e1f3a5b07"]
 
 
-def test_mixed_box_learns_fastest_first_from_the_probe(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                       recorded_probe: RecordedProbe) -> None:
+def test_mixed_box_learns_fastest_first_from_the_probe(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, recorded_probe: RecordedProbe
+) -> None:
     """FASTEST_FIRST on mixed GPUs indexes in the order the driver probe printed."""
     fake_nvml("rtx4090_h100_pcie")
     recorded_probe(0, H100_FIRST)
     assert _ids(cuda_scout({"CUDA_VISIBLE_DEVICES": "0"})) == [H100]
 
 
-def test_probe_timeout_stays_inside_the_enumerate_deadline(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                           recorded_probe: RecordedProbe) -> None:
+def test_probe_timeout_stays_inside_the_enumerate_deadline(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, recorded_probe: RecordedProbe
+) -> None:
     """The probe gets what the plugin's deadline leaves, less a margin."""
     fake_nvml("rtx4090_h100_pcie")
     timeouts = recorded_probe(0, H100_FIRST)
@@ -60,15 +64,15 @@ def test_probe_timeout_stays_inside_the_enumerate_deadline(fake_nvml: FakeNvml, 
     assert len(timeouts) == 1 and 0 < timeouts[0] <= 2.0 - order.PROBE_MARGIN
 
 
-def test_failed_probe_falls_back_to_pci_order_with_a_note(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                          recorded_probe: RecordedProbe) -> None:
+def test_failed_probe_falls_back_to_pci_order_with_a_note(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, recorded_probe: RecordedProbe
+) -> None:
     """A probe that cannot init CUDA leaves PCI order and says so in the report."""
     fake_nvml("rtx4090_h100_pcie")
     recorded_probe(3, "error: cuInit returned 999\n")
     scout = cuda_scout({"CUDA_VISIBLE_DEVICES": "0"})
     assert _ids(scout) == [RTX]
-    assert "PCI order used: the CUDA driver probe failed: error: cuInit returned 999" in (
-        _cuda_error(scout))
+    assert "PCI order used: the CUDA driver probe failed: error: cuInit returned 999" in (_cuda_error(scout))
 
 
 def test_real_probe_without_libcuda_reports_the_missing_library(tmp_path: pathlib.Path) -> None:
@@ -80,8 +84,7 @@ def test_real_probe_without_libcuda_reports_the_missing_library(tmp_path: pathli
 
 def test_probe_child_sees_every_gpu_in_default_order() -> None:
     """The child's env drops CUDA_VISIBLE_DEVICES and asks for FASTEST_FIRST."""
-    env = order.probe_env({"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-                           "HOME": "/root"})
+    env = order.probe_env({"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "HOME": "/root"})
     assert env == {"HOME": "/root", "CUDA_DEVICE_ORDER": "FASTEST_FIRST"}
 
 
@@ -93,9 +96,11 @@ def test_probe_output_is_parsed_to_pci_triples() -> None:
 
 def test_gpus_the_probe_missed_follow_in_pci_order() -> None:
     """A GPU absent from the probe (e.g. its MIG instances hidden) goes after the listed ones."""
+
     def gpu(bus: int) -> GpuReading:
-        return GpuReading(index=bus, name=str(bus), uuid=f"GPU-{bus}",
-                          pci=PciLocation(0, bus, 0), memory=None)
+        return GpuReading(
+            index=bus, name=str(bus), uuid=f"GPU-{bus}", pci=PciLocation(0, bus, 0), memory=None
+        )
 
     ordered = order.apply_probe_order([gpu(1), gpu(2), gpu(3)], [(0, 3, 0), (0, 3, 0)])
     assert [g.pci.bus for g in ordered] == [3, 1, 2]
@@ -106,14 +111,17 @@ def test_no_time_left_skips_the_probe_with_a_note() -> None:
     import time
 
     context = Context(env={}, platform=sys.platform, deadline=time.monotonic() - 1)
-    gpus = [GpuReading(index=i, name=n, uuid=f"GPU-{i}", pci=PciLocation(0, 9 - i, 0),
-                       memory=None) for i, n in enumerate(("a", "b"))]
+    gpus = [
+        GpuReading(index=i, name=n, uuid=f"GPU-{i}", pci=PciLocation(0, 9 - i, 0), memory=None)
+        for i, n in enumerate(("a", "b"))
+    ]
     assert [g.uuid for g in order.cuda_order(gpus, context)] == ["GPU-1", "GPU-0"]
     assert "no time left" in context.notes[0]
 
 
-def test_hidden_devices_are_not_reported_and_are_counted(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                         no_probe: None) -> None:
+def test_hidden_devices_are_not_reported_and_are_counted(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, no_probe: None
+) -> None:
     """CUDA_VISIBLE_DEVICES=0 on two GPUs reports one and notes one hidden."""
     fake_nvml("h100_sxm_x2")
     scout = cuda_scout({"CUDA_VISIBLE_DEVICES": "0"})
@@ -121,8 +129,9 @@ def test_hidden_devices_are_not_reported_and_are_counted(fake_nvml: FakeNvml, cu
     assert _cuda_error(scout) == "1 NVIDIA device(s) hidden by CUDA_VISIBLE_DEVICES"
 
 
-def test_mig_uuid_in_visible_devices_selects_that_instance(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                           no_probe: None) -> None:
+def test_mig_uuid_in_visible_devices_selects_that_instance(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, no_probe: None
+) -> None:
     """A MIG id in CUDA_VISIBLE_DEVICES reports that instance alone."""
     fake_nvml("a100_mig")
     scout = cuda_scout({"CUDA_VISIBLE_DEVICES": "MIG-2a7b9e4d"})

@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 GB10_PROBE = "15 1 0 1\n"
 
 
-def test_h100_sxm_pair_is_reported_field_by_field(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                  no_probe: None) -> None:
+def test_h100_sxm_pair_is_reported_field_by_field(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, no_probe: None
+) -> None:
     """Two H100 SXM cards give two records from NVML, totals less v2's reserved (cudaMemGetInfo)."""
     fake_nvml("h100_sxm_x2")
     found = cuda_scout().discover()
@@ -42,16 +43,18 @@ def test_h100_sxm_pair_is_reported_field_by_field(fake_nvml: FakeNvml, cuda_scou
     assert by_id["GPU-a1d7e3b2-4f6c-4a8e-8d2b-6c9e1f3a5b07"].free_memory == 60129542144
 
 
-def test_h100_pair_report_is_ok_without_notes(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                              no_probe: None) -> None:
+def test_h100_pair_report_is_ok_without_notes(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, no_probe: None
+) -> None:
     """A clean enumeration reports status ok, two devices and no error text."""
     fake_nvml("h100_sxm_x2")
     report = cuda_scout().discover().report("cuda")
     assert (report.status, report.devices, report.note) == ("ok", 2, "")
 
 
-def test_nvml_is_shut_down_after_enumeration(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                             no_probe: None) -> None:
+def test_nvml_is_shut_down_after_enumeration(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, no_probe: None
+) -> None:
     """Every nvmlInit is matched by nvmlShutdown."""
     fake = fake_nvml("h100_sxm_x2")
     cuda_scout().discover()
@@ -103,8 +106,9 @@ def test_rtx_4090_is_reported_field_by_field(fake_nvml: FakeNvml, cuda_scout: Cu
     )
 
 
-def test_gb10_takes_memory_from_the_system(fake_nvml: FakeNvml, cuda_scout: CudaScout, tmp_path: pathlib.Path,
-                                           recorded_probe: RecordedProbe) -> None:
+def test_gb10_takes_memory_from_the_system(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, tmp_path: pathlib.Path, recorded_probe: RecordedProbe
+) -> None:
     """The driver's INTEGRATED=1 GB10 gets MemTotal and MemAvailable (ggml's UMA rule)."""
     recorded_probe(0, GB10_PROBE)
     (tmp_path / "proc").mkdir()
@@ -134,9 +138,9 @@ def test_gb10_takes_memory_from_the_system(fake_nvml: FakeNvml, cuda_scout: Cuda
     )
 
 
-def test_gb10_without_meminfo_marks_free_memory_unknown(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                        tmp_path: pathlib.Path,
-                                                        recorded_probe: RecordedProbe) -> None:
+def test_gb10_without_meminfo_marks_free_memory_unknown(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, tmp_path: pathlib.Path, recorded_probe: RecordedProbe
+) -> None:
     """With neither NVML nor /proc/meminfo figures the GB10 says its free memory is unknown."""
     recorded_probe(0, GB10_PROBE)
     fake_nvml("gb10")
@@ -145,8 +149,9 @@ def test_gb10_without_meminfo_marks_free_memory_unknown(fake_nvml: FakeNvml, cud
     assert (device.integrated, device.total_memory, device.free_memory_unknown) == (True, 0, True)
 
 
-def test_gpu_in_mig_mode_is_reported_as_its_instances(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                      no_probe: None) -> None:
+def test_gpu_in_mig_mode_is_reported_as_its_instances(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, no_probe: None
+) -> None:
     """The MIG-enabled A100 yields its two MIG instances, the other A100 itself."""
     fake_nvml("a100_mig")
     ids = sorted(d.id for d in cuda_scout().discover().devices)
@@ -157,8 +162,9 @@ def test_gpu_in_mig_mode_is_reported_as_its_instances(fake_nvml: FakeNvml, cuda_
     ]
 
 
-def test_mig_instance_is_reported_field_by_field(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                 no_probe: None) -> None:
+def test_mig_instance_is_reported_field_by_field(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, no_probe: None
+) -> None:
     """A MIG instance has its own id, name and memory, and the parent's compute and PCI id."""
     fake_nvml("a100_mig")
     found = cuda_scout().discover()
@@ -181,8 +187,9 @@ def test_mig_instance_is_reported_field_by_field(fake_nvml: FakeNvml, cuda_scout
     )
 
 
-def test_mig_instances_are_not_merged_as_duplicates(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                    no_probe: None) -> None:
+def test_mig_instances_are_not_merged_as_duplicates(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, no_probe: None
+) -> None:
     """Two instances of one GPU both survive the core's merge."""
     fake_nvml("a100_mig")
     assert cuda_scout().discover().dropped == []
@@ -193,11 +200,16 @@ def test_old_driver_without_memory_v2_falls_back_to_v1(fake_nvml: FakeNvml, cuda
     fake_nvml("gtx1080ti_old_driver")
     (device,) = cuda_scout().discover().devices
     assert (device.total_memory, device.free_memory, device.driver, device.compute) == (
-        11264 * MIB, 11542724608, "11.4", "6.1")
+        11264 * MIB,
+        11542724608,
+        "11.4",
+        "6.1",
+    )
 
 
-def test_gpu_without_permission_is_skipped_with_a_note(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                       recording: Recording, no_probe: None) -> None:
+def test_gpu_without_permission_is_skipped_with_a_note(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, recording: Recording, no_probe: None
+) -> None:
     """A GPU whose handle raises NoPermission is left out and named in the report."""
     data = recording("h100_sxm_x2")
     data["gpus"][1]["handle"] = "NoPermission"
@@ -208,8 +220,9 @@ def test_gpu_without_permission_is_skipped_with_a_note(fake_nvml: FakeNvml, cuda
     assert report.status == "ok" and "NVML GPU 1 skipped" in report.note
 
 
-def test_lost_gpu_is_skipped_with_a_note(fake_nvml: FakeNvml, cuda_scout: CudaScout, recording: Recording,
-                                         no_probe: None) -> None:
+def test_lost_gpu_is_skipped_with_a_note(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, recording: Recording, no_probe: None
+) -> None:
     """A GPU whose memory query raises GpuIsLost is left out; the other one is kept."""
     data = recording("h100_sxm_x2")
     data["gpus"][0]["memory_v2"] = {"error": "GpuIsLost"}
@@ -218,8 +231,9 @@ def test_lost_gpu_is_skipped_with_a_note(fake_nvml: FakeNvml, cuda_scout: CudaSc
     assert [d.pci_id for d in found.devices] == ["0000:2a:00.0"]
 
 
-def test_nvml_init_failure_gives_no_devices_and_a_note(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                       recording: Recording) -> None:
+def test_nvml_init_failure_gives_no_devices_and_a_note(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, recording: Recording
+) -> None:
     """DriverNotLoaded from nvmlInit is a note naming NVML, not a failure."""
     data = recording("h200")
     data["init"] = "DriverNotLoaded"
@@ -230,8 +244,9 @@ def test_nvml_init_failure_gives_no_devices_and_a_note(fake_nvml: FakeNvml, cuda
     assert report.note.startswith("NVML could not start")
 
 
-def test_refresh_reads_free_memory_again(fake_nvml: FakeNvml, cuda_scout: CudaScout, recording: Recording,
-                                         no_probe: None) -> None:
+def test_refresh_reads_free_memory_again(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, recording: Recording, no_probe: None
+) -> None:
     """Scout.refresh asks NVML again for the free memory of each CUDA device."""
     data = recording("h200")
     fake_nvml(data)

@@ -10,12 +10,15 @@ from gpuscout.testing import RootFactory
 if TYPE_CHECKING:
     from tests.plugins.cuda.conftest import CudaScout, FakeNvml, RecordedProbe, Recording
 
-MEMINFO = ("MemTotal:       124908280 kB\nMemFree:         90000000 kB\n"
-           "MemAvailable:   {available} kB\nSwapFree:        16000000 kB\n")
+MEMINFO = (
+    "MemTotal:       124908280 kB\nMemFree:         90000000 kB\n"
+    "MemAvailable:   {available} kB\nSwapFree:        16000000 kB\n"
+)
 
 
-def test_refresh_answers_nvml_free_memory_and_not_stale(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                        recording: Recording, no_probe: None) -> None:
+def test_refresh_answers_nvml_free_memory_and_not_stale(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, recording: Recording, no_probe: None
+) -> None:
     """A refresh reads NVML's free memory again; the device is not stale."""
     data = recording("h200")
     fake_nvml(data)
@@ -27,8 +30,9 @@ def test_refresh_answers_nvml_free_memory_and_not_stale(fake_nvml: FakeNvml, cud
     assert after.free_memory_stale is False
 
 
-def test_refresh_reads_each_mig_instance_by_its_uuid(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                     recording: Recording, no_probe: None) -> None:
+def test_refresh_reads_each_mig_instance_by_its_uuid(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, recording: Recording, no_probe: None
+) -> None:
     """MIG instances are refreshed from their own memory info."""
     data = recording("a100_mig")
     fake_nvml(data)
@@ -40,8 +44,9 @@ def test_refresh_reads_each_mig_instance_by_its_uuid(fake_nvml: FakeNvml, cuda_s
     assert fresh["GPU-1b6f3d8e-2a4c-4e9b-9c5a-8d3f6b1e7a24"] == (42491445248, False)
 
 
-def test_a_gpu_nvml_no_longer_finds_is_stale(fake_nvml: FakeNvml, cuda_scout: CudaScout, recording: Recording,
-                                             no_probe: None) -> None:
+def test_a_gpu_nvml_no_longer_finds_is_stale(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, recording: Recording, no_probe: None
+) -> None:
     """A GPU that is gone (NotFound by UUID) keeps its value, stale; the other is refreshed."""
     data = recording("h100_sxm_x2")
     fake_nvml(data)
@@ -55,8 +60,9 @@ def test_a_gpu_nvml_no_longer_finds_is_stale(fake_nvml: FakeNvml, cuda_scout: Cu
     assert [d.free_memory_stale for i, d in fresh.items() if i != gone] == [False]
 
 
-def test_a_lost_gpu_is_stale_not_zero(fake_nvml: FakeNvml, cuda_scout: CudaScout, recording: Recording,
-                                      no_probe: None) -> None:
+def test_a_lost_gpu_is_stale_not_zero(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, recording: Recording, no_probe: None
+) -> None:
     """GpuIsLost from memory info leaves the previous free memory, stale."""
     data = recording("h200")
     fake_nvml(data)
@@ -66,8 +72,9 @@ def test_a_lost_gpu_is_stale_not_zero(fake_nvml: FakeNvml, cuda_scout: CudaScout
     assert scout.refresh([before]) == [before.evolve(free_memory_stale=True)]
 
 
-def test_nvml_failing_to_start_leaves_cuda_devices_stale(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                         recording: Recording, no_probe: None) -> None:
+def test_nvml_failing_to_start_leaves_cuda_devices_stale(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, recording: Recording, no_probe: None
+) -> None:
     """nvmlInit failing at refresh time keeps every CUDA device as it was, stale."""
     data = recording("h200")
     fake_nvml(data)
@@ -77,9 +84,9 @@ def test_nvml_failing_to_start_leaves_cuda_devices_stale(fake_nvml: FakeNvml, cu
     assert scout.refresh([before]) == [before.evolve(free_memory_stale=True)]
 
 
-def test_unified_memory_gpu_refreshes_from_system_memory(fake_nvml: FakeNvml, cuda_scout: CudaScout,
-                                                         gpuscout_root: RootFactory,
-                                                         recorded_probe: RecordedProbe) -> None:
+def test_unified_memory_gpu_refreshes_from_system_memory(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, gpuscout_root: RootFactory, recorded_probe: RecordedProbe
+) -> None:
     """A GB10 (no NVML memory info) is refreshed from MemAvailable read again."""
     recorded_probe(0, "15 1 0 1\n")
     fake_nvml("gb10")
@@ -92,8 +99,8 @@ def test_unified_memory_gpu_refreshes_from_system_memory(fake_nvml: FakeNvml, cu
 
 
 def test_unified_memory_gpu_without_system_memory_is_stale_not_zero(
-        fake_nvml: FakeNvml, cuda_scout: CudaScout, gpuscout_root: RootFactory,
-        recorded_probe: RecordedProbe) -> None:
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, gpuscout_root: RootFactory, recorded_probe: RecordedProbe
+) -> None:
     """When /proc/meminfo cannot be read any more, the GB10 keeps its value, stale."""
     recorded_probe(0, "15 1 0 1\n")
     fake_nvml("gb10")

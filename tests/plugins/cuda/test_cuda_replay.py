@@ -36,15 +36,17 @@ def _recording(tmp_path: Path, name: str, env: dict[str, str]) -> Path:
     answers = json.loads((RECORDED / f"{name}.json").read_text())
     (tmp_path / "answers").mkdir(parents=True)
     (tmp_path / "answers/cuda.json").write_text(json.dumps({"nvml": answers}))
-    (tmp_path / "recording.json").write_text(json.dumps(
-        {"format": 1, "platform": "linux", "env": env}))
+    (tmp_path / "recording.json").write_text(json.dumps({"format": 1, "platform": "linux", "env": env}))
     return tmp_path
 
 
 def test_a_recorded_h100_pair_replays_as_two_cuda_devices(tmp_path: Path) -> None:
     """Scout(replay=) on a recording holding two H100s' NVML answers lists both, by UUID."""
-    scout = Scout(plugins=["cuda"], entry_points=False,
-                  replay=_recording(tmp_path, "h100_sxm_x2", {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}))
+    scout = Scout(
+        plugins=["cuda"],
+        entry_points=False,
+        replay=_recording(tmp_path, "h100_sxm_x2", {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}),
+    )
     devices = scout.discover().devices
     assert [d.library for d in devices] == ["CUDA", "CUDA"]
     assert all(d.filter_id.startswith("GPU-") for d in devices)
@@ -53,8 +55,9 @@ def test_a_recorded_h100_pair_replays_as_two_cuda_devices(tmp_path: Path) -> Non
 def test_a_replayed_nvml_init_failure_is_the_plugins_note(tmp_path: Path) -> None:
     """{"init": {"error": "Unknown", "message": "Unknown Error"}} reads as NVML failing to start."""
     (tmp_path / "answers").mkdir()
-    (tmp_path / "answers/cuda.json").write_text(json.dumps(
-        {"nvml": {"init": {"error": "Unknown", "message": "Unknown Error"}, "gpus": []}}))
+    (tmp_path / "answers/cuda.json").write_text(
+        json.dumps({"nvml": {"init": {"error": "Unknown", "message": "Unknown Error"}, "gpus": []}})
+    )
     (tmp_path / "recording.json").write_text('{"format": 1, "platform": "linux"}')
     found = Scout(plugins=["cuda"], entry_points=False, replay=tmp_path).discover()
     assert found.devices == []

@@ -18,13 +18,24 @@ def card(id: str = "GPU-a", **kw: object) -> DeviceInfo:
     return DeviceInfo(id=id, filter_id=id, library="CUDA", **kw)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("major", "minor", "driver", "ok"), [
-    (5, 0, 12, False), (5, 2, 12, False), (6, 1, 12, False), (6, 2, 12, False),
-    (7, 0, 12, True), (7, 2, 12, False), (7, 5, 12, True),
-    (8, 9, 6, False), (8, 9, 7, True), (9, 0, 0, True), (12, 1, 13, True), (-1, -1, 12, False),
-])
-def test_flash_attention_gate(scout: Scout, major: int, minor: int, driver: int,
-                              ok: bool) -> None:
+@pytest.mark.parametrize(
+    ("major", "minor", "driver", "ok"),
+    [
+        (5, 0, 12, False),
+        (5, 2, 12, False),
+        (6, 1, 12, False),
+        (6, 2, 12, False),
+        (7, 0, 12, True),
+        (7, 2, 12, False),
+        (7, 5, 12, True),
+        (8, 9, 6, False),
+        (8, 9, 7, True),
+        (9, 0, 0, True),
+        (12, 1, 13, True),
+        (-1, -1, 12, False),
+    ],
+)
+def test_flash_attention_gate(scout: Scout, major: int, minor: int, driver: int, ok: bool) -> None:
     """CC >= 7 but not 7.2, driver major >= 7 or unknown (0)."""
     device = card(compute_major=major, compute_minor=minor, driver_major=driver)
     assert scout.flash_attention_supported([device]) is ok
@@ -46,8 +57,7 @@ def test_cuda_is_preferred_and_validated_with_deep_init(scout: Scout) -> None:
 def test_visible_env_filters_one_or_all_cuda_devices(scout: Scout) -> None:
     """CUDA_VISIBLE_DEVICES for one device or an all-CUDA selection, never for a mixed one."""
     assert scout.visible_env([card("GPU-b")]) == {"CUDA_VISIBLE_DEVICES": "GPU-b"}
-    assert scout.visible_env([card("GPU-b"), card("GPU-a")]) == {
-        "CUDA_VISIBLE_DEVICES": "GPU-b,GPU-a"}
+    assert scout.visible_env([card("GPU-b"), card("GPU-a")]) == {"CUDA_VISIBLE_DEVICES": "GPU-b,GPU-a"}
     assert scout.visible_env([card("GPU-b"), DeviceInfo(id="0", library="Vulkan")]) == {}
 
 

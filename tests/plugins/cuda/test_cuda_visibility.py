@@ -61,8 +61,7 @@ MIG_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("value", "expected", "why"), PLAIN_CASES,
-                         ids=[c[2] for c in PLAIN_CASES])
+@pytest.mark.parametrize(("value", "expected", "why"), PLAIN_CASES, ids=[c[2] for c in PLAIN_CASES])
 def test_visible_devices_on_plain_gpus(value: str | None, expected: list[str], why: str) -> None:
     """CUDA_VISIBLE_DEVICES selects the GPUs the CUDA guide says, in its order."""
     assert visible_uuids(value, PLAIN) == expected
@@ -74,10 +73,22 @@ def test_visible_devices_with_mig(value: str | None, expected: list[str], why: s
     assert visible_uuids(value, WITH_MIG) == expected
 
 
-@pytest.mark.parametrize(("entry", "expected"), [
-    ("0", 0), ("12", 12), ("7x", 7), ("  3", 3), ("+2", 2), ("-0", 0),
-    ("-1", 2**64 - 1), ("", None), ("x1", None), ("-", None), ("GPU-1", None),
-])
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ("0", 0),
+        ("12", 12),
+        ("7x", 7),
+        ("  3", 3),
+        ("+2", 2),
+        ("-0", 0),
+        ("-1", 2**64 - 1),
+        ("", None),
+        ("x1", None),
+        ("-", None),
+        ("GPU-1", None),
+    ],
+)
 def test_index_entries_read_like_strtoul(entry: str, expected: int | None) -> None:
     """parse_index reads the leading number as strtoul would, None without one."""
     assert parse_index(entry) == expected

@@ -13,18 +13,45 @@ G1 = "GPU-8932aa01-5b3c-4e2d-8f1a-9c7b6d5e4f30"
 G3 = "GPU-9d4e6b2a-5c8f-4a1d-b3e7-6f2a8c1d4e95"
 M0 = "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f"
 M1 = "MIG-2a7b9e4d-8c13-5f6e-a0d2-7e4b1c9f3a58"
-GPUS = [GpuSlot(G0), GpuSlot(G1),
-        GpuSlot(G3, mig_enabled=True, mig=(MigSlot(M0, 1, 0), MigSlot(M1, 5, 0)))]
+GPUS = [GpuSlot(G0), GpuSlot(G1), GpuSlot(G3, mig_enabled=True, mig=(MigSlot(M0, 1, 0), MigSlot(M1, 5, 0)))]
 UNITS = {G0, G1, M0, M1}
 ULONG_MAX = 2**64 - 1
 
 # Pieces that reach every branch: indices, signs, blanks, UUID and MIG prefixes, legacy MIG
 # names, numbers past 64 bits and past int()'s 4300 digits, and digits that are not ASCII.
-PIECES = st.sampled_from([
-    "0", "1", "2", "3", "-", "+", ",", " ", "\t", "\n", "\u00a0", "\0", "²", "٣", "\uff11", "-0",
-    "GPU-", "GPU-8932", "GPU-8932f", "MIG-", "MIG-c6", "MIG-GPU-9d4e/1/0", "MIG-GPU-9d4e/5/0",
-    "/", "x", "18446744073709551615", "18446744073709551616", "9" * 5000, "0" * 5000,
-])
+PIECES = st.sampled_from(
+    [
+        "0",
+        "1",
+        "2",
+        "3",
+        "-",
+        "+",
+        ",",
+        " ",
+        "\t",
+        "\n",
+        "\u00a0",
+        "\0",
+        "²",
+        "٣",
+        "\uff11",
+        "-0",
+        "GPU-",
+        "GPU-8932",
+        "GPU-8932f",
+        "MIG-",
+        "MIG-c6",
+        "MIG-GPU-9d4e/1/0",
+        "MIG-GPU-9d4e/5/0",
+        "/",
+        "x",
+        "18446744073709551615",
+        "18446744073709551616",
+        "9" * 5000,
+        "0" * 5000,
+    ]
+)
 VALUES = st.lists(PIECES | st.text(max_size=6), max_size=8).map("".join)
 
 

@@ -24,8 +24,14 @@ from gpuscout.testing import ScoutFactory
 class FakeMetalDevice:
     """A stand-in for an MTLDevice: the pyobjc methods the plugin calls, fixed values."""
 
-    def __init__(self, name: str, working_set: int, allocated: int = 0,
-                 registry_id: int = 0x100000A4C, unified: bool = True) -> None:
+    def __init__(
+        self,
+        name: str,
+        working_set: int,
+        allocated: int = 0,
+        registry_id: int = 0x100000A4C,
+        unified: bool = True,
+    ) -> None:
         self._name, self._working_set, self._allocated = name, working_set, allocated
         self._registry_id, self._unified = registry_id, unified
 
@@ -64,8 +70,9 @@ def fake_metal_device_derived_m2_ultra_192gb() -> FakeMetalDevice:
 class FakeMetalFramework(types.ModuleType):
     """A stand-in for pyobjc's ``Metal`` module with the two device functions."""
 
-    def __init__(self, all_devices: list[FakeMetalDevice] | None,
-                 default: FakeMetalDevice | None = None) -> None:
+    def __init__(
+        self, all_devices: list[FakeMetalDevice] | None, default: FakeMetalDevice | None = None
+    ) -> None:
         super().__init__("Metal")
         self._all, self._default = all_devices, default
 
@@ -91,12 +98,16 @@ def macos_scout(monkeypatch: pytest.MonkeyPatch, gpuscout_scout: ScoutFactory) -
     return make
 
 
-@pytest.mark.parametrize(("fake", "total"), [
-    (fake_metal_device_recorded_m1_16gb(), 11453251584),
-    (fake_metal_device_recorded_m2_max_32gb(), 22906503168),
-    (fake_metal_device_recorded_m2_max_64gb(), 51539607552),
-    (fake_metal_device_derived_m2_ultra_192gb(), 154618822656),
-], ids=["m1-16gb", "m2-max-32gb", "m2-max-64gb", "m2-ultra-192gb"])
+@pytest.mark.parametrize(
+    ("fake", "total"),
+    [
+        (fake_metal_device_recorded_m1_16gb(), 11453251584),
+        (fake_metal_device_recorded_m2_max_32gb(), 22906503168),
+        (fake_metal_device_recorded_m2_max_64gb(), 51539607552),
+        (fake_metal_device_derived_m2_ultra_192gb(), 154618822656),
+    ],
+    ids=["m1-16gb", "m2-max-32gb", "m2-max-64gb", "m2-ultra-192gb"],
+)
 def test_total_memory_is_the_recommended_working_set(fake: FakeMetalDevice, total: int) -> None:
     """total_memory is recommendedMaxWorkingSetSize, not the machine's RAM."""
     d = device_info(fake, 0)
@@ -141,7 +152,8 @@ def test_discover_on_macos_lists_every_device(macos_scout: MacosScout) -> None:
     fakes = [fake_metal_device_recorded_m2_max_64gb()]
     found = macos_scout(FakeMetalFramework(fakes)).discover()
     assert [(d.library, d.name, d.total_memory) for d in found.devices] == [
-        ("Metal", "Apple M2 Max", 51539607552)]
+        ("Metal", "Apple M2 Max", 51539607552)
+    ]
 
 
 def test_no_device_at_all_is_a_note(macos_scout: MacosScout) -> None:
@@ -209,19 +221,18 @@ def fake_metal_device_radeon_pro_5500m() -> FakeMetalDevice:
 def two_gpu_intel_mac() -> FakeMetalFramework:
     """MTLCopyAllDevices lists the Intel GPU first; the system default is the Radeon (with
     automatic graphics switching the default device is the high-power GPU)."""
-    return FakeMetalFramework([fake_metal_device_intel_uhd_630(),
-                               fake_metal_device_radeon_pro_5500m()],
-                              default=fake_metal_device_radeon_pro_5500m())
+    return FakeMetalFramework(
+        [fake_metal_device_intel_uhd_630(), fake_metal_device_radeon_pro_5500m()],
+        default=fake_metal_device_radeon_pro_5500m(),
+    )
 
 
-def test_the_default_device_ggml_metal_uses_comes_first_as_id_0(
-        macos_scout: MacosScout) -> None:
+def test_the_default_device_ggml_metal_uses_comes_first_as_id_0(macos_scout: MacosScout) -> None:
     """ggml-metal-device.m ggml_metal_device_init (ggml d99724f2, line 720) opens
     MTLCreateSystemDefaultDevice(): that device is id 0, the other follows as id 1."""
     found = macos_scout(two_gpu_intel_mac()).discover()
     by_id = {d.id: (d.name, d.filter_id, d.integrated) for d in found.devices}
-    assert by_id == {"0": ("AMD Radeon Pro 5500M", "0", False),
-                     "1": ("Intel(R) UHD Graphics 630", "1", True)}
+    assert by_id == {"0": ("AMD Radeon Pro 5500M", "0", False), "1": ("Intel(R) UHD Graphics 630", "1", True)}
 
 
 def test_the_note_names_the_devices_a_child_does_not_use(macos_scout: MacosScout) -> None:
@@ -236,8 +247,9 @@ def test_the_note_names_the_devices_a_child_does_not_use(macos_scout: MacosScout
 def test_an_unknown_default_device_keeps_the_order_and_says_so(macos_scout: MacosScout) -> None:
     """MTLCreateSystemDefaultDevice can answer None in a command-line process: the order stays
     MTLCopyAllDevices' and the note says the default is unknown."""
-    framework = FakeMetalFramework([fake_metal_device_intel_uhd_630(),
-                                    fake_metal_device_radeon_pro_5500m()], default=None)
+    framework = FakeMetalFramework(
+        [fake_metal_device_intel_uhd_630(), fake_metal_device_radeon_pro_5500m()], default=None
+    )
     found = macos_scout(framework).discover()
     assert {d.id: d.name for d in found.devices}["0"] == "Intel(R) UHD Graphics 630"
     (report,) = [p for p in found.plugins if p.name == "metal"]
@@ -252,16 +264,18 @@ def test_a_single_device_gets_no_note(macos_scout: MacosScout) -> None:
     assert report.note == ""
 
 
-def test_a_device_ggml_metal_does_not_open_ranks_after_the_default_one(
-        macos_scout: MacosScout) -> None:
+def test_a_device_ggml_metal_does_not_open_ranks_after_the_default_one(macos_scout: MacosScout) -> None:
     """ggml-metal-device.m line 720 opens only the default device: with the integrated Intel GPU
     as default (graphics switching off), the discrete Radeon still ranks after it, with the
     reason, although discrete devices otherwise rank first."""
-    framework = FakeMetalFramework([fake_metal_device_intel_uhd_630(),
-                                    fake_metal_device_radeon_pro_5500m()],
-                                   default=fake_metal_device_intel_uhd_630())
+    framework = FakeMetalFramework(
+        [fake_metal_device_intel_uhd_630(), fake_metal_device_radeon_pro_5500m()],
+        default=fake_metal_device_intel_uhd_630(),
+    )
     found = macos_scout(framework).discover()
     assert [(d.name, d.integrated) for d in found.devices] == [
-        ("Intel(R) UHD Graphics 630", True), ("AMD Radeon Pro 5500M", False)]
+        ("Intel(R) UHD Graphics 630", True),
+        ("AMD Radeon Pro 5500M", False),
+    ]
     assert found.devices[0].unused_reason == ""
     assert found.devices[1].unused_reason.startswith("ggml-metal opens only the system default")

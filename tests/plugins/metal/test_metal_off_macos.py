@@ -20,8 +20,9 @@ print(json.dumps({"devices": len(found.devices), "status": report.status,
 
 
 def run_child() -> dict[str, object]:
-    proc = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
-                          timeout=60, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=60, check=True
+    )
     result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
 

@@ -39,5 +39,4 @@ def discover(rocm_scout: Callable[..., Scout]) -> Callable[..., Discovery]:
 def devices(rocm_scout: Callable[..., Scout]) -> Callable[..., list[DeviceInfo]]:
     """``devices(tree, env)``: the ROCm plugin's raw answer over ``tree``, in its own order,
     without the GPUs it reports hidden (``hidden_by``)."""
-    return lambda tree, env=None: [d for _, d in rocm_scout(tree, env).enumerate()
-                                   if not d.hidden_by]
+    return lambda tree, env=None: [d for _, d in rocm_scout(tree, env).enumerate() if not d.hidden_by]

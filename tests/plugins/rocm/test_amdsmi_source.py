@@ -42,8 +42,12 @@ class AmdsmiStandIn:
         return ["handle-0"]
 
     def amdsmi_get_gpu_asic_info(self, h: str) -> dict[str, Any]:
-        return {"market_name": "AMD Instinct MI300X", "vendor_id": "0x1002",
-                "device_id": "0x74a1", "target_graphics_version": "gfx942"}
+        return {
+            "market_name": "AMD Instinct MI300X",
+            "vendor_id": "0x1002",
+            "device_id": "0x74a1",
+            "target_graphics_version": "gfx942",
+        }
 
     def amdsmi_get_gpu_kfd_info(self, h: str) -> dict[str, int]:
         return {"kfd_id": 47210, "node_id": 2}
@@ -72,15 +76,13 @@ def test_amdsmi_import_failure_is_a_reason_not_an_exception() -> None:
     assert (module, why.startswith("amdsmi unavailable (")) == (None, True)
 
 
-def test_live_root_without_amdsmi_falls_back_to_sysfs_and_names_amdsmi(
-        gpuscout_scout: ScoutFactory) -> None:
+def test_live_root_without_amdsmi_falls_back_to_sysfs_and_names_amdsmi(gpuscout_scout: ScoutFactory) -> None:
     """On "/" with no amdsmi and no AMD GPU, the plugin finds nothing and its note names amdsmi."""
     if not AMDSMI_MISSING or os.path.isdir("/sys/class/kfd/kfd/topology/nodes"):
         pytest.skip("this machine has amdsmi or a KFD topology")
     result = gpuscout_scout("rocm", env={}).discover()
     report = result.report("rocm")
-    assert (result.devices, report.status, "amdsmi unavailable" in report.note) == (
-        [], "ok", True)
+    assert (result.devices, report.status, "amdsmi unavailable" in report.note) == ([], "ok", True)
 
 
 def test_recorded_tree_root_never_imports_amdsmi() -> None:
@@ -106,32 +108,55 @@ def test_stand_in_answers_read_into_one_gpu_and_shut_down() -> None:
     """read_all initialises, reads every handle and shuts amdsmi down."""
     stand_in = AmdsmiStandIn()
     gpus = smi.read_all(stand_in)
-    assert (gpus, stand_in.calls) == ([smi.SmiGpu(
-        bdf="0000:05:00.0", kfd_node=2, market_name="AMD Instinct MI300X", gfx_version=90402,
-        device_id=0x74A1, unique_id=0x8D1E2C3A00001000, vram_total=192 * GIB,
-        vram_used=2952790016, gtt_total=1008 * GIB, gtt_used=58720256,
-    )], ["init", "shut_down"])
+    assert (gpus, stand_in.calls) == (
+        [
+            smi.SmiGpu(
+                bdf="0000:05:00.0",
+                kfd_node=2,
+                market_name="AMD Instinct MI300X",
+                gfx_version=90402,
+                device_id=0x74A1,
+                unique_id=0x8D1E2C3A00001000,
+                vram_total=192 * GIB,
+                vram_used=2952790016,
+                gtt_total=1008 * GIB,
+                gtt_used=58720256,
+            )
+        ],
+        ["init", "shut_down"],
+    )
 
 
 def test_amdsmi_alone_builds_the_record_when_kfd_is_unreadable(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
 ) -> None:
     """With amdsmi working on a live root but no KFD topology, amdsmi's answers make the record."""
     monkeypatch.setattr(smi, "import_amdsmi", lambda: (AmdsmiStandIn(), ""))
     monkeypatch.setattr(sysfs, "read_kfd_gpu_nodes", lambda ctx: None)
     monkeypatch.setattr(hsakmt, "kfd_failure", lambda ctx: "")
     found = discover.enumerate_devices(Context(env={}, platform="linux", root="/"))
-    assert found == [DeviceInfo(
-        id="GPU-8d1e2c3a00001000", library="ROCm", name="ROCm0",
-        description="AMD Instinct MI300X", filter_id="GPU-8d1e2c3a00001000",
-        pci_id="0000:05:00.0", total_memory=192 * GIB, free_memory=192 * GIB - 2952790016,
-        compute_major=0x9, compute_minor=0x42, gfx_target="gfx942",
-        uuid="GPU-8d1e2c3a00001000",
-    )]
+    assert found == [
+        DeviceInfo(
+            id="GPU-8d1e2c3a00001000",
+            library="ROCm",
+            name="ROCm0",
+            description="AMD Instinct MI300X",
+            filter_id="GPU-8d1e2c3a00001000",
+            pci_id="0000:05:00.0",
+            total_memory=192 * GIB,
+            free_memory=192 * GIB - 2952790016,
+            compute_major=0x9,
+            compute_minor=0x42,
+            gfx_target="gfx942",
+            uuid="GPU-8d1e2c3a00001000",
+        )
+    ]
 
 
 def test_amdsmi_gpus_without_dev_kfd_give_no_device_and_say_why(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
 ) -> None:
     """amdsmi reads the driver directly, but the HSA runtime opens /dev/kfd first (libhsakmt
     openclose.c ``hsaKmtOpenKFD``): without it there is no device, and the note names /dev/kfd."""
@@ -139,8 +164,7 @@ def test_amdsmi_gpus_without_dev_kfd_give_no_device_and_say_why(
     monkeypatch.setattr(sysfs, "read_kfd_gpu_nodes", lambda ctx: None)
     ctx = Context(env={}, platform="linux", root="/")
     monkeypatch.setattr(Context, "path", lambda self, p: os.path.join(tmp_path, p.lstrip("/")))
-    assert (discover.enumerate_devices(ctx), "/dev/kfd cannot be opened" in ctx.notes[-1]) == (
-        [], True)
+    assert (discover.enumerate_devices(ctx), "/dev/kfd cannot be opened" in ctx.notes[-1]) == ([], True)
 
 
 def test_amdsmi_failure_falls_back_to_sysfs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -162,7 +186,9 @@ def test_amdsmi_name_and_memory_overlay_the_kfd_node_it_names() -> None:
     gpu = smi.SmiGpu(kfd_node=2, market_name="MI300X (from amdsmi)", vram_total=1)
     merged = discover.overlay_smi(facts, [gpu], nodes)
     assert [(f.market_name, f.vram_total) for f in merged[:2]] == [
-        ("MI300X (from amdsmi)", 192 * GIB), ("AMD Instinct MI300X", 192 * GIB)]
+        ("MI300X (from amdsmi)", 192 * GIB),
+        ("AMD Instinct MI300X", 192 * GIB),
+    ]
 
 
 def test_non_linux_without_amdsmi_reports_nothing_with_a_note() -> None:

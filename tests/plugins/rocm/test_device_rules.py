@@ -8,14 +8,17 @@ from gpuscout.plugins.rocm.devices import GpuFacts, build, is_integrated
 from gpuscout.sizes import GIB
 
 
-@pytest.mark.parametrize(("vram", "gtt", "board", "integrated"), [
-    (512 * 2**20, 16 * GIB, False, True),
-    (4 * GIB, 16 * GIB, False, True),
-    (4 * GIB + 1, 32 * GIB, False, False),
-    (2 * GIB, 8 * GIB - 1, False, False),
-    (3 * GIB, 11 * GIB, False, False),
-    (512 * 2**20, 16 * GIB, True, False),
-])
+@pytest.mark.parametrize(
+    ("vram", "gtt", "board", "integrated"),
+    [
+        (512 * 2**20, 16 * GIB, False, True),
+        (4 * GIB, 16 * GIB, False, True),
+        (4 * GIB + 1, 32 * GIB, False, False),
+        (2 * GIB, 8 * GIB - 1, False, False),
+        (3 * GIB, 11 * GIB, False, False),
+        (512 * 2**20, 16 * GIB, True, False),
+    ],
+)
 def test_integrated_rule(vram: int, gtt: int, board: bool, integrated: bool) -> None:
     """No board files, VRAM <= 4 GiB, GTT >= 8 GiB and GTT >= 4 x VRAM make an iGPU."""
     facts = GpuFacts(ordinal=0, vram_total=vram, gtt_total=gtt, board_files=board)

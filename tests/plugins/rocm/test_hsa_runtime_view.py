@@ -48,13 +48,25 @@ def test_node_without_its_render_node_is_left_out(
     """Only the GPU whose render node opens is reported, as GPU 0 (topology.c
     ``topology_sysfs_check_node_supported``: ENOENT from fmm.c ``hsakmt_open_drm_render_device``
     leaves the node out)."""
-    assert devices(CONTAINER) == [DeviceInfo(
-        id=RX7600, library="ROCm", name="ROCm0", description="AMD GPU gfx1102 [1002:7480]",
-        filter_id=RX7600, integrated=False, pci_id="0000:03:00.0",
-        total_memory=8573157376, free_memory=8573157376 - 500 * MIB,
-        compute_major=0x11, compute_minor=0x02, driver_major=6, driver_minor=10,
-        gfx_target="gfx1102", uuid=RX7600,
-    )]
+    assert devices(CONTAINER) == [
+        DeviceInfo(
+            id=RX7600,
+            library="ROCm",
+            name="ROCm0",
+            description="AMD GPU gfx1102 [1002:7480]",
+            filter_id=RX7600,
+            integrated=False,
+            pci_id="0000:03:00.0",
+            total_memory=8573157376,
+            free_memory=8573157376 - 500 * MIB,
+            compute_major=0x11,
+            compute_minor=0x02,
+            driver_major=6,
+            driver_minor=10,
+            gfx_target="gfx1102",
+            uuid=RX7600,
+        )
+    ]
 
 
 def test_left_out_node_is_named_in_the_note(discover: Callable[..., Discovery]) -> None:
@@ -64,14 +76,19 @@ def test_left_out_node_is_named_in_the_note(discover: Callable[..., Discovery]) 
     assert "KFD node 1 left out" in note and "renderD128" in note
 
 
-@pytest.mark.parametrize(("env", "expected"), [
-    ({"ROCR_VISIBLE_DEVICES": "0"}, [RX7600]),
-    ({"ROCR_VISIBLE_DEVICES": "1"}, []),
-    ({"HIP_VISIBLE_DEVICES": "0"}, [RX7600]),
-    ({"ROCR_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "1"}, []),
-])
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"ROCR_VISIBLE_DEVICES": "0"}, [RX7600]),
+        ({"ROCR_VISIBLE_DEVICES": "1"}, []),
+        ({"HIP_VISIBLE_DEVICES": "0"}, [RX7600]),
+        ({"ROCR_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "1"}, []),
+    ],
+)
 def test_left_out_node_takes_no_gpu_index(
-    devices: Callable[..., list[DeviceInfo]], env: dict[str, str], expected: list[str],
+    devices: Callable[..., list[DeviceInfo]],
+    env: dict[str, str],
+    expected: list[str],
 ) -> None:
     """ROCR and HIP indices count only the nodes libhsakmt kept, so index 0 is the RX 7600
     (topology.c ``hsakmt_topology_sysfs_get_system_props`` maps only supported nodes)."""
@@ -87,7 +104,9 @@ def test_per_node_override_uses_the_hsa_node_id_not_the_sysfs_one(
     by_hsa_id = devices(CONTAINER, {"HSA_OVERRIDE_GFX_VERSION_1": "11.0.0"})
     by_sysfs_id = devices(CONTAINER, {"HSA_OVERRIDE_GFX_VERSION_2": "11.0.0"})
     assert ([d.gfx_target for d in by_hsa_id], [d.gfx_target for d in by_sysfs_id]) == (
-        ["gfx1100"], ["gfx1102"])
+        ["gfx1100"],
+        ["gfx1102"],
+    )
 
 
 def test_per_node_override_wins_over_the_global_one(
@@ -105,8 +124,7 @@ def test_malformed_per_node_override_leaves_no_device(
     """A bad per-node value fails topology init for every GPU, not only its own, and the note
     names it (topology.c ``topology_sysfs_get_node_props`` returns HSAKMT_STATUS_ERROR)."""
     result = discover("mixed_apu_dgpu", {"HSA_OVERRIDE_GFX_VERSION_1": "11.0"})
-    assert (result.devices, "HSA_OVERRIDE_GFX_VERSION_1='11.0'" in rocm_note(result)) == (
-        [], True)
+    assert (result.devices, "HSA_OVERRIDE_GFX_VERSION_1='11.0'" in rocm_note(result)) == ([], True)
 
 
 def test_override_for_a_cpu_node_is_not_read(devices: Callable[..., list[DeviceInfo]]) -> None:
@@ -140,18 +158,19 @@ def test_override_with_a_minor_above_15_keeps_the_device_without_a_target(
 
 
 def test_no_dev_kfd_means_no_device_and_says_why(
-    copy_of: Callable[[str], Path], discover_at: Callable[..., Discovery],
+    copy_of: Callable[[str], Path],
+    discover_at: Callable[..., Discovery],
 ) -> None:
     """Without /dev/kfd the runtime stops before the topology (openclose.c ``hsaKmtOpenKFD``)."""
     root = copy_of("mixed_apu_dgpu")
     (root / "dev" / "kfd").unlink()
     result = discover_at(root)
-    assert (result.devices, "dev/kfd cannot be opened read-write (ENOENT" in rocm_note(result)) == (
-        [], True)
+    assert (result.devices, "dev/kfd cannot be opened read-write (ENOENT" in rocm_note(result)) == ([], True)
 
 
 def test_render_node_failing_otherwise_than_missing_leaves_no_device(
-    copy_of: Callable[[str], Path], discover_at: Callable[..., Discovery],
+    copy_of: Callable[[str], Path],
+    discover_at: Callable[..., Discovery],
 ) -> None:
     """A render node that fails with another error than ENOENT/EPERM (here EISDIR) fails topology
     init as a whole (topology.c ``topology_sysfs_check_node_supported``)."""
@@ -164,21 +183,22 @@ def test_render_node_failing_otherwise_than_missing_leaves_no_device(
 
 
 def test_gpu_node_without_a_render_minor_leaves_no_device(
-    gpuscout_root: RootFactory, discover_at: Callable[..., Discovery],
+    gpuscout_root: RootFactory,
+    discover_at: Callable[..., Discovery],
 ) -> None:
     """A GPU node whose drm_render_minor is 0 fails topology init (topology.c
     ``topology_sysfs_check_node_supported``)."""
     node = TREES / "rx7900xtx/sys/class/kfd/kfd/topology/nodes/1/properties"
     props = node.read_text().replace("drm_render_minor 128", "drm_render_minor 0")
-    root = gpuscout_root({"/sys/class/kfd/kfd/topology/nodes/1/properties": props},
-                         copy=TREES / "rx7900xtx")
+    root = gpuscout_root({"/sys/class/kfd/kfd/topology/nodes/1/properties": props}, copy=TREES / "rx7900xtx")
     result = discover_at(root)
     assert (result.devices, "drm_render_minor 0" in rocm_note(result)) == ([], True)
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
 def test_device_file_in_a_recorded_tree_is_not_opened(
-    gpuscout_root: RootFactory, discover_at: Callable[..., Discovery],
+    gpuscout_root: RootFactory,
+    discover_at: Callable[..., Discovery],
 ) -> None:
     """A tree's dev/kfd that links to a real device is refused unopened: no device, a note."""
     root = gpuscout_root({"/dev/kfd": Symlink("/dev/zero")}, copy=TREES / "rx7900xtx")

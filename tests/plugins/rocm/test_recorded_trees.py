@@ -12,14 +12,25 @@ def test_discrete_rx_7900_xtx_is_reported_field_by_field(
     devices: Callable[..., list[DeviceInfo]],
 ) -> None:
     """A 24 GiB gfx1100 card reads as one discrete ROCm device with its VRAM counters."""
-    assert devices("rx7900xtx") == [DeviceInfo(
-        id="GPU-6f3c9a1e2b4d5870", library="ROCm", name="ROCm0",
-        description="AMD GPU gfx1100 [1002:744c]", filter_id="GPU-6f3c9a1e2b4d5870",
-        integrated=False, pci_id="0000:0c:00.0",
-        total_memory=25753026560, free_memory=25753026560 - 1411842048,
-        compute_major=0x11, compute_minor=0x00, driver_major=6, driver_minor=10,
-        gfx_target="gfx1100", uuid="GPU-6f3c9a1e2b4d5870",
-    )]
+    assert devices("rx7900xtx") == [
+        DeviceInfo(
+            id="GPU-6f3c9a1e2b4d5870",
+            library="ROCm",
+            name="ROCm0",
+            description="AMD GPU gfx1100 [1002:744c]",
+            filter_id="GPU-6f3c9a1e2b4d5870",
+            integrated=False,
+            pci_id="0000:0c:00.0",
+            total_memory=25753026560,
+            free_memory=25753026560 - 1411842048,
+            compute_major=0x11,
+            compute_minor=0x00,
+            driver_major=6,
+            driver_minor=10,
+            gfx_target="gfx1100",
+            uuid="GPU-6f3c9a1e2b4d5870",
+        )
+    ]
 
 
 def test_discrete_card_prints_its_gfx_target_as_compute(
@@ -37,14 +48,25 @@ def test_partitioned_mi300x_reports_each_kfd_node_as_a_device(
     share = 192 * GIB // 8
     expected = []
     for p in range(8):
-        uuid = f"GPU-{0x8d1e2c3a00000000 + 0x1000 * (p + 1) + p:016x}"
-        expected.append(DeviceInfo(
-            id=uuid, library="ROCm", name=f"ROCm{p}", description="AMD Instinct MI300X",
-            filter_id=uuid, integrated=False, pci_id="0000:05:00.0",
-            total_memory=share, free_memory=share - 2952790016 // 8,
-            compute_major=0x9, compute_minor=0x42, gfx_target="gfx942", uuid=uuid,
-            free_memory_unknown=True,
-        ))
+        uuid = f"GPU-{0x8D1E2C3A00000000 + 0x1000 * (p + 1) + p:016x}"
+        expected.append(
+            DeviceInfo(
+                id=uuid,
+                library="ROCm",
+                name=f"ROCm{p}",
+                description="AMD Instinct MI300X",
+                filter_id=uuid,
+                integrated=False,
+                pci_id="0000:05:00.0",
+                total_memory=share,
+                free_memory=share - 2952790016 // 8,
+                compute_major=0x9,
+                compute_minor=0x42,
+                gfx_target="gfx942",
+                uuid=uuid,
+                free_memory_unknown=True,
+            )
+        )
     assert found == expected
 
 
@@ -61,12 +83,22 @@ def test_apu_780m_is_integrated_and_sized_by_gtt_and_system_memory(
 ) -> None:
     """A 512 MiB carve-out with 15 GiB of GTT is an iGPU: carve-out + GTT, free capped by the system."""
     carve_out, gtt, mem_available = 512 * MIB, 16411154432, 9765625 * 1024
-    assert devices("apu_780m") == [DeviceInfo(
-        id="0", library="ROCm", name="ROCm0", description="AMD GPU gfx1103 [1002:15bf]",
-        filter_id="0", integrated=True, pci_id="0000:c4:00.0",
-        total_memory=carve_out + gtt, free_memory=carve_out - 192 * MIB + mem_available,
-        compute_major=0x11, compute_minor=0x03, gfx_target="gfx1103",
-    )]
+    assert devices("apu_780m") == [
+        DeviceInfo(
+            id="0",
+            library="ROCm",
+            name="ROCm0",
+            description="AMD GPU gfx1103 [1002:15bf]",
+            filter_id="0",
+            integrated=True,
+            pci_id="0000:c4:00.0",
+            total_memory=carve_out + gtt,
+            free_memory=carve_out - 192 * MIB + mem_available,
+            compute_major=0x11,
+            compute_minor=0x03,
+            gfx_target="gfx1103",
+        )
+    ]
 
 
 def test_mixed_box_reports_the_discrete_card_and_the_igpu_in_kfd_order(
@@ -75,20 +107,33 @@ def test_mixed_box_reports_the_discrete_card_and_the_igpu_in_kfd_order(
     """An RX 7600 and a Raphael iGPU (an unsupported gfx1036) are both reported, in KFD order."""
     assert devices("mixed_apu_dgpu") == [
         DeviceInfo(
-            id="GPU-2a9e4c7b10f3d685", library="ROCm", name="ROCm0",
-            description="AMD GPU gfx1102 [1002:7480]", filter_id="GPU-2a9e4c7b10f3d685",
-            integrated=False, pci_id="0000:03:00.0",
-            total_memory=8573157376, free_memory=8573157376 - 500 * MIB,
-            compute_major=0x11, compute_minor=0x02, gfx_target="gfx1102",
+            id="GPU-2a9e4c7b10f3d685",
+            library="ROCm",
+            name="ROCm0",
+            description="AMD GPU gfx1102 [1002:7480]",
+            filter_id="GPU-2a9e4c7b10f3d685",
+            integrated=False,
+            pci_id="0000:03:00.0",
+            total_memory=8573157376,
+            free_memory=8573157376 - 500 * MIB,
+            compute_major=0x11,
+            compute_minor=0x02,
+            gfx_target="gfx1102",
             uuid="GPU-2a9e4c7b10f3d685",
         ),
         DeviceInfo(
-            id="GPU-0000b2c41e5a7f09", library="ROCm", name="ROCm1",
-            description="AMD GPU gfx1036 [1002:164e]", filter_id="GPU-0000b2c41e5a7f09",
-            integrated=True, pci_id="0000:13:00.0",
+            id="GPU-0000b2c41e5a7f09",
+            library="ROCm",
+            name="ROCm1",
+            description="AMD GPU gfx1036 [1002:164e]",
+            filter_id="GPU-0000b2c41e5a7f09",
+            integrated=True,
+            pci_id="0000:13:00.0",
             total_memory=512 * MIB + 33554432000,
             free_memory=(512 - 34) * MIB + 33554432000 - 12 * MIB,
-            compute_major=0x10, compute_minor=0x36, gfx_target="gfx1036",
+            compute_major=0x10,
+            compute_minor=0x36,
+            gfx_target="gfx1036",
             uuid="GPU-0000b2c41e5a7f09",
         ),
     ]
@@ -123,7 +168,8 @@ def test_hsa_override_replaces_gfx_target_and_compute_on_every_device(
     """HSA_OVERRIDE_GFX_VERSION=11.0.0 makes both mixed-box GPUs report gfx1100."""
     found = devices("mixed_apu_dgpu", {"HSA_OVERRIDE_GFX_VERSION": "11.0.0"})
     assert [(d.gfx_target, d.compute_major, d.compute_minor, d.compute) for d in found] == [
-        ("gfx1100", 0x11, 0, "gfx1100"), ("gfx1100", 0x11, 0, "gfx1100"),
+        ("gfx1100", 0x11, 0, "gfx1100"),
+        ("gfx1100", 0x11, 0, "gfx1100"),
     ]
 
 

@@ -23,7 +23,8 @@ def copied(gpuscout_root: RootFactory, tree: str) -> Path:
 
 
 def test_refresh_reads_mem_info_vram_used_again(
-        gpuscout_scout: ScoutFactory, gpuscout_root: RootFactory) -> None:
+    gpuscout_scout: ScoutFactory, gpuscout_root: RootFactory
+) -> None:
     """More VRAM in use after discovery: the refresh reports total - used, not stale."""
     root = copied(gpuscout_root, "rx7900xtx")
     scout = rocm_over(gpuscout_scout, root)
@@ -35,7 +36,8 @@ def test_refresh_reads_mem_info_vram_used_again(
 
 
 def test_an_unreadable_counter_leaves_the_device_stale_not_zero(
-        gpuscout_scout: ScoutFactory, gpuscout_root: RootFactory) -> None:
+    gpuscout_scout: ScoutFactory, gpuscout_root: RootFactory
+) -> None:
     """mem_info_vram_used gone: the previous free memory stays, marked stale."""
     root = copied(gpuscout_root, "rx7900xtx")
     scout = rocm_over(gpuscout_scout, root)
@@ -44,8 +46,7 @@ def test_an_unreadable_counter_leaves_the_device_stale_not_zero(
     assert scout.refresh([before]) == [before.evolve(free_memory_stale=True)]
 
 
-def test_a_card_that_is_gone_is_stale(
-        gpuscout_scout: ScoutFactory, gpuscout_root: RootFactory) -> None:
+def test_a_card_that_is_gone_is_stale(gpuscout_scout: ScoutFactory, gpuscout_root: RootFactory) -> None:
     """No KFD topology any more (driver unloaded): the device keeps its value, stale."""
     root = copied(gpuscout_root, "rx7900xtx")
     scout = rocm_over(gpuscout_scout, root)
@@ -55,7 +56,8 @@ def test_a_card_that_is_gone_is_stale(
 
 
 def test_a_device_now_at_another_pci_address_is_not_refreshed(
-        gpuscout_scout: ScoutFactory, gpuscout_root: RootFactory) -> None:
+    gpuscout_scout: ScoutFactory, gpuscout_root: RootFactory
+) -> None:
     """The same id at another PCI address is not the same card: stale."""
     root = copied(gpuscout_root, "rx7900xtx")
     scout = rocm_over(gpuscout_scout, root)
@@ -65,7 +67,8 @@ def test_a_device_now_at_another_pci_address_is_not_refreshed(
 
 
 def test_partitions_are_refreshed_from_the_card_counter(
-        gpuscout_scout: ScoutFactory, gpuscout_root: RootFactory) -> None:
+    gpuscout_scout: ScoutFactory, gpuscout_root: RootFactory
+) -> None:
     """Each MI300X CPX partition's free memory follows the card-wide counter (still a guess)."""
     root = copied(gpuscout_root, "mi300x_cpx")
     scout = rocm_over(gpuscout_scout, root)
@@ -78,8 +81,7 @@ def test_partitions_are_refreshed_from_the_card_counter(
     assert all(a.free_memory < b.free_memory for a, b in zip(fresh, devices, strict=True))
 
 
-def test_refresh_answers_only_rocm_devices(
-        gpuscout_scout: ScoutFactory, gpuscout_root: RootFactory) -> None:
+def test_refresh_answers_only_rocm_devices(gpuscout_scout: ScoutFactory, gpuscout_root: RootFactory) -> None:
     """A device of another library passed along is left to its own plugin (here: stale)."""
     root = copied(gpuscout_root, "rx7900xtx")
     scout = rocm_over(gpuscout_scout, root)

@@ -25,7 +25,8 @@ def note(result: Discovery) -> str:
 
 
 def test_a_render_node_refused_with_eacces_leaves_no_gpu_at_all(
-        tmp_path: Path, gpuscout_scout: ScoutFactory) -> None:
+    tmp_path: Path, gpuscout_scout: ScoutFactory
+) -> None:
     """EACCES on one GPU's render node fails topology init: no ROCm device, the note says EACCES."""
     result = discover_with_render(tmp_path, gpuscout_scout, "denied\n")
     assert result.devices == []
@@ -33,7 +34,8 @@ def test_a_render_node_refused_with_eacces_leaves_no_gpu_at_all(
 
 
 def test_a_render_node_refused_with_eperm_leaves_only_that_node_out(
-        tmp_path: Path, gpuscout_scout: ScoutFactory) -> None:
+    tmp_path: Path, gpuscout_scout: ScoutFactory
+) -> None:
     """EPERM (a device cgroup) leaves that one node out; the other GPU is still reported."""
     whole = discover_with_render(tmp_path / "a", gpuscout_scout, "")
     result = discover_with_render(tmp_path / "b", gpuscout_scout, "denied EPERM\n")

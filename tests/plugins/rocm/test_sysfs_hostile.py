@@ -26,6 +26,7 @@ def arabic(number: str) -> str:
     """``number`` written in Arabic-Indic digits."""
     return number.translate({ord("0") + i: 0x0660 + i for i in range(10)})
 
+
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
 needs_dev_zero = pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
 
@@ -66,13 +67,11 @@ def rocm_note(result: Discovery) -> str:
 
 def test_unspoiled_copy_reads_as_the_recorded_card(spoiled: Spoiled, rocm_devices: Devices) -> None:
     """The copied tree itself gives the 7900 XTX, so each spoiled file below is what changes."""
-    assert [(d.gfx_target, d.total_memory) for d in rocm_devices(spoiled())] == [
-        ("gfx1100", 25753026560)]
+    assert [(d.gfx_target, d.total_memory) for d in rocm_devices(spoiled())] == [("gfx1100", 25753026560)]
 
 
 @needs_fifo
-def test_fifo_as_kfd_node_properties_skips_the_node_promptly(spoiled: Spoiled,
-                                                             discover_at: Discover) -> None:
+def test_fifo_as_kfd_node_properties_skips_the_node_promptly(spoiled: Spoiled, discover_at: Discover) -> None:
     """A FIFO in place of a GPU node's properties yields no device and a note, without hanging."""
     result = discover_at(spoiled({f"{NODE1}/properties": FIFO}))
     assert result.devices == []
@@ -80,8 +79,7 @@ def test_fifo_as_kfd_node_properties_skips_the_node_promptly(spoiled: Spoiled,
 
 
 @needs_fifo
-def test_fifo_as_memory_bank_properties_keeps_the_card(spoiled: Spoiled,
-                                                        rocm_devices: Devices) -> None:
+def test_fifo_as_memory_bank_properties_keeps_the_card(spoiled: Spoiled, rocm_devices: Devices) -> None:
     """A FIFO in place of a memory bank's properties leaves the card's VRAM counters standing."""
     root = spoiled({f"{NODE1}/mem_banks/0/properties": FIFO})
     assert [d.total_memory for d in rocm_devices(root)] == [25753026560]
@@ -97,16 +95,14 @@ def test_fifo_as_the_topology_folder_means_no_kfd(spoiled: Spoiled, discover_at:
 
 
 @needs_fifo
-def test_fifo_at_proc_meminfo_leaves_the_igpu_reported(spoiled: Spoiled,
-                                                        rocm_devices: Devices) -> None:
+def test_fifo_at_proc_meminfo_leaves_the_igpu_reported(spoiled: Spoiled, rocm_devices: Devices) -> None:
     """An APU whose /proc/meminfo is a FIFO is still reported, its free GTT not capped."""
     root = spoiled({"proc/meminfo": FIFO}, "apu_780m")
     assert [d.integrated for d in rocm_devices(root)] == [True]
 
 
 @needs_dev_zero
-def test_vram_counter_linked_to_dev_zero_is_refused(spoiled: Spoiled,
-                                                    rocm_devices: Devices) -> None:
+def test_vram_counter_linked_to_dev_zero_is_refused(spoiled: Spoiled, rocm_devices: Devices) -> None:
     """mem_info_vram_total as a link to /dev/zero reads as no counter: memory unknown."""
     [device] = rocm_devices(spoiled({f"{DEVICE}/mem_info_vram_total": Symlink("/dev/zero")}))
     assert (device.total_memory, device.free_memory_unknown) == (0, True)
@@ -126,23 +122,23 @@ def test_binary_garbage_properties_skip_the_node(spoiled: Spoiled, rocm_devices:
     assert rocm_devices(root) == []
 
 
-@pytest.mark.parametrize("value", ["9" * 5000, str(1 << 64), "-1411842048",
-                                   arabic("1411842048"), SUPERSCRIPT_TWO])
+@pytest.mark.parametrize(
+    "value", ["9" * 5000, str(1 << 64), "-1411842048", arabic("1411842048"), SUPERSCRIPT_TWO]
+)
 def test_absurd_vram_used_is_unknown(spoiled: Spoiled, rocm_devices: Devices, value: str) -> None:
     """A vram_used that is no 64-bit decimal leaves free memory unknown, never an error."""
     [device] = rocm_devices(spoiled({f"{DEVICE}/mem_info_vram_used": f"{value}\n"}))
     assert (device.total_memory, device.free_memory_unknown) == (25753026560, True)
 
 
-@pytest.mark.parametrize("value", ["9" * 5000, "-110000", arabic("110000"),
-                                   f"1{SUPERSCRIPT_ONE}0000"])
+@pytest.mark.parametrize("value", ["9" * 5000, "-110000", arabic("110000"), f"1{SUPERSCRIPT_ONE}0000"])
 def test_absurd_gfx_target_version_is_dropped_from_the_properties(
-        spoiled: Spoiled, rocm_devices: Devices, value: str) -> None:
+    spoiled: Spoiled, rocm_devices: Devices, value: str
+) -> None:
     """A gfx_target_version that is no 64-bit decimal reads as unknown: no gfx target."""
     root = spoiled()
     props = root / NODE1 / "properties"
-    props.write_text(props.read_text().replace("gfx_target_version 110000",
-                                               f"gfx_target_version {value}"))
+    props.write_text(props.read_text().replace("gfx_target_version 110000", f"gfx_target_version {value}"))
     assert [d.gfx_target for d in rocm_devices(root)] == [""]
 
 
@@ -153,23 +149,20 @@ def test_unicode_digit_node_folder_is_ignored(spoiled: Spoiled, rocm_devices: De
     assert len(rocm_devices(root)) == 1
 
 
-def test_garbage_pci_slot_in_uevent_falls_back_to_kfd(spoiled: Spoiled,
-                                                      rocm_devices: Devices) -> None:
+def test_garbage_pci_slot_in_uevent_falls_back_to_kfd(spoiled: Spoiled, rocm_devices: Devices) -> None:
     """A PCI_SLOT_NAME that is no PCI slot gives way to the slot KFD's location_id names."""
     root = spoiled({f"{DEVICE}/uevent": "PCI_SLOT_NAME=../../etc\nNO_EQUALS_SIGN\n"})
     assert [d.pci_id for d in rocm_devices(root)] == ["0000:0c:00.0"]
 
 
 @pytest.mark.parametrize("text", [arabic("6.10.5"), f"{1 << 64}.10.5", "-6.10", "6", "\x00\xff"])
-def test_absurd_driver_version_reads_as_in_tree(spoiled: Spoiled, rocm_devices: Devices,
-                                                text: str) -> None:
+def test_absurd_driver_version_reads_as_in_tree(spoiled: Spoiled, rocm_devices: Devices, text: str) -> None:
     """A module version that is not two 64-bit decimals reads as (0, 0)."""
     root = spoiled({"sys/module/amdgpu/version": text})
     assert [(d.driver_major, d.driver_minor) for d in rocm_devices(root)] == [(0, 0)]
 
 
-def test_huge_memory_bank_sizes_are_capped_at_64_bits(spoiled: Spoiled,
-                                                      rocm_devices: Devices) -> None:
+def test_huge_memory_bank_sizes_are_capped_at_64_bits(spoiled: Spoiled, rocm_devices: Devices) -> None:
     """Banks whose sizes add up past 2**64 count as 2**64 - 1, not a larger number."""
     root = spoiled(name="mi300x_cpx")
     node = root / NODE1

@@ -25,8 +25,9 @@ numberish = st.one_of(
     st.text(alphabet="0123456789-+.xX" + FOREIGN_DIGITS, min_size=1, max_size=30),
     st.just("9" * 5000),
 )
-key = st.text(alphabet=st.characters(blacklist_categories=("Zs", "Cc", "Zl", "Zp")),
-              min_size=1, max_size=20).filter(lambda k: k.split() == [k])
+key = st.text(
+    alphabet=st.characters(blacklist_categories=("Zs", "Cc", "Zl", "Zp")), min_size=1, max_size=20
+).filter(lambda k: k.split() == [k])
 properties_text = st.one_of(
     st.lists(st.builds(lambda k, v: f"{k} {v}", key, numberish), max_size=10).map("\n".join),
     st.text(max_size=300),
@@ -61,11 +62,13 @@ def test_parse_uevent_never_raises(text: str) -> None:
 
 
 @settings(max_examples=200)
-@given(st.dictionaries(
-    st.from_regex(r"[A-Z_]{1,16}", fullmatch=True),
-    st.text(alphabet=st.characters(blacklist_categories=("Cc", "Zl", "Zp", "Cs")), max_size=30),
-    max_size=10,
-))
+@given(
+    st.dictionaries(
+        st.from_regex(r"[A-Z_]{1,16}", fullmatch=True),
+        st.text(alphabet=st.characters(blacklist_categories=("Cc", "Zl", "Zp", "Cs")), max_size=30),
+        max_size=10,
+    )
+)
 def test_parse_uevent_reads_back_key_value_lines(values: dict[str, str]) -> None:
     """``KEY=value`` lines read back as the same dict, ``=`` inside values included."""
     text = "".join(f"{k}={v}\n" for k, v in values.items())
@@ -98,8 +101,11 @@ DEVICE = f"{sysfs.DRM}/renderD128/device"
 @given(properties_text, properties_text)
 def test_kfd_nodes_over_any_properties_stay_in_u64(node: str, bank: str) -> None:
     """read_kfd_gpu_nodes over any node and bank properties gives u64 props and bank sizes."""
-    files = {f"{NODE}/properties": node, f"{NODE}/mem_banks/0/properties": bank,
-             f"{NODE}/mem_banks/1/properties": bank}
+    files = {
+        f"{NODE}/properties": node,
+        f"{NODE}/mem_banks/0/properties": bank,
+        f"{NODE}/mem_banks/1/properties": bank,
+    }
     with tempfile.TemporaryDirectory() as root:
         write_tree(root, files)
         nodes = sysfs.read_kfd_gpu_nodes(Context(env={}, platform="linux", root=root)) or []
@@ -110,12 +116,20 @@ def test_kfd_nodes_over_any_properties_stay_in_u64(node: str, bank: str) -> None
 @settings(max_examples=100, deadline=None)
 @given(counter_text, counter_text, counter_text, counter_text, st.text(max_size=60))
 def test_drm_device_over_any_counters_stays_in_u64(
-    vram: str, vram_used: str, gtt: str, gtt_used: str, uevent: str,
+    vram: str,
+    vram_used: str,
+    gtt: str,
+    gtt_used: str,
+    uevent: str,
 ) -> None:
     """read_drm_device over any counter files gives counters in 0..2**64-1 and a valid slot."""
-    files = {f"{DEVICE}/mem_info_vram_total": vram, f"{DEVICE}/mem_info_vram_used": vram_used,
-             f"{DEVICE}/mem_info_gtt_total": gtt, f"{DEVICE}/mem_info_gtt_used": gtt_used,
-             f"{DEVICE}/uevent": uevent}
+    files = {
+        f"{DEVICE}/mem_info_vram_total": vram,
+        f"{DEVICE}/mem_info_vram_used": vram_used,
+        f"{DEVICE}/mem_info_gtt_total": gtt,
+        f"{DEVICE}/mem_info_gtt_used": gtt_used,
+        f"{DEVICE}/uevent": uevent,
+    }
     node = sysfs.KfdNode(1, {"drm_render_minor": 128, "location_id": 0x0C00})
     with tempfile.TemporaryDirectory() as root:
         write_tree(root, files)
@@ -127,24 +141,27 @@ def test_drm_device_over_any_counters_stays_in_u64(
 @settings(max_examples=100, deadline=None)
 @given(u64, u64, u64, u64)
 def test_drm_device_reads_back_well_formed_counters(
-    vram: int, vram_used: int, gtt: int, gtt_used: int,
+    vram: int,
+    vram_used: int,
+    gtt: int,
+    gtt_used: int,
 ) -> None:
     """Counters written as amdgpu does (decimal and a newline) read back exactly."""
-    files = {f"{DEVICE}/mem_info_vram_total": f"{vram}\n",
-             f"{DEVICE}/mem_info_vram_used": f"{vram_used}\n",
-             f"{DEVICE}/mem_info_gtt_total": f"{gtt}\n",
-             f"{DEVICE}/mem_info_gtt_used": f"{gtt_used}\n"}
+    files = {
+        f"{DEVICE}/mem_info_vram_total": f"{vram}\n",
+        f"{DEVICE}/mem_info_vram_used": f"{vram_used}\n",
+        f"{DEVICE}/mem_info_gtt_total": f"{gtt}\n",
+        f"{DEVICE}/mem_info_gtt_used": f"{gtt_used}\n",
+    }
     node = sysfs.KfdNode(1, {"drm_render_minor": 128})
     with tempfile.TemporaryDirectory() as root:
         write_tree(root, files)
         drm = sysfs.read_drm_device(Context(env={}, platform="linux", root=root), node)
-    assert (drm.vram_total, drm.vram_used, drm.gtt_total, drm.gtt_used) == (
-        vram, vram_used, gtt, gtt_used)
+    assert (drm.vram_total, drm.vram_used, drm.gtt_total, drm.gtt_used) == (vram, vram_used, gtt, gtt_used)
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.one_of(st.text(max_size=40), st.builds("{}.{}.{}".format, numberish, numberish,
-                                                  numberish)))
+@given(st.one_of(st.text(max_size=40), st.builds("{}.{}.{}".format, numberish, numberish, numberish)))
 def test_driver_version_of_any_file_stays_in_u64(text: str) -> None:
     """read_driver_version over any version file gives two numbers in 0..2**64-1."""
     with tempfile.TemporaryDirectory() as root:
@@ -169,10 +186,18 @@ maybe_u64 = st.none() | u64
 facts = st.builds(
     devices.GpuFacts,
     ordinal=st.integers(min_value=0, max_value=64),
-    gfx_version=u64, device_id=u64, unique_id=u64, slot=st.just("0000:0c:00.0"),
-    vram_total=maybe_u64, vram_used=maybe_u64, gtt_total=maybe_u64, gtt_used=maybe_u64,
-    board_files=st.booleans(), partitions=st.integers(min_value=1, max_value=16),
-    partition_memory=u64, driver=st.tuples(u64, u64),
+    gfx_version=u64,
+    device_id=u64,
+    unique_id=u64,
+    slot=st.just("0000:0c:00.0"),
+    vram_total=maybe_u64,
+    vram_used=maybe_u64,
+    gtt_total=maybe_u64,
+    gtt_used=maybe_u64,
+    board_files=st.booleans(),
+    partitions=st.integers(min_value=1, max_value=16),
+    partition_memory=u64,
+    driver=st.tuples(u64, u64),
 )
 
 

@@ -11,11 +11,40 @@ from gpuscout.plugins.rocm.visibility import _strtol0, hip_visible, rocr_visible
 UUIDS = ["GPU-babababababababa", "GPU-abbaabbaabbaabba", "", "GPU-abbababababaabba"]
 LONG_MAX = 2**63 - 1
 
-PIECES = st.sampled_from([
-    "0", "1", "2", "3", "4", "-1", "+", ",", " ", "\t", "\u00a0", "\0", "²", "٣", "\uff11",
-    "0x", "0X3", "07", "08", "GPU-", "GPU-BABA", "gpu-abbab", "GPU-XX", "GPU-abba", "G",
-    "9223372036854775807", "9223372036854775808", "9" * 5000, "0" * 5000, "0x" + "f" * 5000,
-])
+PIECES = st.sampled_from(
+    [
+        "0",
+        "1",
+        "2",
+        "3",
+        "4",
+        "-1",
+        "+",
+        ",",
+        " ",
+        "\t",
+        "\u00a0",
+        "\0",
+        "²",
+        "٣",
+        "\uff11",
+        "0x",
+        "0X3",
+        "07",
+        "08",
+        "GPU-",
+        "GPU-BABA",
+        "gpu-abbab",
+        "GPU-XX",
+        "GPU-abba",
+        "G",
+        "9223372036854775807",
+        "9223372036854775808",
+        "9" * 5000,
+        "0" * 5000,
+        "0x" + "f" * 5000,
+    ]
+)
 VALUES = st.lists(PIECES | st.text(max_size=6), max_size=8).map("".join)
 
 
@@ -40,8 +69,7 @@ def test_any_hip_value_gives_distinct_positions_in_range(value: str, survivors: 
 
 @settings(max_examples=300)
 @given(rocr=VALUES | st.none(), hip=VALUES, cuda=VALUES)
-def test_any_environment_gives_distinct_indices_in_range(
-        rocr: str | None, hip: str, cuda: str) -> None:
+def test_any_environment_gives_distinct_indices_in_range(rocr: str | None, hip: str, cuda: str) -> None:
     """Both variables together (and CUDA's as HIP's fallback) never raise or leave the range."""
     env = {"HIP_VISIBLE_DEVICES": hip, "CUDA_VISIBLE_DEVICES": cuda}
     if rocr is not None:

@@ -10,10 +10,32 @@ from gpuscout.plugins.vulkan.visible import parse_indices, select_indices
 
 SIZE_T = 2**64
 
-PIECES = st.sampled_from([
-    "0", "1", "2", "3", "-1", "-0", "+", "-", ",", " ", "\t", "\n", "\u00a0", "\0", "²", "٣",
-    "\uff11", "x", "18446744073709551615", "18446744073709551616", "9" * 5000, "0" * 5000,
-])
+PIECES = st.sampled_from(
+    [
+        "0",
+        "1",
+        "2",
+        "3",
+        "-1",
+        "-0",
+        "+",
+        "-",
+        ",",
+        " ",
+        "\t",
+        "\n",
+        "\u00a0",
+        "\0",
+        "²",
+        "٣",
+        "\uff11",
+        "x",
+        "18446744073709551615",
+        "18446744073709551616",
+        "9" * 5000,
+        "0" * 5000,
+    ]
+)
 VALUES = st.lists(PIECES | st.text(max_size=6), max_size=8).map("".join)
 
 

@@ -30,29 +30,48 @@ W7900 = "ab" * 16
 def gpu(index: int, **kw: Any) -> RawDevice:
     """A Vulkan 1.3 GPU with 16-bit storage and one device-local heap."""
     base: dict[str, Any] = dict(
-        index=index, name="AMD Radeon PRO W7900", device_type=DISCRETE, vendor_id=AMD,
-        device_id=0x7448, api_version=(1 << 22) | (3 << 12), driver_version=0,
-        uuid=W7900, driver_id=RADV, driver_name="radv", storage_16bit=True,
-        heaps=[[48 * GIB, 1]], pci=[0, 3, 0, 0])
+        index=index,
+        name="AMD Radeon PRO W7900",
+        device_type=DISCRETE,
+        vendor_id=AMD,
+        device_id=0x7448,
+        api_version=(1 << 22) | (3 << 12),
+        driver_version=0,
+        uuid=W7900,
+        driver_id=RADV,
+        driver_name="radv",
+        storage_16bit=True,
+        heaps=[[48 * GIB, 1]],
+        pci=[0, 3, 0, 0],
+    )
     return RawDevice(**{**base, **kw})
 
 
 def amdvlk_and_radv() -> list[RawDevice]:
     """One W7900 through AMDVLK (raw index 0) and RADV (raw index 1)."""
-    return [gpu(0, driver_id=AMDVLK, driver_name="AMD open-source driver",
-                name="AMD Radeon PRO W7900"),
-            gpu(1, name="AMD Radeon PRO W7900 (RADV NAVI31)")]
+    return [
+        gpu(0, driver_id=AMDVLK, driver_name="AMD open-source driver", name="AMD Radeon PRO W7900"),
+        gpu(1, name="AMD Radeon PRO W7900 (RADV NAVI31)"),
+    ]
 
 
 def lavapipe(index: int) -> RawDevice:
-    return gpu(index, name="llvmpipe (LLVM 15.0.6, 256 bits)", device_type=CPU, vendor_id=MESA,
-               driver_id=LLVMPIPE, driver_name="llvmpipe", uuid="6d657361" + "00" * 12,
-               pci=None)
+    return gpu(
+        index,
+        name="llvmpipe (LLVM 15.0.6, 256 bits)",
+        device_type=CPU,
+        vendor_id=MESA,
+        driver_id=LLVMPIPE,
+        driver_name="llvmpipe",
+        uuid="6d657361" + "00" * 12,
+        pci=None,
+    )
 
 
 @pytest.fixture
-def scout_on(monkeypatch: pytest.MonkeyPatch,
-             gpuscout_scout: ScoutFactory) -> Callable[[list[RawDevice]], Scout]:
+def scout_on(
+    monkeypatch: pytest.MonkeyPatch, gpuscout_scout: ScoutFactory
+) -> Callable[[list[RawDevice]], Scout]:
     """A Scout with the Vulkan plugin alone whose loader answers ``raws``."""
 
     def make(raws: list[RawDevice]) -> Scout:
@@ -76,8 +95,14 @@ def test_radv_is_preferred_to_amdvlk_for_the_same_gpu() -> None:
 def test_a_better_twin_moves_to_the_end_of_ggmls_list() -> None:
     """ggml-vulkan.cpp lines 7550-7553: the replaced device is removed and its twin pushed
     back, so ggml's Vulkan0 is the other card."""
-    other = gpu(1, name="NVIDIA RTX A6000", vendor_id=NVIDIA, driver_id=NVIDIA_DRIVER,
-                uuid="cd" * 16, pci=[0, 4, 0, 0])
+    other = gpu(
+        1,
+        name="NVIDIA RTX A6000",
+        vendor_id=NVIDIA,
+        driver_id=NVIDIA_DRIVER,
+        uuid="cd" * 16,
+        pci=[0, 4, 0, 0],
+    )
     raws = [gpu(0, driver_id=AMDVLK), other, gpu(2)]
     assert ggml_default_set(raws).used == [1, 2]
 
@@ -120,7 +145,8 @@ def test_the_variable_set_reports_exactly_what_it_names() -> None:
 
 
 def test_discovery_reports_radv_as_ggmls_vulkan0_and_selects_it_by_raw_index(
-        scout_on: Callable[[list[RawDevice]], Scout]) -> None:
+    scout_on: Callable[[list[RawDevice]], Scout],
+) -> None:
     """ggml-vulkan.cpp lines 7550-7554: the RADV record is reported first (id 0, ggml's
     Vulkan0) and selecting it writes its raw index 1; the AMDVLK twin follows, noted."""
     scout = scout_on(amdvlk_and_radv())
@@ -138,7 +164,8 @@ def test_discovery_reports_radv_as_ggmls_vulkan0_and_selects_it_by_raw_index(
 
 
 def test_a_device_outside_the_default_set_is_reported_with_a_note(
-        scout_on: Callable[[list[RawDevice]], Scout]) -> None:
+    scout_on: Callable[[list[RawDevice]], Scout],
+) -> None:
     """ggml-vulkan.cpp line 7474: lavapipe is never in ggml's default set; it is still
     reported (include_software), after ggml's devices, and named in the note."""
     found = scout_on([lavapipe(0), gpu(1)]).discover(include_software=True)
@@ -151,38 +178,50 @@ def test_a_device_outside_the_default_set_is_reported_with_a_note(
 
 
 def metal_m2_max() -> DeviceInfo:
-    return DeviceInfo(id="0", library="Metal", name="Apple M2 Max", description="Apple M2 Max",
-                      filter_id="0", integrated=True, total_memory=22906503168,
-                      free_memory=22906503168, uuid="0x100000a4c")
+    return DeviceInfo(
+        id="0",
+        library="Metal",
+        name="Apple M2 Max",
+        description="Apple M2 Max",
+        filter_id="0",
+        integrated=True,
+        total_memory=22906503168,
+        free_memory=22906503168,
+        uuid="0x100000a4c",
+    )
 
 
 def moltenvk_m2_max() -> DeviceInfo:
     """MoltenVK names the device after its MTLDevice and reports it INTEGRATED_GPU; its heap
     need not equal Metal's recommendedMaxWorkingSetSize."""
-    return DeviceInfo(id="0", library="Vulkan", name="Apple M2 Max",
-                      description="Apple M2 Max", filter_id="0", integrated=True,
-                      total_memory=32 * GIB, free_memory=32 * GIB,
-                      uuid="0000106b-0000-0000-0000-000000000000")
+    return DeviceInfo(
+        id="0",
+        library="Vulkan",
+        name="Apple M2 Max",
+        description="Apple M2 Max",
+        filter_id="0",
+        integrated=True,
+        total_memory=32 * GIB,
+        free_memory=32 * GIB,
+        uuid="0000106b-0000-0000-0000-000000000000",
+    )
 
 
-def test_moltenvk_and_metal_views_of_one_apple_gpu_are_duplicates(
-        gpuscout_scout: ScoutFactory) -> None:
+def test_moltenvk_and_metal_views_of_one_apple_gpu_are_duplicates(gpuscout_scout: ScoutFactory) -> None:
     """Same name, both unified memory, Metal against Vulkan: one GPU (the core asks because the
     two share the duplicate key)."""
     scout = gpuscout_scout("vulkan")
     assert scout.compare(metal_m2_max(), moltenvk_m2_max()) is DeviceComparison.DUPLICATE
 
 
-def test_a_discrete_gpu_is_not_matched_to_metal_by_name_alone(
-        gpuscout_scout: ScoutFactory) -> None:
+def test_a_discrete_gpu_is_not_matched_to_metal_by_name_alone(gpuscout_scout: ScoutFactory) -> None:
     """Without unified memory on both sides the name decides nothing."""
     scout = gpuscout_scout("vulkan")
     discrete = moltenvk_m2_max().evolve(integrated=False)
     assert scout.compare(metal_m2_max(), discrete) is DeviceComparison.UNIQUE
 
 
-def test_the_metal_record_survives_its_moltenvk_twin(
-        scout_with: Callable[..., Scout]) -> None:
+def test_the_metal_record_survives_its_moltenvk_twin(scout_with: Callable[..., Scout]) -> None:
     """Neither library is preferred, so the first found stays: Metal, merged before Vulkan."""
     found = scout_with([metal_m2_max(), moltenvk_m2_max()]).discover()
     assert [d.library for d in found.devices] == ["Metal"]

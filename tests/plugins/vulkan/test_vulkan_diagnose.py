@@ -22,10 +22,12 @@ WHO = f"GPU {ADDRESS} (Intel, class 0x030000)"
 
 def intel_card(driver: str | None = None) -> dict[str, Content]:
     """Intel's integrated GPU at ADDRESS (and its host bridge), bound to ``driver``."""
-    files: dict[str, Content] = {f"{DEVICES}/0000:00:00.0/vendor": "0x8086\n",
-                                 f"{DEVICES}/0000:00:00.0/class": "0x060000\n",
-                                 f"{DEVICES}/{ADDRESS}/vendor": "0x8086\n",
-                                 f"{DEVICES}/{ADDRESS}/class": "0x030000\n"}
+    files: dict[str, Content] = {
+        f"{DEVICES}/0000:00:00.0/vendor": "0x8086\n",
+        f"{DEVICES}/0000:00:00.0/class": "0x060000\n",
+        f"{DEVICES}/{ADDRESS}/vendor": "0x8086\n",
+        f"{DEVICES}/{ADDRESS}/class": "0x030000\n",
+    }
     if driver is not None:
         files[f"{DEVICES}/{ADDRESS}/driver"] = Symlink(f"../../../bus/pci/drivers/{driver}")
     return files
@@ -37,7 +39,8 @@ def problems_at(root: Path) -> list[str]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the loader runs on Linux here")
 def test_loader_error_is_followed_by_the_unbound_intel_gpu(
-        gpuscout_scout: ScoutFactory, gpuscout_root: RootFactory) -> None:
+    gpuscout_scout: ScoutFactory, gpuscout_root: RootFactory
+) -> None:
     """The loader finding no driver (the test manifest) notes its error, then the Intel GPU
     with no driver bound."""
     found = promptly(gpuscout_scout("vulkan", root=gpuscout_root(intel_card())).discover)
@@ -49,21 +52,22 @@ def test_unbound_intel_gpu_names_both_kernel_modules(gpuscout_root: RootFactory)
     """No driver bound and neither i915 nor xe loaded: both module folders are named."""
     assert problems_at(gpuscout_root(intel_card())) == [
         f"{WHO} has no driver bound and module i915 or xe is not loaded (/sys/module/i915, "
-        "/sys/module/xe missing)"]
+        "/sys/module/xe missing)"
+    ]
 
 
-def test_intel_gpu_bound_to_vfio_pci_is_said_to_be_passed_through(
-        gpuscout_root: RootFactory) -> None:
+def test_intel_gpu_bound_to_vfio_pci_is_said_to_be_passed_through(gpuscout_root: RootFactory) -> None:
     """A GPU held by vfio-pci is named as passed through to a VM."""
     assert problems_at(gpuscout_root(intel_card("vfio-pci"))) == [
-        f"{WHO} is bound to vfio-pci (passed through to a VM?), not to i915 or xe"]
+        f"{WHO} is bound to vfio-pci (passed through to a VM?), not to i915 or xe"
+    ]
 
 
 def test_intel_gpu_bound_to_xe_points_at_the_vulkan_driver(gpuscout_root: RootFactory) -> None:
     """With xe bound the kernel side is fine: Mesa's Vulkan driver is what to look for."""
     assert problems_at(gpuscout_root(intel_card("xe"))) == [
-        f"{WHO} is bound to xe, so the kernel driver is loaded (is Mesa's Intel Vulkan driver "
-        "installed?)"]
+        f"{WHO} is bound to xe, so the kernel driver is loaded (is Mesa's Intel Vulkan driver installed?)"
+    ]
 
 
 def test_bus_without_an_intel_gpu_says_nothing(gpuscout_root: RootFactory) -> None:

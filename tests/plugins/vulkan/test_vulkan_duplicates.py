@@ -15,14 +15,20 @@ OTHER_UUID = "00000000-1111-2222-3333-444444444444"
 
 
 def cuda(**kw: object) -> DeviceInfo:
-    base: dict[str, object] = dict(id=f"GPU-{UUID}", library="CUDA", uuid=f"GPU-{UUID}",
-                                   description="NVIDIA H200", total_memory=141 * GIB)
+    base: dict[str, object] = dict(
+        id=f"GPU-{UUID}",
+        library="CUDA",
+        uuid=f"GPU-{UUID}",
+        description="NVIDIA H200",
+        total_memory=141 * GIB,
+    )
     return DeviceInfo(**{**base, **kw})  # type: ignore[arg-type]
 
 
 def vulkan(**kw: object) -> DeviceInfo:
-    base: dict[str, object] = dict(id="0", library="Vulkan", filter_id="0", uuid=UUID,
-                                   description="NVIDIA H200", total_memory=141 * GIB)
+    base: dict[str, object] = dict(
+        id="0", library="Vulkan", filter_id="0", uuid=UUID, description="NVIDIA H200", total_memory=141 * GIB
+    )
     return DeviceInfo(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -80,4 +86,5 @@ def test_discovery_drops_the_vulkan_twin_of_a_cuda_card(scout_with: Callable[...
     found = scout_with([vulkan(description="NVIDIA Graphics Device"), cuda()]).discover()
     assert [d.library for d in found.devices] == ["CUDA"]
     assert [(x.device.library, x.reason, x.duplicate_of) for x in found.dropped] == [
-        ("Vulkan", "duplicate", cuda().device_id)]
+        ("Vulkan", "duplicate", cuda().device_id)
+    ]

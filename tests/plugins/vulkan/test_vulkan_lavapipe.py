@@ -37,7 +37,8 @@ def vulkan_note(found: Scout) -> str:
 
 
 def test_lavapipe_is_found_as_a_software_device(
-        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]
+) -> None:
     """The loader lists llvmpipe and the record marks it software, not integrated."""
     devices = gpuscout_scout("vulkan", env=lavapipe_env).discover(include_software=True).devices
     assert len(devices) == 1
@@ -57,7 +58,8 @@ def test_lavapipe_reports_mesa_vendor_and_llvmpipe_driver(lavapipe_env: dict[str
 
 
 def test_lavapipe_driver_version_is_the_mesa_version(
-        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]
+) -> None:
     """driver_major.minor is the Mesa release that driverInfo names."""
     raw = raw_lavapipe(lavapipe_env)
     d = gpuscout_scout("vulkan", env=lavapipe_env).discover(include_software=True).devices[0]
@@ -65,7 +67,8 @@ def test_lavapipe_driver_version_is_the_mesa_version(
 
 
 def test_lavapipe_memory_is_its_device_local_heap(
-        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]
+) -> None:
     """Total memory is the sum of lavapipe's device-local heaps (one of 2 GiB on Mesa 22.3), as
     ggml-vulkan's ggml_backend_vk_get_device_memory counts a non-integrated device."""
     raw = raw_lavapipe(lavapipe_env)
@@ -75,7 +78,8 @@ def test_lavapipe_memory_is_its_device_local_heap(
 
 
 def test_lavapipe_free_memory_is_unknown_without_memory_budget(
-        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]
+) -> None:
     """Without VK_EXT_memory_budget free is unknown and reads as the total; with it, known."""
     raw = raw_lavapipe(lavapipe_env)
     d = gpuscout_scout("vulkan", env=lavapipe_env).discover(include_software=True).devices[0]
@@ -86,7 +90,8 @@ def test_lavapipe_free_memory_is_unknown_without_memory_budget(
 
 
 def test_lavapipe_max_allocation_is_its_max_storage_buffer_range(
-        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]
+) -> None:
     """max_allocation is lavapipe's maxStorageBufferRange, 128 MiB: what ggml-vulkan checks a
     tensor's size against before keeping it on the device."""
     assert raw_lavapipe(lavapipe_env).max_storage_buffer_range == LAVAPIPE_MAX_STORAGE_BUFFER_RANGE
@@ -96,7 +101,8 @@ def test_lavapipe_max_allocation_is_its_max_storage_buffer_range(
 
 
 def test_lavapipe_uuid_is_formatted_8_4_4_4_12(
-        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]
+) -> None:
     """deviceUUID is kept as lower-case 8-4-4-4-12 hex."""
     raw = raw_lavapipe(lavapipe_env)
     d = gpuscout_scout("vulkan", env=lavapipe_env).discover(include_software=True).devices[0]
@@ -105,7 +111,8 @@ def test_lavapipe_uuid_is_formatted_8_4_4_4_12(
 
 
 def test_lavapipe_has_no_pci_address_unless_the_driver_gives_one(
-        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]
+) -> None:
     """pci_id is empty unless the device lists VK_EXT_pci_bus_info."""
     raw = raw_lavapipe(lavapipe_env)
     d = gpuscout_scout("vulkan", env=lavapipe_env).discover(include_software=True).devices[0]
@@ -113,17 +120,25 @@ def test_lavapipe_has_no_pci_address_unless_the_driver_gives_one(
 
 
 def test_core_drops_lavapipe_as_a_software_device(
-        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]
+) -> None:
     """discover() leaves llvmpipe out of the ranked list with reason "software device"."""
     found = gpuscout_scout("vulkan", env=lavapipe_env).discover()
     assert found.devices == []
     assert [(LAVAPIPE.match(x.device.name) is not None, x.reason) for x in found.dropped] == [
-        (True, "software device")]
+        (True, "software device")
+    ]
 
 
 def run_cli(env: dict[str, str], *args: str) -> dict[str, object]:
-    proc = subprocess.run([sys.executable, "-m", "gpuscout", "list", "--json", *args],
-                          env=env, capture_output=True, text=True, timeout=60, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "list", "--json", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     document: dict[str, object] = json.loads(proc.stdout)
     return document
 
@@ -144,8 +159,7 @@ def test_cli_include_software_keeps_lavapipe_ranked(lavapipe_env: dict[str, str]
     document = run_cli(lavapipe_env, "--include-software")
     devices = document["devices"]
     assert isinstance(devices, list)
-    assert [LAVAPIPE.match(d["name"]) is not None for d in devices if d["backend"] == "Vulkan"] \
-        == [True]
+    assert [LAVAPIPE.match(d["name"]) is not None for d in devices if d["backend"] == "Vulkan"] == [True]
     assert document["dropped"] == []
 
 
@@ -154,11 +168,13 @@ def test_cli_list_json_shows_lavapipes_max_allocation(lavapipe_env: dict[str, st
     devices = run_cli(lavapipe_env, "--include-software")["devices"]
     assert isinstance(devices, list)
     assert [d.get("max_allocation") for d in devices if d["backend"] == "Vulkan"] == [
-        LAVAPIPE_MAX_STORAGE_BUFFER_RANGE]
+        LAVAPIPE_MAX_STORAGE_BUFFER_RANGE
+    ]
 
 
 def test_include_software_keeps_lavapipe_ranked(
-        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]
+) -> None:
     """discover(include_software=True) ranks llvmpipe and drops nothing."""
     found = gpuscout_scout("vulkan", env=lavapipe_env).discover(include_software=True)
     assert [LAVAPIPE.match(d.name) is not None for d in found.devices] == [True]
@@ -166,31 +182,32 @@ def test_include_software_keeps_lavapipe_ranked(
 
 
 def test_loader_runs_in_process_when_env_is_the_process_env(
-        gpuscout_scout: ScoutFactory, lavapipe_icd: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_icd: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With env equal to os.environ the loader is asked in this process (the fast path)."""
     monkeypatch.setenv("VK_DRIVER_FILES", lavapipe_icd)
     monkeypatch.delenv("GGML_VK_VISIBLE_DEVICES", raising=False)
     with capture_logs() as logs:
-        devices = gpuscout_scout("vulkan", env=os.environ).discover(
-            include_software=True).devices
+        devices = gpuscout_scout("vulkan", env=os.environ).discover(include_software=True).devices
     assert [e["mode"] for e in logs if e["event"] == "vulkan.probe"] == ["in_process"]
     assert len(devices) == 1 and LAVAPIPE.match(devices[0].name)
 
 
 def test_loader_runs_in_a_child_when_env_differs(
-        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]
+) -> None:
     """With an env that differs from os.environ the probe runs in a child with that env."""
     assert os.environ.get("VK_DRIVER_FILES") != lavapipe_env["VK_DRIVER_FILES"]
     with capture_logs() as logs:
-        devices = gpuscout_scout("vulkan", env=lavapipe_env).discover(
-            include_software=True).devices
+        devices = gpuscout_scout("vulkan", env=lavapipe_env).discover(include_software=True).devices
     assert [e["mode"] for e in logs if e["event"] == "vulkan.probe"] == ["child"]
     assert len(devices) == 1
 
 
 @pytest.mark.parametrize("value", ["0", " 0 ", "0,"])
 def test_visible_devices_zero_keeps_lavapipe(
-        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str], value: str) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str], value: str
+) -> None:
     """GGML_VK_VISIBLE_DEVICES=0 reports raw device 0 as Vulkan id 0."""
     env = {**lavapipe_env, "GGML_VK_VISIBLE_DEVICES": value}
     found = gpuscout_scout("vulkan", env=env).discover(include_software=True)
@@ -198,7 +215,8 @@ def test_visible_devices_zero_keeps_lavapipe(
 
 
 def test_visible_devices_empty_hides_every_device(
-        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]
+) -> None:
     """GGML_VK_VISIBLE_DEVICES set but empty reports no device, with a note."""
     s = gpuscout_scout("vulkan", env={**lavapipe_env, "GGML_VK_VISIBLE_DEVICES": ""})
     assert s.discover(include_software=True).devices == []
@@ -207,7 +225,8 @@ def test_visible_devices_empty_hides_every_device(
 
 @pytest.mark.parametrize("value", ["5", "-1", "0,5"])
 def test_visible_devices_out_of_range_hides_every_device(
-        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str], value: str) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str], value: str
+) -> None:
     """An index past the device count (or -1) reports no Vulkan device at all, with a note."""
     s = gpuscout_scout("vulkan", env={**lavapipe_env, "GGML_VK_VISIBLE_DEVICES": value})
     assert s.discover(include_software=True).devices == []
@@ -216,7 +235,8 @@ def test_visible_devices_out_of_range_hides_every_device(
 
 
 def test_lavapipe_is_outside_ggmls_default_set_but_reported_with_a_note(
-        gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_env: dict[str, str]
+) -> None:
     """ggml-vulkan.cpp ggml_vk_instance_init (ggml d99724f2, line 7474) takes only discrete and
     integrated GPUs, so lavapipe (16-bit storage and all) is named in the note."""
     assert raw_lavapipe(lavapipe_env).storage_16bit is True

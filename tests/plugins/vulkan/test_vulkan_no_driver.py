@@ -26,10 +26,10 @@ def base_env() -> dict[str, str]:
 
 
 def test_nonexistent_driver_file_gives_no_device_and_names_the_error(
-        gpuscout_scout: ScoutFactory, lavapipe_icd: str) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_icd: str
+) -> None:
     """VK_DRIVER_FILES naming no file: zero devices and a note naming INCOMPATIBLE_DRIVER."""
-    s = gpuscout_scout("vulkan",
-                       env={**base_env(), "VK_DRIVER_FILES": "/nonexistent/gpuscout-no-icd.json"})
+    s = gpuscout_scout("vulkan", env={**base_env(), "VK_DRIVER_FILES": "/nonexistent/gpuscout-no-icd.json"})
     assert s.discover(include_software=True).devices == []
     status, devices, note = report(s)
     assert (status, devices) == ("ok", 0)
@@ -37,7 +37,8 @@ def test_nonexistent_driver_file_gives_no_device_and_names_the_error(
 
 
 def test_empty_driver_file_gives_no_device_and_names_the_error(
-        gpuscout_scout: ScoutFactory, lavapipe_icd: str, tmp_path: Path) -> None:
+    gpuscout_scout: ScoutFactory, lavapipe_icd: str, tmp_path: Path
+) -> None:
     """VK_DRIVER_FILES naming an empty manifest: zero devices and INCOMPATIBLE_DRIVER."""
     empty = tmp_path / "empty_icd.json"
     empty.write_text("")
@@ -46,8 +47,7 @@ def test_empty_driver_file_gives_no_device_and_names_the_error(
     assert "VK_ERROR_INCOMPATIBLE_DRIVER" in report(s)[2]
 
 
-def test_driver_without_its_hardware_gives_no_device(gpuscout_scout: ScoutFactory,
-                                                     lavapipe_icd: str) -> None:
+def test_driver_without_its_hardware_gives_no_device(gpuscout_scout: ScoutFactory, lavapipe_icd: str) -> None:
     """Only Intel's ICD on a machine without an Intel GPU: INITIALIZATION_FAILED, no device."""
     if platform.machine() != "x86_64" or not os.path.exists(INTEL_ICD):
         pytest.skip("Mesa's Intel ICD ships for x86_64 only")
@@ -68,7 +68,6 @@ def test_missing_loader_library_is_a_result_not_an_exception() -> None:
 def test_other_platform_is_not_asked(gpuscout_scout: ScoutFactory, lavapipe_icd: str) -> None:
     """A simulated platform other than the running one finds no Vulkan device, with a note."""
     other = "darwin" if sys.platform != "darwin" else "linux"
-    s = gpuscout_scout("vulkan", env={**base_env(), "VK_DRIVER_FILES": lavapipe_icd},
-                       platform=other)
+    s = gpuscout_scout("vulkan", env={**base_env(), "VK_DRIVER_FILES": lavapipe_icd}, platform=other)
     assert s.discover(include_software=True).devices == []
     assert "not the running one" in report(s)[2]

@@ -21,9 +21,15 @@ DEVICE_LOCAL = 1
 
 
 def raw(**kw: Any) -> RawDevice:
-    base: dict[str, Any] = dict(index=0, name="GPU", device_type=2, vendor_id=0x10DE,
-                                device_id=0x2684, api_version=(1 << 22) | (3 << 12),
-                                driver_version=0)
+    base: dict[str, Any] = dict(
+        index=0,
+        name="GPU",
+        device_type=2,
+        vendor_id=0x10DE,
+        device_id=0x2684,
+        api_version=(1 << 22) | (3 << 12),
+        driver_version=0,
+    )
     return RawDevice(**{**base, **kw})
 
 
@@ -59,8 +65,7 @@ def test_free_memory_sums_budget_minus_usage_over_the_counted_heaps() -> None:
     """ggml-vulkan.cpp ggml_backend_vk_get_device_memory (line 17901): free adds heapBudget -
     heapUsage of each counted heap."""
     heaps = [[24 * GIB, DEVICE_LOCAL], [64 * GIB, 0], [256 * MIB, DEVICE_LOCAL]]
-    d = raw(heaps=heaps, heap_budget=[22 * GIB, 60 * GIB, 200 * MIB],
-            heap_usage=[2 * GIB, 0, 0])
+    d = raw(heaps=heaps, heap_budget=[22 * GIB, 60 * GIB, 200 * MIB], heap_usage=[2 * GIB, 0, 0])
     assert device_memory(d) == (24 * GIB + 256 * MIB, 20 * GIB + 200 * MIB, False)
 
 
@@ -73,8 +78,14 @@ APU_HEAPS = [[22 * GIB, DEVICE_LOCAL], [11 * GIB, 0]]
 def test_an_apu_on_radv_counts_every_heap() -> None:
     """ggml-vulkan.cpp ggml_backend_vk_get_device_memory (line 17898): an INTEGRATED_GPU
     counts all heaps, so RADV's host-visible third is part of the total."""
-    d = raw(device_type=1, vendor_id=0x1002, driver_id=3, heaps=APU_HEAPS,
-            heap_budget=[20 * GIB, 10 * GIB], heap_usage=[GIB, 0])
+    d = raw(
+        device_type=1,
+        vendor_id=0x1002,
+        driver_id=3,
+        heaps=APU_HEAPS,
+        heap_budget=[20 * GIB, 10 * GIB],
+        heap_usage=[GIB, 0],
+    )
     assert device_memory(d) == (33 * GIB, 29 * GIB, False)
     assert to_device_info(d, 0, "linux").total_memory == 33 * GIB
 
@@ -103,18 +114,22 @@ def test_no_device_local_heap_means_no_memory() -> None:
     assert device_memory(raw(heaps=[[16 * GIB, 0]])) == (0, 0, True)
 
 
-@pytest.mark.parametrize(("vendor", "packed", "info", "plat", "expected"), [
-    (0x10DE, (535 << 22) | (104 << 14) | (5 << 6), "535.104.05", "linux", (535, 104)),
-    (0x8086, (101 << 14) | 4502, "Intel driver", "win32", (101, 4502)),
-    (0x1002, (2 << 22) | (0 << 12) | 279, "2023.Q3.1 (LLVM 15.0.3)", "linux", (2, 0)),
-    (0x10005, 1, "Mesa 22.3.6 (LLVM 15.0.6)", "linux", (22, 3)),
-    (0x1002, (22 << 22) | (3 << 12) | 6, "Mesa 22.3.6", "linux", (22, 3)),
-], ids=["nvidia", "intel-windows", "amd-proprietary", "lavapipe", "radv"])
+@pytest.mark.parametrize(
+    ("vendor", "packed", "info", "plat", "expected"),
+    [
+        (0x10DE, (535 << 22) | (104 << 14) | (5 << 6), "535.104.05", "linux", (535, 104)),
+        (0x8086, (101 << 14) | 4502, "Intel driver", "win32", (101, 4502)),
+        (0x1002, (2 << 22) | (0 << 12) | 279, "2023.Q3.1 (LLVM 15.0.3)", "linux", (2, 0)),
+        (0x10005, 1, "Mesa 22.3.6 (LLVM 15.0.6)", "linux", (22, 3)),
+        (0x1002, (22 << 22) | (3 << 12) | 6, "Mesa 22.3.6", "linux", (22, 3)),
+    ],
+    ids=["nvidia", "intel-windows", "amd-proprietary", "lavapipe", "radv"],
+)
 def test_driver_version_follows_each_vendors_packing(
-        vendor: int, packed: int, info: str, plat: str, expected: tuple[int, int]) -> None:
+    vendor: int, packed: int, info: str, plat: str, expected: tuple[int, int]
+) -> None:
     """Mesa's version comes from driverInfo, others from driverVersion as the vendor packs it."""
-    assert driver_version(raw(vendor_id=vendor, driver_version=packed, driver_info=info),
-                          plat) == expected
+    assert driver_version(raw(vendor_id=vendor, driver_version=packed, driver_info=info), plat) == expected
 
 
 def test_record_ids_are_the_ordinal_and_the_raw_index() -> None:
@@ -168,8 +183,9 @@ def test_max_allocation_is_unknown_when_the_limit_was_not_read() -> None:
 def test_moltenvk_driver_version_is_decimal_major_minor_patch() -> None:
     """MoltenVK packs driverVersion as major*10000 + minor*100 + patch (MVK_MAKE_VERSION in
     MoltenVK's public header): 10211 is MoltenVK 1.2.11, not VK_MAKE_VERSION's 0.2."""
-    d = raw(vendor_id=0x106B, driver_id=14, driver_name="MoltenVK", driver_version=10211,
-            driver_info="1.2.11")
+    d = raw(
+        vendor_id=0x106B, driver_id=14, driver_name="MoltenVK", driver_version=10211, driver_info="1.2.11"
+    )
     assert driver_version(d, "darwin") == (1, 2)
 
 

@@ -16,26 +16,36 @@ def scout(gpuscout_scout: ScoutFactory) -> Scout:
     return gpuscout_scout("vulkan")
 
 
-@pytest.mark.parametrize(("text", "normalized"), [
-    ("NVIDIA GeForce RTX 4090", "nvidia geforce rtx 4090"),
-    ("  AMD Radeon(TM) Graphics ", "amd radeon graphics"),
-    ("AMD Radeon RX 7900 XTX (RADV NAVI31)", "amd radeon rx 7900 xtx"),
-    ("Intel(R) Arc(tm) A770 Graphics (DG2)", "intel arc a770 graphics"),
-    ("a)b", "ab"),
-    ("((nested) still inside) out", "out"),
-    ("Foo--Bar_baz", "foo bar baz"),
-    ("(all in parentheses)", ""),
-])
+@pytest.mark.parametrize(
+    ("text", "normalized"),
+    [
+        ("NVIDIA GeForce RTX 4090", "nvidia geforce rtx 4090"),
+        ("  AMD Radeon(TM) Graphics ", "amd radeon graphics"),
+        ("AMD Radeon RX 7900 XTX (RADV NAVI31)", "amd radeon rx 7900 xtx"),
+        ("Intel(R) Arc(tm) A770 Graphics (DG2)", "intel arc a770 graphics"),
+        ("a)b", "ab"),
+        ("((nested) still inside) out", "out"),
+        ("Foo--Bar_baz", "foo bar baz"),
+        ("(all in parentheses)", ""),
+    ],
+)
 def test_descriptions_normalize_like_the_seed(text: str, normalized: str) -> None:
     """Lower case, parenthesised parts dropped, other characters collapsed to one space."""
     assert normalize_description(text) == normalized
 
 
-@pytest.mark.parametrize(("a", "b", "similar"), [
-    (24 * GIB, 24 * GIB, True), (80 * GIB, 76 * GIB, True), (80 * GIB, 75 * GIB, False),
-    (4 * GIB, 4 * GIB + 512 * MIB, True), (4 * GIB, 4 * GIB + 513 * MIB, False),
-    (0, 0, False), (GIB, 0, False),
-])
+@pytest.mark.parametrize(
+    ("a", "b", "similar"),
+    [
+        (24 * GIB, 24 * GIB, True),
+        (80 * GIB, 76 * GIB, True),
+        (80 * GIB, 75 * GIB, False),
+        (4 * GIB, 4 * GIB + 512 * MIB, True),
+        (4 * GIB, 4 * GIB + 513 * MIB, False),
+        (0, 0, False),
+        (GIB, 0, False),
+    ],
+)
 def test_memory_is_similar_within_5_percent_or_512_mib(a: int, b: int, similar: bool) -> None:
     """The tolerance is 5 % of the larger size, never less than 512 MiB; zero never matches."""
     assert similar_memory(a, b) is similar
@@ -43,10 +53,12 @@ def test_memory_is_similar_within_5_percent_or_512_mib(a: int, b: int, similar: 
 
 def test_the_vulkan_twin_of_a_cuda_card_is_a_duplicate(scout: Scout) -> None:
     """Alone, the vulkan plugin recognises its view of a CUDA card by description and memory."""
-    cuda = DeviceInfo(id="GPU-a", library="CUDA", description="NVIDIA GeForce RTX 4090",
-                      total_memory=24 * GIB)
-    vk = DeviceInfo(id="0", library="Vulkan", description="NVIDIA GeForce RTX 4090",
-                    total_memory=24 * GIB - 300 * MIB)
+    cuda = DeviceInfo(
+        id="GPU-a", library="CUDA", description="NVIDIA GeForce RTX 4090", total_memory=24 * GIB
+    )
+    vk = DeviceInfo(
+        id="0", library="Vulkan", description="NVIDIA GeForce RTX 4090", total_memory=24 * GIB - 300 * MIB
+    )
     assert scout.compare(vk, cuda) is DeviceComparison.DUPLICATE
 
 

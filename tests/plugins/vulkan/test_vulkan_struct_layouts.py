@@ -18,13 +18,21 @@ LavapipeDevice = tuple[Instance, int | None]
 
 # sizeof/offsetof printed by a C program compiled against vulkan_core.h 1.3.239 (x86_64).
 HEADER_SIZES = {
-    vk.ApplicationInfo: 48, vk.InstanceCreateInfo: 64, vk.ExtensionProperties: 260,
-    vk.PhysicalDeviceLimits: 504, vk.PhysicalDeviceSparseProperties: 20,
-    vk.PhysicalDeviceProperties: 824, vk.PhysicalDeviceProperties2: 840,
-    vk.PhysicalDeviceIDProperties: 64, vk.PhysicalDeviceDriverProperties: 536,
-    vk.PhysicalDevicePCIBusInfoPropertiesEXT: 32, vk.PhysicalDeviceMemoryProperties: 520,
-    vk.PhysicalDeviceMemoryProperties2: 536, vk.PhysicalDeviceMemoryBudgetPropertiesEXT: 272,
-    vk.PhysicalDeviceFeatures: 220, vk.PhysicalDeviceFeatures2: 240,
+    vk.ApplicationInfo: 48,
+    vk.InstanceCreateInfo: 64,
+    vk.ExtensionProperties: 260,
+    vk.PhysicalDeviceLimits: 504,
+    vk.PhysicalDeviceSparseProperties: 20,
+    vk.PhysicalDeviceProperties: 824,
+    vk.PhysicalDeviceProperties2: 840,
+    vk.PhysicalDeviceIDProperties: 64,
+    vk.PhysicalDeviceDriverProperties: 536,
+    vk.PhysicalDevicePCIBusInfoPropertiesEXT: 32,
+    vk.PhysicalDeviceMemoryProperties: 520,
+    vk.PhysicalDeviceMemoryProperties2: 536,
+    vk.PhysicalDeviceMemoryBudgetPropertiesEXT: 272,
+    vk.PhysicalDeviceFeatures: 220,
+    vk.PhysicalDeviceFeatures2: 240,
     vk.PhysicalDevice16BitStorageFeatures: 32,
 }
 HEADER_OFFSETS = [
@@ -42,14 +50,19 @@ HEADER_OFFSETS = [
     (vk.PhysicalDeviceMemoryBudgetPropertiesEXT, "heapUsage", 144),
 ]
 STRUCTURE_TYPES = {  # VkStructureType values from the header
-    "ST_PROPERTIES_2": 1000059001, "ST_MEMORY_PROPERTIES_2": 1000059006,
-    "ST_ID_PROPERTIES": 1000071004, "ST_DRIVER_PROPERTIES": 1000196000,
-    "ST_PCI_BUS_INFO": 1000212000, "ST_MEMORY_BUDGET": 1000237000,
-    "ST_FEATURES_2": 1000059000, "ST_16BIT_STORAGE_FEATURES": 1000083000,
+    "ST_PROPERTIES_2": 1000059001,
+    "ST_MEMORY_PROPERTIES_2": 1000059006,
+    "ST_ID_PROPERTIES": 1000071004,
+    "ST_DRIVER_PROPERTIES": 1000196000,
+    "ST_PCI_BUS_INFO": 1000212000,
+    "ST_MEMORY_BUDGET": 1000237000,
+    "ST_FEATURES_2": 1000059000,
+    "ST_16BIT_STORAGE_FEATURES": 1000083000,
 }
 
-needs_64_bit = pytest.mark.skipif(ctypes.sizeof(ctypes.c_void_p) != 8,
-                                  reason="the recorded sizes are those of 64-bit ABIs")
+needs_64_bit = pytest.mark.skipif(
+    ctypes.sizeof(ctypes.c_void_p) != 8, reason="the recorded sizes are those of 64-bit ABIs"
+)
 
 
 @needs_64_bit
@@ -60,10 +73,12 @@ def test_struct_size_matches_the_vulkan_header(cls: type[ctypes.Structure]) -> N
 
 
 @needs_64_bit
-@pytest.mark.parametrize(("cls", "member", "offset"), HEADER_OFFSETS,
-                         ids=[f"{c.__name__}.{m}" for c, m, _ in HEADER_OFFSETS])
+@pytest.mark.parametrize(
+    ("cls", "member", "offset"), HEADER_OFFSETS, ids=[f"{c.__name__}.{m}" for c, m, _ in HEADER_OFFSETS]
+)
 def test_member_offset_matches_the_vulkan_header(
-        cls: type[ctypes.Structure], member: str, offset: int) -> None:
+    cls: type[ctypes.Structure], member: str, offset: int
+) -> None:
     """Members that follow padding or embedded structs sit where the header puts them."""
     assert getattr(cls, member).offset == offset
 
@@ -123,13 +138,13 @@ def test_properties2_embeds_the_same_properties(lavapipe_device: LavapipeDevice)
 
 
 def test_driver_properties_tail_member_is_read_where_the_driver_wrote_it(
-        lavapipe_device: LavapipeDevice) -> None:
+    lavapipe_device: LavapipeDevice,
+) -> None:
     """Through a pNext chain the driver name and the last member (conformance) read sanely."""
     inst, handle = lavapipe_device
     head = struct.pack("<I4xQ", vk.ST_DRIVER_PROPERTIES, 0)
     buf = canary_buffer(vk.PhysicalDeviceDriverProperties, head)
-    props2 = vk.PhysicalDeviceProperties2(sType=vk.ST_PROPERTIES_2,
-                                          pNext=ctypes.addressof(buf))
+    props2 = vk.PhysicalDeviceProperties2(sType=vk.ST_PROPERTIES_2, pNext=ctypes.addressof(buf))
     inst.device_calls()["props2"](handle, ctypes.byref(props2))
     size = ctypes.sizeof(vk.PhysicalDeviceDriverProperties)
     driver = vk.PhysicalDeviceDriverProperties.from_buffer_copy(buf.raw[:size])

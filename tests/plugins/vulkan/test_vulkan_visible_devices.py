@@ -9,11 +9,23 @@ from gpuscout.plugins.vulkan.visible import parse_indices, select_indices
 HUGE = 2**64
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("0", [0]), ("1,0", [1, 0]), ("0 1", [0, 1]), (" 2 , 0 ", [2, 0]), ("0,,1", [0, 1]),
-    ("0,x,1", [0]), ("1a", [1]), ("", []), ("x", []), ("+1", [1]),
-    ("-1", [HUGE - 1]), (str(HUGE), []),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("0", [0]),
+        ("1,0", [1, 0]),
+        ("0 1", [0, 1]),
+        (" 2 , 0 ", [2, 0]),
+        ("0,,1", [0, 1]),
+        ("0,x,1", [0]),
+        ("1a", [1]),
+        ("", []),
+        ("x", []),
+        ("+1", [1]),
+        ("-1", [HUGE - 1]),
+        (str(HUGE), []),
+    ],
+)
 def test_indices_are_read_like_an_istream_of_size_t(value: str, expected: list[int]) -> None:
     """Commas are spaces, reading stops at the first non-number, -1 wraps around."""
     assert parse_indices(value) == expected

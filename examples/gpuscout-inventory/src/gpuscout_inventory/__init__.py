@@ -52,9 +52,11 @@ def read_inventory(context: Context) -> list[Entry] | None:
     path = context.env.get(INVENTORY_ENV)
     if path is None or not path.strip():
         state = "not set" if path is None else "empty"
-        context.note(f"{INVENTORY_ENV} is {state}: set it to the absolute path of a .json or "
-                     f".toml inventory file (read under the root {context.root!r}) to report "
-                     "its devices")
+        context.note(
+            f"{INVENTORY_ENV} is {state}: set it to the absolute path of a .json or "
+            f".toml inventory file (read under the root {context.root!r}) to report "
+            "its devices"
+        )
         return None
     from gpuscout_inventory.fileformat import InventoryError
 
@@ -63,8 +65,8 @@ def read_inventory(context: Context) -> list[Entry] | None:
     except InventoryError as error:
         context.note(f"{INVENTORY_ENV}={path}: {error}; no device read from this file")
         get_logger(plugin=context.plugin).warning(
-            "inventory.file_rejected", path=path, device=error.index, key=error.key,
-            problem=error.problem)
+            "inventory.file_rejected", path=path, device=error.index, key=error.key, problem=error.problem
+        )
         return None
 
 
@@ -73,15 +75,19 @@ def _load(context: Context, path: str) -> list[Entry]:
 
     where = f"the root {context.root!r}"
     if not os.path.isabs(path):
-        raise InventoryError(f"{INVENTORY_ENV} must be an absolute path: files are read under "
-                             f"{where}, not the working directory")
+        raise InventoryError(
+            f"{INVENTORY_ENV} must be an absolute path: files are read under "
+            f"{where}, not the working directory"
+        )
     kind = kind_of(path)
     if kind is None:
         raise InventoryError(f"expected a file ending in {' or '.join(KINDS)}")
     text = context.read_text(path)
     if text is None:
-        raise InventoryError(f"cannot read it under {where} (missing, unreadable, not a "
-                             "regular file, too large, or out of time)")
+        raise InventoryError(
+            f"cannot read it under {where} (missing, unreadable, not a "
+            "regular file, too large, or out of time)"
+        )
     return parse_inventory(text, kind, LIBRARY)
 
 
@@ -94,23 +100,23 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     if not entries:
         context.note(f"{INVENTORY_ENV}={context.env[INVENTORY_ENV]} lists no devices")
         return []
-    shown, unknown = visible_indices(context.env.get(VISIBLE_ENV),
-                                     [e.device for e in entries])
+    shown, unknown = visible_indices(context.env.get(VISIBLE_ENV), [e.device for e in entries])
     if unknown:
-        context.note(f"{VISIBLE_ENV}: {', '.join(repr(t) for t in unknown[:10])} named no "
-                     "device (expected an id, a filter_id or a 0-based index); ignored")
+        context.note(
+            f"{VISIBLE_ENV}: {', '.join(repr(t) for t in unknown[:10])} named no "
+            "device (expected an id, a filter_id or a 0-based index); ignored"
+        )
     if not shown:
-        context.note(f"{VISIBLE_ENV}={context.env.get(VISIBLE_ENV, '')!r} hides every device "
-                     "of the inventory")
+        context.note(
+            f"{VISIBLE_ENV}={context.env.get(VISIBLE_ENV, '')!r} hides every device of the inventory"
+        )
     for entry in entries:
         RULES.remember(entry.device, entry.flash_attention, entry.minimum_memory)
     return [entries[i].device for i in shown]
 
 
 @hookimpl
-def gpuscout_visible_env(
-    selection: Sequence[DeviceInfo], context: Context
-) -> list[EnvEntry] | None:
+def gpuscout_visible_env(selection: Sequence[DeviceInfo], context: Context) -> list[EnvEntry] | None:
     """``GPUSCOUT_INVENTORY_VISIBLE_DEVICES`` for every Inventory device of the selection,
     whatever else is selected (the filter_id, else the id)."""
     mine = devices_of(selection, LIBRARY)
@@ -140,9 +146,7 @@ def gpuscout_minimum_memory(device: DeviceInfo) -> int | None:
 
 
 @for_library(LIBRARY)
-def gpuscout_refresh(
-    devices: Sequence[DeviceInfo], context: Context
-) -> list[DeviceInfo] | None:
+def gpuscout_refresh(devices: Sequence[DeviceInfo], context: Context) -> list[DeviceInfo] | None:
     """The Inventory devices among ``devices`` with free memory read again from the file (the
     way to simulate memory pressure); None when the file cannot be read now."""
     entries = read_inventory(context)
@@ -150,11 +154,10 @@ def gpuscout_refresh(
         return None
     free = {e.device.id: e.device for e in entries if e.device.library == LIBRARY}
     return [
-        d.evolve(free_memory=free[d.id].free_memory,
-                 free_memory_unknown=free[d.id].free_memory_unknown)
-        for _, d in devices_of(devices, LIBRARY) if d.id in free
+        d.evolve(free_memory=free[d.id].free_memory, free_memory_unknown=free[d.id].free_memory_unknown)
+        for _, d in devices_of(devices, LIBRARY)
+        if d.id in free
     ]
 
 
-__all__ = ["GPUSCOUT_API_VERSION", "INVENTORY_ENV", "LIBRARY", "RULES", "VISIBLE_ENV",
-           "read_inventory"]
+__all__ = ["GPUSCOUT_API_VERSION", "INVENTORY_ENV", "LIBRARY", "RULES", "VISIBLE_ENV", "read_inventory"]

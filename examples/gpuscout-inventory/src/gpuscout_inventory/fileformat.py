@@ -37,14 +37,12 @@ DEVICES_KEY = "devices"
 STR_FIELDS = ("id", "library", "name", "description", "filter_id", "pci_id", "gfx_target", "uuid")
 BOOL_FIELDS = ("integrated", "free_memory_unknown", "software")
 SIZE_FIELDS = ("total_memory", "free_memory")
-INT_FIELDS = ("compute_major", "compute_minor", "driver_major", "driver_minor",
-              "nvidia_driver_major")
+INT_FIELDS = ("compute_major", "compute_minor", "driver_major", "driver_minor", "nvidia_driver_major")
 LIST_FIELDS = ("library_path",)
 TABLE_FIELDS = ("runner_env_overrides",)
 #: Keys that are this plugin's rules for the device, not DeviceInfo fields.
 RULE_KEYS = ("flash_attention", "minimum_memory")
-KNOWN_KEYS = (*STR_FIELDS, *BOOL_FIELDS, *SIZE_FIELDS, *INT_FIELDS, *LIST_FIELDS, *TABLE_FIELDS,
-              *RULE_KEYS)
+KNOWN_KEYS = (*STR_FIELDS, *BOOL_FIELDS, *SIZE_FIELDS, *INT_FIELDS, *LIST_FIELDS, *TABLE_FIELDS, *RULE_KEYS)
 
 #: Numbers travel as Go's int64 on the wire: anything from 2**63 on is refused here, so the core
 #: never has to fail the plugin for it.
@@ -57,8 +55,7 @@ UNITS = {"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
 _SIZE = re.compile(r"\s*([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*([a-z]{1,3})\s*", re.ASCII | re.IGNORECASE)
 _DECIMAL_UNITS = {"kb", "mb", "gb", "tb", "pb"}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
-_PCI = re.compile(r"(?:([0-9a-f]{4,8}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])",
-                  re.ASCII | re.IGNORECASE)
+_PCI = re.compile(r"(?:([0-9a-f]{4,8}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])", re.ASCII | re.IGNORECASE)
 
 
 class InventoryError(GpuscoutError):
@@ -128,12 +125,12 @@ def parse_inventory(text: str, kind: str, default_library: str) -> list[Entry]:
     """
     document = load_document(text, kind)
     if not isinstance(document, dict):
-        raise InventoryError(f"expected a top-level object with a {DEVICES_KEY!r} list, "
-                             f"got {_kind(document)}")
+        raise InventoryError(
+            f"expected a top-level object with a {DEVICES_KEY!r} list, got {_kind(document)}"
+        )
     extra = sorted(set(document) - {DEVICES_KEY})
     if extra:
-        raise InventoryError(f"unknown top-level key {extra[0]!r}: the only one is "
-                             f"{DEVICES_KEY!r}")
+        raise InventoryError(f"unknown top-level key {extra[0]!r}: the only one is {DEVICES_KEY!r}")
     if DEVICES_KEY not in document:
         raise InventoryError(f"no {DEVICES_KEY!r} list")
     items = document[DEVICES_KEY]
@@ -153,8 +150,9 @@ def _entry(index: int, item: Any, default_library: str) -> Entry:
 
             close = difflib.get_close_matches(str(key), KNOWN_KEYS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise InventoryError(f"unknown key{hint}; known keys: {', '.join(KNOWN_KEYS)}",
-                                 index, str(key)[:80])
+            raise InventoryError(
+                f"unknown key{hint}; known keys: {', '.join(KNOWN_KEYS)}", index, str(key)[:80]
+            )
     fields: dict[str, Any] = {}
     for key, value in item.items():
         if key in RULE_KEYS:
@@ -164,16 +162,20 @@ def _entry(index: int, item: Any, default_library: str) -> Entry:
     fields.setdefault("library", default_library)
     if fields["library"].lower() == default_library.lower():
         fields["library"] = default_library
-    flash = _flag(item["flash_attention"], index, "flash_attention") \
-        if "flash_attention" in item else None
-    reserve = _size(item["minimum_memory"], index, "minimum_memory") \
-        if "minimum_memory" in item else None
+    flash = _flag(item["flash_attention"], index, "flash_attention") if "flash_attention" in item else None
+    reserve = _size(item["minimum_memory"], index, "minimum_memory") if "minimum_memory" in item else None
     return Entry(DeviceInfo(**fields), flash, reserve)
 
 
 def _field_kind(key: str) -> str:
-    for kind, names in (("str", STR_FIELDS), ("bool", BOOL_FIELDS), ("size", SIZE_FIELDS),
-                        ("int", INT_FIELDS), ("list", LIST_FIELDS), ("table", TABLE_FIELDS)):
+    for kind, names in (
+        ("str", STR_FIELDS),
+        ("bool", BOOL_FIELDS),
+        ("size", SIZE_FIELDS),
+        ("int", INT_FIELDS),
+        ("list", LIST_FIELDS),
+        ("table", TABLE_FIELDS),
+    ):
         if key in names:
             return kind
     raise AssertionError(key)  # pragma: no cover - KNOWN_KEYS and the tables agree
@@ -183,14 +185,16 @@ def _text(value: Any, index: int, key: str) -> str:
     if not isinstance(value, str):
         raise InventoryError(f"expected a string, got {_show(value)}", index, key)
     if len(value) > MAX_TEXT:
-        raise InventoryError(f"a string of {len(value)} characters, at most {MAX_TEXT}",
-                             index, key)
+        raise InventoryError(f"a string of {len(value)} characters, at most {MAX_TEXT}", index, key)
     if key in ("id", "filter_id"):
         # These become tokens of a comma list in an environment variable.
         if not value or value != value.strip() or "," in value or not value.isprintable():
             raise InventoryError(
                 f"expected a non-empty printable string without commas or surrounding spaces "
-                f"(it is written into a comma list), got {_show(value)}", index, key)
+                f"(it is written into a comma list), got {_show(value)}",
+                index,
+                key,
+            )
     elif key == "library":
         if not value.strip():
             raise InventoryError("expected a library name, got an empty string", index, key)
@@ -202,8 +206,7 @@ def _text(value: Any, index: int, key: str) -> str:
 def _pci_id(value: str, index: int, key: str) -> str:
     match = _PCI.fullmatch(value)
     if not match:
-        raise InventoryError(f"expected a PCI id like '0000:c4:00.0', got {_show(value)}",
-                             index, key)
+        raise InventoryError(f"expected a PCI id like '0000:c4:00.0', got {_show(value)}", index, key)
     domain, bus, device, function = match.groups()
     return f"{int(domain or '0', 16):04x}:{bus}:{device}.{function}".lower()
 
@@ -227,8 +230,11 @@ def _size(value: Any, index: int, key: str) -> int:
     if isinstance(value, str):
         return _size_text(value, index, key)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InventoryError(f"expected a size in bytes (a whole number, or a string such as "
-                             f"'24GiB'), got {_show(value)}", index, key)
+        raise InventoryError(
+            f"expected a size in bytes (a whole number, or a string such as '24GiB'), got {_show(value)}",
+            index,
+            key,
+        )
     if value < 0:
         raise InventoryError(f"memory must not be negative, got {value}", index, key)
     if value >= INT_LIMIT:
@@ -247,8 +253,10 @@ def _size_text(text: str, index: int, key: str) -> int:
         else:
             hint = ""
         raise InventoryError(
-            f"expected a size such as '24GiB' (units B, KiB, MiB, GiB, TiB, PiB), got "
-            f"{_show(text)}{hint}", index, key)
+            f"expected a size such as '24GiB' (units B, KiB, MiB, GiB, TiB, PiB), got {_show(text)}{hint}",
+            index,
+            key,
+        )
     from decimal import Decimal
 
     size = int(Decimal(match.group(1)) * UNITS[unit])  # a fraction of a byte is dropped
@@ -270,8 +278,7 @@ def _table(value: Any, index: int, key: str) -> dict[str, str]:
     for name, text in value.items():
         # These go into a child's environment, which takes no other names and no NUL.
         if not _ENV_NAME.fullmatch(name):
-            raise InventoryError(f"{name[:60]!r} is not an environment variable name", index,
-                                 key)
+            raise InventoryError(f"{name[:60]!r} is not an environment variable name", index, key)
         out[name] = _text(text, index, f"{key}.{name}")
         if "\0" in out[name]:
             raise InventoryError("a value with a NUL character", index, f"{key}.{name}")
@@ -279,7 +286,12 @@ def _table(value: Any, index: int, key: str) -> dict[str, str]:
 
 
 _FIELD_READERS: Mapping[str, Callable[[Any, int, str], Any]] = {
-    "str": _text, "bool": _flag, "size": _size, "int": _number, "list": _paths, "table": _table,
+    "str": _text,
+    "bool": _flag,
+    "size": _size,
+    "int": _number,
+    "list": _paths,
+    "table": _table,
 }
 
 
@@ -291,13 +303,23 @@ def _check_unique(entries: list[Entry]) -> None:
         for key, name in (("id", device.id), ("filter_id", device.filter_id)):
             first = owner.setdefault(name, index) if name else index
             if first != index:
-                raise InventoryError(f"{name!r} already names device {first} (every id and "
-                                     "filter_id must name one device)", index, key)
+                raise InventoryError(
+                    f"{name!r} already names device {first} (every id and filter_id must name one device)",
+                    index,
+                    key,
+                )
 
 
 def _kind(value: Any) -> str:
-    names = {dict: "a table", list: "a list", str: "a string", bool: "a boolean",
-             int: "a number", float: "a number", type(None): "null"}
+    names = {
+        dict: "a table",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }
     return names.get(type(value), f"a {type(value).__name__}")
 
 
@@ -306,5 +328,14 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-__all__ = ["KINDS", "KNOWN_KEYS", "RULE_KEYS", "UNITS", "Entry", "InventoryError", "kind_of",
-           "load_document", "parse_inventory"]
+__all__ = [
+    "KINDS",
+    "KNOWN_KEYS",
+    "RULE_KEYS",
+    "UNITS",
+    "Entry",
+    "InventoryError",
+    "kind_of",
+    "load_document",
+    "parse_inventory",
+]

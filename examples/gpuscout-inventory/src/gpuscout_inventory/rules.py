@@ -29,8 +29,7 @@ class RuleBook:
         self._lock = threading.Lock()
         self._rules: OrderedDict[DeviceInfo, tuple[bool | None, int | None]] = OrderedDict()
 
-    def remember(self, device: DeviceInfo, flash_attention: bool | None,
-                 minimum_memory: int | None) -> None:
+    def remember(self, device: DeviceInfo, flash_attention: bool | None, minimum_memory: int | None) -> None:
         """Keep ``device``'s rules (a later read of the same device replaces them)."""
         key = _key(device)
         with self._lock:

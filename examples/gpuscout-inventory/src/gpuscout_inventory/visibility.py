@@ -16,8 +16,7 @@ from gpuscout.plugin import DeviceInfo
 _MAX_DIGITS = 18
 
 
-def visible_indices(value: str | None,
-                    devices: Sequence[DeviceInfo]) -> tuple[list[int], list[str]]:
+def visible_indices(value: str | None, devices: Sequence[DeviceInfo]) -> tuple[list[int], list[str]]:
     """The file positions that ``value`` (the variable, None when unset) makes visible, in file
     order, and the tokens that named no device (in the order given, each once)."""
     if value is None:
