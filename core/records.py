@@ -84,7 +84,14 @@ is_int64 = _in_range(*_INT64, "an int in -2**63..2**64-1")
 
 
 def _library_path(value: Any) -> tuple[str, ...]:
-    name = "library_path"
+    return _str_tuple(value, "library_path")
+
+
+def _notes(value: Any) -> tuple[str, ...]:
+    return _str_tuple(value, "notes")
+
+
+def _str_tuple(value: Any, name: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
@@ -148,7 +155,7 @@ class DeviceInfo:
     """One device as one library reports it (the seed's DeviceInfo, fields in snake_case).
 
     Extra fields of gpuscout's own (``uuid``, ``free_memory_unknown``, ``software``,
-    ``free_memory_stale``, ``unused_reason``, ``max_allocation``, ``hidden_by``) default to
+    ``free_memory_stale``, ``unused_reason``, ``max_allocation``, ``hidden_by``, ``notes``) default to
     empty and are left out of the wire format when empty.
     """
 
@@ -193,6 +200,10 @@ class DeviceInfo:
     #: merge can match their twins in other libraries (the Vulkan view of a card CUDA hides) and
     #: drop them with it; ``discover`` never ranks, selects or hands a hidden device to a child.
     hidden_by: str = _text()
+    #: What a user should know about this device, one sentence each, in the order found: how
+    #: the plugin read it ("WSL2: ..."), a fault it shows ("running at PCIe Gen3 x4 of Gen5
+    #: x16"), which budget applies. ``list`` and ``--explain`` show them.
+    notes: tuple[str, ...] = attrs.field(default=(), converter=_notes)
 
     @property
     def compute(self) -> str:
@@ -266,6 +277,8 @@ _SIZE_FIELDS = ("total_memory", "free_memory", "max_allocation")
 _INT_FIELDS = ("compute_major", "compute_minor", "driver_major", "driver_minor", "nvidia_driver_major")
 #: Longest text field accepted (a description is a line, not a document).
 _MAX_TEXT = 4096
+#: Most notes one device may carry (each one a sentence, not a log).
+_MAX_NOTES = 32
 
 
 def _plain_str(value: Any, where: str) -> str:
@@ -320,6 +333,12 @@ def check_device(value: Any, where: str = "") -> DeviceInfo:
     if not isinstance(paths, tuple):
         raise RecordError(f"{where}.library_path: expected a sequence of str, got {show_value(paths)}")
     fields["library_path"] = tuple(_plain_str(p, f"{where}.library_path[{i}]") for i, p in enumerate(paths))
+    notes = value.notes
+    if not isinstance(notes, tuple):
+        raise RecordError(f"{where}.notes: expected a sequence of str, got {show_value(notes)}")
+    if len(notes) > _MAX_NOTES:
+        raise RecordError(f"{where}.notes: {len(notes)} notes, at most {_MAX_NOTES} allowed")
+    fields["notes"] = tuple(_plain_str(n, f"{where}.notes[{i}]") for i, n in enumerate(notes))
     overrides = value.runner_env_overrides
     if not isinstance(overrides, Mapping):
         raise RecordError(f"{where}.runner_env_overrides: expected a mapping, got {show_value(overrides)}")

@@ -61,6 +61,7 @@ OMIT_IF_EMPTY: dict[type, frozenset[str]] = {
             "unused_reason",
             "max_allocation",
             "hidden_by",
+            "notes",
         }
     ),
     SystemInfo: frozenset({"total_memory", "free_memory", "free_swap"}),

@@ -206,11 +206,29 @@ sizes = st.integers(min_value=0, max_value=2**64 - 1)
         uuid=names,
         software=st.booleans(),
         max_allocation=sizes,
+        notes=st.lists(names, max_size=3),
     )
 )
 def test_any_record_round_trips(device: DeviceInfo) -> None:
     """Every serializable record reads back equal."""
     assert from_json(to_json([device]), list[DeviceInfo]) == [device]
+
+
+def test_a_device_s_notes_are_a_list_on_the_wire_and_left_out_when_there_are_none() -> None:
+    """``notes`` is gpuscout's own key: a JSON list of sentences, omitted when empty."""
+    noted = DeviceInfo(id="0", library="CUDA", notes=["WSL2: NVML from /usr/lib/wsl/lib"])
+    assert json.loads(to_json(noted))["notes"] == ["WSL2: NVML from /usr/lib/wsl/lib"]
+    assert "notes" not in json.loads(to_json(DeviceInfo(id="0", library="CUDA")))
+
+
+def test_notes_that_are_not_sentences_are_refused_at_the_border() -> None:
+    """A plugin's notes must be a few strings: a non-str item or too many are a RecordError."""
+    from gpuscout.records import RecordError, check_device
+
+    with pytest.raises(RecordError, match=r"\.notes\[1\]: expected str"):
+        check_device(attrs.evolve(DeviceInfo(id="0"), notes=("ok", 3)), "")
+    with pytest.raises(RecordError, match=r"\.notes: 33 notes, at most 32"):
+        check_device(DeviceInfo(id="0", notes=["n"] * 33), "")
 
 
 def test_a_discovery_serializes_as_the_cli_document() -> None:
