@@ -195,11 +195,13 @@ def working_set_note(working_set: int, wired_limit_mb: int | None, memsize: int 
             "about 2/3 of RAM on 16-32 GB Macs, 3/4 and more on larger ones); "
             "`sudo sysctl iogpu.wired_limit_mb=<MiB>` raises it until a reboot"
         )
-    text = (
-        f"Metal: working set {shown} follows iogpu.wired_limit_mb={wired_limit_mb} (raised from "
-        f"macOS's default, 0, which gives about 2/3 of RAM on 16-32 GB Macs and 3/4 and more on "
-        f"larger ones{f'; RAM {memsize / GIB:.2f} GiB' if memsize else ''})"
+    default = (
+        "macOS's default, 0, gives about 2/3 of RAM on 16-32 GB Macs and 3/4 and more on larger "
+        f"ones{f'; RAM {memsize / GIB:.2f} GiB' if memsize else ''}"
     )
-    if working_set != wired_limit_mb * MIB:
-        text += f"; the limit is {wired_limit_mb * MIB / GIB:.2f} GiB, Metal answers {shown}"
-    return text
+    if working_set == wired_limit_mb * MIB:
+        return f"Metal: working set {shown} follows iogpu.wired_limit_mb={wired_limit_mb} (raised; {default})"
+    return (
+        f"Metal: working set {shown} although iogpu.wired_limit_mb={wired_limit_mb} "
+        f"({wired_limit_mb * MIB / GIB:.2f} GiB) is set: Metal did not take that limit ({default})"
+    )
