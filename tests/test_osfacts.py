@@ -178,3 +178,15 @@ def test_a_recorded_mac_replays_its_system_memory(tmp_path: Path, monkeypatch: p
     again = Scout(plugins=[], entry_points=False, replay=target).discover()
     assert again.system == found.system
     assert (again.system.total_memory, again.system.free_memory) == (32 << 30, 1500 * 16384)
+
+
+def test_the_plain_listing_prints_the_system_notes_after_the_system_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`list --format tsv` on a WSL2 recording ends with the system line and its note."""
+    from gpuscout.cli import main
+
+    machine = Path(__file__).parent / "machines" / "wsl2_rtx4090"
+    assert main(["--replay", str(machine), "list", "--format", "tsv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2].startswith("System memory: ") and lines[-1] == f"System memory note: {WSL2_NOTE}"
