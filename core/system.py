@@ -237,6 +237,8 @@ def darwin_system(ctx: Context) -> SystemInfo:
     inactive pages (``gpuscout.osfacts.available_bytes``, what ``vm_stat`` reads), through the
     context, so a recording replays it. Zeros for what is not known; swap is not read."""
     total = sysctl_int(ctx, "hw.memsize") or 0
+    if not total and not ctx.replaying:
+        total = _sysconf_total()  # sysctlbyname unusable: the page count still gives the total
     stats = vm_statistics(ctx)
     if stats is None:
         if total:
@@ -250,3 +252,11 @@ def darwin_system(ctx: Context) -> SystemInfo:
         "vm_stat counts them); it includes file cache the kernel reclaims first"
     )
     return SystemInfo(total_memory=total, free_memory=free, notes=(note,))
+
+
+def _sysconf_total() -> int:
+    """Physical memory as ``sysconf`` counts it (pages times page size); 0 where unsupported."""
+    try:
+        return max(0, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 0

@@ -190,3 +190,15 @@ def test_the_plain_listing_prints_the_system_notes_after_the_system_line(
     assert main(["--replay", str(machine), "list", "--format", "tsv"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[-2].startswith("System memory: ") and lines[-1] == f"System memory note: {WSL2_NOTE}"
+
+
+def test_a_live_mac_without_sysctl_still_has_its_total(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When sysctlbyname answers nothing on a live Mac, sysconf's page count gives the total."""
+    import gpuscout.osfacts as osfacts
+    import gpuscout.system as system
+
+    monkeypatch.setattr(osfacts, "_live_sysctl", lambda name: None)
+    monkeypatch.setattr(osfacts, "_live_vm_statistics", lambda: None)
+    monkeypatch.setattr(system, "_sysconf_total", lambda: 8 << 30)
+    info = read_system(Context(env={}, platform="darwin"))
+    assert (info.total_memory, info.free_memory) == (8 << 30, 0)

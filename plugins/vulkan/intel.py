@@ -62,6 +62,8 @@ def with_sysfs_vram(context: Context, device: DeviceInfo, vendor_id: int) -> Dev
     with a PCI address and the driver publishes one, said in its notes; else unchanged."""
     if vendor_id != VENDOR_INTEL or not device.pci_id or device.software:
         return device
+    if not context.platform.startswith("linux"):
+        return device  # sysfs is Linux's (MoltenVK on an Intel Mac, Windows: nothing to read)
     found = sysfs_vram(context, device.pci_id.lower())
     if found is None:
         return device

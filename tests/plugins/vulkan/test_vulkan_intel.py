@@ -153,3 +153,11 @@ def test_the_machine_without_its_xe_file_reports_the_vulkan_heap(tmp_path: Path)
     probe = json.loads((target / "answers/vulkan.json").read_text())["probe"]
     assert found.devices[0].total_memory == probe["devices"][0]["heaps"][0][0]
     assert found.devices[0].notes == ()
+
+
+def test_sysfs_is_not_read_off_linux(tmp_path: Path) -> None:
+    """An Intel GPU seen on darwin or win32 keeps the heap: there is no sysfs to read."""
+    tree = write_tree(tmp_path, {f"{PCI}/0000:03:00.0/tile0/physical_vram_size_bytes": f"{16 * GIB}\n"})
+    for platform in ("darwin", "win32"):
+        ctx = Context(env={}, platform=platform, root=str(tree))
+        assert with_sysfs_vram(ctx, _device(), 0x8086) == _device()
