@@ -31,6 +31,7 @@ from gpuscout.errors import GpuscoutError, RecordingError, SelectionRefused
 from gpuscout.hookspecs import HOOKS
 from gpuscout.log import get_logger
 from gpuscout.markers import hookimpl
+from gpuscout.osfacts import DXG_NODE, available_bytes, is_wsl2, sysctl_int, vm_statistics
 from gpuscout.pcibus import PCI_DEVICES, PciGpu, binding_problem, module_loaded, pci_gpus
 from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
 
@@ -164,6 +165,7 @@ def check_api_version(plugin: Any) -> str:
 __all__ = [
     "API_VERSION",
     "API_VERSION_ATTRIBUTE",
+    "DXG_NODE",
     "PCI_DEVICES",
     "U64_LIMIT",
     "Context",
@@ -175,6 +177,7 @@ __all__ = [
     "RecordingError",
     "SelectionRefused",
     "SystemInfo",
+    "available_bytes",
     "binding_problem",
     "check_api_version",
     "declared_api_version",
@@ -182,9 +185,12 @@ __all__ = [
     "for_library",
     "get_logger",
     "hookimpl",
+    "is_wsl2",
     "module_loaded",
     "parse_u64",
     "pci_gpus",
+    "sysctl_int",
     "system_memory",
     "visibility_setting",
+    "vm_statistics",
 ]

@@ -154,6 +154,24 @@ class Recorder:
         with self._lock:
             self.answers.setdefault(plugin or "core", {})[str(key)] = value
 
+    def answer_item(self, plugin: str, key: str, item: str, value: Any) -> None:
+        """Keep ``value`` as ``item`` of ``plugin``'s answer object ``key`` (one sysctl among
+        several), if it is plain JSON; the other items stay."""
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            with self._lock:
+                self.problems.append(
+                    f"plugin {plugin}: answer {key!r}[{item!r}] is not plain JSON ({exc}); not recorded"
+                )
+            return
+        with self._lock:
+            answers = self.answers.setdefault(plugin or "core", {})
+            current = answers.get(str(key))
+            merged = dict(current) if isinstance(current, dict) else {}
+            merged[str(item)] = value
+            answers[str(key)] = merged
+
     # -- writing --------------------------------------------------------------------------------
 
     def write(

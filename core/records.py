@@ -229,11 +229,14 @@ class DeviceInfo:
 
 @attrs.frozen
 class SystemInfo:
-    """System memory in bytes; zeros where the machine did not say."""
+    """System memory in bytes; zeros where the machine did not say. ``notes``: sentences about
+    what the figures are (the memory of WSL2's virtual machine, macOS's VM statistics), gpuscout's
+    own wire key, omitted when empty."""
 
     total_memory: int = _bytes()
     free_memory: int = _bytes()
     free_swap: int = _bytes()
+    notes: tuple[str, ...] = attrs.field(default=(), converter=_notes)
 
 
 class DeviceComparison(enum.IntEnum):

@@ -173,7 +173,8 @@ class Scout:
                 plugin=plugin,
                 recorder=self.recorder,
             )
-        answers = None if self.replay is None else self.replay.answers_for(plugin)
+        # The system-memory reader (no plugin name) records as "core" (Recorder.answer).
+        answers = None if self.replay is None else self.replay.answers_for(plugin or "core")
         return Context(
             env=self.env,
             platform=self.platform,

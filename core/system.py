@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 
 from gpuscout.context import U64_LIMIT, Context, parse_u64
+from gpuscout.osfacts import available_bytes, is_wsl2, sysctl_int, vm_statistics
 from gpuscout.records import SystemInfo
 
 #: cgroup v1 writes this for "no limit" (LONG_MAX rounded down to a page).
@@ -201,8 +202,8 @@ def read_system(ctx: Context) -> SystemInfo:
     Free is MemAvailable (MemFree without it), capped by the cgroup free memory (limit less the
     working set, page cache not counted; see ``cgroup_memory``) and by the total.
     """
-    if ctx.platform == "darwin" and ctx.root in ("", "/"):
-        return _darwin_system()
+    if ctx.platform == "darwin" and (ctx.replaying or ctx.root in ("", "/")):
+        return darwin_system(ctx)
     info, bad = _parse_meminfo(ctx.read_text("/proc/meminfo") or "")
     unusable = [key for key in _MEMINFO_KEYS if key in bad]
     if unusable:
@@ -217,13 +218,45 @@ def read_system(ctx: Context) -> SystemInfo:
         free = min(free, cgroup_free) if free else cgroup_free
     if swap_left is not None:
         swap = min(swap, swap_left)
-    return SystemInfo(total_memory=total, free_memory=min(free, total) if total else free, free_swap=swap)
+    notes = (WSL2_NOTE,) if total and is_wsl2(ctx) else ()
+    return SystemInfo(
+        total_memory=total, free_memory=min(free, total) if total else free, free_swap=swap, notes=notes
+    )
 
 
-def _darwin_system() -> SystemInfo:  # pragma: no cover - macOS only
+#: Said of system memory under WSL2 (Microsoft, "Advanced settings configuration in WSL",
+#: learn.microsoft.com/windows/wsl/wsl-config: ``memory`` defaults to 50% of Windows' memory).
+WSL2_NOTE = (
+    "WSL2: this is the memory of WSL's virtual machine, not the Windows host's: "
+    ".wslconfig's memory= bounds it (by default half of the host's RAM)"
+)
+
+
+def darwin_system(ctx: Context) -> SystemInfo:
+    """macOS system memory: total ``hw.memsize``, free the host VM statistics' free and
+    inactive pages (``gpuscout.osfacts.available_bytes``, what ``vm_stat`` reads), through the
+    context, so a recording replays it. Zeros for what is not known; swap is not read."""
+    total = sysctl_int(ctx, "hw.memsize") or 0
+    if not total and not ctx.replaying:
+        total = _sysconf_total()  # sysctlbyname unusable: the page count still gives the total
+    stats = vm_statistics(ctx)
+    if stats is None:
+        if total:
+            ctx.note("macOS: the host VM statistics (host_statistics64) were not readable; free unknown")
+        return SystemInfo(total_memory=total)
+    free = available_bytes(stats)
+    free = min(free, total) if total else free
+    page = stats.get("page_size", 0)
+    note = (
+        f"macOS: free is the host VM statistics' free + inactive pages ({page}-byte pages, as "
+        "vm_stat counts them); it includes file cache the kernel reclaims first"
+    )
+    return SystemInfo(total_memory=total, free_memory=free, notes=(note,))
+
+
+def _sysconf_total() -> int:
+    """Physical memory as ``sysconf`` counts it (pages times page size); 0 where unsupported."""
     try:
-        pages = os.sysconf("SC_PHYS_PAGES")
-        size = os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):
-        return SystemInfo()
-    return SystemInfo(total_memory=pages * size)
+        return max(0, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 0

@@ -64,7 +64,7 @@ OMIT_IF_EMPTY: dict[type, frozenset[str]] = {
             "notes",
         }
     ),
-    SystemInfo: frozenset({"total_memory", "free_memory", "free_swap"}),
+    SystemInfo: frozenset({"total_memory", "free_memory", "free_swap", "notes"}),
     DeviceMemory: frozenset({"library"}),
     BackendMemory: frozenset(),
     GPULayers: frozenset({"library"}),
@@ -124,6 +124,8 @@ def _discovery(found: Discovery) -> dict[str, Any]:
             "total_memory": found.system.total_memory,
             "free_memory": found.system.free_memory,
             "free_swap": found.system.free_swap,
+            # What the figures are (WSL2's VM, macOS's VM statistics), only when said.
+            **({"notes": list(found.system.notes)} if found.system.notes else {}),
         },
         "plugins": [_report(r) for r in found.plugins],
     }

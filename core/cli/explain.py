@@ -33,7 +33,7 @@ def explain(found: Discovery) -> dict[str, Any]:
     dropped device with its reason, ``duplicate_of`` and ``hidden_by``: the visibility
     setting (``CUDA_VISIBLE_DEVICES=0``) that hides the device or the device it is a twin of,
     "" when none does. ``plugins``: status, device count, elapsed milliseconds, error and note
-    of each plugin.
+    of each plugin. ``system_notes``: what the system memory figures are.
     """
     devices = found.devices
     ranking = []
@@ -82,6 +82,8 @@ def explain(found: Discovery) -> dict[str, Any]:
             }
             for r in found.plugins
         ],
+        # What the system memory figures are (WSL2's virtual machine, macOS's VM statistics).
+        "system_notes": list(found.system.notes),
     }
 
 
@@ -169,4 +171,7 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
         if r["note"]:
             text += f"; note: {r['note']}"
         lines.append(printable(text))
+    if data.get("system_notes"):
+        lines.append("System memory:")
+        lines.extend(printable(f"  note: {note}") for note in data["system_notes"])
     return lines

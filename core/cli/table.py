@@ -215,7 +215,8 @@ def plain_discovery(found: Discovery) -> str:
             )
         )
     lines = ["\t".join(_plain(v) for v in row) for row in rows]
-    return "".join(f"{line}\n" for line in [*lines, system_line(found.system)])
+    notes = [_plain(f"System memory note: {n}") for n in found.system.notes]
+    return "".join(f"{line}\n" for line in [*lines, system_line(found.system), *notes])
 
 
 def plain_plugins(reports: Sequence[PluginReport]) -> str:
@@ -416,6 +417,8 @@ def print_discovery(found: Discovery, console: Console | None = None, *, color: 
     for i in range(len(found.dropped)):
         console.print(Text(_dropped_line(found, i), style="dim"))
     console.print(Text(system_line(found.system)))
+    for note in found.system.notes:  # what the figures are (WSL2's VM, macOS's VM statistics)
+        console.print(Text(printable(f"  {note}"), style="dim"))
 
 
 def print_plugins(

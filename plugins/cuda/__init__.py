@@ -63,8 +63,20 @@ def _surely_no_driver(context: Context) -> str | None:
     try:
         dlopen(_LINUX_LIBRARY, _ctypes.RTLD_LOCAL)
     except OSError as exc:
+        if _wsl2_library(context):
+            return None  # WSL2 keeps its NVML in /usr/lib/wsl/lib: nvml loads it by path
         return f"NVML library {_LINUX_LIBRARY} cannot be loaded (is the NVIDIA driver installed?): {exc}"
     return None
+
+
+def _wsl2_library(context: Context) -> bool:
+    """Whether this is WSL2 with the Windows driver's NVML where WSL mounts it
+    (``wsl.WSL_LIBRARY``); a file check, so nothing more is imported when it is not."""
+    import os
+
+    from gpuscout.plugin import is_wsl2
+
+    return is_wsl2(context) and os.path.isfile("/usr/lib/wsl/lib/libnvidia-ml.so.1")
 
 
 @hookimpl

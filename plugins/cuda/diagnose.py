@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from gpuscout.plugin import PCI_DEVICES, Context, binding_problem, pci_gpus
+from gpuscout.plugin import PCI_DEVICES, Context, binding_problem, is_wsl2, pci_gpus
 
 NVIDIA_VENDOR = 0x10DE
 VENDOR_LABEL = "NVIDIA"
@@ -144,10 +144,22 @@ def _note_all(context: Context, sentences: list[str]) -> None:
             context.note(sentence)
 
 
+def _explained_on_wsl2(context: Context) -> bool:
+    """On WSL2, the WSL sentence in place of the bare-metal ones (WSL2 has none of the device
+    nodes, PCI functions or module they look for); ``wsl`` is imported only there."""
+    if not is_wsl2(context):
+        return False
+    from gpuscout.plugins.cuda import wsl
+
+    return wsl.explain_missing(context)
+
+
 def explain_missing_library(context: Context) -> None:
     """Notes why NVML is not here beside the library's own error: the container's variables
     and the NVIDIA GPUs on the PCI bus (Linux only)."""
     if not _is_linux(context):
+        return
+    if _explained_on_wsl2(context):
         return
     _note_all(
         context,
@@ -160,6 +172,8 @@ def explain_init_failure(context: Context, code: int | None) -> None:
     device nodes, the Unknown Error hint when they are present, the PCI GPUs."""
     if not _is_linux(context):
         return
+    if _explained_on_wsl2(context):
+        return
     nodes, existing = device_node_problems(context)
     hint = unknown_error_hint(context, existing) if code == UNKNOWN_ERROR and existing else ""
     _note_all(context, [exposed_no_gpu(context.env), *nodes, hint, *pci_problems(context)])
@@ -169,6 +183,8 @@ def explain_no_gpu(context: Context) -> None:
     """Notes why a started NVML lists no GPU: the container's variables, the device nodes,
     the PCI GPUs."""
     if not _is_linux(context):
+        return
+    if _explained_on_wsl2(context):
         return
     nodes, _ = device_node_problems(context)
     _note_all(context, [exposed_no_gpu(context.env), *nodes, *pci_problems(context)])

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from gpuscout.plugin import Context, DeviceInfo, SystemInfo, parse_u64, system_memory
-from gpuscout.plugins.cuda import diagnose
+from gpuscout.plugins.cuda import diagnose, wsl
 from gpuscout.plugins.cuda.names import LIBRARY, VISIBLE_ENV
 from gpuscout.plugins.cuda.order import (
     DriverProbe,
@@ -89,6 +89,9 @@ def _load_nvml(context: Context) -> Any | None:
             )
             return None
         return ReplayedNvml(answers)
+    wsl_problem = wsl.preload(context)  # WSL2: its NVML, by full path, before pynvml asks by name
+    if wsl_problem:
+        context.note(wsl_problem)
     missing = _library_missing(context.platform)
     if missing is not None:
         context.record("missing", missing)
@@ -372,7 +375,7 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
             pass
     if not gpus:
         diagnose.explain_no_gpu(context)
-    return build_devices(gpus, driver, context)
+    return wsl.mark(context, build_devices(gpus, driver, context))
 
 
 def refresh_devices(devices: Sequence[DeviceInfo], context: Context) -> list[DeviceInfo] | None:

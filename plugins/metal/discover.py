@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from gpuscout.plugin import Context, DeviceInfo
+from gpuscout.plugin import Context, DeviceInfo, sysctl_int
 from gpuscout.plugins.metal.names import LIBRARY
 
 
@@ -46,6 +46,8 @@ def device_info(device: MetalDevice, ordinal: int) -> DeviceInfo:
     total = max(0, int(device.recommendedMaxWorkingSetSize()))
     used = max(0, int(device.currentAllocatedSize()))
     name = str(device.name())
+    # TODO(shared_memory): a device with hasUnifiedMemory() shares the system's RAM; set the
+    # DeviceInfo.shared_memory flag here once it exists (another branch adds it).
     return DeviceInfo(
         id=str(ordinal),
         library=LIBRARY,
@@ -135,6 +137,13 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     if not devices:
         context.note("Metal: MTLCopyAllDevices and MTLCreateSystemDefaultDevice found no device")
     records = [device_info(d, i) for i, d in enumerate(devices)]
+    note = working_set_note(
+        records[0].total_memory if records else 0,
+        sysctl_int(context, "iogpu.wired_limit_mb"),
+        sysctl_int(context, "hw.memsize"),
+    )
+    if note and records and records[0].integrated:
+        records[0] = records[0].evolve(notes=(*records[0].notes, note))
     if len(records) > 1:
         context.note(_others_note(records, default_known))
         if default_known:  # ggml-metal opens the default device alone: the others rank after it
@@ -159,4 +168,40 @@ def _others_note(records: list[DeviceInfo], default_known: bool) -> str:
         f"Metal: ggml-metal runs on the system default device, id 0 {records[0].name!r}; "
         f"{others} not used by a child (ggml-metal opens only the default device and no "
         "variable selects another)"
+    )
+
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+def working_set_note(working_set: int, wired_limit_mb: int | None, memsize: int | None) -> str:
+    """What the default device's ``recommendedMaxWorkingSetSize`` follows, in one sentence;
+    '' when the wired limit is unknown (not recorded, not macOS).
+
+    The working set follows the sysctl ``iogpu.wired_limit_mb`` when it is raised (an M5 Max
+    128 GB: 112.00 GiB with ``iogpu.wired_limit_mb=114688``, antirez/ds4#893); at its default,
+    0, macOS gives a share of RAM: 2/3 on a 16 GB M1 (10922.67 MiB) and a 32 GB M2 Max
+    (21845.34 MiB), 3/4 on 64 GB (49152.00 MiB), in llama.cpp's Metal logs, and 107.52 GiB
+    of 128 GiB on the M5 Max above. The setting lasts until a reboot.
+    """
+    if wired_limit_mb is None:
+        return ""
+    shown = f"{working_set / GIB:.2f} GiB"
+    ram = f" of {memsize / GIB:.2f} GiB RAM" if memsize else ""
+    if wired_limit_mb == 0:
+        return (
+            f"Metal: working set {shown} is macOS's default share{ram} (iogpu.wired_limit_mb=0: "
+            "about 2/3 of RAM on 16-32 GB Macs, 3/4 and more on larger ones); "
+            "`sudo sysctl iogpu.wired_limit_mb=<MiB>` raises it until a reboot"
+        )
+    default = (
+        "macOS's default, 0, gives about 2/3 of RAM on 16-32 GB Macs and 3/4 and more on larger "
+        f"ones{f'; RAM {memsize / GIB:.2f} GiB' if memsize else ''}"
+    )
+    if working_set == wired_limit_mb * MIB:
+        return f"Metal: working set {shown} follows iogpu.wired_limit_mb={wired_limit_mb} (raised; {default})"
+    return (
+        f"Metal: working set {shown} although iogpu.wired_limit_mb={wired_limit_mb} "
+        f"({wired_limit_mb * MIB / GIB:.2f} GiB) is set: Metal did not take that limit ({default})"
     )

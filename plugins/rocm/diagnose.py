@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from gpuscout.plugin import PCI_DEVICES, Context, binding_problem, pci_gpus
+from gpuscout.plugin import PCI_DEVICES, Context, binding_problem, is_wsl2, pci_gpus
 
 #: ``hsakmt.KFD_DEVICE``, said again so that this module imports nothing of the plugin's (the
 #: driverless short path in ``__init__`` may import it cheaply).
@@ -97,7 +97,16 @@ def render_problem(context: Context) -> str:
 
 
 def explain_no_topology(context: Context, topology: bool) -> None:
-    """Notes, beside "no KFD topology" / "no KFD GPU nodes", what the PCI bus shows."""
+    """Notes, beside "no KFD topology" / "no KFD GPU nodes", what the PCI bus shows; on WSL2
+    (``/dev/dxg``, no ``/dev/kfd``) what the ROCm runtime needs there instead."""
+    wsl = ""
+    if is_wsl2(context):
+        from gpuscout.plugins.rocm.wsl import wsl_sentence
+
+        wsl = wsl_sentence(context)
+    if wsl:  # WSL2 has no AMD PCI function nor KFD: the bus would say "no AMD GPU"
+        context.note(wsl)
+        return
     for sentence in pci_problems(context, topology):
         context.note(sentence)
 

@@ -14,6 +14,7 @@ TYPE_OTHER, TYPE_INTEGRATED_GPU, TYPE_DISCRETE_GPU, TYPE_VIRTUAL_GPU, TYPE_CPU =
 HEAP_DEVICE_LOCAL = 0x1
 VENDOR_NVIDIA, VENDOR_INTEL, VENDOR_AMD = 0x10DE, 0x8086, 0x1002
 VENDOR_QUALCOMM, VENDOR_APPLE = 0x5143, 0x106B
+GIB = 1 << 30
 #: VkDriverId of MoltenVK.
 DRIVER_ID_MOLTENVK = 14
 _MESA_VERSION = re.compile(r"\bMesa (\d+)\.(\d+)")
@@ -55,6 +56,9 @@ def device_memory(raw: RawDevice) -> tuple[int, int, bool]:
     heapBudget - heapUsage with VK_EXT_memory_budget (floored at 0 per heap, where ggml's size_t
     would wrap), else the heap's size; then ``free_unknown`` is True. A budget of 0 on every
     counted heap (a driver that lists the extension but fills nothing in) counts as unknown too.
+    A budget above its heap's size is taken as the size (``over_budget``): the spec says it
+    "must be less than or equal to" it, and an Intel driver on Windows reported 46.76 GiB on a
+    36.20 GiB heap, so that free came out above total (ggml-org/llama.cpp#29277).
     """
     heaps = counted_heaps(raw)
     if not heaps:
@@ -69,7 +73,23 @@ def device_memory(raw: RawDevice) -> tuple[int, int, bool]:
         or not any(budget[i] for i in heaps)
     ):
         return total, total, True
-    return total, sum(max(0, budget[i] - usage[i]) for i in heaps), False
+    return total, sum(max(0, min(budget[i], raw.heaps[i][0]) - usage[i]) for i in heaps), False
+
+
+def over_budget(raw: RawDevice) -> list[str]:
+    """One sentence per counted heap whose VK_EXT_memory_budget budget exceeds the heap's
+    size (``device_memory`` clamps it there); [] when none does or there is no budget."""
+    budget = raw.heap_budget or []
+    found = []
+    for i in counted_heaps(raw):
+        size = raw.heaps[i][0]
+        if i < len(budget) and budget[i] > size:
+            found.append(
+                f"Vulkan: heap {i}'s memory budget {budget[i] / GIB:.2f} GiB is above the heap's "
+                f"{size / GIB:.2f} GiB (the driver breaks VK_EXT_memory_budget's rule, "
+                "ggml-org/llama.cpp#29277); counted as the heap's size"
+            )
+    return found
 
 
 def max_allocation(raw: RawDevice) -> int:
@@ -140,4 +160,5 @@ def to_device_info(raw: RawDevice, ordinal: int, platform: str) -> DeviceInfo:
         free_memory_unknown=unknown,
         software=raw.device_type == TYPE_CPU,
         max_allocation=max_allocation(raw),
+        notes=tuple(over_budget(raw)),
     )

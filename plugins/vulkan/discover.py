@@ -25,6 +25,7 @@ from gpuscout.plugin import Context, DeviceInfo, RecordingError
 from gpuscout.plugins.vulkan import diagnose, loader
 from gpuscout.plugins.vulkan.default_set import hidden_indices, reported_indices
 from gpuscout.plugins.vulkan.devices import to_device_info
+from gpuscout.plugins.vulkan.intel import with_sysfs_vram
 from gpuscout.plugins.vulkan.loader import ProbeResult
 from gpuscout.plugins.vulkan.names import VISIBLE_ENV
 from gpuscout.plugins.vulkan.visible import select_indices
@@ -194,9 +195,11 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     for note in notes:
         context.note(note)
     shown = [
-        to_device_info(result.devices[index], ordinal, context.platform).evolve(
-            unused_reason=unused.get(index, "")
-        )
+        with_sysfs_vram(
+            context,
+            to_device_info(result.devices[index], ordinal, context.platform),
+            result.devices[index].vendor_id,
+        ).evolve(unused_reason=unused.get(index, ""))
         for ordinal, index in enumerate(indices)
     ]
     hidden = hidden_indices(result.devices, visible, indices)
