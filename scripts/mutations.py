@@ -255,8 +255,8 @@ MUTATIONS += [
     ),
     (
         _m,
-        '        platform != "darwin" and cpu > system.free_memory + system.free_swap\n',
-        '        platform != "darwin" and cpu > system.free_memory\n',
+        'platform != "darwin" and host > free + system.free_swap):',
+        'platform != "darwin" and host > free):',
         PLAN,
         "swap is not counted off darwin",
     ),
