@@ -34,16 +34,15 @@ pool (GPU_MAX_HEAP_SIZE 100%). On an APU the kernel fills it with the GTT ceilin
 (``apu_prefer_gtt``, step 3: ``ttm.pages_limit`` x 4 KiB, 25165824 pages = 96 GiB = HIP's 98304
 MiB) or with the BIOS carve-out (``mem_info_vram_total``, already taken out of ``MemTotal``). A
 GTT-backed pool is the system's memory (``shared_memory``; free capped by system free); a
-carve-out pool is not (the carve-out is not in the system's figures). Without a KFD bank the
-older reading stands: carve-out plus GTT, free = carve-out free + min(GTT free, system free).
+carve-out pool is not (the carve-out is not in the system's figures). Without a KFD bank (a
+recording that left ``mem_banks`` out, amdsmi alone) the pool is the one the kernel picks: the
+GTT ceiling when the carve-out is below it, else the carve-out; the note says it was inferred.
 """
 
 from __future__ import annotations
 
 import attrs
 
-#: Largest value of a kernel counter.
-_U64_MAX = 2**64 - 1
 GIB = 1024**3
 
 
@@ -73,9 +72,11 @@ def _board_info_era(gfx_version: int) -> bool:
 
 
 def _gtt_pool(f: ApuFacts) -> bool:
-    return bool(
-        f.bank and f.gtt_total is not None and f.bank == f.gtt_total and (f.vram_total or 0) < f.gtt_total
-    )
+    """Whether the kernel gave KFD the GTT ceiling as local memory (``apu_prefer_gtt``): seen in
+    the bank when there is one, else inferred as the kernel decides, carve-out below GTT."""
+    if f.gtt_total is None or (f.vram_total or 0) >= f.gtt_total:
+        return False
+    return f.bank == f.gtt_total if f.bank else True
 
 
 def seed_rule(f: ApuFacts) -> bool:
@@ -93,7 +94,7 @@ def apu_rule(f: ApuFacts) -> tuple[bool, str]:
         return True, "APU: its KFD node has CPU cores and SIMDs (ROCr's APU node)"
     if f.board_info:
         return False, ""
-    if _gtt_pool(f):
+    if f.bank and _gtt_pool(f):
         return True, "APU: its KFD local memory is the GTT ceiling (the kernel's apu_prefer_gtt)"
     if f.vram_vendor or f.vram_total is None:
         return False, ""  # a VRAM vendor, or no amdgpu device directory read: nothing to go on
@@ -114,11 +115,15 @@ def _gib(n: int) -> str:
 def apu_memory(f: ApuFacts, system_free: int) -> tuple[int, int, bool, str]:
     """(total, free, shared with the system, note) of an APU as HIP sizes it (module docstring)."""
     vram_total = f.vram_total or 0
-    vram_free = max(0, vram_total - (f.vram_used or 0))
     gtt_total = f.gtt_total or 0
     gtt_free = max(0, gtt_total - (f.gtt_used or 0))
     if system_free:
         gtt_free = min(gtt_free, system_free)
+    guessed = (
+        ""
+        if f.bank
+        else " (no KFD memory bank: the pool the kernel picks, GTT when the carve-out is smaller)"
+    )
     if _gtt_pool(f):
         limit = (
             f" (ttm.pages_limit {f.ttm_pages_limit} x 4 KiB)"
@@ -130,20 +135,13 @@ def apu_memory(f: ApuFacts, system_free: int) -> tuple[int, int, bool, str]:
             gtt_free,
             True,
             f"HIP's memory is the GTT ceiling, {_gib(gtt_total)}{limit}: system memory, shared "
-            f"with the CPU (BIOS carve-out {_gib(vram_total)} unused by HIP)",
+            f"with the CPU (BIOS carve-out {_gib(vram_total)} unused by HIP){guessed}",
         )
-    if f.bank:
-        return (
-            f.bank,
-            min(max(0, f.bank - (f.vram_used or 0)), f.bank),
-            False,
-            f"HIP's memory is the BIOS carve-out, {_gib(f.bank)}, already out of system memory "
-            f"(GTT ceiling {_gib(gtt_total)} not used by HIP here; Vulkan counts both)",
-        )
-    total = min(vram_total + gtt_total, _U64_MAX)
+    pool = f.bank or vram_total
     return (
-        total,
-        min(vram_free + gtt_free, _U64_MAX),
-        True,
-        "no KFD memory bank: carve-out plus GTT, GTT being system memory shared with the CPU",
+        pool,
+        min(max(0, pool - (f.vram_used or 0)), pool),
+        False,
+        f"HIP's memory is the BIOS carve-out, {_gib(pool)}, already out of system memory "
+        f"(GTT ceiling {_gib(gtt_total)} not used by HIP here; Vulkan counts both){guessed}",
     )

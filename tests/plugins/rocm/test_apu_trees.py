@@ -75,11 +75,16 @@ def test_a_gtt_pool_s_free_memory_never_exceeds_the_system_s(
     assert igpu.free_memory == GIB
 
 
-def test_a_missing_kfd_bank_falls_back_to_carve_out_plus_gtt(
+def test_without_kfd_banks_the_pools_are_the_ones_the_kernel_picks(
     gpuscout_scout: ScoutFactory, tree: Callable[[str], pathlib.Path]
 ) -> None:
-    """Without the iGPU's mem_banks the figure is carve-out + GTT (shared), as before HIP's pool was read."""
+    """mem_banks left out of a recording: the 780M's pool is still GTT (carve-out below it) and
+    the Strix Halo's still its 96 GiB carve-out (not below the 96 GiB GTT ceiling)."""
     root = tree("ryzen_780m_plus_radeon")
     shutil.rmtree(root / "sys/class/kfd/kfd/topology/nodes/1/mem_banks")
     igpu = next(d for d in _rocm(gpuscout_scout, root) if d.integrated)
-    assert (igpu.shared_memory, igpu.total_memory) == (True, 512 * 2**20 + 8145474 * 4096)
+    assert (igpu.shared_memory, igpu.total_memory) == (True, 8145474 * 4096)
+    strix = tree("strix_halo_96g")
+    shutil.rmtree(strix / "sys/class/kfd/kfd/topology/nodes/1/mem_banks")
+    (apu,) = _rocm(gpuscout_scout, strix)
+    assert (apu.integrated, apu.shared_memory, apu.total_memory) == (True, False, 96 * GIB)
