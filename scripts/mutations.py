@@ -1235,8 +1235,8 @@ MUTATIONS += [
     ),
     (
         "plugins/rocm/apu.py",
-        "        f.bank and f.gtt_total is not None and f.bank == f.gtt_total and (f.vram_total or 0) < f.gtt_total",
-        "        f.bank and f.gtt_total is not None and f.bank == f.gtt_total",
+        "    if f.gtt_total is None or (f.vram_total or 0) >= f.gtt_total:",
+        "    if f.gtt_total is None or (f.vram_total or 0) > f.gtt_total:",
         ("tests/plugins/rocm/test_apu_rule.py", *ROCM),
         "a pool equal to the GTT size is GTT-backed even when the carve-out is as large",
     ),
