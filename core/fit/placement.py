@@ -565,6 +565,11 @@ def _shared_verdict(
         return True
     pool = shared_pool(devices, system) + (system.free_swap if platform != "darwin" else 0)
     host = usage[-1].total + on_shared
+    names = ", ".join(d.name or d.id for d in devices if (d.id, d.library) in shared)
+    notes.append(
+        f"{names}: memory shared with the system, so what it holds and the CPU's share are "
+        f"counted together ({host} of {pool} bytes)"
+    )
     if host <= pool:
         return True
     swap = " with swap" if platform != "darwin" and system.free_swap else ""

@@ -29,8 +29,8 @@ def format_uuid(hex32: str) -> str:
 
 #: What an integrated Vulkan device's note says about its memory.
 SHARED_NOTE = (
-    "integrated GPU: ggml-vulkan counts all its heaps, the carve-out and the share of system "
-    "memory the driver maps (GTT), so its free memory is partly the system's"
+    "integrated GPU: its heaps are (partly) system memory, all counted by ggml-vulkan (on an "
+    "AMD APU the BIOS carve-out and GTT), so its free memory is partly the system's"
 )
 
 
