@@ -225,16 +225,46 @@ def verify_layout(
     With ``require_full``: GPUs exist, not every layer is placed and the count asked for (if
     any) is not reached; or the CPU's share exceeds free RAM. Off darwin, whatever
     ``require_full`` says: the CPU's share exceeds free RAM plus free swap. The CPU's share is
-    the layers left on it plus ``cpu_extra`` (a runner's input weights and CPU graph).
+    the layers left on it plus ``cpu_extra`` (a runner's input weights and CPU graph), plus
+    what sits on ``shared_memory`` devices, whose free bytes are the system's: those are
+    counted once, against ``shared_pool`` (docs/shared-memory.md).
     """
     on_gpu = {layer for g in layout for layer in g.layers}
     cpu = cpu_extra + sum(size for i, size in enumerate(layers) if i not in on_gpu)
     placed = layout.sum()
     short = bool(devices) and placed < len(layers) and (num_gpu < 0 or placed < num_gpu)
-    if (require_full and (short or cpu > system.free_memory)) or (
-        platform != "darwin" and cpu > system.free_memory + system.free_swap
-    ):
+    # The CPU's share and what sits on shared-memory devices draw from one pool: counted once.
+    host = cpu + on_shared_devices(layout, layers, devices, graphs)
+    free = shared_pool(devices, system)
+    if (require_full and (short or host > free)) or (platform != "darwin" and host > free + system.free_swap):
         raise InsufficientMemoryError(attempt(layout, layers, devices, graphs))
+
+
+def shared_pool(devices: Sequence[DeviceInfo], system: SystemInfo) -> int:
+    """The bytes the CPU and the ``shared_memory`` devices draw from together: the system's free
+    memory, plus whatever a shared device reports free beyond it (a carve-out in its figure is
+    not the system's; counted at least as that excess). Without shared devices: system free."""
+    free = system.free_memory
+    return free + sum(max(0, d.free_memory - free) for d in devices if d.shared_memory)
+
+
+def on_shared_devices(
+    layout: GPULayersList,
+    layers: Sequence[int],
+    devices: Sequence[DeviceInfo],
+    graphs: Mapping[str, int] | None,
+) -> int:
+    """Bytes ``layout`` puts on ``shared_memory`` devices: their layers and their graphs."""
+    shared = {(d.id, d.library) for d in devices if d.shared_memory}
+    if not shared:
+        return 0
+    graphs = graphs or {}
+    total = 0
+    for g in layout:
+        if (g.id, g.library) in shared:
+            total += sum(layers[i] for i in g.layers if 0 <= i < len(layers))
+            total += graphs.get(g.id, 0) if g.layers else 0
+    return total
 
 
 def attempt(
@@ -363,8 +393,10 @@ __all__ = [
     "f32",
     "find_best_fit",
     "greedy_fit",
+    "on_shared_devices",
     "order",
     "plan",
+    "shared_pool",
     "usable_free",
     "verify_layout",
 ]

@@ -155,8 +155,8 @@ class DeviceInfo:
     """One device as one library reports it (the seed's DeviceInfo, fields in snake_case).
 
     Extra fields of gpuscout's own (``uuid``, ``free_memory_unknown``, ``software``,
-    ``free_memory_stale``, ``unused_reason``, ``max_allocation``, ``hidden_by``, ``notes``) default to
-    empty and are left out of the wire format when empty.
+    ``free_memory_stale``, ``unused_reason``, ``max_allocation``, ``hidden_by``, ``notes``,
+    ``shared_memory``) default to empty and are left out of the wire format when empty.
     """
 
     id: str = _text()
@@ -204,6 +204,14 @@ class DeviceInfo:
     #: the plugin read it ("WSL2: ..."), a fault it shows ("running at PCIe Gen3 x4 of Gen5
     #: x16"), which budget applies. ``list`` and ``--explain`` show them.
     notes: tuple[str, ...] = attrs.field(default=(), converter=_notes)
+    #: True when the device's memory is the system's: what it has free comes out of the
+    #: system's free memory (unified-memory parts such as GB10 and Jetson, an APU whose runtime
+    #: allocates from GTT, an integrated Vulkan device's host heap). The planner then counts
+    #: those bytes once: what sits on such devices and on the CPU draws from one pool
+    #: (docs/shared-memory.md). ``integrated`` says what the chip is; this says whose bytes
+    #: the figures are (an APU whose runtime uses only its BIOS carve-out is integrated but
+    #: not shared: the carve-out is not in the system's memory).
+    shared_memory: bool = _flag()
 
     @property
     def compute(self) -> str:
@@ -275,7 +283,7 @@ _STR_FIELDS = (
     "unused_reason",
     "hidden_by",
 )
-_BOOL_FIELDS = ("integrated", "free_memory_unknown", "software", "free_memory_stale")
+_BOOL_FIELDS = ("integrated", "free_memory_unknown", "software", "free_memory_stale", "shared_memory")
 _SIZE_FIELDS = ("total_memory", "free_memory", "max_allocation")
 _INT_FIELDS = ("compute_major", "compute_minor", "driver_major", "driver_minor", "nvidia_driver_major")
 #: Longest text field accepted (a description is a line, not a document).

@@ -397,7 +397,8 @@ class Scout:
         OLLAMA_SCHED_SPREAD, ``backoff`` in [0, 1]. Each device's reserve is
         ``minimum_memory``. Raises InsufficientMemoryError when the layout cannot load (see
         ``gpuscout.plan.verify_layout``; the swap check is skipped when ``platform`` is darwin),
-        GpuscoutError for bad arguments.
+        GpuscoutError for bad arguments. What sits on ``shared_memory`` devices and what stays
+        on the CPU draw from one pool (``gpuscout.plan.shared_pool``): never counted twice.
         """
         import gpuscout.plan as planner
 

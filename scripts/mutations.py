@@ -255,8 +255,8 @@ MUTATIONS += [
     ),
     (
         _m,
-        '        platform != "darwin" and cpu > system.free_memory + system.free_swap\n',
-        '        platform != "darwin" and cpu > system.free_memory\n',
+        'platform != "darwin" and host > free + system.free_swap):',
+        'platform != "darwin" and host > free):',
         PLAN,
         "swap is not counted off darwin",
     ),
@@ -1199,5 +1199,73 @@ MUTATIONS += [
         "MINIMUM_MEMORY = 256 * MIB",
         METAL,
         "Metal holds back 256 MiB instead of the seed's 512",
+    ),
+]
+
+# --- shared memory (issue 23): one pool for the CPU and shared-memory devices, the APU rule
+SHARED = ("tests/test_shared_memory_plan.py", "tests/test_shared_memory_records.py", PLAN)
+MUTATIONS += [
+    (
+        "core/plan.py",
+        "    return free + sum(max(0, d.free_memory - free) for d in devices if d.shared_memory)",
+        "    return free + sum(d.free_memory for d in devices if d.shared_memory)",
+        SHARED,
+        "a shared device's free bytes are counted on top of the system's (twice)",
+    ),
+    (
+        "core/plan.py",
+        "    host = cpu + on_shared_devices(layout, layers, devices, graphs)",
+        "    host = cpu",
+        SHARED,
+        "what sits on shared-memory devices is not counted against system memory",
+    ),
+    (
+        "core/fit/placement.py",
+        "    host = usage[-1].total + on_shared",
+        "    host = usage[-1].total",
+        ("tests/test_shared_memory_plan.py", *FIT),
+        "fit forgets what sits on shared-memory devices",
+    ),
+    (
+        "plugins/rocm/apu.py",
+        "    if _board_info_era(f.gfx_version):",
+        "    if False:",
+        ("tests/plugins/rocm/test_apu_rule.py", *ROCM, "tests/test_machines.py"),
+        "a 96 GiB carve-out APU falls back to the seed's rule (discrete)",
+    ),
+    (
+        "plugins/rocm/apu.py",
+        "    if f.gtt_total is None or (f.vram_total or 0) >= f.gtt_total:",
+        "    if f.gtt_total is None or (f.vram_total or 0) > f.gtt_total:",
+        ("tests/plugins/rocm/test_apu_rule.py", *ROCM),
+        "a pool equal to the GTT size is GTT-backed even when the carve-out is as large",
+    ),
+    (
+        "plugins/rocm/apu.py",
+        "            min(max(0, f.bank - (f.vram_used or 0)), f.bank),\n            False,",
+        "            min(max(0, f.bank - (f.vram_used or 0)), f.bank),\n            True,",
+        ("tests/plugins/rocm/test_apu_rule.py", *ROCM, "tests/test_machines.py"),
+        "a carve-out pool is called the system's memory",
+    ),
+    (
+        "plugins/cuda/readings.py",
+        "        shared_memory=integrated,",
+        "        shared_memory=False,",
+        ("tests/plugins/cuda/test_cuda_unified_memory.py", *CUDA, "tests/test_machines.py"),
+        "a unified-memory NVIDIA part is not marked shared",
+    ),
+    (
+        "plugins/cuda/nvml.py",
+        "        if _error_code(exc) == NOT_SUPPORTED:\n            return None\n        raise\n    return pci_location(",
+        "        raise\n    return pci_location(",
+        ("tests/plugins/cuda/test_cuda_unified_memory.py", *CUDA, "tests/test_machines.py"),
+        "a Jetson whose NVML has no PCI figures is skipped",
+    ),
+    (
+        "plugins/vulkan/devices.py",
+        "        shared_memory=integrated,",
+        "        shared_memory=False,",
+        ("tests/plugins/vulkan/test_vulkan_shared_memory.py", *VULKAN),
+        "an integrated Vulkan device is not marked shared",
     ),
 ]

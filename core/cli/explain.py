@@ -46,6 +46,7 @@ def explain(found: Discovery) -> dict[str, Any]:
                 **_ref(device),
                 "software": device.software,
                 "integrated": device.integrated,
+                "shared_memory": device.shared_memory,
                 "free_memory": device.free_memory,
                 "free_memory_unknown": device.free_memory_unknown,
                 "unused_reason": device.unused_reason,
@@ -105,7 +106,9 @@ def _free_label(entry: dict[str, Any]) -> str:
 
 
 def _kind(entry: dict[str, Any]) -> str:
-    return "software" if entry["software"] else "integrated" if entry["integrated"] else "discrete"
+    kind = "software" if entry["software"] else "integrated" if entry["integrated"] else "discrete"
+    # Its free memory is the system's: the planner counts those bytes once (docs/shared-memory.md).
+    return f"{kind}, memory shared with the system" if entry.get("shared_memory") else kind
 
 
 def _reason(entry: dict[str, Any], following: dict[str, Any]) -> str:

@@ -40,6 +40,13 @@ def compute_label(d: DeviceInfo) -> str:
     return "-" if unknown else d.compute
 
 
+def integrated_label(d: DeviceInfo) -> str:
+    """The ``integrated`` column: ``shared`` when the device's memory is the system's
+    (``shared_memory``: its free bytes and the system's are the same bytes), else ``yes`` or
+    ``no`` (an APU whose runtime uses only its carve-out is ``yes``)."""
+    return "shared" if d.shared_memory else "yes" if d.integrated else "no"
+
+
 def driver_label(d: DeviceInfo) -> str:
     """The driver version, ``-`` when unknown (0.0)."""
     return "-" if d.driver_major == 0 and d.driver_minor == 0 else d.driver
@@ -103,6 +110,7 @@ __all__ = [
     "devices_free_of_total",
     "driver_label",
     "free_of_total",
+    "integrated_label",
     "memory_bar",
     "memory_label",
     "system_line",

@@ -34,6 +34,7 @@ from gpuscout.cli.labels import (
     compute_label,
     devices_free_of_total,
     driver_label,
+    integrated_label,
     memory_bar,
     memory_label,
     system_line,
@@ -198,7 +199,7 @@ def plain_discovery(found: Discovery) -> str:
                 human_bytes(d.total_memory),
                 compute_label(d),
                 driver_label(d),
-                "yes" if d.integrated else "no",
+                integrated_label(d),
                 "; ".join(notes),
             )
         )
@@ -346,7 +347,7 @@ def _device_columns(found: Discovery) -> list[Column]:
         ("used", [_cell(_bar(d), "magenta") for d in devices], WHOLE),
         ("compute", [_cell(compute_label(d)) for d in devices], WHOLE),
         ("driver", [_cell(driver_label(d)) for d in devices], WHOLE),
-        ("integrated", [_cell("yes" if d.integrated else "no") for d in devices], WHOLE),
+        ("integrated", [_cell(integrated_label(d)) for d in devices], WHOLE),
     ]
 
 
@@ -378,7 +379,7 @@ def _device_blocks(found: Discovery, console: Console) -> None:
             ("used", _bar(d)),
             ("compute", compute_label(d)),
             ("driver", driver_label(d)),
-            ("integrated", "yes" if d.integrated else "no"),
+            ("integrated", integrated_label(d)),
         ):
             block.add_row(_cell(f" {label}:"), _cell(value))
         console.print(block)

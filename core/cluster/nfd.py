@@ -78,7 +78,9 @@ _HASH = 8
 #: library's labels start with one: a library whose name slugs to one of them gets the hashed
 #: slug (``integrated-<hash8>.count``), so ``integrated.count`` keeps one meaning. Library slugs
 #: hold no ".", so a library's labels can only clash with a node-wide one through its first word.
-NODE_WORDS = frozenset({"devices", "discovery", "homogeneous", "integrated", "memory", "version"})
+NODE_WORDS = frozenset(
+    {"devices", "discovery", "homogeneous", "integrated", "memory", "shared-memory", "version"}
+)
 
 
 # -- label names ----------------------------------------------------------------------------------
@@ -195,6 +197,7 @@ def _library_labels(
     )
     out[f"{lib}.flash-attention"] = _bool(all(flash(d) for d in devices))
     out[f"{lib}.integrated.count"] = str(sum(d.integrated for d in devices))
+    out[f"{lib}.shared-memory.count"] = str(sum(d.shared_memory for d in devices))
     nvidia = [d.nvidia_driver_major for d in devices if d.nvidia_driver_major > 0]
     if nvidia:
         out[f"{lib}.nvidia-driver"] = str(min(nvidia))
@@ -234,6 +237,9 @@ def device_labels(
     kinds = {(d.library.lower(), model_name(d), d.total_memory) for d in devices}
     out["homogeneous"] = _bool(len(kinds) == 1)
     out["integrated.count"] = str(sum(d.integrated for d in devices))
+    # Devices whose memory is the system's (docs/shared-memory.md): their memory-mib is not
+    # memory of their own.
+    out["shared-memory.count"] = str(sum(d.shared_memory for d in devices))
     out["discovery.problems"] = str(problems)
     out["version"] = sanitize_value("version", VERSION)
     return dict(sorted(out.items()))

@@ -529,6 +529,8 @@ def _verdict(
                 f"the CPU's share ({cpu.total} bytes) is more than free system memory "
                 f"({system.free_memory} bytes{' plus swap' if system.free_swap else ''})"
             )
+        else:
+            fits = _shared_verdict(usage, devices, system, platform, notes)
     by_key = {(d.id, d.library): d for d in devices}
     for u in usage[:-1]:
         d = by_key[(u.id, u.library)]
@@ -547,6 +549,35 @@ def _verdict(
                 f"{d.name or d.id} needs {u.total} bytes but has {max(room, 0)} free after its reserve"
             )
     return fits
+
+
+def _shared_verdict(
+    usage: list[Usage], devices: Sequence[DeviceInfo], system: SystemInfo, platform: str, notes: list[str]
+) -> bool:
+    """Whether the CPU's share and everything on ``shared_memory`` devices (weights, cache and
+    graph) fit the one pool they draw from (``plan.shared_pool``, plus swap off darwin); a note
+    when they do not. The planner's check counts layers only; this counts every buffer."""
+    from gpuscout.plan import shared_pool
+
+    shared = {(d.id, d.library) for d in devices if d.shared_memory}
+    on_shared = sum(u.total for u in usage[:-1] if (u.id, u.library) in shared)
+    if not on_shared:
+        return True
+    pool = shared_pool(devices, system) + (system.free_swap if platform != "darwin" else 0)
+    host = usage[-1].total + on_shared
+    names = ", ".join(d.name or d.id for d in devices if (d.id, d.library) in shared)
+    notes.append(
+        f"{names}: memory shared with the system, so what it holds and the CPU's share are "
+        f"counted together ({host} of {pool} bytes)"
+    )
+    if host <= pool:
+        return True
+    swap = " with swap" if platform != "darwin" and system.free_swap else ""
+    notes.append(
+        f"the CPU's share plus what sits on shared-memory devices ({host} bytes) is more than "
+        f"the system memory they share ({pool} bytes{swap})"
+    )
+    return False
 
 
 def checked_options(

@@ -26,6 +26,7 @@ from gpuscout.plugins.cuda.readings import (
     GpuReading,
     MemoryReading,
     MigReading,
+    PciLocation,
     pci_location,
     records,
     text,
@@ -169,17 +170,31 @@ def _mig_instances(nv: Any, handle: Any) -> tuple[MigReading, ...]:
     return tuple(found)
 
 
+def _pci(nv: Any, handle: Any) -> PciLocation | None:
+    """The GPU's PCI location; None when NVML says it has none (NotSupported: Jetson Orin's
+    integrated "Orin (nvgpu)" on JetPack 6, whose Bus-Id nvidia-smi prints as N/A,
+    anduril/jetpack-nixos#371, ultralytics/ultralytics#20680)."""
+    try:
+        pci = nv.nvmlDeviceGetPciInfo(handle)
+    except nv.NVMLError as exc:
+        if _error_code(exc) == NOT_SUPPORTED:
+            return None
+        raise
+    return pci_location(pci.domain, pci.bus, pci.device, pci.busId)
+
+
 def read_gpu(nv: Any, index: int) -> GpuReading:
     """Everything gpuscout reports about GPU ``index``; raises NVMLError when NVML refuses."""
     handle = nv.nvmlDeviceGetHandleByIndex(index)
-    pci = nv.nvmlDeviceGetPciInfo(handle)
+    pci = _pci(nv, handle)
     major, minor = nv.nvmlDeviceGetCudaComputeCapability(handle)
     mig_enabled = _mig_enabled(nv, handle)
     return GpuReading(
         index=index,
         name=text(nv.nvmlDeviceGetName(handle)),
         uuid=text(nv.nvmlDeviceGetUUID(handle)),
-        pci=pci_location(pci.domain, pci.bus, pci.device, pci.busId),
+        pci=pci or PciLocation(),
+        on_pci=pci is not None,
         # In MIG mode the parent's memory is an aggregate that needs privileges: not read.
         memory=None if mig_enabled else _memory(nv, handle),
         compute_major=int(major),
@@ -272,29 +287,53 @@ def uma_system(context: Context) -> SystemInfo:
 def _ask_integrated(
     gpus: Sequence[GpuReading], context: Context
 ) -> tuple[list[GpuReading], DriverProbe | None]:
-    """``gpus`` with the driver's integrated attribute where NVML has no memory figures.
+    """``gpus`` with the driver's integrated attribute where NVML may be hiding a unified part.
 
     Only then is the driver asked (one probe child, shared with the order): NVML has no
-    "integrated" attribute, and every integrated NVIDIA part it knows (GB10, Jetson Thor)
-    refuses memory info, so a GPU with NVML memory figures is taken as discrete without asking.
+    "integrated" attribute. Most integrated NVIDIA parts (GB10 on driver 580, Jetson) refuse
+    memory info, but some GB10 drivers answer it with the system's own memory
+    (XuehaiPan/nvitop#208, leptonai/gpud#1170): so the driver is asked for a GPU without NVML
+    memory figures and for one whose compute capability only integrated parts have
+    (``_maybe_unified``); any other GPU with NVML memory figures is taken as discrete.
     """
-    if not any(g.memory is None and not g.mig_enabled for g in gpus):
+    doubtful = _maybe_unified(gpus)
+    if not doubtful:
         return list(gpus), None
     probe = probe_driver(context)
     if probe.rows is None:
         context.note(
-            "NVML has no memory figures for a GPU and the CUDA driver could not say "
-            f"whether it is integrated ({probe.reason}); taken as integrated"
+            "NVML has no memory figures for a GPU (or it has an integrated part's compute "
+            "capability) and the CUDA driver could not say whether it is integrated "
+            f"({probe.reason}); taken as integrated"
         )
-        return list(gpus), probe
+        # None reads as integrated for a GPU without NVML figures (readings._memory_fields);
+        # one with figures is doubtful only for its integrated-only compute capability.
+        return [attrs.evolve(g, integrated=True) if g.index in doubtful else g for g in gpus], probe
     answers = integrated_by_address(probe.rows)
     found = [
         attrs.evolve(g, integrated=answers.get((g.pci.domain, g.pci.bus, g.pci.device)))
-        if g.memory is None and not g.mig_enabled
+        if g.index in doubtful
         else g
         for g in gpus
     ]
     return found, probe
+
+
+#: Compute capabilities NVIDIA gives only to integrated (unified-memory) parts: Tegra K1 3.2,
+#: X1/Nano 5.3, X2 6.2, Xavier 7.2, Orin 8.7, Thor 10.1 (11.0 since CUDA 13), GB10 12.1
+#: (CUDA C++ Programming Guide, compute capabilities table; NVIDIA's Jetson and DGX Spark
+#: documents).
+UNIFIED_COMPUTE = frozenset({(3, 2), (5, 3), (6, 2), (7, 2), (8, 7), (10, 1), (11, 0), (12, 1)})
+
+
+def _maybe_unified(gpus: Sequence[GpuReading]) -> set[int]:
+    """NVML indices of the GPUs the driver is asked about: no NVML memory figures, or a compute
+    capability only integrated parts have (not in MIG mode: MIG is discrete only)."""
+    return {
+        g.index
+        for g in gpus
+        if not g.mig_enabled and (g.memory is None or (g.compute_major, g.compute_minor) in UNIFIED_COMPUTE)
+    }
 
 
 def build_devices(

@@ -75,6 +75,10 @@ class GpuReading:
     #: The CUDA driver's CU_DEVICE_ATTRIBUTE_INTEGRATED (NVML has no such attribute); None
     #: when the driver was not asked or did not answer.
     integrated: bool | None = None
+    #: False when NVML has no PCI figures for the GPU (Jetson's "Orin (nvgpu)" sits on the
+    #: SoC, not on PCI: nvidia-smi prints its Bus-Id as N/A); ``pci`` is then all zeros and
+    #: the record has no ``pci_id``.
+    on_pci: bool = True
 
 
 @attrs.frozen
@@ -123,6 +127,10 @@ def _memory_fields(
 ) -> tuple[int, int, bool, bool]:
     """(total, free, integrated, free unknown) for a memory reading.
 
+    Every integrated NVIDIA part (GB10, Jetson) has unified memory: the record says so with
+    ``shared_memory`` (``_record``), so that the planner counts its free bytes and the
+    system's once.
+
     Totals are the CUDA runtime's (``MemoryReading.cuda_total``). An integrated device (the
     driver says so, or, when it was not asked, NVML has no memory figures for it: GB10, Jetson
     Thor) shares system memory: its free memory is ``system.free_memory``, which the caller
@@ -158,6 +166,7 @@ def _record(
     integrated_flag = False if gpu.mig_enabled else gpu.integrated
     total, free, integrated, unknown = _memory_fields(memory, system, integrated_flag)
     cuda_major, cuda_minor = cuda_version(driver.cuda_version)
+    notes = (unified_note(memory, unknown),) if integrated else ()
     return DeviceInfo(
         id=uuid,
         library=LIBRARY,
@@ -166,7 +175,8 @@ def _record(
         filter_id=uuid,
         uuid=uuid,
         integrated=integrated,
-        pci_id=gpu.pci.pci_id,
+        shared_memory=integrated,
+        pci_id=gpu.pci.pci_id if gpu.on_pci else "",
         total_memory=total,
         free_memory=free,
         free_memory_unknown=unknown,
@@ -175,6 +185,23 @@ def _record(
         driver_major=cuda_major,
         driver_minor=cuda_minor,
         nvidia_driver_major=kernel_driver_major(driver.kernel_version),
+        notes=notes,
+    )
+
+
+def unified_note(memory: MemoryReading | None, unknown: bool) -> str:
+    """The note of an integrated (unified-memory) NVIDIA device: whose bytes its figures are."""
+    if unknown:
+        return (
+            "unified memory shared with the system; NVML has no memory figures and system memory is unknown"
+        )
+    if memory is None:
+        return (
+            "unified memory shared with the system: NVML reports memory Not Supported, so "
+            "total and free are the system's (MemTotal, MemAvailable)"
+        )
+    return (
+        "unified memory shared with the system: free memory is the system's (MemAvailable), as ggml reads it"
     )
 
 

@@ -1,7 +1,7 @@
 """Turning what sysfs or amdsmi says about one AMD GPU into a DeviceInfo.
 
-The rules here are pure: identity (UUID or ordinal), the seed's integrated-GPU rule, the memory
-figure reported for discrete cards, APUs and partitions, gfx target and override, and the name.
+The rules here are pure: identity (UUID or ordinal), the APU rule (``apu``), the memory figure
+reported for discrete cards, APUs and partitions, gfx target and override, and the name.
 """
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ from __future__ import annotations
 import attrs
 
 from gpuscout.plugin import DeviceInfo
-from gpuscout.plugins.rocm import gfx
+from gpuscout.plugins.rocm import apu, gfx
 from gpuscout.plugins.rocm.names import LIBRARY
-from gpuscout.plugins.rocm.sysfs import U64_MAX
 from gpuscout.plugins.rocm.visibility import rocr_uuid
 
 GIB = 1024**3
@@ -39,36 +38,56 @@ class GpuFacts:
     gtt_used: int | None = None
     board_files: bool = False
     partitions: int = 1
-    #: The node's own share of device memory (KFD memory banks), used for partitions.
+    #: The node's own share of device memory (KFD memory banks): a partition's share, an
+    #: APU's HIP pool (``apu``).
     partition_memory: int = 0
     driver: tuple[int, int] = (0, 0)
+    #: KFD ``cpu_cores_count`` of the GPU node (ROCr's APU node when > 0).
+    cpu_cores: int = 0
+    #: ``board_info`` exists (amdgpu hides it on APUs); ``board_files`` also counts
+    #: ``mem_info_vram_vendor``.
+    board_info: bool = False
+    #: ``/sys/module/ttm/parameters/pages_limit``, None when not read.
+    ttm_pages_limit: int | None = None
+    #: Whether KFD properties were read (False: amdsmi alone, where only the seed's rule applies).
+    from_kfd: bool = True
+
+
+def apu_facts(facts: GpuFacts) -> apu.ApuFacts:
+    """The part of ``facts`` the APU rule and an APU's memory figure read."""
+    return apu.ApuFacts(
+        gfx_version=facts.gfx_version if facts.from_kfd else 0,
+        cpu_cores=facts.cpu_cores,
+        board_info=facts.board_info,
+        vram_vendor=facts.board_files and not facts.board_info,
+        vram_total=facts.vram_total,
+        vram_used=facts.vram_used,
+        gtt_total=facts.gtt_total,
+        gtt_used=facts.gtt_used,
+        bank=facts.partition_memory if facts.partitions == 1 else 0,
+        ttm_pages_limit=facts.ttm_pages_limit,
+    )
 
 
 def is_integrated(facts: GpuFacts) -> bool:
-    """The seed's rule: no vendor/board files, VRAM <= 4 GiB, GTT >= 8 GiB and GTT >= 4 x VRAM."""
-    if facts.board_files or facts.vram_total is None or facts.gtt_total is None:
-        return False
-    vram, gtt = facts.vram_total, facts.gtt_total
-    return vram <= 4 * GIB and gtt >= 8 * GIB and gtt >= 4 * vram
+    """Whether the HSA runtime calls the GPU an APU, as far as sysfs shows it (``apu.apu_rule``;
+    the seed's size rule only where nothing better exists). A partition never is."""
+    return facts.partitions == 1 and apu.apu_rule(apu_facts(facts))[0]
 
 
 def memory(facts: GpuFacts, integrated: bool, system_free: int) -> tuple[int, int, bool]:
     """(total, free, free unknown) in bytes.
 
-    Discrete: VRAM total and VRAM total - used. Integrated: the carve-out plus GTT (the system
-    memory the driver lets the GPU map), free = carve-out free + min(GTT free, system available)
-    since GTT pages come out of system memory. Partition: the node's own memory-bank share, free
-    = share - used/partitions (the card-wide used counter split evenly: a guess, flagged).
-    Sums stop at 2**64 - 1, the most any counter can say.
+    Discrete: VRAM total and VRAM total - used. Integrated: HIP's pool (``apu.apu_memory``).
+    Partition: the node's own memory-bank share, free = share - used/partitions (the card-wide
+    used counter split evenly: a guess, flagged). Sums stop at 2**64 - 1, the most any counter
+    can say.
     """
     vram_total = facts.vram_total or 0
     vram_free = max(0, vram_total - (facts.vram_used or 0))
     if integrated:
-        gtt_total = facts.gtt_total or 0
-        gtt_free = max(0, gtt_total - (facts.gtt_used or 0))
-        if system_free:
-            gtt_free = min(gtt_free, system_free)
-        return min(vram_total + gtt_total, U64_MAX), min(vram_free + gtt_free, U64_MAX), False
+        total, free, _shared, _note = apu.apu_memory(apu_facts(facts), system_free)
+        return total, free, False
     if facts.partitions > 1 and facts.partition_memory:
         share = facts.partition_memory
         used = (facts.vram_used or 0) // facts.partitions
@@ -112,8 +131,12 @@ def build(
     else:
         target = gfx.target_name(facts.gfx_version)
         major, minor = gfx.compute_pair(facts.gfx_version)
-    integrated = is_integrated(facts)
+    integrated, how = apu.apu_rule(apu_facts(facts)) if facts.partitions == 1 else (False, "")
     total, free, unknown = memory(facts, integrated, system_free)
+    shared, notes = False, ([how] if how else [])
+    if integrated:
+        _total, _free, shared, note = apu.apu_memory(apu_facts(facts), system_free)
+        notes.append(note)
     return DeviceInfo(
         id=ident,
         library=LIBRARY,
@@ -132,4 +155,6 @@ def build(
         uuid=uuid,
         free_memory_unknown=unknown,
         hidden_by=hidden_by,
+        shared_memory=shared,
+        notes=notes,
     )

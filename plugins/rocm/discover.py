@@ -46,6 +46,7 @@ def _read_smi(context: Context) -> tuple[list[smi.SmiGpu] | None, str]:
 def facts_from_sysfs(context: Context, nodes: Sequence[sysfs.KfdNode]) -> list[devices.GpuFacts]:
     """One GpuFacts per KFD GPU node, joined to its amdgpu device."""
     driver = sysfs.read_driver_version(context)
+    pages_limit = sysfs.read_ttm_pages_limit(context)
     slots = Counter(n.slot for n in nodes)
     facts = []
     for ordinal, node in enumerate(nodes):
@@ -66,6 +67,9 @@ def facts_from_sysfs(context: Context, nodes: Sequence[sysfs.KfdNode]) -> list[d
                 partitions=slots[node.slot],
                 partition_memory=node.bank_size,
                 driver=driver,
+                cpu_cores=node.prop("cpu_cores_count"),
+                board_info=drm.board_info,
+                ttm_pages_limit=pages_limit,
             )
         )
     return facts
@@ -113,6 +117,7 @@ def facts_from_smi(gpus: Sequence[smi.SmiGpu]) -> list[devices.GpuFacts]:
             gtt_total=g.gtt_total,
             gtt_used=g.gtt_used,
             partitions=slots[g.bdf] if g.bdf else 1,
+            from_kfd=False,
         )
         for ordinal, (_, g) in enumerate(ordered)
     ]

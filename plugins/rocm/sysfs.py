@@ -17,6 +17,8 @@ TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
 DRM = "/sys/class/drm"
 PCI_DEVICES = "/sys/bus/pci/devices"
 DRIVER_VERSION = "/sys/module/amdgpu/version"
+#: TTM's page limit (4 KiB pages): the GTT ceiling amdgpu uses when amdgpu.gttsize is unset.
+TTM_PAGES_LIMIT = "/sys/module/ttm/parameters/pages_limit"
 #: KFD heap types of device-local memory banks (frame buffer public and private).
 _LOCAL_HEAPS = (1, 2)
 #: The largest value of a kernel counter (KFD properties and amdgpu counters are 64-bit).
@@ -125,6 +127,8 @@ class DrmDevice:
     gtt_used: int | None = None
     #: ``mem_info_vram_vendor`` or ``board_info`` exists: the seed's sign of a discrete card.
     board_files: bool = False
+    #: ``board_info`` exists (amdgpu hides it exactly on APUs, kernels 6.5 and later).
+    board_info: bool = False
     product_name: str = ""
     #: The directory the values came from (relative to the root), for diagnostics.
     source: str = ""
@@ -145,6 +149,7 @@ def _read_device_dir(ctx: Context, directory: str) -> DrmDevice | None:
         board_files=any(
             os.path.exists(ctx.path(f"{directory}/{f}")) for f in ("mem_info_vram_vendor", "board_info")
         ),
+        board_info=os.path.exists(ctx.path(f"{directory}/board_info")),
         product_name=_first_line(ctx.read_text(f"{directory}/product_name") or "")[:_NAME_MAX],
         source=directory,
     )
@@ -181,3 +186,8 @@ def read_driver_version(ctx: Context) -> tuple[int, int]:
     if major is None or minor is None:
         return 0, 0
     return major, minor
+
+
+def read_ttm_pages_limit(ctx: Context) -> int | None:
+    """``ttm.pages_limit`` (pages of 4 KiB), None when the file is missing or not a number."""
+    return ctx.read_u64(TTM_PAGES_LIMIT)

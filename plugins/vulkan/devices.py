@@ -28,6 +28,13 @@ def format_uuid(hex32: str) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+#: What an integrated Vulkan device's note says about its memory.
+SHARED_NOTE = (
+    "integrated GPU: its heaps are (partly) system memory, all counted by ggml-vulkan (on an "
+    "AMD APU the BIOS carve-out and GTT), so its free memory is partly the system's"
+)
+
+
 def pci_address(pci: list[int] | None) -> str:
     """``%04x:%02x:%02x.%x`` from VK_EXT_pci_bus_info's domain/bus/device/function; "" without."""
     if not pci or len(pci) != 4:
@@ -138,17 +145,22 @@ def to_device_info(raw: RawDevice, ordinal: int, platform: str) -> DeviceInfo:
     ``id`` is the ordinal among reported devices and ``filter_id`` the raw enumeration index
     (what GGML_VK_VISIBLE_DEVICES counts). Vulkan has no compute capability: compute is -1.-1
     (unknown). ``max_allocation`` is the device's maxStorageBufferRange (``max_allocation``
-    says why).
+    says why). An INTEGRATED_GPU is ``shared_memory``: its memory is the host's.
     """
     total, free, unknown = device_memory(raw)
     major, minor = driver_version(raw, platform)
+    integrated = raw.device_type == TYPE_INTEGRATED_GPU
     return DeviceInfo(
         id=str(ordinal),
         library=LIBRARY,
         name=raw.name or f"Vulkan{ordinal}",
         description=raw.name,
         filter_id=str(raw.index),
-        integrated=raw.device_type == TYPE_INTEGRATED_GPU,
+        integrated=integrated,
+        # VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: the device shares the host's memory (its
+        # heaps are the carve-out and the GTT share of system RAM, all counted by ggml).
+        shared_memory=integrated,
+        notes=(SHARED_NOTE,) if integrated else (),
         pci_id=pci_address(raw.pci),
         total_memory=total,
         free_memory=free,

@@ -109,7 +109,7 @@ def test_rtx_4090_is_reported_field_by_field(fake_nvml: FakeNvml, cuda_scout: Cu
 def test_gb10_takes_memory_from_the_system(
     fake_nvml: FakeNvml, cuda_scout: CudaScout, tmp_path: pathlib.Path, recorded_probe: RecordedProbe
 ) -> None:
-    """The driver's INTEGRATED=1 GB10 gets MemTotal and MemAvailable (ggml's UMA rule)."""
+    """The driver's INTEGRATED=1 GB10 gets MemTotal and MemAvailable (ggml's UMA rule), shared."""
     recorded_probe(0, GB10_PROBE)
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "meminfo").write_text(
@@ -126,6 +126,7 @@ def test_gb10_takes_memory_from_the_system(
         filter_id="GPU-3f8a2d6c-9e1b-4c7a-8d5e-0b4f7a2c9e61",
         uuid="GPU-3f8a2d6c-9e1b-4c7a-8d5e-0b4f7a2c9e61",
         integrated=True,
+        shared_memory=True,
         pci_id="000f:01:00.0",
         total_memory=124908280 * 1024,
         free_memory=119000000 * 1024,
@@ -135,7 +136,8 @@ def test_gb10_takes_memory_from_the_system(
         driver_major=13,
         driver_minor=0,
         nvidia_driver_major=580,
-    )
+    ).evolve(notes=device.notes)
+    assert "unified memory shared with the system" in device.notes[0]
 
 
 def test_gb10_without_meminfo_marks_free_memory_unknown(

@@ -78,34 +78,37 @@ def test_partitions_survive_the_merge_as_separate_devices(
     assert (len(result.devices), result.dropped) == (8, [])
 
 
-def test_apu_780m_is_integrated_and_sized_by_gtt_and_system_memory(
+def test_apu_780m_is_integrated_and_sized_as_hip_sees_its_carve_out(
     devices: Callable[..., list[DeviceInfo]],
 ) -> None:
-    """A 512 MiB carve-out with 15 GiB of GTT is an iGPU: carve-out + GTT, free capped by the system."""
-    carve_out, gtt, mem_available = 512 * MIB, 16411154432, 9765625 * 1024
-    assert devices("apu_780m") == [
-        DeviceInfo(
-            id="0",
-            library="ROCm",
-            name="ROCm0",
-            description="AMD GPU gfx1103 [1002:15bf]",
-            filter_id="0",
-            integrated=True,
-            pci_id="0000:c4:00.0",
-            total_memory=carve_out + gtt,
-            free_memory=carve_out - 192 * MIB + mem_available,
-            compute_major=0x11,
-            compute_minor=0x03,
-            gfx_target="gfx1103",
-        )
-    ]
+    """A gfx1103 without board_info is an APU; its KFD bank (the 512 MiB carve-out) is HIP's pool."""
+    (device,) = devices("apu_780m")
+    assert device.evolve(notes=()) == DeviceInfo(
+        id="0",
+        library="ROCm",
+        name="ROCm0",
+        description="AMD GPU gfx1103 [1002:15bf]",
+        filter_id="0",
+        integrated=True,
+        pci_id="0000:c4:00.0",
+        total_memory=512 * MIB,
+        free_memory=(512 - 192) * MIB,
+        compute_major=0x11,
+        compute_minor=0x03,
+        gfx_target="gfx1103",
+    )
+    assert device.shared_memory is False  # the carve-out is not in the system's memory
+    assert "no board_info" in device.notes[0]
+    assert "BIOS carve-out, 0.5 GiB" in device.notes[1]
 
 
 def test_mixed_box_reports_the_discrete_card_and_the_igpu_in_kfd_order(
     devices: Callable[..., list[DeviceInfo]],
 ) -> None:
-    """An RX 7600 and a Raphael iGPU (an unsupported gfx1036) are both reported, in KFD order."""
-    assert devices("mixed_apu_dgpu") == [
+    """An RX 7600 and a Raphael iGPU (an unsupported gfx1036, integrated by the seed's rule on
+    this kernel, HIP's pool its 512 MiB carve-out) are both reported, in KFD order."""
+    found = devices("mixed_apu_dgpu")
+    assert [d.evolve(notes=()) for d in found] == [
         DeviceInfo(
             id="GPU-2a9e4c7b10f3d685",
             library="ROCm",
@@ -129,14 +132,15 @@ def test_mixed_box_reports_the_discrete_card_and_the_igpu_in_kfd_order(
             filter_id="GPU-0000b2c41e5a7f09",
             integrated=True,
             pci_id="0000:13:00.0",
-            total_memory=512 * MIB + 33554432000,
-            free_memory=(512 - 34) * MIB + 33554432000 - 12 * MIB,
+            total_memory=512 * MIB,
+            free_memory=(512 - 34) * MIB,
             compute_major=0x10,
             compute_minor=0x36,
             gfx_target="gfx1036",
             uuid="GPU-0000b2c41e5a7f09",
         ),
     ]
+    assert "seed's size rule" in found[1].notes[0]
 
 
 def test_mixed_box_ranks_the_discrete_card_first(discover: Callable[..., Discovery]) -> None:
