@@ -40,14 +40,12 @@ def device_info(device: MetalDevice, ordinal: int) -> DeviceInfo:
 
     ``id`` and ``filter_id`` are the ordinal; ``uuid`` is the registryID (stable across
     processes) in hex as ``ioreg`` prints it, e.g. ``0x100000a4c``. Integrated means unified
-    memory. Compute and driver versions are not Metal concepts: compute is -1.-1 (unknown),
-    driver 0.0.
+    memory, which is also shared with the system (``shared_memory``). Compute and driver
+    versions are not Metal concepts: compute is -1.-1 (unknown), driver 0.0.
     """
     total = max(0, int(device.recommendedMaxWorkingSetSize()))
     used = max(0, int(device.currentAllocatedSize()))
     name = str(device.name())
-    # TODO(shared_memory): a device with hasUnifiedMemory() shares the system's RAM; set the
-    # DeviceInfo.shared_memory flag here once it exists (another branch adds it).
     return DeviceInfo(
         id=str(ordinal),
         library=LIBRARY,
@@ -55,6 +53,8 @@ def device_info(device: MetalDevice, ordinal: int) -> DeviceInfo:
         description=name,
         filter_id=str(ordinal),
         integrated=bool(device.hasUnifiedMemory()),
+        # Unified memory is the system's RAM: what the GPU has free, the CPU has too.
+        shared_memory=bool(device.hasUnifiedMemory()),
         total_memory=total,
         free_memory=max(0, total - used),
         compute_major=-1,

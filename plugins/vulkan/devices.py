@@ -160,7 +160,6 @@ def to_device_info(raw: RawDevice, ordinal: int, platform: str) -> DeviceInfo:
         # VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: the device shares the host's memory (its
         # heaps are the carve-out and the GTT share of system RAM, all counted by ggml).
         shared_memory=integrated,
-        notes=(SHARED_NOTE,) if integrated else (),
         pci_id=pci_address(raw.pci),
         total_memory=total,
         free_memory=free,
@@ -172,5 +171,5 @@ def to_device_info(raw: RawDevice, ordinal: int, platform: str) -> DeviceInfo:
         free_memory_unknown=unknown,
         software=raw.device_type == TYPE_CPU,
         max_allocation=max_allocation(raw),
-        notes=tuple(over_budget(raw)),
+        notes=((SHARED_NOTE,) if integrated else ()) + tuple(over_budget(raw)),
     )

@@ -127,18 +127,19 @@ def test_free_memory_never_goes_negative() -> None:
 
 
 def test_record_fields_follow_the_device() -> None:
-    """Name, ordinal ids, library, unified memory as integrated, registryID as hex uuid."""
+    """Name, ordinal ids, library, unified memory as integrated and shared, registryID as hex uuid."""
     d = device_info(fake_metal_device_recorded_m2_max_32gb(), 1)
     assert (d.library, d.id, d.filter_id) == ("Metal", "1", "1")
     assert (d.name, d.description) == ("Apple M2 Max", "Apple M2 Max")
-    assert d.integrated and not d.software
+    assert d.integrated and d.shared_memory and not d.software
     assert d.uuid == "0x100000a4c"
 
 
 def test_discrete_gpu_without_unified_memory_is_not_integrated() -> None:
-    """An AMD GPU in an Intel Mac has its own memory."""
+    """An AMD GPU in an Intel Mac has its own memory, not the system's."""
     fake = FakeMetalDevice("AMD Radeon Pro 5500M", 4 * GIB, unified=False)
     assert not device_info(fake, 0).integrated
+    assert not device_info(fake, 0).shared_memory
 
 
 def test_all_devices_falls_back_to_the_default_device() -> None:
