@@ -56,8 +56,9 @@ def usable_free(free: int, backoff: float, minimum: int, overhead: int, graph: i
 
 
 def order(devices: Sequence[DeviceInfo]) -> list[DeviceInfo]:
-    """Reverse(ByFreeMemory): discrete largest-free first, integrated last (stable on ties)."""
-    return sorted(devices, key=lambda d: (d.integrated, -d.free_memory))
+    """Reverse(ByFreeMemory): discrete largest-free first, integrated last (stable on ties).
+    Free memory is the device's under its budget (``usable_free``, docs/budgets.md)."""
+    return sorted(devices, key=lambda d: (d.integrated, -d.usable_free))
 
 
 def _groups(slots: Sequence[Slot], key: Callable[[Slot], object]) -> list[list[Slot]]:
@@ -195,7 +196,8 @@ def create_layout(
                 d.id,
                 d.library,
                 d.integrated,
-                usable_free(d.free_memory, backoff, reserve(d), overhead, graphs.get(d.id, 0)),
+                # A budget's cap and reserve come off free memory first (docs/budgets.md).
+                usable_free(d.usable_free, backoff, reserve(d), overhead, graphs.get(d.id, 0)),
             )
             for d in group
         ]

@@ -248,7 +248,7 @@ def _fits(selector: str, size: int, devices: Sequence[DeviceInfo], reserve: Rese
     hits = [
         i
         for i, d in enumerate(devices)
-        if not d.free_memory_unknown and d.free_memory - reserve.minimum_memory(d) >= size
+        if not d.free_memory_unknown and d.usable_free - reserve.minimum_memory(d) >= size
     ]
     if not hits:
         _need(devices, selector)
@@ -265,7 +265,8 @@ def _fits(selector: str, size: int, devices: Sequence[DeviceInfo], reserve: Rese
 def _usable(d: DeviceInfo, reserve: ReserveSource) -> str:
     if d.free_memory_unknown:
         return "free memory unknown (fits: never selects it; select it by rank, id or library)"
-    return f"{max(0, d.free_memory - reserve.minimum_memory(d)) / (1 << 30):.2f} GiB"
+    budget = " under its budget" if d.usable_memory is not None else ""
+    return f"{max(0, d.usable_free - reserve.minimum_memory(d)) / (1 << 30):.2f} GiB{budget}"
 
 
 def _libraries(devices: Sequence[DeviceInfo]) -> str:

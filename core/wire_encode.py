@@ -62,6 +62,7 @@ OMIT_IF_EMPTY: dict[type, frozenset[str]] = {
             "max_allocation",
             "hidden_by",
             "notes",
+            "usable_memory",
         }
     ),
     SystemInfo: frozenset({"total_memory", "free_memory", "free_swap"}),

@@ -282,6 +282,34 @@ def _add_scout_options(p: argparse.ArgumentParser, after_command: bool, check: b
         "with this process's (what a --verify child of a replay uses)",
     )
     p.add_argument(
+        "--reserve",
+        metavar="SEL=SIZE",
+        action="append",
+        type=typed(_budget_option("--reserve")),
+        default=default(None),
+        help="hold SIZE back on the devices SEL names (repeatable or comma list, e.g. "
+        "cuda:0=2GiB,all=512MiB; the largest matching reserve holds), overriding "
+        "GPUSCOUT_RESERVE (docs/budgets.md)",
+    )
+    p.add_argument(
+        "--cap",
+        metavar="SEL=SIZE",
+        action="append",
+        type=typed(_budget_option("--cap")),
+        default=default(None),
+        help="plan at most SIZE of each device SEL names, what is already used counting "
+        "(e.g. all=20GiB; the smallest matching cap holds), overriding GPUSCOUT_CAP",
+    )
+    p.add_argument(
+        "--prefer",
+        metavar="SEL,...",
+        action="append",
+        type=typed(_prefer_option),
+        default=default(None),
+        help="rank the devices these selectors name first, in this order, before free "
+        "memory (e.g. cuda:1,cuda:0), overriding GPUSCOUT_PREFER",
+    )
+    p.add_argument(
         "--isolated",
         action="store_true",
         default=default(False),
@@ -289,6 +317,38 @@ def _add_scout_options(p: argparse.ArgumentParser, after_command: bool, check: b
         "in a child process of its own: a plugin or driver that crashes or "
         "hangs costs only its plugin",
     )
+
+
+def _budget_option(name: str) -> Callable[[str], str]:
+    """The converter of ``--reserve``/``--cap``: the text checked (``SEL=SIZE,...``), else a
+    usage error naming the entry and what is wrong."""
+
+    def convert(text: str) -> str:
+        from gpuscout.budgets import parse_entries
+
+        try:
+            parse_entries(text, name)
+        except GpuscoutError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        if not text.strip(" ,"):
+            raise argparse.ArgumentTypeError(
+                f"{name}: expected SEL=SIZE entries, e.g. all=20GiB, got {text!r}"
+            )
+        return text
+
+    return convert
+
+
+def _prefer_option(text: str) -> str:
+    from gpuscout.budgets import prefer_text
+
+    try:
+        found = prefer_text(text, "--prefer")
+    except GpuscoutError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not found:
+        raise argparse.ArgumentTypeError(f"--prefer: expected selectors, e.g. cuda:1,cuda:0, got {text!r}")
+    return text
 
 
 def add_include_software(p: argparse.ArgumentParser, help: str) -> None:
@@ -315,6 +375,9 @@ def scout_argv(args: argparse.Namespace) -> list[str]:
         out += ["--replay", args.replay, "--replay-env", "process"]
     if getattr(args, "isolated", False):
         out.append("--isolated")
+    for name in ("reserve", "cap", "prefer"):
+        for text in getattr(args, name, None) or ():
+            out += [f"--{name}", text]
     return out
 
 
@@ -351,9 +414,17 @@ def default_scout(args: argparse.Namespace) -> Scout:
         env=os.environ if replay is not None and process_env else None,
         enumerate_timeout=args.timeout,
         replay=replay,
+        reserve=_joined(getattr(args, "reserve", None)),
+        cap=_joined(getattr(args, "cap", None)),
+        prefer=getattr(args, "prefer", None),
         isolate_imports=bool(getattr(args, "isolated", False)),
         recorder=getattr(args, "recorder", None),
     )
+
+
+def _joined(texts: Sequence[str] | None) -> str | None:
+    """Repeated ``SEL=SIZE,...`` options as one list (None when not given: the variable counts)."""
+    return None if texts is None else ",".join(texts)
 
 
 def open_scout(args: argparse.Namespace, scout_factory: ScoutFactory) -> Scout:

@@ -190,6 +190,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
                 spread=args.spread,
             )
             document = fit_document(result)
+        document["notes"] += budget_notes(devices, document)
     except GpuscoutError as exc:
         from gpuscout.select import NoMatchError
 
@@ -201,6 +202,19 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     else:
         print_fit(document, devices, result, color=getattr(args, "color", "auto"))
     return FITS if document["fits"] else DOES_NOT_FIT
+
+
+def budget_notes(devices: list[DeviceInfo], document: dict[str, Any]) -> list[str]:
+    """``CUDA GPU-1: budget: cap all=20GiB: usable 20.00 GiB of 80.00 GiB``: the budget of each
+    device the plan could use (docs/budgets.md), so the verdict says what it was held to."""
+    from gpuscout.budgets import NOTE_PREFIX
+
+    return [
+        f"{d.library} {d.id}: {note}"
+        for d in devices
+        for note in d.notes
+        if note.startswith(NOTE_PREFIX) and note not in document["notes"]
+    ]
 
 
 def fit_document(result: FitResult) -> dict[str, Any]:
@@ -338,7 +352,7 @@ def print_fit(
     for g in document["placement"]:
         d = free.get((g["backend"], g["id"]))
         need = rows.get((g["backend"], g["id"]), {}).get("total", 0)
-        room = d.free_memory if d else 0
+        room = d.usable_free if d else 0  # under the device's budget (docs/budgets.md)
         name = d.name if d and d.name else g["id"]
         # An unknown free figure is never shown as if it were known (docs/selection.md).
         unknown = d is not None and d.free_memory_unknown
