@@ -57,8 +57,11 @@ def usable_free(free: int, backoff: float, minimum: int, overhead: int, graph: i
 
 def order(devices: Sequence[DeviceInfo]) -> list[DeviceInfo]:
     """Reverse(ByFreeMemory): discrete largest-free first, integrated last (stable on ties).
-    Free memory is the device's under its budget (``usable_free``, docs/budgets.md)."""
-    return sorted(devices, key=lambda d: (d.integrated, -d.usable_free))
+
+    By free memory as reported, not under a budget: a budget shrinks a device's room, never
+    moves it in this order, or a 1-byte reserve could move layers onto the reserved device
+    (docs/budgets.md, tests/test_budgets_plan.py)."""
+    return sorted(devices, key=lambda d: (d.integrated, -d.free_memory))
 
 
 def _groups(slots: Sequence[Slot], key: Callable[[Slot], object]) -> list[list[Slot]]:

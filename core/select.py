@@ -3,9 +3,10 @@
 A selector is one of (tried in this order, case-insensitive):
 
 * ``best`` (rank 0) or ``all`` (every device; may match nothing);
-* ``fits:SIZE`` such as ``fits:24GiB``: every device whose free memory minus its minimum reserve
-  holds SIZE (a unit is required: KiB/MiB/GiB/TiB or KB/MB/GB/TB); a device whose free memory
-  is unknown (``free_memory_unknown``) never fits;
+* ``fits:SIZE`` such as ``fits:24GiB``: every device whose free memory (under its budget,
+  ``DeviceInfo.usable_free``) minus its minimum reserve holds SIZE (a unit is required:
+  KiB/MiB/GiB/TiB or KB/MB/GB/TB); a device whose free memory is unknown
+  (``free_memory_unknown``) never fits;
 * ``library=NAME``: every device of that library;
 * a bare integer: a rank position;
 * ``LIBRARY:INDEX`` such as ``cuda:1``: the INDEX-th device of that library, counted in PCI bus

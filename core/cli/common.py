@@ -414,17 +414,26 @@ def default_scout(args: argparse.Namespace) -> Scout:
         env=os.environ if replay is not None and process_env else None,
         enumerate_timeout=args.timeout,
         replay=replay,
-        reserve=_joined(getattr(args, "reserve", None)),
-        cap=_joined(getattr(args, "cap", None)),
-        prefer=getattr(args, "prefer", None),
+        **budget_options(args),
         isolate_imports=bool(getattr(args, "isolated", False)),
         recorder=getattr(args, "recorder", None),
     )
 
 
-def _joined(texts: Sequence[str] | None) -> str | None:
-    """Repeated ``SEL=SIZE,...`` options as one list (None when not given: the variable counts)."""
-    return None if texts is None else ",".join(texts)
+def budget_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The Scout keywords of ``--reserve``, ``--cap`` and ``--prefer`` (docs/budgets.md): the
+    repeated options joined into one list each; one not given is None, so its variable counts."""
+
+    def joined(name: str) -> str | None:
+        texts = getattr(args, name, None)
+        return None if texts is None else ",".join(texts)
+
+    prefer = getattr(args, "prefer", None)
+    return {
+        "reserve": joined("reserve"),
+        "cap": joined("cap"),
+        "prefer": None if prefer is None else list(prefer),
+    }
 
 
 def open_scout(args: argparse.Namespace, scout_factory: ScoutFactory) -> Scout:
