@@ -4,11 +4,14 @@ ranking, to ``fits:``, to the wire format and through a refresh."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo, GpuscoutError, Scout, from_json, to_json
 from gpuscout.budgets import (
@@ -23,6 +26,7 @@ from gpuscout.budgets import (
 )
 from gpuscout.markers import hookimpl
 from gpuscout.plugin import Context
+from gpuscout.ranking import deciding_criterion, rank
 from gpuscout.records import RecordError, check_device
 from gpuscout.select import NoMatchError
 from gpuscout.sizes import GIB, MIB
@@ -380,3 +384,25 @@ def test_budgets_apply_as_a_value() -> None:
     assert devices[0].usable_memory is None
     assert out[0].usable_memory == GIB
     assert set(outcome.applied) == {devices[0].device_id}
+
+
+@settings(max_examples=200)
+@given(
+    frees=st.lists(st.integers(0, 80), min_size=1, max_size=6),
+    picks=st.lists(st.integers(0, 7), max_size=4),
+)
+def test_prefer_is_a_stable_partition_of_the_usual_ranking(frees: list[int], picks: list[int]) -> None:
+    """Over random machines and prefer lists of ``cuda:N``: the ranked devices are grouped by the
+    first selector each matches (unmatched last), each group in the usual order, and the
+    explained criterion between two groups is ``prefer``."""
+    devices = [card(i, free_gib=f) for i, f in enumerate(frees)]
+    budgets = Budgets(prefer=tuple(f"cuda:{n}" for n in picks))
+    kept, outcome = budgets.apply(devices)
+    ranked = rank(kept, outcome.preference)
+    usual = rank(kept)
+    place = {d.device_id: picks.index(i) if i in picks else len(picks) for i, d in enumerate(devices)}
+    assert ranked == sorted(usual, key=lambda d: place[d.device_id])
+    for device, following in itertools.pairwise(ranked):
+        if place[device.device_id] != place[following.device_id]:
+            decided = deciding_criterion(device, following, outcome.preference)
+            assert decided is not None and decided.name == "prefer"

@@ -165,3 +165,27 @@ def test_scout_plan_keeps_a_capped_device_within_its_cap(scout_with: Callable[..
     assert result.sum() == 10
     for device in found.devices:
         assert held(result, layers, device) <= 2 * GIB - MINIMUM
+
+
+def test_the_capacity_search_may_move_a_layer_between_two_other_devices() -> None:
+    """A reserve on the last card in the planner's order changes the capacity the reference's
+    search settles on, and layer 0 moves from the fourth card to the fifth: the others hold as
+    much together, not each as much (the limit docs/budgets.md states)."""
+    specs = [(1, 0, False), (1, 0, False), (1, 0, False), (1, 46, False), (22, 77, True), (19, 89, True)]
+    cards = [
+        DeviceInfo(
+            id=f"GPU-{i}",
+            library="CUDA",
+            integrated=integrated,
+            pci_id=f"0000:{i + 1:02x}:00.0",
+            total_memory=total * GIB,
+            free_memory=total * GIB * percent // 100,
+        )
+        for i, (total, percent, integrated) in enumerate(specs)
+    ]
+    layers = [MIB, MIB, 1419 * MIB, 1418 * MIB]
+    budgeted, _ = Budgets(reserve=(Entry("cuda:5", 5_026_980, "cuda:5=5026980B"),)).apply(cards)
+    before = planner.create_layout(layers, cards, reserve, spread=True)
+    after = planner.create_layout(layers, budgeted, reserve, spread=True)
+    assert [(g.id, g.layers) for g in before] == [("GPU-3", [0]), ("GPU-4", [1, 2]), ("GPU-5", [3])]
+    assert [(g.id, g.layers) for g in after] == [("GPU-4", [0, 1, 2]), ("GPU-5", [3])]

@@ -128,12 +128,12 @@ def _kind(entry: dict[str, Any]) -> str:
     return "software" if entry["software"] else "integrated" if entry["integrated"] else "discrete"
 
 
-def _reason(entry: dict[str, Any], following: dict[str, Any]) -> str:
-    """Why ``entry`` ranks before ``following``, in words."""
+def _reason(entry: dict[str, Any], following: dict[str, Any], prefer: list[str]) -> str:
+    """Why ``entry`` ranks before ``following`` (``prefer``: the prefer selectors), in words."""
     decided = entry["decided_by"]
     if decided == "prefer":
-        theirs = _prefer_label(following)
-        return f"earlier in --prefer: it matches {_prefer_label(entry)}, {_name(following)} " + (
+        theirs = _prefer_label(following, prefer)
+        return f"earlier in --prefer: it matches {_prefer_label(entry, prefer)}, {_name(following)} " + (
             f"only {theirs}" if following.get("preferred") is not None else "none of its selectors"
         )
     if decided == "software":
@@ -155,13 +155,12 @@ def _reason(entry: dict[str, Any], following: dict[str, Any]) -> str:
     return "equal on every criterion, so discovery order is kept"
 
 
-def _prefer_label(entry: dict[str, Any]) -> str:
+def _prefer_label(entry: dict[str, Any], prefer: list[str]) -> str:
     """``'cuda:1' (prefer #1)``: the prefer selector ``entry`` matched first."""
     place = entry.get("preferred")
-    selectors = entry.get("_prefer", [])
-    if place is None or place >= len(selectors):
-        return "it"
-    return f"{selectors[place]!r} (prefer #{place + 1})"
+    if place is None or not 0 <= place < len(prefer):
+        return "none"
+    return f"{prefer[place]!r} (prefer #{place + 1})"
 
 
 def explain_lines(data: dict[str, Any]) -> list[str]:
@@ -180,7 +179,6 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
     ranking = data["ranking"]
     if not ranking:
         lines.append("  no device was ranked")
-    ranking = [{**entry, "_prefer": prefer} for entry in ranking]
     for entry, following in zip(ranking, [*ranking[1:], None], strict=False):
         head = f"  #{entry['rank']} {_name(entry)} ({_kind(entry)}, {_free_label(entry)})"
         if entry["unused_reason"]:
@@ -190,11 +188,8 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
         if following is None:
             lines.append(printable(f"{head}: last"))
         else:
-            lines.append(
-                printable(
-                    f"{head} before #{following['rank']} {_name(following)}: {_reason(entry, following)}"
-                )
-            )
+            why = _reason(entry, following, prefer)
+            lines.append(printable(f"{head} before #{following['rank']} {_name(following)}: {why}"))
     lines += [
         printable(f"  budget {sentence}: it changes nothing here")
         for sentence in data.get("unmatched_budgets", [])
