@@ -190,7 +190,8 @@ def parse_entries(text: str, where: str) -> tuple[Entry, ...]:
             raise BudgetError(f"{at}: no selector before '='; expected one of: {BUDGET_GRAMMAR}")
         if not size.strip():
             raise BudgetError(f"{at}: no size after '='; expected a number and a unit, e.g. 20GiB")
-        entries.append(Entry(check_selector(selector, at), parse_size(size, at), part))
+        # The text goes into notes and explanations: one line, whatever spaces it was written with.
+        entries.append(Entry(check_selector(selector, at), parse_size(size, at), " ".join(part.split())))
     return tuple(entries)
 
 
@@ -212,7 +213,7 @@ def entries_from(value: Any, where: str) -> tuple[Entry, ...]:
         at = f"{where}[{show_value(selector)}]"
         selector = check_selector(selector, at)
         if isinstance(size, str):
-            entries.append(Entry(selector, parse_size(size, at), f"{selector}={size.strip()}"))
+            entries.append(Entry(selector, parse_size(size, at), f"{selector}={' '.join(size.split())}"))
             continue
         if isinstance(size, bool) or not isinstance(size, int):
             raise BudgetError(

@@ -406,3 +406,34 @@ def test_prefer_is_a_stable_partition_of_the_usual_ranking(frees: list[int], pic
         if place[device.device_id] != place[following.device_id]:
             decided = deciding_criterion(device, following, outcome.preference)
             assert decided is not None and decided.name == "prefer"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\udcff=1GiB",
+        "cuda:0=1GiB\x00",
+        "cu\nda:0=1GiB",
+        "all=" + "9" * 5000 + "GiB",
+        "a" * 1_000_000 + "=1GiB",
+    ],
+    ids=["surrogate", "nul", "line-break-in-selector", "5000-digits", "megabyte-selector"],
+)
+def test_hostile_text_is_refused_with_a_short_message(text: str) -> None:
+    """Undecodable bytes, NUL, line breaks, huge numbers and a megabyte selector each raise
+    BudgetError whose message stays short (the entry is cut, never echoed whole)."""
+    with pytest.raises(BudgetError) as caught:
+        parse_entries(text, "GPUSCOUT_CAP")
+    assert len(str(caught.value)) < 400
+
+
+def test_a_megabyte_variable_of_commas_is_no_entry() -> None:
+    """A variable of a million commas holds nothing, and reading it is quick."""
+    assert parse_entries("," * 1_000_000, "GPUSCOUT_CAP") == ()
+
+
+def test_an_entry_is_shown_on_one_line() -> None:
+    """Spaces and line breaks in an entry (sizes allow them, as ``fits:``) become single spaces
+    in the text that notes and explanations show."""
+    (entry,) = parse_entries("cuda:0 =1\n GiB", "GPUSCOUT_CAP")
+    assert (entry.size, entry.text) == (GIB, "cuda:0 =1 GiB")
