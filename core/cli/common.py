@@ -20,7 +20,7 @@ from gpuscout.cli.output import output
 from gpuscout.errors import GpuscoutError
 
 if TYPE_CHECKING:
-    from gpuscout.results import PluginReport
+    from gpuscout.results import Discovery, PluginReport
     from gpuscout.scout import Scout
 
     #: Builds the Scout a command uses from its parsed arguments (tests pass their own).
@@ -459,6 +459,16 @@ def warn_failed_plugins(reports: Sequence[PluginReport]) -> None:
     for r in reports:
         if r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT):
             sys.stderr.write(printable(f"gpuscout: plugin {r.name} {r.status}: {r.error}") + "\n")
+
+
+def warn_budgets(found: Discovery, args: argparse.Namespace) -> None:
+    """One ``gpuscout: warning:`` line per budget entry that matched no device, once per run
+    (``args`` remembers it, so a ``--watch`` does not repeat them)."""
+    if getattr(args, "budgets_warned", False):
+        return
+    args.budgets_warned = True
+    for sentence in found.budgets.unmatched:
+        warn(f"budget {sentence} (docs/budgets.md)")
 
 
 def every_plugin_failed(reports: Sequence[PluginReport]) -> bool:

@@ -159,6 +159,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
         scout = common.open_scout(args, scout_factory)
         found = scout.discover(isolated=args.isolated, include_software=args.include_software)
         common.warn_failed_plugins(found.plugins)
+        common.warn_budgets(found, args)
         devices = found.devices
         if args.device:
             from gpuscout.select import select_devices
@@ -356,7 +357,8 @@ def print_fit(
         name = d.name if d and d.name else g["id"]
         # An unknown free figure is never shown as if it were known (docs/selection.md).
         unknown = d is not None and d.free_memory_unknown
-        free_text = "unknown free" if unknown else f"{human_bytes(room)} free"
+        usable = "usable " if d is not None and d.usable_memory is not None else ""
+        free_text = "unknown free" if unknown else f"{human_bytes(room)} {usable}free"
         lines.append(
             f"  {p(g['backend'])} {p(name)} ({p(g['id'])})  layers {_ranges(g['layers'])}  "
             f"{human_bytes(need)} / {free_text}  {_bar(need, 0 if unknown else room)}"

@@ -158,10 +158,7 @@ def _discover(args: argparse.Namespace, scout: Scout) -> Discovery:
         include_software=args.include_software, validate=args.validate, isolated=args.isolated
     )
     common.warn_failed_plugins(found.plugins)
-    if not getattr(args, "budgets_warned", False):  # once, not at each --watch rediscovery
-        args.budgets_warned = True
-        for sentence in found.budgets.unmatched:
-            common.warn(f"budget {sentence} (docs/budgets.md)")
+    common.warn_budgets(found, args)
     return found
 
 

@@ -250,3 +250,15 @@ def test_the_kit_applies_the_budget_options(gpuscout_cli: CliRunner) -> None:
     run = gpuscout_cli(["env", "--cap", "all=20GiB", "fits:30GiB"], [card])
     assert run.code == 1
     assert "under its budget" in run.err
+
+
+def test_env_warns_of_an_unmatched_budget_and_still_selects(gpuscout_cli: CliRunner) -> None:
+    """env --cap cuda:9=1GiB best on a one-card machine: the selection is printed, exit 0, and
+    one warning names the entry that matched nothing."""
+    card = DeviceInfo(
+        id="GPU-1", library="CUDA", filter_id="GPU-1", total_memory=80 * GIB, free_memory=80 * GIB
+    )
+    run = gpuscout_cli(["env", "--cap", "cuda:9=1GiB", "best"], [card])
+    assert run.code == 0
+    assert "CUDA_VISIBLE_DEVICES" in run.out
+    assert run.err.count("gpuscout: warning: budget cap 'cuda:9' matches no device") == 1
