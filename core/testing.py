@@ -557,7 +557,7 @@ def gpuscout_cli(
         def factory(args: Any) -> Any:
             if given is not None:
                 return given
-            from gpuscout.cli.common import budget_options
+            from gpuscout.cli.budgets import budget_options
 
             return scout_of(
                 injected(devices),

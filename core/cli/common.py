@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
+from gpuscout.cli.budgets import add_budget_options, budget_argv, budget_options
 from gpuscout.cli.output import output
 from gpuscout.errors import GpuscoutError
 
@@ -281,34 +282,7 @@ def _add_scout_options(p: argparse.ArgumentParser, after_command: bool, check: b
         help="with --replay: discover with the recording's environment (default) or "
         "with this process's (what a --verify child of a replay uses)",
     )
-    p.add_argument(
-        "--reserve",
-        metavar="SEL=SIZE",
-        action="append",
-        type=typed(_budget_option("--reserve")),
-        default=default(None),
-        help="hold SIZE back on the devices SEL names (repeatable or comma list, e.g. "
-        "cuda:0=2GiB,all=512MiB; the largest matching reserve holds), overriding "
-        "GPUSCOUT_RESERVE (docs/budgets.md)",
-    )
-    p.add_argument(
-        "--cap",
-        metavar="SEL=SIZE",
-        action="append",
-        type=typed(_budget_option("--cap")),
-        default=default(None),
-        help="plan at most SIZE of each device SEL names, what is already used counting "
-        "(e.g. all=20GiB; the smallest matching cap holds), overriding GPUSCOUT_CAP",
-    )
-    p.add_argument(
-        "--prefer",
-        metavar="SEL,...",
-        action="append",
-        type=typed(_prefer_option),
-        default=default(None),
-        help="rank the devices these selectors name first, in this order, before free "
-        "memory (e.g. cuda:1,cuda:0), overriding GPUSCOUT_PREFER",
-    )
+    add_budget_options(p, default, typed)
     p.add_argument(
         "--isolated",
         action="store_true",
@@ -317,38 +291,6 @@ def _add_scout_options(p: argparse.ArgumentParser, after_command: bool, check: b
         "in a child process of its own: a plugin or driver that crashes or "
         "hangs costs only its plugin",
     )
-
-
-def _budget_option(name: str) -> Callable[[str], str]:
-    """The converter of ``--reserve``/``--cap``: the text checked (``SEL=SIZE,...``), else a
-    usage error naming the entry and what is wrong."""
-
-    def convert(text: str) -> str:
-        from gpuscout.budgets import parse_entries
-
-        try:
-            parse_entries(text, name)
-        except GpuscoutError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-        if not text.strip(" ,"):
-            raise argparse.ArgumentTypeError(
-                f"{name}: expected SEL=SIZE entries, e.g. all=20GiB, got {text!r}"
-            )
-        return text
-
-    return convert
-
-
-def _prefer_option(text: str) -> str:
-    from gpuscout.budgets import prefer_text
-
-    try:
-        found = prefer_text(text, "--prefer")
-    except GpuscoutError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if not found:
-        raise argparse.ArgumentTypeError(f"--prefer: expected selectors, e.g. cuda:1,cuda:0, got {text!r}")
-    return text
 
 
 def add_include_software(p: argparse.ArgumentParser, help: str) -> None:
@@ -375,10 +317,7 @@ def scout_argv(args: argparse.Namespace) -> list[str]:
         out += ["--replay", args.replay, "--replay-env", "process"]
     if getattr(args, "isolated", False):
         out.append("--isolated")
-    for name in ("reserve", "cap", "prefer"):
-        for text in getattr(args, name, None) or ():
-            out += [f"--{name}", text]
-    return out
+    return out + budget_argv(args)
 
 
 def configure_logging(args: argparse.Namespace) -> None:
@@ -418,22 +357,6 @@ def default_scout(args: argparse.Namespace) -> Scout:
         isolate_imports=bool(getattr(args, "isolated", False)),
         recorder=getattr(args, "recorder", None),
     )
-
-
-def budget_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The Scout keywords of ``--reserve``, ``--cap`` and ``--prefer`` (docs/budgets.md): the
-    repeated options joined into one list each; one not given is None, so its variable counts."""
-
-    def joined(name: str) -> str | None:
-        texts = getattr(args, name, None)
-        return None if texts is None else ",".join(texts)
-
-    prefer = getattr(args, "prefer", None)
-    return {
-        "reserve": joined("reserve"),
-        "cap": joined("cap"),
-        "prefer": None if prefer is None else list(prefer),
-    }
 
 
 def open_scout(args: argparse.Namespace, scout_factory: ScoutFactory) -> Scout:
