@@ -56,7 +56,11 @@ def usable_free(free: int, backoff: float, minimum: int, overhead: int, graph: i
 
 
 def order(devices: Sequence[DeviceInfo]) -> list[DeviceInfo]:
-    """Reverse(ByFreeMemory): discrete largest-free first, integrated last (stable on ties)."""
+    """Reverse(ByFreeMemory): discrete largest-free first, integrated last (stable on ties).
+
+    By free memory as reported, not under a budget: a budget shrinks a device's room, never
+    moves it in this order, or a 1-byte reserve could move layers onto the reserved device
+    (docs/budgets.md, tests/test_budgets_plan.py)."""
     return sorted(devices, key=lambda d: (d.integrated, -d.free_memory))
 
 
@@ -195,7 +199,8 @@ def create_layout(
                 d.id,
                 d.library,
                 d.integrated,
-                usable_free(d.free_memory, backoff, reserve(d), overhead, graphs.get(d.id, 0)),
+                # A budget's cap and reserve come off free memory first (docs/budgets.md).
+                usable_free(d.usable_free, backoff, reserve(d), overhead, graphs.get(d.id, 0)),
             )
             for d in group
         ]

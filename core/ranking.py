@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from gpuscout.records import DeviceInfo
+from gpuscout.records import DeviceID, DeviceInfo
 
 T = TypeVar("T")
 
@@ -20,36 +20,52 @@ class Criterion(NamedTuple):
 #: The ranking, one criterion at a time, in the order they count. Software renderers go last
 #: (nobody wants llvmpipe picked over a real GPU), then devices the runtime would not use
 #: unless selected (``unused_reason``), then integrated after discrete, then free
-#: memory descending, then library and id so that the order never depends on the input's.
+#: memory descending (free memory under the device's budget, ``usable_free``), then library and
+#: id so that the order never depends on the input's.
 CRITERIA = (
     Criterion("software", lambda d: d.software),
     Criterion("unused", lambda d: bool(d.unused_reason)),
     Criterion("integrated", lambda d: d.integrated),
-    Criterion("free_memory", lambda d: -d.free_memory),
+    Criterion("free_memory", lambda d: -d.usable_free),
     Criterion("library", lambda d: d.library),
     Criterion("id", lambda d: d.id),
 )
+#: The name of the criterion a ``prefer`` order adds before all the others.
+PREFER = "prefer"
 
 
-def _rank_key(d: DeviceInfo) -> tuple[Any, ...]:
-    return tuple(criterion.key(d) for criterion in CRITERIA)
+def criteria(preference: Mapping[DeviceID, int] | None = None) -> tuple[Criterion, ...]:
+    """The criteria in the order they count: ``CRITERIA``, after a ``prefer`` criterion when
+    ``preference`` (device -> place in the prefer order, a device absent from it after every
+    one present) holds any device. A user's stated order comes before every rule of thumb."""
+    if not preference:
+        return CRITERIA
+    unmatched = max(preference.values()) + 1
+    table = dict(preference)
+    return (Criterion(PREFER, lambda d: table.get(d.device_id, unmatched)), *CRITERIA)
 
 
-def deciding_criterion(device: DeviceInfo, following: DeviceInfo) -> Criterion | None:
+def deciding_criterion(
+    device: DeviceInfo, following: DeviceInfo, preference: Mapping[DeviceID, int] | None = None
+) -> Criterion | None:
     """The first criterion that tells ``device`` from ``following`` (None: they tie)."""
-    for criterion in CRITERIA:
+    for criterion in criteria(preference):
         if criterion.key(device) != criterion.key(following):
             return criterion
     return None
 
 
-def rank(devices: Iterable[DeviceInfo]) -> list[DeviceInfo]:
+def rank(devices: Iterable[DeviceInfo], preference: Mapping[DeviceID, int] | None = None) -> list[DeviceInfo]:
     """Best first: discrete before integrated, then free memory descending, then library and id.
 
     Deterministic for any input order. Software devices, when present, come after the rest, and
-    before them devices the runtime would not use unless selected (``unused_reason``).
+    before them devices the runtime would not use unless selected (``unused_reason``). With a
+    ``preference`` (``gpuscout.budgets``: device -> index of the first prefer selector it
+    matches), devices come in that order first, every unmatched one after them, each group in
+    the usual order.
     """
-    return sorted(devices, key=_rank_key)
+    table = criteria(preference)
+    return sorted(devices, key=lambda d: tuple(criterion.key(d) for criterion in table))
 
 
 def _group(items: Iterable[T], key: Callable[[T], Hashable]) -> list[list[T]]:

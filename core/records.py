@@ -156,7 +156,7 @@ class DeviceInfo:
 
     Extra fields of gpuscout's own (``uuid``, ``free_memory_unknown``, ``software``,
     ``free_memory_stale``, ``unused_reason``, ``max_allocation``, ``hidden_by``, ``notes``,
-    ``shared_memory``) default to empty and are left out of the wire format when empty.
+    ``shared_memory``, ``usable_memory``) default to empty and are left out of the wire format when empty.
     """
 
     id: str = _text()
@@ -212,6 +212,28 @@ class DeviceInfo:
     #: the figures are (an APU whose runtime uses only its BIOS carve-out is integrated but
     #: not shared: the carve-out is not in the system's memory).
     shared_memory: bool = _flag()
+
+    #: The bytes of ``total_memory`` that may be planned on, when that is less than the total
+    #: (None: all of it): a budget's ``min(total, cap) - reserve`` (docs/budgets.md), or what a
+    #: plugin reports as usable (a card whose "usable total" is below its total). Never above
+    #: ``total_memory``; 0 is a real figure (a reserve that takes everything).
+    usable_memory: int | None = attrs.field(default=None, validator=attrs.validators.optional(is_bytes))
+
+    @property
+    def usable_total(self) -> int:
+        """``usable_memory`` when set (at most the total), else ``total_memory``."""
+        if self.usable_memory is None:
+            return self.total_memory
+        return min(self.usable_memory, self.total_memory)
+
+    @property
+    def usable_free(self) -> int:
+        """Free memory under the budget: ``free_memory`` less what the budget takes from the
+        total (``total_memory - usable_total``), at least 0; ``free_memory`` without one. What
+        the planner, ``fit`` and ``fits:`` use (docs/budgets.md)."""
+        if self.usable_memory is None:
+            return self.free_memory
+        return max(0, self.free_memory - (self.total_memory - self.usable_total))
 
     @property
     def compute(self) -> str:
@@ -350,6 +372,15 @@ def check_device(value: Any, where: str = "") -> DeviceInfo:
     if len(notes) > _MAX_NOTES:
         raise RecordError(f"{where}.notes: {len(notes)} notes, at most {_MAX_NOTES} allowed")
     fields["notes"] = tuple(_plain_str(n, f"{where}.notes[{i}]") for i, n in enumerate(notes))
+    usable = value.usable_memory
+    if usable is not None:
+        usable = _plain_int(usable, f"{where}.usable_memory", 0)
+        if usable > fields["total_memory"]:
+            raise RecordError(
+                f"{where}.usable_memory: {usable} bytes is more than total_memory "
+                f"({fields['total_memory']} bytes); leave it unset (None) when all of it is usable"
+            )
+    fields["usable_memory"] = usable
     overrides = value.runner_env_overrides
     if not isinstance(overrides, Mapping):
         raise RecordError(f"{where}.runner_env_overrides: expected a mapping, got {show_value(overrides)}")

@@ -8,6 +8,7 @@ import enum
 
 import attrs
 
+from gpuscout.budgets import Outcome
 from gpuscout.errors import GpuscoutError
 from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
 
@@ -75,13 +76,17 @@ class UnknownReportError(GpuscoutError):
 @attrs.frozen
 class Discovery:
     """The result of one discovery: ranked devices, what was dropped and why, system memory,
-    one report per plugin, and the wall time it took in seconds."""
+    one report per plugin, the wall time it took in seconds, and what the Scout's budgets did
+    (``budgets``: each device's cap and reserve, the prefer order; docs/budgets.md). The
+    ``list --json`` document carries the budgets only as the devices' ``usable_memory`` and
+    notes, so a Discovery read back from it has an empty ``budgets``."""
 
     devices: list[DeviceInfo]
     dropped: list[Dropped]
     system: SystemInfo
     plugins: list[PluginReport]
     elapsed: float = 0.0
+    budgets: Outcome = attrs.field(factory=Outcome)
 
     def report(self, name: str) -> PluginReport:
         """The report of the plugin named ``name``, compared as allow lists compare names

@@ -86,6 +86,11 @@ class Scout:
     of a rule hook, in seconds (finite, > 0). ``isolate_imports`` imports the plugins in a child
     process first (``gpuscout.isolation.probe``): one whose import crashes or hangs there is
     reported failed or timed out and never imported here (the command line's ``--isolated``).
+    ``reserve`` and ``cap`` map selectors (docs/selection.md; ``all`` is every device) to bytes
+    held back and bytes at most planned on per device, ``prefer`` lists selectors whose devices
+    rank first, in that order (docs/budgets.md); each one given (not None) wins over its
+    variable, ``GPUSCOUT_RESERVE``, ``GPUSCOUT_CAP`` or ``GPUSCOUT_PREFER`` in ``env``, which
+    is read otherwise; a malformed one raises ``BudgetError``.
     Raises only ``GpuscoutError`` for bad arguments.
     """
 
@@ -101,6 +106,9 @@ class Scout:
         enumerate_timeout: float = 15.0,
         hook_timeout: float = 1.0,
         replay: str | os.PathLike[str] | Recording | None = None,
+        reserve: Mapping[str, int | str] | str | None = None,
+        cap: Mapping[str, int | str] | str | None = None,
+        prefer: Sequence[str] | None = None,
         *,
         isolate_imports: bool = False,
         recorder: Recorder | None = None,
@@ -133,6 +141,10 @@ class Scout:
                 )
             root = self.replay.root
         self.root = root
+        from gpuscout.budgets import from_settings
+
+        #: The budgets every discovery applies (``gpuscout.budgets.Budgets``).
+        self.budgets = from_settings(self.env, reserve=reserve, cap=cap, prefer=prefer)
         self.enumerate_timeout = _timeout(enumerate_timeout, "enumerate_timeout")
         self.hook_timeout = _timeout(hook_timeout, "hook_timeout")
         # One discovery at a time per Scout: reports are per run.
@@ -262,8 +274,16 @@ class Scout:
         self.log.debug(
             "discovery.done", devices=len(kept), dropped=len(dropped), elapsed_ms=round(elapsed * 1000, 3)
         )
+        kept, outcome = self.budgets.apply(kept)
+        for sentence in outcome.unmatched:
+            self.log.warning("discovery.budget_unmatched", budget=sentence)
         return Discovery(
-            devices=rank(kept), dropped=dropped, system=system, plugins=self._host.snapshot(), elapsed=elapsed
+            devices=rank(kept, outcome.preference),
+            dropped=dropped,
+            system=system,
+            plugins=self._host.snapshot(),
+            elapsed=elapsed,
+            budgets=outcome,
         )
 
     def merge(self, found: Sequence[tuple[str, DeviceInfo]]) -> tuple[list[DeviceInfo], list[Dropped]]:
@@ -296,7 +316,8 @@ class Scout:
         library)``) with ``free_memory_stale=False``. A device that no plugin refreshed (none
         answers for its library, its plugin raised, timed out, answered something invalid or
         left it out) keeps every previous value and gets ``free_memory_stale=True``: a failure
-        never turns into 0 free. A returned record must keep the device's identity (``id``,
+        never turns into 0 free. A refreshed device keeps its budget (``usable_memory`` and the
+        budget's note) from the record passed in. A returned record must keep the device's identity (``id``,
         ``library``, ``pci_id`` and ``uuid``, case ignored); one that changes it fails that
         plugin for that device, which stays as it was, stale.
 
@@ -338,11 +359,15 @@ class Scout:
                     )
                     continue
                 answers.setdefault(_identity(d), []).append(d)
+        from gpuscout.budgets import keep_budget
+
         out: list[DeviceInfo] = []
         for d in devices:
             got = answers.get(_identity(d))
             out.append(
-                d.evolve(free_memory_stale=True) if not got else got[-1].evolve(free_memory_stale=False)
+                d.evolve(free_memory_stale=True)
+                if not got
+                else keep_budget(d, got[-1].evolve(free_memory_stale=False))
             )
         stale = [f"{d.library}:{d.id}" for d in out if d.free_memory_stale]
         self.log.debug(

@@ -3,9 +3,10 @@
 A selector is one of (tried in this order, case-insensitive):
 
 * ``best`` (rank 0) or ``all`` (every device; may match nothing);
-* ``fits:SIZE`` such as ``fits:24GiB``: every device whose free memory minus its minimum reserve
-  holds SIZE (a unit is required: KiB/MiB/GiB/TiB or KB/MB/GB/TB); a device whose free memory
-  is unknown (``free_memory_unknown``) never fits;
+* ``fits:SIZE`` such as ``fits:24GiB``: every device whose free memory (under its budget,
+  ``DeviceInfo.usable_free``) minus its minimum reserve holds SIZE (a unit is required:
+  KiB/MiB/GiB/TiB or KB/MB/GB/TB); a device whose free memory is unknown
+  (``free_memory_unknown``) never fits;
 * ``library=NAME``: every device of that library;
 * a bare integer: a rank position;
 * ``LIBRARY:INDEX`` such as ``cuda:1``: the INDEX-th device of that library, counted in PCI bus
@@ -248,7 +249,7 @@ def _fits(selector: str, size: int, devices: Sequence[DeviceInfo], reserve: Rese
     hits = [
         i
         for i, d in enumerate(devices)
-        if not d.free_memory_unknown and d.free_memory - reserve.minimum_memory(d) >= size
+        if not d.free_memory_unknown and d.usable_free - reserve.minimum_memory(d) >= size
     ]
     if not hits:
         _need(devices, selector)
@@ -265,7 +266,8 @@ def _fits(selector: str, size: int, devices: Sequence[DeviceInfo], reserve: Rese
 def _usable(d: DeviceInfo, reserve: ReserveSource) -> str:
     if d.free_memory_unknown:
         return "free memory unknown (fits: never selects it; select it by rank, id or library)"
-    return f"{max(0, d.free_memory - reserve.minimum_memory(d)) / (1 << 30):.2f} GiB"
+    budget = " under its budget" if d.usable_memory is not None else ""
+    return f"{max(0, d.usable_free - reserve.minimum_memory(d)) / (1 << 30):.2f} GiB{budget}"
 
 
 def _libraries(devices: Sequence[DeviceInfo]) -> str:

@@ -530,7 +530,9 @@ def gpuscout_cli(
     command; ``platform`` defaults to ``gpuscout_platform``; ``scout_options`` go to Scout.
     The command line's own Scout options (``--plugins``, ``--timeout``, ``--replay``) are not
     applied: the Scout is the kit's, or ``scout`` (a Scout, or a stand-in with its methods)
-    when given. A ``SystemExit`` (``--help``, a usage error) gives its status as the code.
+    when given. The budget options (``--reserve``, ``--cap``, ``--prefer``: policy, not the
+    machine) are, to the kit's Scout, unless ``scout_options`` holds the same keyword. A
+    ``SystemExit`` (``--help``, a usage error) gives its status as the code.
     stdout and stderr are captured at the file descriptors (``capfd``, so a test
     using it takes no ``capsys``), ``exec``'s command's output included; output printed before
     the run is dropped.
@@ -550,20 +552,27 @@ def gpuscout_cli(
     ) -> CliRun:
         if isinstance(argv, str):
             raise TypeError(f"argv must be a list of arguments, got the str {argv!r:.80}")
-        if scout is None:
-            if builtins:
-                _hide_builtin_devices(monkeypatch)
-            scout = scout_of(
+        given = scout
+
+        def factory(args: Any) -> Any:
+            if given is not None:
+                return given
+            from gpuscout.cli.budgets import budget_options
+
+            return scout_of(
                 injected(devices),
                 *plugins,
                 include_builtins=builtins,
                 env=dict(gpuscout_env if env is None else env),
                 platform=gpuscout_platform if platform is None else platform,
-                **scout_options,
+                **{**budget_options(args), **scout_options},
             )
+
+        if scout is None and builtins:
+            _hide_builtin_devices(monkeypatch)
         capfd.readouterr()
         try:
-            code = main(list(argv), scout_factory=lambda args: scout)
+            code = main(list(argv), scout_factory=factory)
         except SystemExit as exc:  # --help and some usage errors exit instead of returning
             code = _exit_status(exc)
         out, err = capfd.readouterr()

@@ -175,7 +175,10 @@ def make_converter() -> cattrs.Converter:
         )
     # The list --json document: no discovery wall time on it; a plugin's time is in ms.
     conv.register_structure_hook(
-        Discovery, _object_hook(make_dict_structure_fn(Discovery, conv, elapsed=override(omit=True)))
+        Discovery,
+        _object_hook(
+            make_dict_structure_fn(Discovery, conv, elapsed=override(omit=True), budgets=override(omit=True))
+        ),
     )
     conv.register_structure_hook(Dropped, _object_hook(make_dict_structure_fn(Dropped, conv)))
     report = make_dict_structure_fn(PluginReport, conv, elapsed=override(rename="elapsed_ms"))

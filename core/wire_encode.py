@@ -63,6 +63,7 @@ OMIT_IF_EMPTY: dict[type, frozenset[str]] = {
             "hidden_by",
             "notes",
             "shared_memory",
+            "usable_memory",
         }
     ),
     SystemInfo: frozenset({"total_memory", "free_memory", "free_swap", "notes"}),

@@ -64,6 +64,7 @@ WIRE_KEYS = [
     "free_swap",
     "uuid",
     "software",
+    "usable_memory",
 ]
 SCALARS = (
     st.none()
@@ -103,7 +104,7 @@ TEXT_KEYS = {
     "uuid": "uuid",
 }
 FLAG_KEYS = {"integration": "integrated", "software": "software"}
-SIZE_KEYS = {"total_memory": "total_memory", "free_memory": "free_memory"}
+SIZE_KEYS = {"total_memory": "total_memory", "free_memory": "free_memory", "usable_memory": "usable_memory"}
 NUMBER_KEYS = {
     "ComputeMajor": "compute_major",
     "ComputeMinor": "compute_minor",

@@ -16,11 +16,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
+from gpuscout.cli.budgets import add_budget_options, budget_argv, budget_options
 from gpuscout.cli.output import output
 from gpuscout.errors import GpuscoutError
 
 if TYPE_CHECKING:
-    from gpuscout.results import PluginReport
+    from gpuscout.results import Discovery, PluginReport
     from gpuscout.scout import Scout
 
     #: Builds the Scout a command uses from its parsed arguments (tests pass their own).
@@ -281,6 +282,7 @@ def _add_scout_options(p: argparse.ArgumentParser, after_command: bool, check: b
         help="with --replay: discover with the recording's environment (default) or "
         "with this process's (what a --verify child of a replay uses)",
     )
+    add_budget_options(p, default, typed)
     p.add_argument(
         "--isolated",
         action="store_true",
@@ -315,7 +317,7 @@ def scout_argv(args: argparse.Namespace) -> list[str]:
         out += ["--replay", args.replay, "--replay-env", "process"]
     if getattr(args, "isolated", False):
         out.append("--isolated")
-    return out
+    return out + budget_argv(args)
 
 
 def configure_logging(args: argparse.Namespace) -> None:
@@ -351,6 +353,7 @@ def default_scout(args: argparse.Namespace) -> Scout:
         env=os.environ if replay is not None and process_env else None,
         enumerate_timeout=args.timeout,
         replay=replay,
+        **budget_options(args),
         isolate_imports=bool(getattr(args, "isolated", False)),
         recorder=getattr(args, "recorder", None),
     )
@@ -379,6 +382,16 @@ def warn_failed_plugins(reports: Sequence[PluginReport]) -> None:
     for r in reports:
         if r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT):
             sys.stderr.write(printable(f"gpuscout: plugin {r.name} {r.status}: {r.error}") + "\n")
+
+
+def warn_budgets(found: Discovery, args: argparse.Namespace) -> None:
+    """One ``gpuscout: warning:`` line per budget entry that matched no device, once per run
+    (``args`` remembers it, so a ``--watch`` does not repeat them)."""
+    if getattr(args, "budgets_warned", False):
+        return
+    args.budgets_warned = True
+    for sentence in found.budgets.unmatched:
+        warn(f"budget {sentence} (docs/budgets.md)")
 
 
 def every_plugin_failed(reports: Sequence[PluginReport]) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpuscout.cli.common import printable
-from gpuscout.ranking import CRITERIA, deciding_criterion
+from gpuscout.ranking import criteria, deciding_criterion
 from gpuscout.results import DUPLICATE_REASON
 from gpuscout.sizes import human_bytes
 
@@ -34,12 +34,19 @@ def explain(found: Discovery) -> dict[str, Any]:
     setting (``CUDA_VISIBLE_DEVICES=0``) that hides the device or the device it is a twin of,
     "" when none does. ``plugins``: status, device count, elapsed milliseconds, error and note
     of each plugin. ``system_notes``: what the system memory figures are.
+    With budgets (docs/budgets.md) each ranked device also says which applied
+    (``budget``: None, or the deciding ``cap`` and ``reserve`` entries as written, the
+    ``total_memory``, ``usable_memory`` and ``usable_free_memory`` in bytes and the
+    ``sentence``), and with a prefer order ``criteria`` starts with ``prefer``, ``prefer``
+    lists its selectors and each device has its ``preferred`` place (None: matched none).
     """
     devices = found.devices
+    outcome = found.budgets
     ranking = []
     for rank, device in enumerate(devices):
         following = devices[rank + 1] if rank + 1 < len(devices) else None
-        decided = None if following is None else deciding_criterion(device, following)
+        decided = None if following is None else deciding_criterion(device, following, outcome.preference)
+        applied = outcome.applied.get(device.device_id)
         ranking.append(
             {
                 "rank": rank,
@@ -52,6 +59,18 @@ def explain(found: Discovery) -> dict[str, Any]:
                 "unused_reason": device.unused_reason,
                 "next": None if following is None else _ref(following),
                 "decided_by": None if decided is None else decided.name,
+                "usable_free_memory": device.usable_free,
+                "budget": None
+                if applied is None
+                else {
+                    "cap": applied.cap.text if applied.cap else None,
+                    "reserve": applied.reserve.text if applied.reserve else None,
+                    "total_memory": applied.total,
+                    "usable_memory": applied.usable,
+                    "usable_free_memory": device.usable_free,
+                    "sentence": applied.sentence(),
+                },
+                "preferred": outcome.preference.get(device.device_id),
             }
         )
     hidden = {
@@ -60,7 +79,9 @@ def explain(found: Discovery) -> dict[str, Any]:
         if d.device.hidden_by and d.duplicate_of is None
     }
     return {
-        "criteria": [c.name for c in CRITERIA],
+        "criteria": [c.name for c in criteria(outcome.preference)],
+        "prefer": list(outcome.prefer),
+        "unmatched_budgets": list(outcome.unmatched),
         "ranking": ranking,
         "dropped": [
             {
@@ -93,16 +114,18 @@ def _name(ref: dict[str, Any]) -> str:
 
 
 def _free(entry: dict[str, Any]) -> str:
-    """The free figure; an unknown one says so, and what the ranking counted in its place."""
+    """The free figure (under the device's budget, when it has one); an unknown one says so,
+    and what the ranking counted in its place."""
+    free = entry.get("usable_free_memory", entry["free_memory"])
     if entry["free_memory_unknown"]:
-        return f"unknown, ranked as {human_bytes(entry['free_memory'])}"
-    return human_bytes(entry["free_memory"])
+        return f"unknown, ranked as {human_bytes(free)}"
+    return human_bytes(free)
 
 
 def _free_label(entry: dict[str, Any]) -> str:
     if entry["free_memory_unknown"]:
         return f"free memory {_free(entry)}"
-    return f"{_free(entry)} free"
+    return f"{_free(entry)} free" + (" under its budget" if entry.get("budget") else "")
 
 
 def _kind(entry: dict[str, Any]) -> str:
@@ -111,9 +134,14 @@ def _kind(entry: dict[str, Any]) -> str:
     return f"{kind}, memory shared with the system" if entry.get("shared_memory") else kind
 
 
-def _reason(entry: dict[str, Any], following: dict[str, Any]) -> str:
-    """Why ``entry`` ranks before ``following``, in words."""
+def _reason(entry: dict[str, Any], following: dict[str, Any], prefer: list[str]) -> str:
+    """Why ``entry`` ranks before ``following`` (``prefer``: the prefer selectors), in words."""
     decided = entry["decided_by"]
+    if decided == "prefer":
+        theirs = _prefer_label(following, prefer)
+        return f"earlier in --prefer: it matches {_prefer_label(entry, prefer)}, {_name(following)} " + (
+            f"only {theirs}" if following.get("preferred") is not None else "none of its selectors"
+        )
     if decided == "software":
         return "a hardware device before a software one"
     if decided == "unused":
@@ -121,7 +149,8 @@ def _reason(entry: dict[str, Any], following: dict[str, Any]) -> str:
     if decided == "integrated":
         return "discrete before integrated"
     if decided == "free_memory":
-        return f"more free memory ({_free(entry)} > {_free(following)})"
+        under = " under their budgets" if entry.get("budget") or following.get("budget") else ""
+        return f"more free memory{under} ({_free(entry)} > {_free(following)})"
     if decided == "library":
         return (
             f"same kind and free memory, and library {entry['backend']!r} sorts before "
@@ -132,10 +161,24 @@ def _reason(entry: dict[str, Any], following: dict[str, Any]) -> str:
     return "equal on every criterion, so discovery order is kept"
 
 
+def _prefer_label(entry: dict[str, Any], prefer: list[str]) -> str:
+    """``'cuda:1' (prefer #1)``: the prefer selector ``entry`` matched first."""
+    place = entry.get("preferred")
+    if place is None or not 0 <= place < len(prefer):
+        return "none"
+    return f"{prefer[place]!r} (prefer #{place + 1})"
+
+
 def explain_lines(data: dict[str, Any]) -> list[str]:
     """``explain``'s data as text lines for the terminal."""
+    prefer = data.get("prefer", [])
     lines = [
-        "Ranking: discrete before integrated, then free memory descending, then library "
+        (
+            "Ranking: the devices --prefer names first, in its order (" + ", ".join(prefer) + "); then "
+            if prefer
+            else "Ranking: "
+        )
+        + "discrete before integrated, then free memory descending, then library "
         "and id (devices the runtime would not use unless selected, then software devices, "
         "last):"
     ]
@@ -146,14 +189,17 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
         head = f"  #{entry['rank']} {_name(entry)} ({_kind(entry)}, {_free_label(entry)})"
         if entry["unused_reason"]:
             head += f" [not used by the runtime unless selected: {entry['unused_reason']}]"
+        if entry.get("budget"):
+            head += f" [budget: {entry['budget']['sentence']}]"
         if following is None:
             lines.append(printable(f"{head}: last"))
         else:
-            lines.append(
-                printable(
-                    f"{head} before #{following['rank']} {_name(following)}: {_reason(entry, following)}"
-                )
-            )
+            why = _reason(entry, following, prefer)
+            lines.append(printable(f"{head} before #{following['rank']} {_name(following)}: {why}"))
+    lines += [
+        printable(f"  budget {sentence}: it changes nothing here")
+        for sentence in data.get("unmatched_budgets", [])
+    ]
     if data["dropped"]:
         lines.append("Dropped:")
     for drop in data["dropped"]:

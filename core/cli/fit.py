@@ -159,6 +159,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
         scout = common.open_scout(args, scout_factory)
         found = scout.discover(isolated=args.isolated, include_software=args.include_software)
         common.warn_failed_plugins(found.plugins)
+        common.warn_budgets(found, args)
         devices = found.devices
         if args.device:
             from gpuscout.select import select_devices
@@ -190,6 +191,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
                 spread=args.spread,
             )
             document = fit_document(result)
+        document["notes"] += budget_notes(devices, document)
     except GpuscoutError as exc:
         from gpuscout.select import NoMatchError
 
@@ -201,6 +203,19 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     else:
         print_fit(document, devices, result, color=getattr(args, "color", "auto"))
     return FITS if document["fits"] else DOES_NOT_FIT
+
+
+def budget_notes(devices: list[DeviceInfo], document: dict[str, Any]) -> list[str]:
+    """``CUDA GPU-1: budget: cap all=20GiB: usable 20.00 GiB of 80.00 GiB``: the budget of each
+    device the plan could use (docs/budgets.md), so the verdict says what it was held to."""
+    from gpuscout.budgets import NOTE_PREFIX
+
+    return [
+        f"{d.library} {d.id}: {note}"
+        for d in devices
+        for note in d.notes
+        if note.startswith(NOTE_PREFIX) and note not in document["notes"]
+    ]
 
 
 def fit_document(result: FitResult) -> dict[str, Any]:
@@ -338,11 +353,12 @@ def print_fit(
     for g in document["placement"]:
         d = free.get((g["backend"], g["id"]))
         need = rows.get((g["backend"], g["id"]), {}).get("total", 0)
-        room = d.free_memory if d else 0
+        room = d.usable_free if d else 0  # under the device's budget (docs/budgets.md)
         name = d.name if d and d.name else g["id"]
         # An unknown free figure is never shown as if it were known (docs/selection.md).
         unknown = d is not None and d.free_memory_unknown
-        free_text = "unknown free" if unknown else f"{human_bytes(room)} free"
+        usable = "usable " if d is not None and d.usable_memory is not None else ""
+        free_text = "unknown free" if unknown else f"{human_bytes(room)} {usable}free"
         lines.append(
             f"  {p(g['backend'])} {p(name)} ({p(g['id'])})  layers {_ranges(g['layers'])}  "
             f"{human_bytes(need)} / {free_text}  {_bar(need, 0 if unknown else room)}"

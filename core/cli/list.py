@@ -158,6 +158,7 @@ def _discover(args: argparse.Namespace, scout: Scout) -> Discovery:
         include_software=args.include_software, validate=args.validate, isolated=args.isolated
     )
     common.warn_failed_plugins(found.plugins)
+    common.warn_budgets(found, args)
     return found
 
 

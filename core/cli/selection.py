@@ -47,6 +47,7 @@ def prepare(
     # Scout.select, with the discovery kept for the hints that follow a selection of nothing.
     found = scout.discover(include_software=args.include_software, isolated=args.isolated)
     common.warn_failed_plugins(found.plugins)  # one line each, as `list` writes them
+    common.warn_budgets(found, args)
     try:
         devices = select_devices(scout, found.devices, list(selectors))
     except NoMatchError as exc:

@@ -185,6 +185,7 @@ def plain_discovery(found: Discovery) -> str:
             for n in (
                 "software" if d.software else "",
                 f"unused: {d.unused_reason}" if d.unused_reason else "",
+                *d.notes,
             )
             if n
         ]
@@ -328,8 +329,25 @@ def left_out_line(columns: Sequence[str], width: int, how: str = "use --json") -
     return f"columns left out at {width} columns: {names}; widen the terminal or {how}"
 
 
+def _budgeted(found: Discovery) -> bool:
+    """Whether any listed device has a budget (then the table has a ``usable`` column)."""
+    return bool(found.budgets.applied) or any(d.usable_memory is not None for d in found.devices)
+
+
+def usable_label(d: DeviceInfo) -> str:
+    """``8.0/18.0 GiB``: free and total under the device's budget (docs/budgets.md), ``-``
+    without one; ``?`` for a free figure the driver did not report."""
+    if d.usable_memory is None:
+        return "-"
+    budgeted = d.evolve(free_memory=d.usable_free, total_memory=d.usable_total, usable_memory=None)
+    return memory_label(budgeted)
+
+
 def _device_columns(found: Discovery) -> list[Column]:
     devices = found.devices
+    usable: list[Column] = []
+    if _budgeted(found):
+        usable = [("usable", [_cell(usable_label(d), "yellow") for d in devices], WHOLE)]
     return [
         ("#", [_cell(rank) for rank in range(len(devices))], WHOLE),
         ("library", [_cell(d.library, "bold") for d in devices], WHOLE),
@@ -344,6 +362,7 @@ def _device_columns(found: Discovery) -> list[Column]:
             ],
             WHOLE,
         ),
+        *usable,
         ("used", [_cell(_bar(d), "magenta") for d in devices], WHOLE),
         ("compute", [_cell(compute_label(d)) for d in devices], WHOLE),
         ("driver", [_cell(driver_label(d)) for d in devices], WHOLE),
@@ -356,7 +375,7 @@ def _bar(d: DeviceInfo) -> str:
 
 
 #: Device columns in the order they leave a table too wide for the terminal.
-_DEVICE_DROP_ORDER = ("used", "integrated", "driver", "compute", "description", "#")
+_DEVICE_DROP_ORDER = ("used", "integrated", "driver", "compute", "usable", "description", "#")
 _PLUGIN_DROP_ORDER = ("distribution", "version", "ms")
 
 
@@ -376,6 +395,7 @@ def _device_blocks(found: Discovery, console: Console) -> None:
             ("description", _description(d)),
             ("PCI id", d.pci_id or "-"),
             ("free/total", memory_label(d)),
+            *((("usable", usable_label(d)),) if d.usable_memory is not None else ()),
             ("used", _bar(d)),
             ("compute", compute_label(d)),
             ("driver", driver_label(d)),
@@ -412,6 +432,9 @@ def print_discovery(found: Discovery, console: Console | None = None, *, color: 
             console.print(Text(UNKNOWN_LEGEND, style="dim"))
         if fitted is not None and fitted[1]:
             console.print(Text(left_out_line(fitted[1], console.width), style="dim"))
+        for d in found.devices:
+            for note in d.notes:
+                console.print(Text(printable(f"note: {d.library} {d.id}: {note}"), style="dim"))
     else:
         console.print(Text("No accelerators found."))
     console.print(Text(summary_line(found), style="bold"))

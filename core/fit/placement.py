@@ -534,7 +534,7 @@ def _verdict(
     by_key = {(d.id, d.library): d for d in devices}
     for u in usage[:-1]:
         d = by_key[(u.id, u.library)]
-        room = d.free_memory - reserve(d)
+        room = d.usable_free - reserve(d)  # under the device's budget (docs/budgets.md)
         if d.free_memory_unknown:
             # Never used as if it were known (docs/selection.md): the runtime takes the same
             # stand-in figure, so it is the placement's too, but the verdict says so.

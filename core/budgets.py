@@ -1,0 +1,374 @@
+"""Budgets: how much of each device gpuscout may plan on (``cap``), how much it holds back
+(``reserve``), and which devices it ranks first (``prefer``). See docs/budgets.md.
+
+One syntax everywhere: ``SEL=SIZE`` entries separated by commas (``GPUSCOUT_CAP``,
+``GPUSCOUT_RESERVE``, ``--cap``, ``--reserve``; a ``Scout``'s ``cap``/``reserve`` mapping holds
+the same pairs). ``SEL`` is a selector of docs/selection.md that names devices by what they are
+(``all``, ``library=NAME``, ``LIBRARY:INDEX``, a PCI id, an id or UUID); ``SIZE`` a size as
+``fits:`` writes it (``20GiB``, ``1.5GB``: a unit is required). Selectors that depend on the
+ranking or on free memory (``best``, a rank position ``N``, ``fits:SIZE``) are refused: budgets
+change both.
+
+Several entries matching one device: every one holds, so the smallest cap and the largest reserve
+win. A device's usable total is ``min(base, cap) - reserve`` (at least 0), ``base`` being its
+usable total as its plugin reported it (its total, unless the plugin said less); its usable free
+memory is ``free - (total - usable)`` (at least 0): what the budget takes away is taken from the
+free memory, since what is already used on the device counts against a cap (gpuscout cannot
+tell a model it loaded itself from another process's memory).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from gpuscout.errors import GpuscoutError
+from gpuscout.records import DeviceID, DeviceInfo, show_value
+from gpuscout.sizes import GIB, KIB, MIB
+
+#: The environment variables, one per kind of budget.
+RESERVE_ENV = "GPUSCOUT_RESERVE"
+CAP_ENV = "GPUSCOUT_CAP"
+PREFER_ENV = "GPUSCOUT_PREFER"
+#: Most entries one budget list may hold (a list, not a database).
+MAX_ENTRIES = 256
+#: Largest size in bytes (16 EiB, as ``fits:``).
+MAX_SIZE = 1 << 64
+#: How a budget's note on a device starts (``Scout.refresh`` keeps it on a refreshed record).
+NOTE_PREFIX = "budget: "
+#: What a budget selector may be, for messages.
+BUDGET_GRAMMAR = "all, library=NAME, LIBRARY:INDEX, PCI id, ID/UUID (or a prefix of 4+)"
+
+
+class BudgetError(GpuscoutError, ValueError):
+    """A budget that cannot be used: a malformed entry (named, with what is wrong), a selector
+    that depends on the ranking, or one that matches several devices where one is meant."""
+
+
+@attrs.frozen
+class Entry:
+    """One ``SEL=SIZE`` entry: the selector, the size in bytes, and the entry as written."""
+
+    selector: str
+    size: int
+    text: str
+
+
+@attrs.frozen
+class Applied:
+    """What the budget did to one device: the deciding cap and reserve entries (None where none
+    matched), the device's total and its usable total under the budget."""
+
+    cap: Entry | None
+    reserve: Entry | None
+    total: int
+    usable: int
+
+    def entries(self) -> str:
+        """``cap all=20GiB, reserve cuda:0=2GiB``: the entries that decided."""
+        parts = [f"{kind} {e.text}" for kind, e in (("cap", self.cap), ("reserve", self.reserve)) if e]
+        return ", ".join(parts)
+
+    def sentence(self) -> str:
+        """``cap all=20GiB, reserve cuda:0=2GiB: usable 18.00 GiB of 80.00 GiB``."""
+        return f"{self.entries()}: usable {self.usable / GIB:.2f} GiB of {self.total / GIB:.2f} GiB"
+
+
+@attrs.frozen
+class Outcome:
+    """What the budgets did in one discovery: the prefer selectors, each device's place in that
+    order (``preference``: the index of the first selector that matches it; a device that matches
+    none is absent), each budgeted device's ``Applied``, and a sentence per entry that matched no
+    device (``unmatched``)."""
+
+    prefer: tuple[str, ...] = ()
+    preference: Mapping[DeviceID, int] = attrs.field(factory=dict)
+    applied: Mapping[DeviceID, Applied] = attrs.field(factory=dict)
+    unmatched: tuple[str, ...] = ()
+
+
+def size_text(size: int) -> str:
+    """``size`` bytes as an entry writes them: ``20GiB`` when a binary unit divides it, else
+    ``123B``."""
+    for unit, scale in (("TiB", 1 << 40), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if size and size % scale == 0:
+            return f"{size // scale}{unit}"
+    return f"{size}B"
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+# Every selector word that depends on the ranking or on free memory.
+_RANKED = re.compile(r"best|[0-9]+|fits:.*", re.ASCII | re.IGNORECASE | re.DOTALL)
+
+
+def check_selector(selector: str, where: str) -> str:
+    """``selector`` stripped, when it can name devices in a budget; BudgetError naming ``where``
+    otherwise (a ranking word, an unknown word with its did-you-mean, an empty one)."""
+    from gpuscout.select import MAX_SELECTOR, NoMatchError, SelectionError, match_one
+
+    if not isinstance(selector, str):
+        raise BudgetError(f"{where}: a selector must be a str, got {type(selector).__name__}")
+    text = selector.strip()
+    if not text:
+        raise BudgetError(f"{where}: empty selector; expected one of: {BUDGET_GRAMMAR}")
+    if len(text) > MAX_SELECTOR:
+        raise BudgetError(f"{where}: selector {_shown(text)} is too long: at most {MAX_SELECTOR} characters")
+    if "," in text:
+        raise BudgetError(f"{where}: selector {_shown(text)} holds a comma: one selector per entry")
+    if _RANKED.fullmatch(text):
+        raise BudgetError(
+            f"{where}: selector {_shown(text)} depends on the ranking or on free memory, which "
+            f"budgets change; name the device instead: {BUDGET_GRAMMAR}"
+        )
+    try:
+        match_one(text, [], _NO_RESERVE)  # no devices: a well-formed selector matches nothing
+    except NoMatchError:
+        pass
+    except SelectionError as exc:
+        if not str(exc).startswith("unknown selector"):
+            raise BudgetError(f"{where}: {exc}") from None
+        raise BudgetError(
+            f"{where}: unknown selector {_shown(text)}{_did_you_mean(text)}; "
+            f"expected one of: {BUDGET_GRAMMAR}"
+        ) from None
+    return text
+
+
+def _did_you_mean(text: str) -> str:
+    """``; did you mean 'library=cuda'?`` for a misspelled budget selector word, else ''."""
+    from gpuscout.suggest import did_you_mean, suggest
+
+    head, equals, rest = text.partition("=")
+    if equals:
+        near = suggest(head.strip(), ["library"])
+        return f"; did you mean {near + '=' + rest.strip()!r}?" if near else ""
+    return did_you_mean(text, ["all"])
+
+
+class _NoReserve:
+    def minimum_memory(self, device: DeviceInfo) -> int:
+        return 0
+
+
+_NO_RESERVE = _NoReserve()
+
+
+def parse_size(text: str, where: str) -> int:
+    """A budget's size (``20GiB``; as ``fits:`` sizes) -> bytes; BudgetError naming ``where``."""
+    from gpuscout.select import SelectionError
+    from gpuscout.select import parse_size as parse
+
+    try:
+        return parse(text)
+    except SelectionError as exc:
+        message = str(exc).replace("e.g. fits:24GiB", "e.g. all=24GiB")
+        raise BudgetError(f"{where}: {message}") from None
+
+
+def parse_entries(text: str, where: str) -> tuple[Entry, ...]:
+    """``SEL=SIZE,SEL=SIZE`` -> entries, in the order written. An empty text (or only commas
+    and spaces) is no entry. BudgetError naming ``where`` and the entry for anything else."""
+    if not isinstance(text, str):
+        raise BudgetError(f"{where}: expected 'SEL=SIZE,...' text, got {type(text).__name__}")
+    parts = [p.strip() for p in text.split(",")]
+    parts = [p for p in parts if p]
+    if len(parts) > MAX_ENTRIES:
+        raise BudgetError(f"{where}: {len(parts)} entries, at most {MAX_ENTRIES} allowed")
+    entries = []
+    for position, part in enumerate(parts, 1):
+        at = f"{where} entry {position} {_shown(part)}"
+        selector, equals, size = part.rpartition("=")
+        if not equals:
+            raise BudgetError(f"{at}: expected SEL=SIZE, e.g. all=20GiB or cuda:0=2GiB")
+        if not selector.strip():
+            raise BudgetError(f"{at}: no selector before '='; expected one of: {BUDGET_GRAMMAR}")
+        if not size.strip():
+            raise BudgetError(f"{at}: no size after '='; expected a number and a unit, e.g. 20GiB")
+        # The text goes into notes and explanations: one line, whatever spaces it was written with.
+        entries.append(Entry(check_selector(selector, at), parse_size(size, at), " ".join(part.split())))
+    return tuple(entries)
+
+
+def entries_from(value: Any, where: str) -> tuple[Entry, ...]:
+    """A ``Scout`` keyword's budget as entries: a mapping of selector to bytes (an int, or a
+    size as text such as ``"20GiB"``), or the ``SEL=SIZE,...`` text of the variables."""
+    if isinstance(value, str):
+        return parse_entries(value, where)
+    if not isinstance(value, Mapping):
+        raise BudgetError(
+            f"{where}: expected a mapping of selector to bytes (e.g. {{'all': 20 * GIB}}) "
+            f"or 'SEL=SIZE,...' text, got {type(value).__name__}"
+        )
+    items = list(value.items())
+    if len(items) > MAX_ENTRIES:
+        raise BudgetError(f"{where}: {len(items)} entries, at most {MAX_ENTRIES} allowed")
+    entries = []
+    for selector, size in items:
+        at = f"{where}[{show_value(selector)}]"
+        selector = check_selector(selector, at)
+        if isinstance(size, str):
+            entries.append(Entry(selector, parse_size(size, at), f"{selector}={' '.join(size.split())}"))
+            continue
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise BudgetError(
+                f"{at}: expected an int of bytes or a size such as '20GiB', got {show_value(size)}"
+            )
+        if not 0 <= size <= MAX_SIZE:
+            raise BudgetError(f"{at}: expected bytes in 0..2**64, got {show_value(size)}")
+        entries.append(Entry(selector, size, f"{selector}={size_text(size)}"))
+    return tuple(entries)
+
+
+def prefer_from(value: Any, where: str) -> tuple[str, ...]:
+    """A ``prefer`` keyword as selectors, in order (commas inside an item separate selectors
+    too); a bare str is refused, as for ``plugins`` (``prefer_text`` reads the comma form)."""
+    if isinstance(value, (bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
+        raise BudgetError(f"{where}: expected a list of selectors, got {type(value).__name__}")
+    if isinstance(value, str):
+        raise BudgetError(f"{where}: expected a list of selectors, not a bare string: prefer=[{value!r:.60}]")
+    items = list(value)
+    return _prefer_items(items, where)
+
+
+def prefer_text(text: str, where: str) -> tuple[str, ...]:
+    """``cuda:1,cuda:0`` (the variable's and ``--prefer``'s form) -> selectors, in order."""
+    return _prefer_items([text], where)
+
+
+def _prefer_items(items: Sequence[Any], where: str) -> tuple[str, ...]:
+    out: list[str] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise BudgetError(f"{where}[{i}]: a selector must be a str, got {type(item).__name__}")
+        out += [p.strip() for p in item.split(",") if p.strip()]
+    if len(out) > MAX_ENTRIES:
+        raise BudgetError(f"{where}: {len(out)} selectors, at most {MAX_ENTRIES} allowed")
+    return tuple(check_selector(s, f"{where} selector {_shown(s)}") for s in out)
+
+
+@attrs.frozen
+class Budgets:
+    """A Scout's budgets: cap and reserve entries and the prefer order, already checked."""
+
+    cap: tuple[Entry, ...] = ()
+    reserve: tuple[Entry, ...] = ()
+    prefer: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.cap or self.reserve or self.prefer)
+
+    def apply(self, devices: Sequence[DeviceInfo]) -> tuple[list[DeviceInfo], Outcome]:
+        """``devices`` (a discovery's, before ranking) with each budget applied: a budgeted
+        device gains ``usable_memory`` (only when it differs from its total) and a note; and
+        what was done. Raises BudgetError for a selector that matches several devices where it
+        names one (an ambiguous id prefix, a PCI id of a partitioned card)."""
+        devices = list(devices)
+        unmatched: list[str] = []
+
+        def matches(selector: str, kind: str) -> list[int]:
+            hits = _match(selector, devices, kind)
+            if not hits:
+                unmatched.append(f"{kind} {selector!r} matches no device")
+            return hits
+
+        caps: dict[int, Entry] = {}
+        reserves: dict[int, Entry] = {}
+        for e in self.cap:
+            for i in matches(e.selector, "cap"):
+                if i not in caps or e.size < caps[i].size:  # the smallest cap holds
+                    caps[i] = e
+        for e in self.reserve:
+            for i in matches(e.selector, "reserve"):
+                if i not in reserves or e.size > reserves[i].size:  # the largest reserve holds
+                    reserves[i] = e
+        preference: dict[DeviceID, int] = {}
+        for position, selector in enumerate(self.prefer):
+            for i in matches(selector, "prefer"):
+                preference.setdefault(devices[i].device_id, position)
+        applied: dict[DeviceID, Applied] = {}
+        out = []
+        for i, d in enumerate(devices):
+            cap, reserve = caps.get(i), reserves.get(i)
+            if cap is None and reserve is None:
+                out.append(d)
+                continue
+            base = d.usable_total
+            usable = max(0, min(base, cap.size if cap else base) - (reserve.size if reserve else 0))
+            done = Applied(cap, reserve, d.total_memory, usable)
+            applied[d.device_id] = done
+            out.append(
+                d.evolve(
+                    usable_memory=None if usable == d.total_memory else usable,
+                    notes=(*d.notes, NOTE_PREFIX + done.sentence()),
+                )
+            )
+        return out, Outcome(self.prefer, preference, applied, tuple(dict.fromkeys(unmatched)))
+
+
+def _match(selector: str, devices: Sequence[DeviceInfo], kind: str) -> list[int]:
+    from gpuscout.select import NoMatchError, SelectionError, match_one
+
+    if selector.lower() == "all":
+        return list(range(len(devices)))
+    try:
+        return match_one(selector, devices, _NO_RESERVE)
+    except NoMatchError:
+        return []
+    except SelectionError as exc:
+        raise BudgetError(f"{kind} {selector!r}: {exc}") from None
+
+
+def from_settings(
+    env: Mapping[str, str], reserve: Any = None, cap: Any = None, prefer: Any = None
+) -> Budgets:
+    """A Scout's budgets: each keyword given (not None) wins over its variable in ``env``
+    (``GPUSCOUT_RESERVE``, ``GPUSCOUT_CAP``, ``GPUSCOUT_PREFER``), which is read otherwise."""
+    return Budgets(
+        cap=entries_from(cap, "cap") if cap is not None else parse_entries(env.get(CAP_ENV, ""), CAP_ENV),
+        reserve=(
+            entries_from(reserve, "reserve")
+            if reserve is not None
+            else parse_entries(env.get(RESERVE_ENV, ""), RESERVE_ENV)
+        ),
+        prefer=prefer_from(prefer, "prefer")
+        if prefer is not None
+        else prefer_text(env.get(PREFER_ENV, ""), PREFER_ENV),
+    )
+
+
+def keep_budget(old: DeviceInfo, new: DeviceInfo) -> DeviceInfo:
+    """``new`` (a refreshed record of ``old``) with ``old``'s budget: its usable total and its
+    budget note (a refresh changes free memory, not the budget)."""
+    notes = [n for n in old.notes if n.startswith(NOTE_PREFIX) and n not in new.notes]
+    if old.usable_memory == new.usable_memory and not notes:
+        return new
+    return new.evolve(usable_memory=old.usable_memory, notes=(*new.notes, *notes))
+
+
+__all__ = [
+    "BUDGET_GRAMMAR",
+    "CAP_ENV",
+    "MAX_ENTRIES",
+    "NOTE_PREFIX",
+    "PREFER_ENV",
+    "RESERVE_ENV",
+    "Applied",
+    "BudgetError",
+    "Budgets",
+    "Entry",
+    "Outcome",
+    "check_selector",
+    "entries_from",
+    "from_settings",
+    "keep_budget",
+    "parse_entries",
+    "prefer_from",
+    "prefer_text",
+    "size_text",
+]
