@@ -271,7 +271,7 @@ def test_a_host_killed_outright_leaves_nothing_behind(site: Path, marker: str, n
         # The grandchild is running: the hanging plugin has started in its worker.
         assert eventually(
             lambda: any(
-                Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0")
+                cmdline(pid).startswith(b"sleep\0")
                 for pid in processes_with_env("GPUSCOUT_TEST_MARK", marker)
                 if running(pid)
             ),
@@ -283,8 +283,20 @@ def test_a_host_killed_outright_leaves_nothing_behind(site: Path, marker: str, n
 
 
 def parent_of(pid: int) -> int:
-    """``pid``'s parent (Linux /proc)."""
-    return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+    """``pid``'s parent (Linux /proc); 0 once it has gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+    except OSError:
+        return 0
+
+
+def cmdline(pid: int) -> bytes:
+    """``pid``'s command line (Linux /proc), b"" once it has gone: a process listed a moment
+    ago may have ended before it is read."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def test_a_worker_dies_with_its_zygote_however_the_zygote_dies(
@@ -316,7 +328,7 @@ def test_a_worker_dies_with_its_zygote_however_the_zygote_dies(
         return [
             p
             for p in processes_with_env("GPUSCOUT_TEST_MARK", marker)
-            if p != host.pid and b"gpuscout.isolation.child" in Path(f"/proc/{p}/cmdline").read_bytes()
+            if p != host.pid and b"gpuscout.isolation.child" in cmdline(p)
         ]
 
     try:
