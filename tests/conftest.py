@@ -23,7 +23,7 @@ from hypothesis import is_hypothesis_test, settings
 
 from gpuscout import DeviceInfo, Scout
 from gpuscout import log as gpuscout_log
-from gpuscout.testing import ScoutFactory, injected, plugin_test_env
+from gpuscout.testing import ScoutFactory, hide_live_topology, injected, plugin_test_env
 
 # Keeps the real Vulkan loader from finding lavapipe where a test injects its own devices.
 NO_VULKAN_ENV = plugin_test_env("vulkan")
@@ -380,7 +380,9 @@ def hidden_machine(
 ) -> None:
     """The built-in CUDA and ROCm plugins find no device of this machine, real or fake: NVML
     is "not installed" and the live root has no /sys (whatever env the Scout is given). Vulkan
-    is kept off real drivers by its ``GPUSCOUT_TEST_ENV``, Metal by ``platform="linux"``."""
+    is kept off real drivers by its ``GPUSCOUT_TEST_ENV``, Metal by ``platform="linux"``. The
+    core reads no device placement from the live ``/sys`` either (``hide_live_topology``)."""
+    hide_live_topology(monkeypatch)
     _machine_as(monkeypatch, _no_driver, tmp_path_factory.mktemp("empty-root"))
 
 
