@@ -409,6 +409,15 @@ def _hermetic(request: pytest.FixtureRequest, _fake_machine: None) -> None:
         request.getfixturevalue("hidden_machine")
 
 
+@pytest.fixture(autouse=True)
+def _no_live_topology(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The core reads no device placement from this machine's /sys in any test (plugin tests
+    with fake drivers included) unless it is marked ``real_machine``: a fake GPU's PCI address
+    may be a real device here."""
+    if request.node.get_closest_marker("real_machine") is None:
+        hide_live_topology(monkeypatch)
+
+
 def nvidia_driver_here(config: pytest.Config) -> str:
     """Why this machine counts as having an NVIDIA driver ("" when it has none)."""
     if _fake_cuda_names(config):
