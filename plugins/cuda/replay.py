@@ -368,32 +368,33 @@ def _links(nv: Any, handle: Any) -> Any:
     from gpuscout.plugins.cuda.nvlink import MAX_LINKS, NO_MORE_LINKS
 
     found: list[dict[str, Any]] = []
-    remote_pci = getattr(nv, "nvmlDeviceGetNvLinkRemotePciInfo", None)
-    for link in range(MAX_LINKS if hasattr(nv, "nvmlDeviceGetNvLinkState") else 0):
+    count = MAX_LINKS if hasattr(nv, "nvmlDeviceGetNvLinkState") else 0
+    for link in range(count):
         state, error = _try(nv, nv.nvmlDeviceGetNvLinkState, handle, link)
         if error is not None:
-            code = getattr(error, "value", None) or ERROR_CODES.get(str(error["error"]))
-            if code in NO_MORE_LINKS:
+            if ERROR_CODES.get(str(error["error"])) in NO_MORE_LINKS:
                 return found or error
             found.append({"state": error})
             continue
         entry: dict[str, Any] = {"state": int(state)}
         if int(state) == 1:
-            pci, error = _try(nv, remote_pci, handle, link) if remote_pci else (None, None)
-            bus_id = getattr(pci, "busId", b"")
-            entry["remote"] = error or (
-                {
-                    "busId": bus_id.decode("ascii", "replace") if isinstance(bus_id, bytes) else str(bus_id),
-                    "domain": int(pci.domain),
-                    "bus": int(pci.bus),
-                    "device": int(pci.device),
-                }
-                if pci is not None
-                else {"error": "FunctionNotFound"}
-            )
+            entry["remote"] = _remote(nv, handle, link)
             entry["type"] = _value(nv, nv.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link, convert=int)
         found.append(entry)
     return found
+
+
+def _remote(nv: Any, handle: Any, link: int) -> dict[str, Any]:
+    """What is at the other end of ``link``, as ``nvmlDeviceGetPciInfo`` is recorded."""
+    call = getattr(nv, "nvmlDeviceGetNvLinkRemotePciInfo", None)
+    if call is None:
+        return {"error": "FunctionNotFound"}
+    pci, error = _try(nv, call, handle, link)
+    if error is not None:
+        return dict(error)
+    bus_id = getattr(pci, "busId", b"")
+    text = bus_id.decode("ascii", "replace") if isinstance(bus_id, bytes) else str(bus_id)
+    return {"busId": text, "domain": int(pci.domain), "bus": int(pci.bus), "device": int(pci.device)}
 
 
 def init_failure(nv: Any, exc: BaseException) -> dict[str, Any]:
