@@ -272,7 +272,7 @@ class Scout:
         1 s of it left), and peers only among themselves."""
         from gpuscout.topology import add_topology, keep_known_peers
 
-        if not any(d.pci_id for d in devices) and not any(d.peers for d in devices):
+        if not any(d.pci_id or d.peers or d.pcie_link for d in devices):
             return devices
         ctx = self.context(deadline=max(deadline, time.monotonic() + 1.0))
         placed = keep_known_peers(add_topology(devices, ctx))

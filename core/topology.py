@@ -198,13 +198,14 @@ def place(device: DeviceInfo, found: Placement) -> DeviceInfo:
 
 
 def add_topology(devices: Sequence[DeviceInfo], context: Context) -> list[DeviceInfo]:
-    """``devices`` with their placement read from sysfs (each address read once)."""
+    """``devices`` with their placement read from sysfs (each address read once), and the note
+    on every link below its maximum, the plugin's own links included."""
     seen: dict[str, Placement] = {}
     out: list[DeviceInfo] = []
     for device in devices:
         address = device.pci_id.lower()
         if not address:
-            out.append(device)
+            out.append(place(device, Placement()))  # a plugin's own link still gets its note
             continue
         if address not in seen:
             seen[address] = read_placement(context, address)

@@ -324,3 +324,11 @@ def test_two_records_of_one_card_share_its_placement(tmp_path: Path) -> None:
     root = write_tree(tmp_path, sysfs(numa_node="1\n"))
     parts = [GPU.evolve(id=f"MIG-{i}") for i in range(3)]
     assert [d.numa_node for d in scout_on(root, *parts).discover().devices] == [1, 1, 1]
+
+
+def test_a_plugins_own_slow_link_gets_the_note_without_a_pci_address(tmp_path: Path) -> None:
+    """The note rule holds for a link the plugin reported itself, bus or no bus."""
+    own = DeviceInfo(id="0", library="Acme", name="x", pcie_link=PcieLink(5.0, 1, 8.0, 1))
+    (device,) = scout_on(write_tree(tmp_path, {}), own).discover().devices
+    assert device.notes == (link_note(PcieLink(5.0, 1, 8.0, 1)),)
+    assert "PCIe Gen2 x1 of Gen3 x1" in device.notes[0] and "idle" in device.notes[0]
