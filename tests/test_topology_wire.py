@@ -119,3 +119,11 @@ def test_the_border_copies_a_peer_subclass_into_plain_values() -> None:
     record = DeviceInfo(id="0", peers=[PeerLink(Sneaky("GPU-2"), "CUDA", "nvlink")])
     (peer,) = check_device(record, "[0]").peers
     assert type(peer.id) is str and attrs.asdict(peer) == {"id": "GPU-2", "library": "CUDA", "link": "nvlink"}
+
+
+def test_an_isolated_plugins_topology_crosses_the_child_boundary_unchanged() -> None:
+    """The isolation child's encoding (every field as JSON) brings the link and peers back."""
+    from gpuscout.isolation import decode_device, encode_device
+
+    text = json.dumps(encode_device(PLACED))
+    assert decode_device(json.loads(text), "[0]") == PLACED
