@@ -539,7 +539,8 @@ def gpuscout_cli(
     scout=None, **scout_options) -> CliRun(code, out, err)``: ``gpuscout ARGV`` run in-process
     (``gpuscout.cli.main``) over a Scout that reports exactly ``devices`` (and what ``plugins``
     find), with every built-in's rules (``builtins=False``: none) but none of this machine's
-    devices: the built-ins' enumerate and refresh find nothing for the test.
+    devices: the built-ins' enumerate and refresh find nothing for the test, and the core reads
+    no device placement from this machine's ``/sys`` (``hide_live_topology``).
 
     ``env`` (default ``gpuscout_env``) is all the Scout sees, and what ``exec`` hands its
     command; ``platform`` defaults to ``gpuscout_platform``; ``scout_options`` go to Scout.
