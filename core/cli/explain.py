@@ -30,7 +30,7 @@ def explain(found: Discovery) -> dict[str, Any]:
     ``ranking``: per ranked device its rank, id, library (``backend``), the values the ranking
     reads, the next device and the criterion that put this one before it (``decided_by``: a
     name from ``criteria``, or None for the last device or a full tie), and where it sits
-    (``numa_node``, -1 unknown; ``pcie_link`` as ``list`` shows it, "" unknown) with its
+    (``numa_node``, -1 unknown; ``link``, the PCIe link as ``list`` shows it, "" unknown) with its
     ``notes`` (a link below its maximum among them). ``dropped``: each
     dropped device with its reason, ``duplicate_of`` and ``hidden_by``: the visibility
     setting (``CUDA_VISIBLE_DEVICES=0``) that hides the device or the device it is a twin of,
@@ -52,7 +52,7 @@ def explain(found: Discovery) -> dict[str, Any]:
                 "free_memory_unknown": device.free_memory_unknown,
                 "unused_reason": device.unused_reason,
                 "numa_node": device.numa_node,
-                "pcie_link": link_text(device),
+                "link": link_text(device),
                 "notes": list(device.notes),
                 "next": None if following is None else _ref(following),
                 "decided_by": None if decided is None else decided.name,
@@ -153,9 +153,9 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
         head = f"  #{entry['rank']} {_name(entry)} ({_kind(entry)}, {_free_label(entry)})"
         if entry["unused_reason"]:
             head += f" [not used by the runtime unless selected: {entry['unused_reason']}]"
-        if entry["numa_node"] >= 0 or entry["pcie_link"]:
+        if entry["numa_node"] >= 0 or entry["link"]:
             where = [f"NUMA node {entry['numa_node']}"] if entry["numa_node"] >= 0 else []
-            where += [f"PCIe {entry['pcie_link']}"] if entry["pcie_link"] else []
+            where += [f"PCIe {entry['link']}"] if entry["link"] else []
             head += f" [{', '.join(where)}]"
         if following is None:
             lines.append(printable(f"{head}: last"))

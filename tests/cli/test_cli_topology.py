@@ -102,7 +102,7 @@ def test_explain_says_where_each_device_sits_and_its_notes(gpuscout_cli: CliRunn
     assert "note: running at PCIe Gen3 x4 of Gen4 x16" in text
     data = gpuscout_cli(["list", "--json", "--explain"], [FULL, DEGRADED], env=NO_VULKAN_ENV).json()
     ranking = {r["id"]: r for r in data["explain"]["ranking"]}
-    assert ranking["GPU-slot"]["numa_node"] == 1 and ranking["GPU-slot"]["pcie_link"] == "Gen3 x4 of Gen4 x16"
+    assert ranking["GPU-slot"]["numa_node"] == 1 and ranking["GPU-slot"]["link"] == "Gen3 x4 of Gen4 x16"
     assert "PCIe Gen3 x4 of Gen4 x16" in ranking["GPU-slot"]["notes"][0]
     assert ranking["GPU-full"]["notes"] == []
 
