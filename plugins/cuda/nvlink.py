@@ -5,7 +5,8 @@ in current headers): ``nvmlDeviceGetNvLinkState`` (1 = active), and for an activ
 PCI address of what is at its other end (``nvmlDeviceGetNvLinkRemotePciInfo_v2``) and what
 kind of device that is (``nvmlDeviceGetNvLinkRemoteDeviceType``: 0 a GPU, 1 an IBM NPU, i.e.
 a POWER CPU, 2 an NVSwitch, 0xFF unknown). A GPU without NVLink answers NOT_SUPPORTED for
-link 0, a link index past the GPU's last link INVALID_ARGUMENT: either ends the walk.
+link 0, a link index past the GPU's last link INVALID_ARGUMENT: either ends the walk (a later
+link NOT_SUPPORTED is skipped).
 
 Peers: two GPUs are peers when a link of one ends at the other's PCI address, or when both
 have an active link to an NVSwitch: the switches of one baseboard (an HGX) join every GPU on
@@ -32,8 +33,18 @@ REMOTE_GPU = 0
 REMOTE_NPU = 1
 REMOTE_SWITCH = 2
 REMOTE_UNKNOWN = 0xFF
-#: NVML return codes that end a walk: no NVLink at all, past the last link, an old driver.
-NO_MORE_LINKS = frozenset({2, 3, 13})  # INVALID_ARGUMENT, NOT_SUPPORTED, FUNCTION_NOT_FOUND
+#: NVML return codes that end a walk: past the last link, an old driver (INVALID_ARGUMENT,
+#: FUNCTION_NOT_FOUND); NOT_SUPPORTED ends it on link 0 (no NVLink at all) and skips a later
+#: link (one the board leaves unused).
+NO_MORE_LINKS = frozenset({2, 13})
+NOT_SUPPORTED = 3
+
+
+def walk_ends(code: int | None, link: int) -> bool:
+    """Whether NVML's error ``code`` on link index ``link`` ends the walk over a GPU's links."""
+    return code in NO_MORE_LINKS or (code == NOT_SUPPORTED and link == 0)
+
+
 #: The link kind gpuscout writes in ``DeviceInfo.peers``.
 KIND = "nvlink"
 
@@ -67,7 +78,7 @@ def read_links(nv: Any, handle: Any) -> tuple[LinkReading, ...]:
         try:
             active = int(state(handle, link)) == 1
         except nv.NVMLError as exc:
-            if _code(exc) in NO_MORE_LINKS:
+            if walk_ends(_code(exc), link):
                 break
             continue
         if not active:
@@ -132,5 +143,6 @@ __all__ = [
     "LinkReading",
     "peer_map",
     "read_links",
+    "walk_ends",
     "with_peers",
 ]

@@ -365,14 +365,14 @@ def _migs(nv: Any, handle: Any, count: Any) -> list[dict[str, Any]]:
 def _links(nv: Any, handle: Any) -> Any:
     """Every NVLink index NVML answers for (``nvlink.read_links`` walks the same way): its
     state, and for an active one what is at its other end; an error on link 0 for the lot."""
-    from gpuscout.plugins.cuda.nvlink import MAX_LINKS, NO_MORE_LINKS
+    from gpuscout.plugins.cuda.nvlink import MAX_LINKS, walk_ends
 
     found: list[dict[str, Any]] = []
     count = MAX_LINKS if hasattr(nv, "nvmlDeviceGetNvLinkState") else 0
     for link in range(count):
         state, error = _try(nv, nv.nvmlDeviceGetNvLinkState, handle, link)
         if error is not None:
-            if ERROR_CODES.get(str(error["error"])) in NO_MORE_LINKS:
+            if walk_ends(ERROR_CODES.get(str(error["error"])), link):
                 return found or error
             found.append({"state": error})
             continue

@@ -153,3 +153,11 @@ def test_a_recording_captures_the_nvlink_answers_it_replays() -> None:
     handle = again.nvmlDeviceGetHandleByIndex(0)
     assert read_links(again, handle) == read_links(live, live.nvmlDeviceGetHandleByIndex(0))
     assert len(recorded["gpus"][0]["nvlink"]) == 3
+
+
+def test_an_unused_link_in_the_middle_is_skipped_not_the_end() -> None:
+    """NOT_SUPPORTED on a later link skips that link; the links after it still count."""
+    nvlink = [link(0x2A), {"state": {"error": "NotSupported"}}, link(0x3B)]
+    nv = ReplayedNvml({"gpus": [{"name": "x", "uuid": A, "nvlink": nvlink}]})
+    links = read_links(nv, nv.nvmlDeviceGetHandleByIndex(0))
+    assert [x.remote for x in links] == ["0000:2a:00.0", "0000:3b:00.0"]
