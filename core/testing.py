@@ -492,6 +492,7 @@ def _hide_builtin_devices(monkeypatch: pytest.MonkeyPatch) -> None:
 
     from gpuscout.host import BUILTINS
 
+    hide_live_topology(monkeypatch)
     for _, module_name in BUILTINS:
         module = importlib.import_module(module_name)
         for hook, stand_in in (
@@ -500,6 +501,20 @@ def _hide_builtin_devices(monkeypatch: pytest.MonkeyPatch) -> None:
         ):
             if hasattr(module, hook):
                 monkeypatch.setattr(module, hook, stand_in)
+
+
+def hide_live_topology(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For this test, the core reads no device placement (NUMA node, CPUs, PCIe link) from this
+    machine's own ``/sys``: a device a test hands over with a PCI address that happens to exist
+    here keeps its topology unknown. A recorded root or a replay is still read."""
+    import gpuscout.topology as topology
+
+    real = topology.read_placement
+
+    def read_placement(context: Context, address: str) -> topology.Placement:
+        return topology.Placement() if context.root in ("", "/") else real(context, address)
+
+    monkeypatch.setattr(topology, "read_placement", read_placement)
 
 
 def _exit_status(exc: SystemExit) -> int:
@@ -524,7 +539,8 @@ def gpuscout_cli(
     scout=None, **scout_options) -> CliRun(code, out, err)``: ``gpuscout ARGV`` run in-process
     (``gpuscout.cli.main``) over a Scout that reports exactly ``devices`` (and what ``plugins``
     find), with every built-in's rules (``builtins=False``: none) but none of this machine's
-    devices: the built-ins' enumerate and refresh find nothing for the test.
+    devices: the built-ins' enumerate and refresh find nothing for the test, and the core reads
+    no device placement from this machine's ``/sys`` (``hide_live_topology``).
 
     ``env`` (default ``gpuscout_env``) is all the Scout sees, and what ``exec`` hands its
     command; ``platform`` defaults to ``gpuscout_platform``; ``scout_options`` go to Scout.
@@ -817,6 +833,7 @@ __all__ = [
     "gpuscout_replay",
     "gpuscout_root",
     "gpuscout_scout",
+    "hide_live_topology",
     "in_u64",
     "injected",
     "isolated_scout",

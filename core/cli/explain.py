@@ -29,7 +29,9 @@ def explain(found: Discovery) -> dict[str, Any]:
 
     ``ranking``: per ranked device its rank, id, library (``backend``), the values the ranking
     reads, the next device and the criterion that put this one before it (``decided_by``: a
-    name from ``criteria``, or None for the last device or a full tie). ``dropped``: each
+    name from ``criteria``, or None for the last device or a full tie), and where it sits
+    (``numa_node``, -1 unknown; ``link``, the PCIe link as ``list`` shows it, "" unknown) with its
+    ``notes`` (a link below its maximum among them). ``dropped``: each
     dropped device with its reason, ``duplicate_of`` and ``hidden_by``: the visibility
     setting (``CUDA_VISIBLE_DEVICES=0``) that hides the device or the device it is a twin of,
     "" when none does. ``plugins``: status, device count, elapsed milliseconds, error and note
@@ -57,6 +59,9 @@ def explain(found: Discovery) -> dict[str, Any]:
                 "free_memory": device.free_memory,
                 "free_memory_unknown": device.free_memory_unknown,
                 "unused_reason": device.unused_reason,
+                "numa_node": device.numa_node,
+                "link": link_text(device),
+                "notes": list(device.notes),
                 "next": None if following is None else _ref(following),
                 "decided_by": None if decided is None else decided.name,
                 "usable_free_memory": device.usable_free,
@@ -107,6 +112,13 @@ def explain(found: Discovery) -> dict[str, Any]:
         # What the system memory figures are (WSL2's virtual machine, macOS's VM statistics).
         "system_notes": list(found.system.notes),
     }
+
+
+def link_text(device: DeviceInfo) -> str:
+    """The device's PCIe link as ``list`` shows it (``Gen5 x16``), "" when unknown."""
+    from gpuscout.topology import describe
+
+    return describe(device.pcie_link) if device.pcie_link is not None else ""
 
 
 def _name(ref: dict[str, Any]) -> str:
@@ -189,6 +201,10 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
         head = f"  #{entry['rank']} {_name(entry)} ({_kind(entry)}, {_free_label(entry)})"
         if entry["unused_reason"]:
             head += f" [not used by the runtime unless selected: {entry['unused_reason']}]"
+        if entry["numa_node"] >= 0 or entry["link"]:
+            where = [f"NUMA node {entry['numa_node']}"] if entry["numa_node"] >= 0 else []
+            where += [f"PCIe {entry['link']}"] if entry["link"] else []
+            head += f" [{', '.join(where)}]"
         if entry.get("budget"):
             head += f" [budget: {entry['budget']['sentence']}]"
         if following is None:
@@ -196,6 +212,7 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
         else:
             why = _reason(entry, following, prefer)
             lines.append(printable(f"{head} before #{following['rank']} {_name(following)}: {why}"))
+        lines += [printable(f"    note: {note}") for note in entry["notes"]]
     lines += [
         printable(f"  budget {sentence}: it changes nothing here")
         for sentence in data.get("unmatched_budgets", [])

@@ -7,6 +7,7 @@ the report says lives here, so tests can feed values recorded on real cards.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import attrs
 
@@ -79,6 +80,8 @@ class GpuReading:
     #: SoC, not on PCI: nvidia-smi prints its Bus-Id as N/A); ``pci`` is then all zeros and
     #: the record has no ``pci_id``.
     on_pci: bool = True
+    #: The GPU's active NVLinks (``nvlink.read_links``); none without NVLink or in MIG mode.
+    links: tuple[Any, ...] = ()
 
 
 @attrs.frozen

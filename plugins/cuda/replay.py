@@ -233,6 +233,36 @@ class ReplayedNvml:
     def nvmlDeviceGetComputeInstanceId(self, handle: tuple[Any, ...]) -> int:
         return _int(*self._field(handle, "compute_instance_id"))
 
+    # -- NVLink: "nvlink" is a list of links, {"state", "remote", "type"} each ------------------
+    def _link(self, handle: tuple[Any, ...], link: int) -> tuple[Mapping[str, Any], str]:
+        value, where = self._field(handle, "nvlink", {"error": "NotSupported"})
+        links = _answer(value, where)
+        if not isinstance(links, list):
+            raise RecordingError(f"{_WHERE}{where}: expected a list of links")
+        if not 0 <= link < len(links):
+            raise ReplayedNVMLError(ERROR_CODES["InvalidArgument"])
+        return _obj(links[link], f"{where}[{link}]"), f"{where}[{link}]"
+
+    def nvmlDeviceGetNvLinkState(self, handle: tuple[Any, ...], link: int) -> int:
+        entry, where = self._link(handle, link)
+        return _int(entry.get("state", 0), f"{where}.state")
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: tuple[Any, ...], link: int) -> SimpleNamespace:
+        entry, where = self._link(handle, link)
+        pci = _obj(entry.get("remote", {"error": "NotSupported"}), f"{where}.remote")
+        for key in ("domain", "bus", "device"):
+            _int(pci.get(key), f"{where}.remote.{key}")
+        return SimpleNamespace(
+            busId=_str(pci.get("busId", ""), f"{where}.remote.busId"),
+            domain=pci["domain"],
+            bus=pci["bus"],
+            device=pci["device"],
+        )
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: tuple[Any, ...], link: int) -> int:
+        entry, where = self._link(handle, link)
+        return _int(entry.get("type", {"error": "NotSupported"}), f"{where}.type")
+
 
 # -- capture --------------------------------------------------------------------------------------
 
@@ -308,6 +338,8 @@ def capture(nv: Any) -> dict[str, Any]:
         if isinstance(mode, list) and mode and int(mode[0]) == 1:
             gpu["max_mig"] = _value(nv, nv.nvmlDeviceGetMaxMigDeviceCount, handle, convert=int)
             gpu["mig"] = _migs(nv, handle, gpu["max_mig"])
+        else:
+            gpu["nvlink"] = _links(nv, handle)
         gpus.append(gpu)
     return {"driver": driver, "gpus": gpus}
 
@@ -328,6 +360,41 @@ def _migs(nv: Any, handle: Any, count: Any) -> list[dict[str, Any]]:
                 entry[key] = _value(nv, call, mig, convert=int)
         found.append(entry)
     return found
+
+
+def _links(nv: Any, handle: Any) -> Any:
+    """Every NVLink index NVML answers for (``nvlink.read_links`` walks the same way): its
+    state, and for an active one what is at its other end; an error on link 0 for the lot."""
+    from gpuscout.plugins.cuda.nvlink import MAX_LINKS, walk_ends
+
+    found: list[dict[str, Any]] = []
+    count = MAX_LINKS if hasattr(nv, "nvmlDeviceGetNvLinkState") else 0
+    for link in range(count):
+        state, error = _try(nv, nv.nvmlDeviceGetNvLinkState, handle, link)
+        if error is not None:
+            if walk_ends(ERROR_CODES.get(str(error["error"])), link):
+                return found or error
+            found.append({"state": error})
+            continue
+        entry: dict[str, Any] = {"state": int(state)}
+        if int(state) == 1:
+            entry["remote"] = _remote(nv, handle, link)
+            entry["type"] = _value(nv, nv.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link, convert=int)
+        found.append(entry)
+    return found
+
+
+def _remote(nv: Any, handle: Any, link: int) -> dict[str, Any]:
+    """What is at the other end of ``link``, as ``nvmlDeviceGetPciInfo`` is recorded."""
+    call = getattr(nv, "nvmlDeviceGetNvLinkRemotePciInfo", None)
+    if call is None:
+        return {"error": "FunctionNotFound"}
+    pci, error = _try(nv, call, handle, link)
+    if error is not None:
+        return dict(error)
+    bus_id = getattr(pci, "busId", b"")
+    text = bus_id.decode("ascii", "replace") if isinstance(bus_id, bytes) else str(bus_id)
+    return {"busId": text, "domain": int(pci.domain), "bus": int(pci.bus), "device": int(pci.device)}
 
 
 def init_failure(nv: Any, exc: BaseException) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import attrs
 
 from gpuscout.plugin import Context, DeviceInfo, system_memory
-from gpuscout.plugins.rocm import devices, diagnose, gfx, hsakmt, smi, sysfs, visibility
+from gpuscout.plugins.rocm import devices, diagnose, gfx, hsakmt, smi, sysfs, visibility, xgmi
 from gpuscout.plugins.rocm.names import LIBRARY
 
 
@@ -232,7 +232,8 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     context.log.debug(
         "rocm.enumerate", source="amdsmi" if gpus else "sysfs", gpus=len(facts), amdsmi=smi_why or "ok"
     )
-    return build_visible(context, facts, found)
+    shown = build_visible(context, facts, found)
+    return xgmi.with_peers(shown, kept, facts, xgmi.read_xgmi(context, kept)) if kept else shown
 
 
 def refresh_devices(devices_in: Sequence[DeviceInfo], context: Context) -> list[DeviceInfo]:
