@@ -28,6 +28,8 @@ if TYPE_CHECKING:
         DeviceID,
         DeviceInfo,
         FlashAttention,
+        PcieLink,
+        PeerLink,
         SystemInfo,
     )
     from gpuscout.results import Discovery, Dropped, PluginReport, PluginStatus
@@ -66,6 +68,8 @@ _LAZY = {
     "DeviceComparison": "gpuscout.records",
     "DeviceID": "gpuscout.records",
     "DeviceInfo": "gpuscout.records",
+    "PcieLink": "gpuscout.records",
+    "PeerLink": "gpuscout.records",
     "FlashAttention": "gpuscout.records",
     "SystemInfo": "gpuscout.records",
     "Discovery": "gpuscout.results",
@@ -115,6 +119,8 @@ __all__ = [
     "LoadOperation",
     "LoadResult",
     "ModelError",
+    "PcieLink",
+    "PeerLink",
     "PluginReport",
     "PluginStatus",
     "Scout",

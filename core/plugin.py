@@ -32,7 +32,7 @@ from gpuscout.hookspecs import HOOKS
 from gpuscout.log import get_logger
 from gpuscout.markers import hookimpl
 from gpuscout.pcibus import PCI_DEVICES, PciGpu, binding_problem, module_loaded, pci_gpus
-from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
+from gpuscout.records import DeviceID, DeviceInfo, PcieLink, PeerLink, SystemInfo
 
 #: The version of the hook API (hook names, arguments, answers, the names in this module).
 #: It grows by one when something here changes in a way an existing plugin would notice. A
@@ -172,6 +172,8 @@ __all__ = [
     "EnvEntry",
     "GpuscoutError",
     "PciGpu",
+    "PcieLink",
+    "PeerLink",
     "RecordingError",
     "SelectionRefused",
     "SystemInfo",

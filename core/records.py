@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from gpuscout.cpulist import MAX_CPULIST, is_cpulist
 from gpuscout.errors import GpuscoutError
 
 #: The library name the seed uses for the CPU in its rules (flash attention).
@@ -150,13 +151,104 @@ class DeviceID:
     library: str = _text()
 
 
+#: Fastest PCIe link speed accepted, GT/s (PCIe 7.0 is 128).
+MAX_LINK_SPEED = 1024.0
+#: Widest PCIe link accepted (the Link Status register's width field has 6 bits).
+MAX_LINK_WIDTH = 64
+#: Highest NUMA node number accepted (Linux's MAX_NUMNODES is at most 1024).
+MAX_NUMA_NODE = 65535
+#: Most peers one device may list (an NVL72 rack has 71 per GPU).
+MAX_PEERS = 1024
+#: What a peer link's kind looks like: a short lower-case word (``nvlink``, ``xgmi``).
+LINK_KIND = re.compile(r"[a-z0-9][a-z0-9_.-]{0,31}", re.ASCII)
+
+
+def _link_speed(instance: Any, attribute: attrs.Attribute[float], value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _refuse(instance, attribute.name, "a number of GT/s", value)
+    if not 0 <= value <= MAX_LINK_SPEED:  # NaN fails this too
+        raise _refuse(instance, attribute.name, f"GT/s in 0..{MAX_LINK_SPEED:g} (0 = unknown)", value)
+
+
+def _speed(value: Any) -> Any:
+    # An int speed (8) is the float 8.0; anything else is left for the validator to refuse.
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+@attrs.frozen
+class PcieLink:
+    """A device's PCIe link as the kernel reports it: the current and the maximum speed (GT/s,
+    the kernel's ``current_link_speed``/``max_link_speed``: 2.5, 5.0, 8.0, 16.0, 32.0, 64.0)
+    and width (lanes, ``current_link_width``/``max_link_width``). 0 is "unknown" for each.
+    Wire keys ``speed``, ``width``, ``max_speed``, ``max_width``, each left out when unknown.
+    """
+
+    speed: float = attrs.field(default=0.0, converter=_speed, validator=_link_speed)
+    width: int = attrs.field(
+        default=0, validator=_in_range(0, MAX_LINK_WIDTH, f"lanes in 0..{MAX_LINK_WIDTH}")
+    )
+    max_speed: float = attrs.field(default=0.0, converter=_speed, validator=_link_speed)
+    max_width: int = attrs.field(
+        default=0, validator=_in_range(0, MAX_LINK_WIDTH, f"lanes in 0..{MAX_LINK_WIDTH}")
+    )
+
+    @property
+    def known(self) -> bool:
+        """Whether any part of the link is known."""
+        return bool(self.speed or self.width or self.max_speed or self.max_width)
+
+
+def _link_kind(instance: Any, attribute: attrs.Attribute[str], value: Any) -> None:
+    if not isinstance(value, str) or LINK_KIND.fullmatch(value) is None:
+        raise _refuse(instance, attribute.name, "a link kind such as 'nvlink' ([a-z0-9_.-], 1-32)", value)
+
+
+@attrs.frozen(order=True)
+class PeerLink:
+    """A direct link from a device to another device of the same discovery: the peer's ``id``
+    and ``library`` (wire key ``backend``) and the kind of ``link`` (``nvlink``, ``xgmi``)."""
+
+    id: str = _text()
+    library: str = _text()
+    link: str = attrs.field(default="", validator=_link_kind)
+
+
+def _peers(value: Any) -> tuple[PeerLink, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise _refuse(None, "peers", "a sequence of PeerLink", value, "DeviceInfo.peers")
+    items = tuple(value)
+    bad = next((i for i, v in enumerate(items) if not isinstance(v, PeerLink)), None)
+    if bad is not None:
+        raise _refuse(None, "peers", "PeerLink", items[bad], f"DeviceInfo.peers[{bad}]")
+    if len(items) > MAX_PEERS:
+        raise RecordError(f"DeviceInfo.peers: {len(items)} peers, at most {MAX_PEERS} allowed", "peers")
+    return items
+
+
+def _local_cpus(instance: Any, attribute: attrs.Attribute[str], value: Any) -> None:
+    if not isinstance(value, str):
+        raise _refuse(instance, attribute.name, "str", value)
+    if not is_cpulist(value) or value != value.strip():
+        raise _refuse(
+            instance, attribute.name, "a CPU list in the kernel's form ('0-3,8-11', '5', '')", value
+        )
+
+
+def _pcie_link(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, PcieLink):
+        raise _refuse(instance, attribute.name, "a PcieLink or None", value)
+
+
 @attrs.frozen
 class DeviceInfo:
     """One device as one library reports it (the seed's DeviceInfo, fields in snake_case).
 
     Extra fields of gpuscout's own (``uuid``, ``free_memory_unknown``, ``software``,
-    ``free_memory_stale``, ``unused_reason``, ``max_allocation``, ``hidden_by``, ``notes``) default to
-    empty and are left out of the wire format when empty.
+    ``free_memory_stale``, ``unused_reason``, ``max_allocation``, ``hidden_by``, ``notes``, and the
+    topology: ``numa_node``, ``local_cpus``, ``pcie_link``, ``peers``) default to empty (-1 for
+    ``numa_node``, since node 0 is a node) and are left out of the wire format when empty.
     """
 
     id: str = _text()
@@ -204,6 +296,16 @@ class DeviceInfo:
     #: the plugin read it ("WSL2: ..."), a fault it shows ("running at PCIe Gen3 x4 of Gen5
     #: x16"), which budget applies. ``list`` and ``--explain`` show them.
     notes: tuple[str, ...] = attrs.field(default=(), converter=_notes)
+    #: The NUMA node the device is attached to (the kernel's ``numa_node``), -1 when unknown.
+    numa_node: int = attrs.field(
+        default=-1, validator=_in_range(-1, MAX_NUMA_NODE, f"a NUMA node in -1..{MAX_NUMA_NODE}")
+    )
+    #: The CPUs close to the device, in the kernel's list form (``0-31,64-95``); "" = unknown.
+    local_cpus: str = attrs.field(default="", validator=_local_cpus)
+    #: The device's PCIe link (current and maximum speed and width), None when unknown.
+    pcie_link: PcieLink | None = attrs.field(default=None, validator=_pcie_link)
+    #: Direct links to other devices of the same discovery (NVLink, xGMI), each once.
+    peers: tuple[PeerLink, ...] = attrs.field(default=(), converter=_peers)
 
     @property
     def compute(self) -> str:
@@ -339,6 +441,7 @@ def check_device(value: Any, where: str = "") -> DeviceInfo:
     if len(notes) > _MAX_NOTES:
         raise RecordError(f"{where}.notes: {len(notes)} notes, at most {_MAX_NOTES} allowed")
     fields["notes"] = tuple(_plain_str(n, f"{where}.notes[{i}]") for i, n in enumerate(notes))
+    fields.update(_checked_topology(value, where))
     overrides = value.runner_env_overrides
     if not isinstance(overrides, Mapping):
         raise RecordError(f"{where}.runner_env_overrides: expected a mapping, got {show_value(overrides)}")
@@ -349,6 +452,65 @@ def check_device(value: Any, where: str = "") -> DeviceInfo:
         for k, v in overrides.items()
     }
     return DeviceInfo(**fields)
+
+
+def _checked_topology(value: DeviceInfo, where: str) -> dict[str, Any]:
+    """The topology fields of ``value`` as plain values (see ``check_device``)."""
+    numa = _plain_int(value.numa_node, f"{where}.numa_node", -1)
+    if numa > MAX_NUMA_NODE:
+        raise RecordError(f"{where}.numa_node: expected a NUMA node in -1..{MAX_NUMA_NODE}, got {numa}")
+    cpus = value.local_cpus
+    if not isinstance(cpus, str):
+        raise RecordError(f"{where}.local_cpus: expected str, got {show_value(cpus)}")
+    if len(cpus) > MAX_CPULIST or not is_cpulist(cpus) or cpus != cpus.strip():
+        raise RecordError(
+            f"{where}.local_cpus: expected a CPU list in the kernel's form ('0-3,8-11'), "
+            f"got {show_value(cpus)}"
+        )
+    link = value.pcie_link
+    if link is not None:
+        if not isinstance(link, PcieLink):
+            raise RecordError(f"{where}.pcie_link: expected a PcieLink or None, got {show_value(link)}")
+        speed = _plain_speed(link.speed, f"{where}.pcie_link.speed")
+        width = _plain_int(link.width, f"{where}.pcie_link.width", 0)
+        max_speed = _plain_speed(link.max_speed, f"{where}.pcie_link.max_speed")
+        max_width = _plain_int(link.max_width, f"{where}.pcie_link.max_width", 0)
+        try:
+            link = PcieLink(speed=speed, width=width, max_speed=max_speed, max_width=max_width)
+        except RecordError as exc:
+            raise RecordError(f"{where}.pcie_link: {exc}") from None
+        link = link if link.known else None
+    peers = value.peers
+    if not isinstance(peers, tuple):
+        raise RecordError(f"{where}.peers: expected a sequence of PeerLink, got {show_value(peers)}")
+    if len(peers) > MAX_PEERS:
+        raise RecordError(f"{where}.peers: {len(peers)} peers, at most {MAX_PEERS} allowed")
+    plain: list[PeerLink] = []
+    for i, peer in enumerate(peers):
+        if not isinstance(peer, PeerLink):
+            raise RecordError(f"{where}.peers[{i}]: expected PeerLink, got {show_value(peer)}")
+        kind = _plain_str(peer.link, f"{where}.peers[{i}].link")
+        if LINK_KIND.fullmatch(kind) is None:
+            raise RecordError(
+                f"{where}.peers[{i}].link: expected a link kind such as 'nvlink', got {kind!r:.40}"
+            )
+        plain.append(
+            PeerLink(
+                _plain_str(peer.id, f"{where}.peers[{i}].id"),
+                _plain_str(peer.library, f"{where}.peers[{i}].library"),
+                kind,
+            )
+        )
+    return {"numa_node": numa, "local_cpus": str.__str__(cpus), "pcie_link": link, "peers": tuple(plain)}
+
+
+def _plain_speed(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RecordError(f"{where}: expected a number of GT/s, got {show_value(value)}")
+    number = float(value)
+    if not 0 <= number <= MAX_LINK_SPEED:
+        raise RecordError(f"{where}: expected GT/s in 0..{MAX_LINK_SPEED:g}, got {show_value(value)}")
+    return number
 
 
 def model_name(device: DeviceInfo) -> str:

@@ -252,6 +252,7 @@ class Scout:
                 [(d, self.init_check_env(d)) for d in kept], timeout=self.enumerate_timeout + START_ALLOWANCE
             )
             dropped.extend(failed)
+        kept = self._placed(kept, deadline)
         # System memory is read under the enumerate deadline too (at least 1 s of it left).
         memory_ctx = self.context(deadline=max(deadline, time.monotonic() + 1.0))
         system = read_system(memory_ctx)
@@ -264,6 +265,20 @@ class Scout:
         return Discovery(
             devices=rank(kept), dropped=dropped, system=system, plugins=self._host.snapshot(), elapsed=elapsed
         )
+
+    def _placed(self, devices: list[DeviceInfo], deadline: float) -> list[DeviceInfo]:
+        """``devices`` with their NUMA node, near CPUs and PCIe link read from sysfs where the
+        plugin left them empty (``gpuscout.topology``, under the enumerate deadline, at least
+        1 s of it left), and peers only among themselves."""
+        from gpuscout.topology import add_topology, keep_known_peers
+
+        if not any(d.pci_id for d in devices) and not any(d.peers for d in devices):
+            return devices
+        ctx = self.context(deadline=max(deadline, time.monotonic() + 1.0))
+        placed = keep_known_peers(add_topology(devices, ctx))
+        for note in ctx.notes:
+            self.log.info("discovery.topology_note", note=note)
+        return placed
 
     def merge(self, found: Sequence[tuple[str, DeviceInfo]]) -> tuple[list[DeviceInfo], list[Dropped]]:
         """``(plugin, device)`` pairs folded into survivors and dropped duplicates (near-linear)."""

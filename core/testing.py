@@ -492,6 +492,7 @@ def _hide_builtin_devices(monkeypatch: pytest.MonkeyPatch) -> None:
 
     from gpuscout.host import BUILTINS
 
+    hide_live_topology(monkeypatch)
     for _, module_name in BUILTINS:
         module = importlib.import_module(module_name)
         for hook, stand_in in (
@@ -500,6 +501,20 @@ def _hide_builtin_devices(monkeypatch: pytest.MonkeyPatch) -> None:
         ):
             if hasattr(module, hook):
                 monkeypatch.setattr(module, hook, stand_in)
+
+
+def hide_live_topology(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For this test, the core reads no device placement (NUMA node, CPUs, PCIe link) from this
+    machine's own ``/sys``: a device a test hands over with a PCI address that happens to exist
+    here keeps its topology unknown. A recorded root or a replay is still read."""
+    import gpuscout.topology as topology
+
+    real = topology.read_placement
+
+    def read_placement(context: Context, address: str) -> topology.Placement:
+        return topology.Placement() if context.root in ("", "/") else real(context, address)
+
+    monkeypatch.setattr(topology, "read_placement", read_placement)
 
 
 def _exit_status(exc: SystemExit) -> int:
@@ -808,6 +823,7 @@ __all__ = [
     "gpuscout_replay",
     "gpuscout_root",
     "gpuscout_scout",
+    "hide_live_topology",
     "in_u64",
     "injected",
     "isolated_scout",

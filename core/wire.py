@@ -33,7 +33,7 @@ from cattrs.gen import make_dict_structure_fn, override
 from gpuscout.errors import GpuscoutError
 from gpuscout.layers import GPULayers, GPULayersList
 from gpuscout.memory import BackendMemory, DeviceMemory
-from gpuscout.records import DeviceInfo, RecordError
+from gpuscout.records import DeviceInfo, PeerLink, RecordError
 from gpuscout.results import Discovery, Dropped, PluginReport, PluginStatus
 from gpuscout.wire_encode import KEYS as _KEYS
 from gpuscout.wire_encode import NEVER as _NEVER
@@ -157,6 +157,11 @@ def make_converter() -> cattrs.Converter:
         conv.register_structure_hook_func(
             functools.partial(operator.eq, generic), _sequence_hook(conv, item, wrap)
         )
+    # A device's peers: records whose error path carries the index.
+    peers = _record_list_hook(conv, PeerLink)
+    conv.register_structure_hook_func(
+        functools.partial(operator.eq, tuple[PeerLink, ...]), lambda v, t: tuple(peers(v, t))
+    )
     # runner_env_overrides is never on the wire.
     conv.register_structure_hook_func(lambda t: t == dict[str, str], lambda v, t: {})
     for cls, keys in _KEYS.items():

@@ -17,7 +17,7 @@ import attrs
 from gpuscout.errors import GpuscoutError
 from gpuscout.layers import GPULayers
 from gpuscout.memory import BackendMemory, DeviceMemory
-from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
+from gpuscout.records import DeviceID, DeviceInfo, PcieLink, PeerLink, SystemInfo
 from gpuscout.results import Discovery, Dropped, PluginReport
 
 #: Python field -> wire key, per wire record; fields not named keep their name.
@@ -31,6 +31,8 @@ KEYS: dict[type, dict[str, str]] = {
         "library_path": "LibraryPath",
     },
     SystemInfo: {},
+    PcieLink: {},
+    PeerLink: {"library": "backend"},
     DeviceMemory: {
         "library": "backend",
         "name": "Name",
@@ -62,9 +64,16 @@ OMIT_IF_EMPTY: dict[type, frozenset[str]] = {
             "max_allocation",
             "hidden_by",
             "notes",
+            "numa_node",
+            "local_cpus",
+            "pcie_link",
+            "peers",
         }
     ),
     SystemInfo: frozenset({"total_memory", "free_memory", "free_swap"}),
+    # A part of the link the kernel did not say (0) is left out.
+    PcieLink: frozenset({"speed", "width", "max_speed", "max_width"}),
+    PeerLink: frozenset(),
     DeviceMemory: frozenset({"library"}),
     BackendMemory: frozenset(),
     GPULayers: frozenset({"library"}),
@@ -109,6 +118,8 @@ def _record(obj: Any) -> dict[str, Any]:
             value = [unstructure(v) for v in value] if value else None
         elif type(value) in KEYS:
             value = _record(value)
+        elif isinstance(value, tuple) and value and type(value[0]) in KEYS:
+            value = [_record(v) for v in value]  # peers
         out[key] = value
     return out
 

@@ -23,7 +23,7 @@ from hypothesis import is_hypothesis_test, settings
 
 from gpuscout import DeviceInfo, Scout
 from gpuscout import log as gpuscout_log
-from gpuscout.testing import ScoutFactory, injected, plugin_test_env
+from gpuscout.testing import ScoutFactory, hide_live_topology, injected, plugin_test_env
 
 # Keeps the real Vulkan loader from finding lavapipe where a test injects its own devices.
 NO_VULKAN_ENV = plugin_test_env("vulkan")
@@ -380,7 +380,9 @@ def hidden_machine(
 ) -> None:
     """The built-in CUDA and ROCm plugins find no device of this machine, real or fake: NVML
     is "not installed" and the live root has no /sys (whatever env the Scout is given). Vulkan
-    is kept off real drivers by its ``GPUSCOUT_TEST_ENV``, Metal by ``platform="linux"``."""
+    is kept off real drivers by its ``GPUSCOUT_TEST_ENV``, Metal by ``platform="linux"``. The
+    core reads no device placement from the live ``/sys`` either (``hide_live_topology``)."""
+    hide_live_topology(monkeypatch)
     _machine_as(monkeypatch, _no_driver, tmp_path_factory.mktemp("empty-root"))
 
 
@@ -405,6 +407,15 @@ def _hermetic(request: pytest.FixtureRequest, _fake_machine: None) -> None:
     inside_plugins = (TESTS / "plugins") in Path(str(request.node.path)).parents
     if not inside_plugins and request.node.get_closest_marker("real_machine") is None:
         request.getfixturevalue("hidden_machine")
+
+
+@pytest.fixture(autouse=True)
+def _no_live_topology(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The core reads no device placement from this machine's /sys in any test (plugin tests
+    with fake drivers included) unless it is marked ``real_machine``: a fake GPU's PCI address
+    may be a real device here."""
+    if request.node.get_closest_marker("real_machine") is None:
+        hide_live_topology(monkeypatch)
 
 
 def nvidia_driver_here(config: pytest.Config) -> str:

@@ -23,6 +23,7 @@ import pytest
 
 from gpuscout import DeviceInfo, Discovery, Scout
 from gpuscout.cli import main
+from gpuscout.wire_encode import unstructure
 
 MACHINES = pathlib.Path(__file__).parent / "machines"
 #: Every folder of the zoo: a machine is a folder with a recording or an expectation.
@@ -83,7 +84,9 @@ def _wire_default(key: str) -> Any:
 
 def _record_value(device: DeviceInfo, key: str) -> Any:
     value = getattr(device, WIRE_FIELDS.get(key, key), KeyError)
-    return (list(value) or None) if isinstance(value, tuple) else value
+    if attrs.has(type(value)):
+        return unstructure(value)  # a nested record (pcie_link) by its wire keys
+    return (unstructure(list(value)) or None) if isinstance(value, tuple) else value
 
 
 def _wire_value(device: Mapping[str, Any], key: str) -> Any:

@@ -22,6 +22,8 @@ from gpuscout import (
     from_json,
     to_json,
 )
+from gpuscout.cpulist import cpulist
+from gpuscout.records import PcieLink, PeerLink
 from gpuscout.results import Discovery, PluginStatus
 from gpuscout.scout import Scout
 from gpuscout.sizes import GIB
@@ -207,6 +209,19 @@ sizes = st.integers(min_value=0, max_value=2**64 - 1)
         software=st.booleans(),
         max_allocation=sizes,
         notes=st.lists(names, max_size=3),
+        numa_node=st.integers(-1, 65535),
+        local_cpus=st.lists(st.integers(0, 9999), max_size=6).map(cpulist),
+        pcie_link=st.none()
+        | st.builds(
+            PcieLink,
+            speed=st.sampled_from([0.0, 2.5, 5.0, 8.0, 16.0, 32.0, 64.0]),
+            width=st.integers(0, 64),
+            max_speed=st.floats(0, 1024, allow_nan=False),
+            max_width=st.integers(0, 64),
+        ),
+        peers=st.lists(
+            st.builds(PeerLink, id=names, library=names, link=st.sampled_from(["nvlink", "xgmi"]))
+        ),
     )
 )
 def test_any_record_round_trips(device: DeviceInfo) -> None:

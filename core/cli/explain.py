@@ -29,7 +29,9 @@ def explain(found: Discovery) -> dict[str, Any]:
 
     ``ranking``: per ranked device its rank, id, library (``backend``), the values the ranking
     reads, the next device and the criterion that put this one before it (``decided_by``: a
-    name from ``criteria``, or None for the last device or a full tie). ``dropped``: each
+    name from ``criteria``, or None for the last device or a full tie), and where it sits
+    (``numa_node``, -1 unknown; ``pcie_link`` as ``list`` shows it, "" unknown) with its
+    ``notes`` (a link below its maximum among them). ``dropped``: each
     dropped device with its reason, ``duplicate_of`` and ``hidden_by``: the visibility
     setting (``CUDA_VISIBLE_DEVICES=0``) that hides the device or the device it is a twin of,
     "" when none does. ``plugins``: status, device count, elapsed milliseconds, error and note
@@ -49,6 +51,9 @@ def explain(found: Discovery) -> dict[str, Any]:
                 "free_memory": device.free_memory,
                 "free_memory_unknown": device.free_memory_unknown,
                 "unused_reason": device.unused_reason,
+                "numa_node": device.numa_node,
+                "pcie_link": link_text(device),
+                "notes": list(device.notes),
                 "next": None if following is None else _ref(following),
                 "decided_by": None if decided is None else decided.name,
             }
@@ -83,6 +88,13 @@ def explain(found: Discovery) -> dict[str, Any]:
             for r in found.plugins
         ],
     }
+
+
+def link_text(device: DeviceInfo) -> str:
+    """The device's PCIe link as ``list`` shows it (``Gen5 x16``), "" when unknown."""
+    from gpuscout.topology import describe
+
+    return describe(device.pcie_link) if device.pcie_link is not None else ""
 
 
 def _name(ref: dict[str, Any]) -> str:
@@ -141,6 +153,10 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
         head = f"  #{entry['rank']} {_name(entry)} ({_kind(entry)}, {_free_label(entry)})"
         if entry["unused_reason"]:
             head += f" [not used by the runtime unless selected: {entry['unused_reason']}]"
+        if entry["numa_node"] >= 0 or entry["pcie_link"]:
+            where = [f"NUMA node {entry['numa_node']}"] if entry["numa_node"] >= 0 else []
+            where += [f"PCIe {entry['pcie_link']}"] if entry["pcie_link"] else []
+            head += f" [{', '.join(where)}]"
         if following is None:
             lines.append(printable(f"{head}: last"))
         else:
@@ -149,6 +165,7 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
                     f"{head} before #{following['rank']} {_name(following)}: {_reason(entry, following)}"
                 )
             )
+        lines += [printable(f"    note: {note}") for note in entry["notes"]]
     if data["dropped"]:
         lines.append("Dropped:")
     for drop in data["dropped"]:

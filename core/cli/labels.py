@@ -45,6 +45,18 @@ def driver_label(d: DeviceInfo) -> str:
     return "-" if d.driver_major == 0 and d.driver_minor == 0 else d.driver
 
 
+def numa_label(d: DeviceInfo) -> str:
+    """The device's NUMA node, ``-`` when unknown (or the kernel names none)."""
+    return "-" if d.numa_node < 0 else str(d.numa_node)
+
+
+def link_label(d: DeviceInfo) -> str:
+    """The PCIe link: ``Gen5 x16``, ``Gen3 x4 of Gen4 x16`` below its maximum, ``-`` unknown."""
+    from gpuscout.topology import describe
+
+    return (describe(d.pcie_link) if d.pcie_link is not None else "") or "-"
+
+
 def memory_label(d: DeviceInfo) -> str:
     """``20.0/24.0 GiB`` (free/total, the unit once when both share it); ``?/24.0 GiB`` when
     the free figure is unknown; `` (stale)`` after one that is not fresh."""
@@ -103,7 +115,9 @@ __all__ = [
     "devices_free_of_total",
     "driver_label",
     "free_of_total",
+    "link_label",
     "memory_bar",
     "memory_label",
+    "numa_label",
     "system_line",
 ]

@@ -34,8 +34,10 @@ from gpuscout.cli.labels import (
     compute_label,
     devices_free_of_total,
     driver_label,
+    link_label,
     memory_bar,
     memory_label,
+    numa_label,
     system_line,
 )
 from gpuscout.cli.output import output
@@ -62,6 +64,8 @@ DEVICE_COLUMNS = (
     "compute",
     "driver",
     "integrated",
+    "numa",
+    "link",
     "note",
 )
 DROPPED_COLUMNS = ("# dropped", "library", "id", "description", "pci_id", "reason")
@@ -184,6 +188,7 @@ def plain_discovery(found: Discovery) -> str:
             for n in (
                 "software" if d.software else "",
                 f"unused: {d.unused_reason}" if d.unused_reason else "",
+                *d.notes,
             )
             if n
         ]
@@ -199,6 +204,8 @@ def plain_discovery(found: Discovery) -> str:
                 compute_label(d),
                 driver_label(d),
                 "yes" if d.integrated else "no",
+                numa_label(d),
+                link_label(d),
                 "; ".join(notes),
             )
         )
@@ -346,6 +353,33 @@ def _device_columns(found: Discovery) -> list[Column]:
         ("compute", [_cell(compute_label(d)) for d in devices], WHOLE),
         ("driver", [_cell(driver_label(d)) for d in devices], WHOLE),
         ("integrated", [_cell("yes" if d.integrated else "no") for d in devices], WHOLE),
+        # Only where the kernel said where a device sits (a Mac says nothing of the kind).
+        *([("NUMA", [_cell(numa_label(d)) for d in devices], WHOLE)] if _any_numa(devices) else []),
+        *([("link", [_link_cell(d) for d in devices], WHOLE)] if _any_link(devices) else []),
+    ]
+
+
+def _any_numa(devices: Sequence[DeviceInfo]) -> bool:
+    return any(d.numa_node >= 0 for d in devices)
+
+
+def _any_link(devices: Sequence[DeviceInfo]) -> bool:
+    return any(d.pcie_link is not None for d in devices)
+
+
+def _link_cell(d: DeviceInfo) -> Text:
+    from gpuscout.topology import below_maximum
+
+    slow = d.pcie_link is not None and below_maximum(d.pcie_link)
+    return _cell(link_label(d), "yellow" if slow else "")
+
+
+def _note_lines(found: Discovery) -> list[str]:
+    """``note: #0 CUDA GPU-1: running at PCIe Gen3 x4 of Gen4 x16 (...)``, one per note."""
+    return [
+        printable(f"note: #{rank} {d.library} {d.id}: {note}")
+        for rank, d in enumerate(found.devices)
+        for note in d.notes
     ]
 
 
@@ -354,7 +388,7 @@ def _bar(d: DeviceInfo) -> str:
 
 
 #: Device columns in the order they leave a table too wide for the terminal.
-_DEVICE_DROP_ORDER = ("used", "integrated", "driver", "compute", "description", "#")
+_DEVICE_DROP_ORDER = ("used", "link", "NUMA", "integrated", "driver", "compute", "description", "#")
 _PLUGIN_DROP_ORDER = ("distribution", "version", "ms")
 
 
@@ -378,6 +412,9 @@ def _device_blocks(found: Discovery, console: Console) -> None:
             ("compute", compute_label(d)),
             ("driver", driver_label(d)),
             ("integrated", "yes" if d.integrated else "no"),
+            *([("NUMA", numa_label(d))] if d.numa_node >= 0 else []),
+            *([("link", link_label(d))] if d.pcie_link is not None else []),
+            *(("note", note) for note in d.notes),
         ):
             block.add_row(_cell(f" {label}:"), _cell(value))
         console.print(block)
@@ -410,6 +447,9 @@ def print_discovery(found: Discovery, console: Console | None = None, *, color: 
             console.print(Text(UNKNOWN_LEGEND, style="dim"))
         if fitted is not None and fitted[1]:
             console.print(Text(left_out_line(fitted[1], console.width), style="dim"))
+        if fitted is not None:  # the blocks hold each device's notes already
+            for line in _note_lines(found):
+                console.print(Text(line, style="yellow"))
     else:
         console.print(Text("No accelerators found."))
     console.print(Text(summary_line(found), style="bold"))

@@ -78,7 +78,7 @@ _HASH = 8
 #: library's labels start with one: a library whose name slugs to one of them gets the hashed
 #: slug (``integrated-<hash8>.count``), so ``integrated.count`` keeps one meaning. Library slugs
 #: hold no ".", so a library's labels can only clash with a node-wide one through its first word.
-NODE_WORDS = frozenset({"devices", "discovery", "homogeneous", "integrated", "memory", "version"})
+NODE_WORDS = frozenset({"devices", "discovery", "homogeneous", "integrated", "memory", "numa", "version"})
 
 
 # -- label names ----------------------------------------------------------------------------------
@@ -236,7 +236,23 @@ def device_labels(
     out["integrated.count"] = str(sum(d.integrated for d in devices))
     out["discovery.problems"] = str(problems)
     out["version"] = sanitize_value("version", VERSION)
+    _numa_labels(out, devices)
     return dict(sorted(out.items()))
+
+
+def _numa_labels(out: dict[str, str], devices: Sequence[DeviceInfo]) -> None:
+    """``numa.<pci address>`` per device whose NUMA node the kernel said (``numa.0000-19-00-0
+    =1``: the address's punctuation made ``-``, one label per card, partitions share it), and
+    ``numa.nodes``: how many nodes those devices sit on. Nothing when no node is known."""
+    placed: dict[str, int] = {}
+    for d in devices:
+        if d.pci_id and d.numa_node >= 0:
+            address = d.pci_id.lower()  # the lowest node if records of one card disagree
+            placed[address] = min(d.numa_node, placed.get(address, d.numa_node))
+    for address, node in placed.items():
+        out[f"numa.{slug(address)}"] = str(node)
+    if placed:
+        out["numa.nodes"] = str(len(set(placed.values())))
 
 
 def labels(discovery: Discovery, scout: Scout) -> dict[str, str]:

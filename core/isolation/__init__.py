@@ -41,7 +41,7 @@ from gpuscout.children import (
     kill_group,
     last_words,
 )
-from gpuscout.records import DeviceInfo
+from gpuscout.records import DeviceInfo, PcieLink, PeerLink
 
 #: Seconds the zygote may take for its own start (interpreter, gpuscout, the plugins' imports)
 #: beyond the enumerate deadline, before the host gives up on it.
@@ -67,8 +67,10 @@ def encode_device(device: DeviceInfo) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in attrs.fields(DeviceInfo):
         value = getattr(device, f.name)
-        if isinstance(value, tuple):
-            value = list(value)
+        if isinstance(value, (PcieLink, PeerLink)):
+            value = attrs.asdict(value)
+        elif isinstance(value, tuple):
+            value = [attrs.asdict(v) if isinstance(v, PeerLink) else v for v in value]
         elif isinstance(value, Mapping):
             value = dict(value)
         out[f.name] = value
@@ -80,7 +82,14 @@ def decode_device(data: Any, where: str) -> DeviceInfo:
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected an object, got {type(data).__name__}")
     try:
-        return DeviceInfo(**data)
+        fields = dict(data)
+        link = fields.get("pcie_link")
+        if isinstance(link, dict):
+            fields["pcie_link"] = PcieLink(**link)
+        peers = fields.get("peers")
+        if isinstance(peers, list):
+            fields["peers"] = [PeerLink(**p) if isinstance(p, dict) else p for p in peers]
+        return DeviceInfo(**fields)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
 

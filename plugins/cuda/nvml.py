@@ -15,6 +15,7 @@ import attrs
 from gpuscout.plugin import Context, DeviceInfo, SystemInfo, parse_u64, system_memory
 from gpuscout.plugins.cuda import diagnose
 from gpuscout.plugins.cuda.names import LIBRARY, VISIBLE_ENV
+from gpuscout.plugins.cuda.nvlink import peer_map, read_links, with_peers
 from gpuscout.plugins.cuda.order import (
     DriverProbe,
     cuda_order,
@@ -183,6 +184,7 @@ def read_gpu(nv: Any, index: int) -> GpuReading:
         compute_minor=int(minor),
         mig_enabled=mig_enabled,
         mig=_mig_instances(nv, handle) if mig_enabled else (),
+        links=() if mig_enabled else read_links(nv, handle),
     )
 
 
@@ -343,7 +345,8 @@ def build_devices(
         context.note("unified-memory GPU: NVML has no memory figures and system memory is unknown")
     if any(not d.integrated and d.free_memory_unknown for d in devices):
         context.note("NVML has no memory figures for a discrete NVIDIA device: memory unknown")
-    return devices + [by_uuid[uuid].evolve(hidden_by=why) for uuid, why in hiding.items()]
+    found = devices + [by_uuid[uuid].evolve(hidden_by=why) for uuid, why in hiding.items()]
+    return with_peers(found, peer_map([(g.uuid, g.pci.pci_id, g.links) for g in gpus if not g.mig_enabled]))
 
 
 def enumerate_devices(context: Context) -> list[DeviceInfo]:

@@ -7,6 +7,7 @@ the report says lives here, so tests can feed values recorded on real cards.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import attrs
 
@@ -75,6 +76,8 @@ class GpuReading:
     #: The CUDA driver's CU_DEVICE_ATTRIBUTE_INTEGRATED (NVML has no such attribute); None
     #: when the driver was not asked or did not answer.
     integrated: bool | None = None
+    #: The GPU's active NVLinks (``nvlink.read_links``); none without NVLink or in MIG mode.
+    links: tuple[Any, ...] = ()
 
 
 @attrs.frozen

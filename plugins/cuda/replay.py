@@ -233,6 +233,36 @@ class ReplayedNvml:
     def nvmlDeviceGetComputeInstanceId(self, handle: tuple[Any, ...]) -> int:
         return _int(*self._field(handle, "compute_instance_id"))
 
+    # -- NVLink: "nvlink" is a list of links, {"state", "remote", "type"} each ------------------
+    def _link(self, handle: tuple[Any, ...], link: int) -> tuple[Mapping[str, Any], str]:
+        value, where = self._field(handle, "nvlink", {"error": "NotSupported"})
+        links = _answer(value, where)
+        if not isinstance(links, list):
+            raise RecordingError(f"{_WHERE}{where}: expected a list of links")
+        if not 0 <= link < len(links):
+            raise ReplayedNVMLError(ERROR_CODES["InvalidArgument"])
+        return _obj(links[link], f"{where}[{link}]"), f"{where}[{link}]"
+
+    def nvmlDeviceGetNvLinkState(self, handle: tuple[Any, ...], link: int) -> int:
+        entry, where = self._link(handle, link)
+        return _int(entry.get("state", 0), f"{where}.state")
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: tuple[Any, ...], link: int) -> SimpleNamespace:
+        entry, where = self._link(handle, link)
+        pci = _obj(entry.get("remote", {"error": "NotSupported"}), f"{where}.remote")
+        for key in ("domain", "bus", "device"):
+            _int(pci.get(key), f"{where}.remote.{key}")
+        return SimpleNamespace(
+            busId=_str(pci.get("busId", ""), f"{where}.remote.busId"),
+            domain=pci["domain"],
+            bus=pci["bus"],
+            device=pci["device"],
+        )
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: tuple[Any, ...], link: int) -> int:
+        entry, where = self._link(handle, link)
+        return _int(entry.get("type", {"error": "NotSupported"}), f"{where}.type")
+
 
 # -- capture --------------------------------------------------------------------------------------
 
@@ -308,6 +338,8 @@ def capture(nv: Any) -> dict[str, Any]:
         if isinstance(mode, list) and mode and int(mode[0]) == 1:
             gpu["max_mig"] = _value(nv, nv.nvmlDeviceGetMaxMigDeviceCount, handle, convert=int)
             gpu["mig"] = _migs(nv, handle, gpu["max_mig"])
+        else:
+            gpu["nvlink"] = _links(nv, handle)
         gpus.append(gpu)
     return {"driver": driver, "gpus": gpus}
 
@@ -326,6 +358,40 @@ def _migs(nv: Any, handle: Any, count: Any) -> list[dict[str, Any]]:
             call = getattr(nv, name, None)
             if call is not None:
                 entry[key] = _value(nv, call, mig, convert=int)
+        found.append(entry)
+    return found
+
+
+def _links(nv: Any, handle: Any) -> Any:
+    """Every NVLink index NVML answers for (``nvlink.read_links`` walks the same way): its
+    state, and for an active one what is at its other end; an error on link 0 for the lot."""
+    from gpuscout.plugins.cuda.nvlink import MAX_LINKS, NO_MORE_LINKS
+
+    found: list[dict[str, Any]] = []
+    remote_pci = getattr(nv, "nvmlDeviceGetNvLinkRemotePciInfo", None)
+    for link in range(MAX_LINKS if hasattr(nv, "nvmlDeviceGetNvLinkState") else 0):
+        state, error = _try(nv, nv.nvmlDeviceGetNvLinkState, handle, link)
+        if error is not None:
+            code = getattr(error, "value", None) or ERROR_CODES.get(str(error["error"]))
+            if code in NO_MORE_LINKS:
+                return found or error
+            found.append({"state": error})
+            continue
+        entry: dict[str, Any] = {"state": int(state)}
+        if int(state) == 1:
+            pci, error = _try(nv, remote_pci, handle, link) if remote_pci else (None, None)
+            bus_id = getattr(pci, "busId", b"")
+            entry["remote"] = error or (
+                {
+                    "busId": bus_id.decode("ascii", "replace") if isinstance(bus_id, bytes) else str(bus_id),
+                    "domain": int(pci.domain),
+                    "bus": int(pci.bus),
+                    "device": int(pci.device),
+                }
+                if pci is not None
+                else {"error": "FunctionNotFound"}
+            )
+            entry["type"] = _value(nv, nv.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link, convert=int)
         found.append(entry)
     return found
 
