@@ -11,12 +11,13 @@ Python cannot take signals, the child simply runs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import FrameType
 
 from gpuscout.errors import GpuscoutError
@@ -46,17 +47,34 @@ def child_environment(extra: Mapping[str, str], base: Mapping[str, str] | None =
     return {**(os.environ if base is None else base), **extra}
 
 
-def run(command: Sequence[str], env: Mapping[str, str]) -> int:
-    """Run ``command`` with exactly ``env``; return its shell-style exit status.
+def run(command: Sequence[str], env: Mapping[str, str], cpus: frozenset[int] | None = None) -> int:
+    """Run ``command`` with exactly ``env`` (and on ``cpus``, when given: the child starts
+    pinned there, see ``gpuscout.affinity``); return its shell-style exit status.
 
-    Raises ``CommandError`` (code 127 or 126) when it cannot be started.
+    Raises ``CommandError`` (code 127 or 126) when it cannot be started, 126 too when the
+    CPUs cannot be set.
     """
     if not command:
         raise CommandError("no command to run", 2)
     main = threading.current_thread() is threading.main_thread()
     if main and hasattr(signal, "sigtimedwait") and hasattr(os, "posix_spawn"):
-        return _run_posix(list(command), dict(env))
-    return _run_portable(list(command), dict(env), forward_signals=main)
+        return _run_posix(list(command), dict(env), cpus)
+    return _run_portable(list(command), dict(env), forward_signals=main, cpus=cpus)
+
+
+@contextlib.contextmanager
+def _on(cpus: frozenset[int] | None) -> Iterator[None]:
+    from gpuscout.affinity import pinned
+    from gpuscout.cpulist import cpulist
+
+    stack = contextlib.ExitStack()
+    try:
+        stack.enter_context(pinned(cpus))
+    except OSError as exc:
+        shown = cpulist(cpus) if cpus is not None else ""
+        raise CommandError(f"cannot run on CPUs {shown}: {exc.strerror or exc}", NOT_EXECUTABLE) from None
+    with stack:  # only setting the CPUs is an error of ours; the child's own start is not
+        yield
 
 
 def _resolve(program: str, env: Mapping[str, str]) -> str:
@@ -73,7 +91,7 @@ def _start_error(program: str, exc: OSError) -> CommandError:
     return CommandError(f"cannot run {program!r}: {exc.strerror or exc}", code)
 
 
-def _run_posix(command: list[str], env: dict[str, str]) -> int:
+def _run_posix(command: list[str], env: dict[str, str], cpus: frozenset[int] | None = None) -> int:
     waited = {*FORWARDED, signal.SIGCHLD}
     # Blocked before the child exists, so neither a signal nor the child's exit can slip past.
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
@@ -90,15 +108,18 @@ def _run_posix(command: list[str], env: dict[str, str]) -> int:
     try:
         path = _resolve(command[0], env)
         try:
-            pid = os.posix_spawn(
-                path,
-                command,
-                env,
-                setsigmask=previous_mask,
-                # Python ignores SIGPIPE and SIGXFSZ; the child gets the defaults back, as
-                # subprocess's restore_signals does.
-                setsigdef=[getattr(signal, n) for n in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, n)],
-            )
+            with _on(cpus):
+                pid = os.posix_spawn(
+                    path,
+                    command,
+                    env,
+                    setsigmask=previous_mask,
+                    # Python ignores SIGPIPE and SIGXFSZ; the child gets the defaults back, as
+                    # subprocess's restore_signals does.
+                    setsigdef=[getattr(signal, n) for n in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, n)],
+                )
+        except CommandError:
+            raise
         except OSError as exc:
             raise _start_error(command[0], exc) from None
         child.append(pid)
@@ -141,9 +162,14 @@ def _send(pid: int, signo: int) -> None:
         pass
 
 
-def _run_portable(command: list[str], env: dict[str, str], forward_signals: bool = True) -> int:
+def _run_portable(
+    command: list[str], env: dict[str, str], forward_signals: bool = True, cpus: frozenset[int] | None = None
+) -> int:
     try:
-        child = subprocess.Popen(command, env=env)
+        with _on(cpus):
+            child = subprocess.Popen(command, env=env)
+    except CommandError:
+        raise
     except OSError as exc:
         raise _start_error(command[0], exc) from None
 

@@ -30,6 +30,7 @@ from gpuscout.sizes import MIB
 from gpuscout.system import read_system
 
 if TYPE_CHECKING:
+    from gpuscout.affinity import Affinity
     from gpuscout.fit.placement import FitResult
     from gpuscout.load import Allocate, LoadResult
     from gpuscout.memory import BackendMemory
@@ -675,6 +676,20 @@ class Scout:
                 env=types.MappingProxyType(dict(env)),
             )
         ]
+
+    def cpu_affinity(self, devices: Sequence[DeviceInfo]) -> Affinity:
+        """The CPUs a child using ``devices`` should run on: the union of their ``local_cpus``
+        within the CPUs this process may use, with a note (``gpuscout.affinity``). Start the
+        child inside ``gpuscout.affinity.pinned(result.cpus)`` (it inherits them), or pass
+        ``preexec_fn=lambda: os.sched_setaffinity(0, result.cpus)``; ``cpus`` None means
+        leave them as they are (the note says why)."""
+        from gpuscout import affinity
+
+        return affinity.for_devices(
+            device_list(devices, "cpu_affinity"),
+            affinity.allowed_cpus(),
+            platform_supported=affinity.supported() and self.platform == "linux",
+        )
 
     def select(
         self, selectors: Sequence[str], include_software: bool = False, isolated: bool = False

@@ -126,6 +126,52 @@ def child_view(
     return structure(devices, list[DeviceInfo])
 
 
+#: The child that says which CPUs it may run on (``os.sched_getaffinity``), one list per line.
+_CPUS_CHILD = "import os; print(','.join(map(str, sorted(os.sched_getaffinity(0)))))"
+
+
+def child_cpus(
+    env: Mapping[str, str], cpus: frozenset[int] | None, timeout: float = DEFAULT_TIMEOUT
+) -> frozenset[int]:
+    """Start a child the way ``exec`` does, on ``cpus`` (None: unchanged), and return the CPUs
+    it says it may run on."""
+    from gpuscout.affinity import pinned
+
+    try:
+        with pinned(cpus):
+            done = subprocess.run(
+                [sys.executable, "-c", _CPUS_CHILD],
+                env=dict(env),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+    except subprocess.TimeoutExpired:
+        raise VerifyError(f"CPU affinity child did not finish within {timeout:g} s") from None
+    except OSError as exc:
+        raise VerifyError(f"cannot start the CPU affinity child: {exc.strerror or exc}") from None
+    try:
+        if done.returncode != 0:
+            raise ValueError(f"exit status {done.returncode}")
+        return frozenset(int(n) for n in done.stdout.strip().split(","))
+    except ValueError as exc:
+        raise VerifyError(f"CPU affinity child gave no CPU list: {exc}") from None
+
+
+def cpus_report(chosen: frozenset[int], seen: frozenset[int]) -> tuple[bool, str]:
+    """(whether a child runs on exactly ``chosen``, the line that says so)."""
+    from gpuscout.cpulist import cpulist
+
+    if seen == chosen:
+        return True, f"gpuscout: verified: the child runs on CPUs {cpulist(chosen)}, the ones chosen\n"
+    return False, (
+        f"gpuscout: verify: MISMATCH: the child runs on CPUs {cpulist(seen) or 'none'}, "
+        f"chosen were {cpulist(chosen)}\n"
+    )
+
+
 def verify(
     selected: Sequence[DeviceInfo],
     env: Mapping[str, str],
@@ -141,8 +187,10 @@ __all__ = [
     "Verdict",
     "VerifyError",
     "child_command",
+    "child_cpus",
     "child_view",
     "compare_views",
+    "cpus_report",
     "report",
     "same_device",
     "verify",

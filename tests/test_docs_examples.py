@@ -213,6 +213,7 @@ def test_placeholders_are_few_and_named() -> None:
         "gpuscout --replay DIR list --json",
         "gpuscout cluster --ray HOST:PORT",  # needs a Ray cluster: tests/test_cluster_ray.py
         "gpuscout cluster --ray HOST:PORT --json",
+        "gpuscout exec --cpu-affinity --device cuda:0 -- python train.py",
         "gpuscout exec --device cuda:1 --isolate -- python train.py",
         "gpuscout fit MODEL.gguf --ctx 8192",  # a model file: tests/test_fit.py, tests/fit
         "gpuscout fit MODEL.gguf --ctx 8192 --json",

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
 
     common.check_selectors(args.selectors, "SELECTOR")
     seen: list[tuple[Scout, Discovery]] = []
-    env, _, code = selection.prepare(args, args.selectors, _keeping(scout_factory, seen))
+    env, _, code, _ = selection.prepare(args, args.selectors, _keeping(scout_factory, seen))
     if code:
         return code
     if seen and not seen[-1][1].devices:

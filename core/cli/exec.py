@@ -2,7 +2,8 @@
 
 Exit codes: the command's own status (128+N when it died of signal N); 1 a selector matched no
 device and 2 usage error (malformed selector, no command), nothing started either way; 3
-``--verify`` mismatch, nothing started; 126/127 the command could not be started.
+``--verify`` mismatch (devices, or with ``--cpu-affinity`` the CPUs), nothing started; 126/127
+the command could not be started (126 also when its CPUs could not be set).
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ def add_parser(sub: Subcommands, help: str) -> None:
         help="a device to select (repeatable; default: all)",
     )
     selection.add_selection_options(p)
+    p.add_argument(
+        "--cpu-affinity",
+        action="store_true",
+        help="run the command on the CPUs local to the selected devices (their NUMA nodes' "
+        "CPUs, the union for several; unchanged, with a note, where the kernel gives no "
+        "locality); --verify checks it in a child",
+    )
     # Shown as "-- CMD [ARG ...]": argparse would write REMAINDER's usage as a bare "...".
     p.usage = "gpuscout exec [OPTIONS] [--device SELECTOR ...] -- CMD [ARG ...]"
     p.epilog = "example: gpuscout exec --device cuda:1 --isolate -- python train.py"
@@ -63,7 +71,9 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     if not command:
         raise common.UsageError("exec needs a command after '--', e.g. gpuscout exec -- python app.py")
     common.check_selectors(args.device, "--device")
-    _, child_env, code = selection.prepare(args, args.device, scout_factory)
+    _, child_env, code, cpus = selection.prepare(
+        args, args.device, scout_factory, cpu_affinity=args.cpu_affinity
+    )
     if code:
         return code
     from gpuscout.execute import CommandError
@@ -71,7 +81,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
 
     release_stdout()  # the child inherits the real stdout, not the guard's stderr
     try:
-        return run_child(command, child_env)
+        return run_child(command, child_env, cpus)
     except CommandError as exc:
         sys.stderr.write(f"gpuscout: error: {exc}\n")
         return exc.code

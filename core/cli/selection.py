@@ -17,6 +17,8 @@ from gpuscout.cli import common
 
 if TYPE_CHECKING:
     from gpuscout.cli.common import ScoutFactory
+    from gpuscout.records import DeviceInfo
+    from gpuscout.scout import Scout
 
 
 def add_selection_options(p: argparse.ArgumentParser) -> None:
@@ -31,12 +33,18 @@ def add_selection_options(p: argparse.ArgumentParser) -> None:
 
 
 def prepare(
-    args: argparse.Namespace, selectors: Sequence[str], scout_factory: ScoutFactory
-) -> tuple[dict[str, str], dict[str, str], int]:
-    """Select, compute the child's environment, verify when asked.
+    args: argparse.Namespace,
+    selectors: Sequence[str],
+    scout_factory: ScoutFactory,
+    *,
+    cpu_affinity: bool = False,
+) -> tuple[dict[str, str], dict[str, str], int, frozenset[int] | None]:
+    """Select, compute the child's environment (and with ``cpu_affinity`` its CPUs, see
+    ``gpuscout.affinity``), verify when asked.
 
-    Returns the added variables and the child's whole environment (the one gpuscout's plugins
-    saw, plus the added variables) and 0, or empty mappings and the exit status to stop with.
+    Returns the added variables, the child's whole environment (the one gpuscout's plugins
+    saw, plus the added variables), 0 and the child's CPUs (None: unchanged), or empty
+    mappings, the exit status to stop with and None.
     """
     from gpuscout.cli import hints
     from gpuscout.execute import child_environment
@@ -53,11 +61,12 @@ def prepare(
     except NoMatchError as exc:
         sys.stderr.write(f"gpuscout: error: {common.printable(exc)}\n")
         hints.print_for(found, scout.env)
-        return {}, {}, common.NO_MATCH
+        return {}, {}, common.NO_MATCH, None
     chosen = selection_env(scout, devices, isolate=args.isolate)
     for note in chosen.notes:
         common.warn(note)
     child_env = child_environment(chosen.env, scout.env)
+    cpus = _affinity(scout, devices) if cpu_affinity else None
     if args.verify:
         from gpuscout.verify import VERIFY_FAILED, VerifyError, child_command, report, verify
 
@@ -66,8 +75,39 @@ def prepare(
             verdict = verify(devices, child_env, command)
         except VerifyError as exc:
             sys.stderr.write(f"gpuscout: verify: {exc}\n")
-            return {}, {}, VERIFY_FAILED
+            return {}, {}, VERIFY_FAILED, None
         sys.stderr.write(report(verdict))
         if not verdict.ok:
-            return {}, {}, VERIFY_FAILED
-    return chosen.env, child_env, common.SUCCESS
+            return {}, {}, VERIFY_FAILED, None
+        if cpu_affinity and not _verify_cpus(cpus, child_env):
+            return {}, {}, VERIFY_FAILED, None
+    return chosen.env, child_env, common.SUCCESS, cpus
+
+
+def _affinity(scout: Scout, devices: Sequence[DeviceInfo]) -> frozenset[int] | None:
+    """The CPUs local to ``devices`` (None: unchanged), its note written to stderr."""
+    decided = scout.cpu_affinity(devices)
+    if decided.cpus is None:
+        common.warn(decided.note)
+    else:
+        sys.stderr.write(common.printable(f"gpuscout: {decided.note}") + "\n")
+    return decided.cpus
+
+
+def _verify_cpus(cpus: frozenset[int] | None, env: dict[str, str]) -> bool:
+    """Whether a child started on ``cpus`` runs there (a line on stderr says either way);
+    with ``cpus`` None the check is that nothing was changed."""
+    from gpuscout.affinity import allowed_cpus
+    from gpuscout.verify import VerifyError, child_cpus, cpus_report
+
+    expected = cpus if cpus is not None else allowed_cpus()
+    if expected is None:
+        sys.stderr.write("gpuscout: verify: CPU affinity not checked: this platform cannot report it\n")
+        return True
+    try:
+        ok, line = cpus_report(expected, child_cpus(env, cpus))
+    except VerifyError as exc:
+        sys.stderr.write(f"gpuscout: verify: {exc}\n")
+        return False
+    sys.stderr.write(line)
+    return ok
