@@ -342,6 +342,18 @@ def from_settings(
     )
 
 
+def budget_notes(devices: Sequence[DeviceInfo], already: Sequence[str] = ()) -> list[str]:
+    """``CUDA GPU-1: budget: cap all=20GiB: usable 20.00 GiB of 80.00 GiB``: the budget of each
+    device a plan could use, so a verdict says what it was held to; notes in ``already`` are
+    left out."""
+    return [
+        f"{d.library} {d.id}: {note}"
+        for d in devices
+        for note in d.notes
+        if note.startswith(NOTE_PREFIX) and f"{d.library} {d.id}: {note}" not in already
+    ]
+
+
 def keep_budget(old: DeviceInfo, new: DeviceInfo) -> DeviceInfo:
     """``new`` (a refreshed record of ``old``) with ``old``'s budget: its usable total and its
     budget note (a refresh changes free memory, not the budget)."""
@@ -363,6 +375,7 @@ __all__ = [
     "Budgets",
     "Entry",
     "Outcome",
+    "budget_notes",
     "check_selector",
     "entries_from",
     "from_settings",

@@ -572,7 +572,11 @@ class Scout:
         features = host_cpu_features(self.root) if cpu_features is None else cpu_features
         if isinstance(features, (str, bytes)):
             raise GpuscoutError("fit: cpu_features must be a list of flags, not a bare string")
-        return fit(
+        import attrs
+
+        from gpuscout.budgets import budget_notes
+
+        result = fit(
             model,
             devices,
             system,
@@ -586,6 +590,8 @@ class Scout:
             spread=spread,
             cpu_features=features,
         )
+        held = budget_notes(devices, result.notes)  # what each device's budget held it to
+        return attrs.evolve(result, notes=(*result.notes, *held)) if held else result
 
     def flash_attention_supported(self, devices: Iterable[DeviceInfo]) -> bool:
         """The seed's FlashAttentionSupported: every device must pass; no devices pass."""

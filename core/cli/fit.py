@@ -137,6 +137,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     """Read the model (or ``--layers``), place it, print where it lands; exit 0 / 1 / 2."""
     import sys
 
+    from gpuscout.budgets import budget_notes
     from gpuscout.errors import GpuscoutError
 
     common.check_selectors(args.device, "--device")
@@ -191,7 +192,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
                 spread=args.spread,
             )
             document = fit_document(result)
-        document["notes"] += budget_notes(devices, document)
+        document["notes"] += budget_notes(devices, document["notes"])
     except GpuscoutError as exc:
         from gpuscout.select import NoMatchError
 
@@ -203,19 +204,6 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     else:
         print_fit(document, devices, result, color=getattr(args, "color", "auto"))
     return FITS if document["fits"] else DOES_NOT_FIT
-
-
-def budget_notes(devices: list[DeviceInfo], document: dict[str, Any]) -> list[str]:
-    """``CUDA GPU-1: budget: cap all=20GiB: usable 20.00 GiB of 80.00 GiB``: the budget of each
-    device the plan could use (docs/budgets.md), so the verdict says what it was held to."""
-    from gpuscout.budgets import NOTE_PREFIX
-
-    return [
-        f"{d.library} {d.id}: {note}"
-        for d in devices
-        for note in d.notes
-        if note.startswith(NOTE_PREFIX) and note not in document["notes"]
-    ]
 
 
 def fit_document(result: FitResult) -> dict[str, Any]:

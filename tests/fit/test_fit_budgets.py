@@ -63,3 +63,16 @@ def _list(capsys: pytest.CaptureFixture[str]) -> str:
     capsys.readouterr()
     main(["--replay", H200X8, "list", "--json"])
     return capsys.readouterr().out
+
+
+def test_scout_fit_says_which_budget_held_each_device(fit_model: Callable[[str], Path]) -> None:
+    """A host calling Scout.fit gets the same budget notes as the CLI, once per device."""
+    from gpuscout import Scout
+
+    result = Scout(replay=H200X8, cap={"cuda:0": 490 * MIB}).fit(fit_model("llama-gqa"), ctx=4096)
+    held = [n for n in result.notes if "budget: cap cuda:0=" in n]
+    assert len(held) == 1
+    assert held[0].startswith("CUDA GPU-") and ": usable 0.48 GiB of 139.83 GiB" in held[0]
+    assert Scout(replay=H200X8).fit(fit_model("llama-gqa"), ctx=4096).notes == tuple(
+        n for n in result.notes if "budget:" not in n
+    )
