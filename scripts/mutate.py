@@ -104,8 +104,16 @@ def load_mutations(path: Path) -> list[tuple[str, Mutation]]:
     spec.loader.exec_module(module)
     numbered: dict[str, int] = {}
     out = []
-    for raw in module.MUTATIONS:
+    for n, raw in enumerate(module.MUTATIONS):
         mutation = Mutation(*raw)
+        bad = [t for t in mutation.tests if not isinstance(t, str)]
+        if bad or not all(isinstance(s, str) for s in mutation[:3]):
+            raise SystemExit(
+                f"mutate: {path}: MUTATIONS[{n}] ({mutation.path!r:.60}): path, snippets and "
+                f"each test must be a str, got {bad[0]!r:.80}"
+                if bad
+                else f"mutate: {path}: MUTATIONS[{n}]: path, original and replacement must be str"
+            )
         stem = mutation.path.removesuffix(".py")
         for prefix in ("core/", "plugins/"):
             stem = stem.removeprefix(prefix)

@@ -1203,7 +1203,7 @@ MUTATIONS += [
 ]
 
 # --- shared memory (issue 23): one pool for the CPU and shared-memory devices, the APU rule
-SHARED = ("tests/test_shared_memory_plan.py", "tests/test_shared_memory_records.py", PLAN)
+SHARED = ("tests/test_shared_memory_plan.py", "tests/test_shared_memory_records.py", *PLAN)
 MUTATIONS += [
     (
         "core/plan.py",

@@ -139,3 +139,24 @@ def test_failing_baseline_is_reported_not_counted(fake_repo: Path) -> None:
     report = json.loads(out.read_text())
     assert [o["status"] for o in report["outcomes"]] == ["baseline"]
     assert report["counted"] == 0
+
+
+def test_the_project_s_mutations_name_their_tests_as_paths_that_exist() -> None:
+    """Every mutation of scripts/mutations.py quotes its module once and names test files or
+    globs that match something, so a run never stops on a malformed entry or a moved file."""
+    repo = SCRIPT.parent.parent
+    listed = mutate.load_mutations(repo / "scripts" / "mutations.py")
+    assert len(listed) >= 100
+    for key, m in listed:
+        assert (repo / m.path).read_text().count(m.original) == 1, f"{key} is stale"
+        for pattern in m.tests:
+            assert any(repo.glob(pattern)), f"{key}: {pattern!r} matches no test file"
+
+
+def test_a_mutation_whose_tests_are_not_strings_is_refused_by_name(tmp_path: Path) -> None:
+    """A nested tuple among the tests (``(*PLAN)`` written as ``PLAN``) stops the script with
+    the entry's index, not with a TypeError deep in a worker."""
+    listing = tmp_path / "mutations.py"
+    listing.write_text('MUTATIONS = [("core/x.py", "a", "b", ("tests/t.py", ("tests/u.py",)), "d")]\n')
+    with pytest.raises(SystemExit, match=r"MUTATIONS\[0\] \('core/x.py'\).*must be a str"):
+        mutate.load_mutations(listing)
