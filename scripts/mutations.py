@@ -1269,3 +1269,113 @@ MUTATIONS += [
         "an integrated Vulkan device is not marked shared",
     ),
 ]
+
+# --- the topology, budgets and CPU affinity rules (issue 24)
+BUDGETS = ("tests/test_budgets.py", "tests/test_budgets_plan.py", "tests/cli/test_cli_budgets.py")
+TOPOLOGY = (
+    "tests/test_topology.py",
+    "tests/test_cpulist.py",
+    "tests/cli/test_cli_topology.py",
+    "tests/test_machines.py",
+)
+AFFINITY = ("tests/test_affinity.py", "tests/cli/test_cli_exec_affinity.py")
+MUTATIONS += [
+    (
+        "core/budgets.py",
+        "if i not in caps or e.size < caps[i].size:",
+        "if i not in caps or e.size > caps[i].size:",
+        BUDGETS,
+        "the largest of two matching caps holds",
+    ),
+    (
+        "core/budgets.py",
+        "if i not in reserves or e.size > reserves[i].size:",
+        "if i not in reserves:",
+        BUDGETS,
+        "the first matching reserve holds, not the largest",
+    ),
+    (
+        "core/budgets.py",
+        "usable = max(0, min(base, cap.size if cap else base) - (reserve.size if reserve else 0))",
+        "usable = max(0, min(base, cap.size if cap else base))",
+        BUDGETS,
+        "a reserve is not taken off the usable total",
+    ),
+    (
+        "core/budgets.py",
+        "usable = max(0, min(base, cap.size if cap else base) - (reserve.size if reserve else 0))",
+        "usable = max(0, max(base, cap.size if cap else base) - (reserve.size if reserve else 0))",
+        BUDGETS,
+        "a cap above nothing: the larger of total and cap is usable",
+    ),
+    (
+        "core/budgets.py",
+        "                preference.setdefault(devices[i].device_id, position)",
+        "                preference[devices[i].device_id] = position",
+        BUDGETS,
+        "a device matched by two prefer selectors takes the later place",
+    ),
+    (
+        "core/topology.py",
+        "    slower = bool(link.speed and link.max_speed and link.speed < link.max_speed)",
+        "    slower = bool(link.speed and link.max_speed and link.speed <= link.max_speed)",
+        TOPOLOGY,
+        "a link at its maximum speed is noted as slow",
+    ),
+    (
+        "core/topology.py",
+        "    return bool(link.width and link.max_width and link.width < link.max_width)",
+        "    return bool(link.max_width and link.width < link.max_width)",
+        TOPOLOGY,
+        "an unknown current width (0) counts as a narrower link",
+    ),
+    (
+        "core/topology.py",
+        "    if device.numa_node == -1 and found.numa_node is not None:",
+        "    if found.numa_node is not None:",
+        TOPOLOGY,
+        "sysfs overrides the NUMA node a plugin reported",
+    ),
+    (
+        "core/topology.py",
+        "            if key in known and key != (device.id, device.library) and key not in kept:",
+        "            if key != (device.id, device.library) and key not in kept:",
+        TOPOLOGY,
+        "peers that the discovery did not keep are reported",
+    ),
+    (
+        "core/topology.py",
+        "    return speed if speed in GENERATIONS else None",
+        "    return speed",
+        TOPOLOGY,
+        "a speed that is no PCIe generation's is taken",
+    ),
+    (
+        "core/cpulist.py",
+        "        if ranges and low <= ranges[-1][1] + 1:",
+        "        if ranges and low <= ranges[-1][1]:",
+        TOPOLOGY,
+        "touching ranges (0-3,4-7), which the kernel never prints, are accepted",
+    ),
+    (
+        "core/cpulist.py",
+        "        if low > high or high >= MAX_CPU:",
+        "        if high >= MAX_CPU:",
+        TOPOLOGY,
+        "a backwards range (3-1) is accepted",
+    ),
+    (
+        "core/affinity.py",
+        "    chosen = local_union if allowed is None else local_union & allowed",
+        "    chosen = local_union",
+        AFFINITY,
+        "CPUs the process may not use are chosen",
+    ),
+    (
+        "core/affinity.py",
+        "    os.sched_setaffinity(0, chosen)\n    try:\n        yield\n    finally:\n        os.sched_setaffinity(0, previous)",
+        "    os.sched_setaffinity(0, chosen)\n    yield",
+        AFFINITY,
+        "the starting thread keeps the child's CPUs afterwards",
+    ),
+]
