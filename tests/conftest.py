@@ -29,6 +29,31 @@ from gpuscout.testing import ScoutFactory, hide_live_topology, injected, plugin_
 NO_VULKAN_ENV = plugin_test_env("vulkan")
 
 
+def _import_every_module_now() -> None:
+    """Import every gpuscout module in the main thread, at start-up.
+
+    gpuscout is a pytest plugin (``gpuscout.testing``), so pytest rewrites the asserts of every
+    module of its distribution as it is imported. A plugin's enumerate runs in a host thread
+    and imports its modules lazily; on CPython 3.11.7, once a Hypothesis test has changed the
+    recursion limit, compiling a rewritten module on such a thread fails with "SystemError:
+    AST constructor recursion depth mismatch" and the plugin fails. Imported here first, a
+    module is only looked up later. (Tests of what a run imports start fresh interpreters.)
+    """
+    import pkgutil
+
+    import gpuscout
+
+    for info in pkgutil.walk_packages(gpuscout.__path__, "gpuscout."):
+        if not info.name.endswith("__main__"):  # running it would start the command line
+            try:
+                importlib.import_module(info.name)
+            except ImportError:  # an optional dependency missing here
+                pass
+
+
+_import_every_module_now()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_structlog() -> Any:
     """Each test starts and ends with structlog unconfigured and no CLI logging wish."""
