@@ -272,6 +272,13 @@ def layers_document(
             notes.append("the layers left on the CPU are more than free system memory")
     held = [(g.id, g.library, sum(layers[i] for i in g.layers)) for g in layout]
     held.append(("", "cpu", sum(layers[i] for i in cpu_layers)))
+    if fits and system.total_memory:
+        # As for a model: what shared-memory devices hold and the CPU's share are one pool,
+        # on darwin too (where the planner itself leaves the CPU's share unchecked).
+        from gpuscout.fit.placement import Usage, shared_verdict
+
+        usage = [Usage(id_, lib, "", n, 0, 0) for id_, lib, n in held]
+        fits = shared_verdict(usage, devices, system, scout.platform, notes)
     memory = [
         {"id": id_, "backend": lib, "weights": n, "kv_cache": 0, "graph": 0, "total": n}
         for id_, lib, n in held

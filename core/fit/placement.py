@@ -530,7 +530,7 @@ def _verdict(
                 f"({system.free_memory} bytes{' plus swap' if system.free_swap else ''})"
             )
         else:
-            fits = _shared_verdict(usage, devices, system, platform, notes)
+            fits = shared_verdict(usage, devices, system, platform, notes)
     by_key = {(d.id, d.library): d for d in devices}
     for u in usage[:-1]:
         d = by_key[(u.id, u.library)]
@@ -551,8 +551,8 @@ def _verdict(
     return fits
 
 
-def _shared_verdict(
-    usage: list[Usage], devices: Sequence[DeviceInfo], system: SystemInfo, platform: str, notes: list[str]
+def shared_verdict(
+    usage: Sequence[Usage], devices: Sequence[DeviceInfo], system: SystemInfo, platform: str, notes: list[str]
 ) -> bool:
     """Whether the CPU's share and everything on ``shared_memory`` devices (weights, cache and
     graph) fit the one pool they draw from (``plan.shared_pool``, plus swap off darwin); a note
