@@ -96,26 +96,37 @@ def child_command(include_software: bool = False, scout_args: Sequence[str] = ()
     return command
 
 
+def _run(
+    command: Sequence[str], env: Mapping[str, str], timeout: float, what: str, cpus: frozenset[int] | None
+) -> subprocess.CompletedProcess[str]:
+    """``command`` run with exactly ``env`` (on ``cpus``, None: unchanged), its output captured;
+    VerifyError naming ``what`` when it cannot start or overruns ``timeout``."""
+    from gpuscout.affinity import pinned
+
+    try:
+        with pinned(cpus):
+            return subprocess.run(
+                list(command),
+                env=dict(env),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+    except subprocess.TimeoutExpired:
+        raise VerifyError(f"{what} did not finish within {timeout:g} s") from None
+    except OSError as exc:
+        raise VerifyError(f"cannot start the {what}: {exc}") from None
+
+
 def child_view(
     env: Mapping[str, str], command: Sequence[str], timeout: float = DEFAULT_TIMEOUT
 ) -> list[DeviceInfo]:
     """Run the discovery ``command`` with exactly ``env`` and return the devices it lists."""
     from gpuscout.wire import structure
 
-    try:
-        done = subprocess.run(
-            list(command),
-            env=dict(env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
-        raise VerifyError(f"verification child did not finish within {timeout:g} s") from None
-    except OSError as exc:
-        raise VerifyError(f"cannot start the verification child: {exc}") from None
+    done = _run(command, env, timeout, "verification child", None)
     if done.returncode != 0:
         tail = done.stderr.strip().splitlines()[-1:] or ["no output on stderr"]
         raise VerifyError(f"verification child exited with status {done.returncode}: {tail[0]}")
@@ -135,23 +146,7 @@ def child_cpus(
 ) -> frozenset[int]:
     """Start a child the way ``exec`` does, on ``cpus`` (None: unchanged), and return the CPUs
     it says it may run on."""
-    from gpuscout.affinity import pinned
-
-    try:
-        with pinned(cpus):
-            done = subprocess.run(
-                [sys.executable, "-c", _CPUS_CHILD],
-                env=dict(env),
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
-    except subprocess.TimeoutExpired:
-        raise VerifyError(f"CPU affinity child did not finish within {timeout:g} s") from None
-    except OSError as exc:
-        raise VerifyError(f"cannot start the CPU affinity child: {exc.strerror or exc}") from None
+    done = _run([sys.executable, "-c", _CPUS_CHILD], env, timeout, "CPU affinity child", cpus)
     try:
         if done.returncode != 0:
             raise ValueError(f"exit status {done.returncode}")
