@@ -24,6 +24,7 @@ from hypothesis import is_hypothesis_test, settings
 from gpuscout import DeviceInfo, Scout
 from gpuscout import log as gpuscout_log
 from gpuscout.testing import ScoutFactory, hide_live_topology, injected, plugin_test_env
+from tests import ports
 
 # Keeps the real Vulkan loader from finding lavapipe where a test injects its own devices.
 NO_VULKAN_ENV = plugin_test_env("vulkan")
@@ -432,6 +433,18 @@ def _hermetic(request: pytest.FixtureRequest, _fake_machine: None) -> None:
     inside_plugins = (TESTS / "plugins") in Path(str(request.node.path)).parents
     if not inside_plugins and request.node.get_closest_marker("real_machine") is None:
         request.getfixturevalue("hidden_machine")
+
+
+@pytest.fixture(scope="session")
+def _worker_ports() -> Callable[[], int]:
+    return ports.allocator()
+
+
+@pytest.fixture(autouse=True)
+def _own_ports(monkeypatch: pytest.MonkeyPatch, _worker_ports: Callable[[], int]) -> None:
+    """Custom ``{port}`` runners get ports no other xdist worker is handed (tests/ports.py);
+    ``gpuscout.runner.free_port`` stays the real one."""
+    monkeypatch.setattr("gpuscout.runner.client.free_port", _worker_ports)
 
 
 @pytest.fixture(autouse=True)
