@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import structlog
-from hypothesis import is_hypothesis_test, settings
+from hypothesis import HealthCheck, is_hypothesis_test, settings
 
 from gpuscout import DeviceInfo, Scout
 from gpuscout import log as gpuscout_log
@@ -306,8 +306,13 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 # -- Hypothesis: each property test's own example count under CI=true, at most DEV_EXAMPLES else --
 #: Outside CI a property test runs at most this many examples (CI runs each test's own count).
 DEV_EXAMPLES = 40
-settings.register_profile("gpuscout-dev", max_examples=DEV_EXAMPLES)
-# "ci" is Hypothesis's own profile (derandomized, no deadline), loaded already where CI is set.
+# No deadline and no too-slow check, as in CI: a loaded laptop must not fail a property test
+# that is merely slow (a timing is a benchmark's business, not a test's).
+settings.register_profile(
+    "gpuscout-dev", max_examples=DEV_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+# "ci" is Hypothesis's own profile (derandomized, no deadline, no too-slow check), loaded already
+# where CI is set.
 settings.load_profile("ci" if on_ci() else "gpuscout-dev")
 
 

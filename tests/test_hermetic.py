@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from gpuscout import Scout
 from gpuscout.testing import scout_of
@@ -94,3 +95,8 @@ def test_a_subset_passes_on_a_fake_gpu_machine() -> None:
             *([f"{missing} is missing"] if missing else []),
         ]
     ), tail
+
+
+def test_property_tests_are_never_timed_wherever_they_run() -> None:
+    """The loaded profile (dev or CI) has no deadline and skips the too-slow health check."""
+    assert settings().deadline is None and HealthCheck.too_slow in settings().suppress_health_check
