@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from decimal import Decimal
 from typing import Any, Protocol
 
 from gpuscout.errors import GpuscoutError
 from gpuscout.records import DeviceInfo
+from gpuscout.sizes import scaled
 
 #: Shortest id/UUID prefix accepted (shorter ones are too easy to collide).
 MIN_PREFIX = 4
@@ -39,16 +39,6 @@ MAX_SELECTOR = 1000
 #: Largest ``fits:`` size in bytes (16 EiB, the 64-bit address space); larger is refused.
 MAX_SIZE = 1 << 64
 
-UNITS = {
-    "kib": 1 << 10,
-    "mib": 1 << 20,
-    "gib": 1 << 30,
-    "tib": 1 << 40,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-}
 # All patterns are ASCII-only and used with fullmatch: "\d" would take "²" or "٣", IGNORECASE
 # alone would let the Kelvin sign match "k" and a dotless i match "i", and "$" matches before a
 # trailing newline.
@@ -101,10 +91,7 @@ def parse_size(text: str) -> int:
     whole = match.group(1).partition(".")[0].lstrip("0")
     if len(whole) > _MAX_DIGITS:
         raise _too_large(shown)
-    try:
-        size = int(Decimal(match.group(1)) * UNITS[match.group(2).lower()])
-    except (ArithmeticError, ValueError):  # pragma: no cover - the pattern admits only decimals
-        raise SelectionError(f"malformed size {shown}") from None
+    size = scaled(match.group(1), match.group(2))
     if size > MAX_SIZE:
         raise _too_large(shown)
     return size

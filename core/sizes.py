@@ -10,6 +10,29 @@ GIB = 1024 * MIB
 
 UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
 
+#: Bytes per unit of a size as people write it (``GiB`` binary, ``GB`` decimal), keyed in lower
+#: case; the one table behind ``fits:24GiB``, budgets (``all=20GiB``) and ``fit --layers``.
+UNIT_BYTES = {
+    "b": 1,
+    "kib": KIB,
+    "mib": MIB,
+    "gib": GIB,
+    "tib": 1 << 40,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+}
+
+
+def scaled(number: str, unit: str) -> int:
+    """``number`` (ASCII digits, optionally ``.`` and more digits) of ``unit`` (a UNIT_BYTES key,
+    any case) in whole bytes, rounded down exactly however many digits the fraction has."""
+    whole, _, fraction = number.partition(".")
+    scale = UNIT_BYTES[unit.lower()]
+    exact = int(fraction) * scale // 10 ** len(fraction) if fraction else 0
+    return int(whole or "0") * scale + exact
+
 
 def human_bytes(n: int) -> str:
     """Bytes as ``12.3 GiB`` (binary units up to YiB; beyond that the YiB figure grows).
@@ -30,4 +53,4 @@ def human_bytes(n: int) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-__all__ = ["GIB", "KIB", "MIB", "UNITS", "human_bytes"]
+__all__ = ["GIB", "KIB", "MIB", "UNITS", "UNIT_BYTES", "human_bytes", "scaled"]

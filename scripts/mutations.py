@@ -421,8 +421,8 @@ _m = "core/select.py"
 MUTATIONS += [
     (_m, "MIN_PREFIX = 4", "MIN_PREFIX = 3", SELECT, "id prefixes of 3 characters are accepted"),
     (
-        _m,
-        '    "gib": 1 << 30,\n',
+        "core/sizes.py",
+        '    "gib": GIB,\n',
         '    "gib": 10**9,\n',
         SELECT,
         "GiB taken as 10^9",

@@ -3,6 +3,8 @@ non-str values. Every outcome is a list of the given devices or a SelectionError
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -169,6 +171,24 @@ def test_a_well_formed_size_reads_as_the_bytes_it_says(
     assert outcome([f"fits:{text}"]) == (fitting(meant) or None)
 
 
+@settings(max_examples=200)
+@given(
+    whole=st.integers(0, 10**6),
+    digits=st.text("0123456789", min_size=1, max_size=60),
+    unit=st.sampled_from(sorted(UNIT_BYTES)),
+)
+def test_a_size_with_a_long_fraction_is_rounded_down_exactly(whole: int, digits: str, unit: str) -> None:
+    """However many fraction digits a size has, it reads as the exact product rounded down
+    (``0.`` and thirty 9s of a GiB is one byte short of a GiB, not a whole GiB)."""
+    exact = Fraction(f"{whole}.{digits}") * UNIT_BYTES[unit]
+    assert parse_size(f"{whole}.{digits}{unit}") == math.floor(exact)
+
+
+def test_thirty_nines_of_a_gib_are_one_byte_short() -> None:
+    """The case a 28-digit decimal context rounded up to a whole GiB."""
+    assert parse_size("0." + "9" * 30 + "GiB") == GIB - 1
+
+
 @pytest.mark.parametrize("device", DEVICES, ids=lambda d: f"{d.library}-{d.id}")
 def test_a_size_equal_to_the_free_memory_after_the_reserve_fits(device: DeviceInfo) -> None:
     """`fits:` holds when free memory minus the reserve equals the size; one KiB more does not."""
@@ -240,8 +260,8 @@ def test_a_size_of_exactly_16_eib_is_accepted() -> None:
 
 
 def test_a_long_fraction_is_read_without_error() -> None:
-    """Hundreds of fraction digits are read (at decimal's 28-digit precision) into whole bytes."""
-    assert parse_size("1." + "9" * 500 + "KiB") == 2048
+    """Hundreds of fraction digits are read exactly, rounded down to whole bytes."""
+    assert parse_size("1." + "9" * 500 + "KiB") == 2047
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuscout.cli import common
 from gpuscout.cli.output import output
+from gpuscout.sizes import scaled
 
 if TYPE_CHECKING:
     from gpuscout.cli.common import ScoutFactory, Subcommands
@@ -28,17 +29,6 @@ FITS, DOES_NOT_FIT = 0, 1
 MAX_BYTES = (1 << 63) - 1
 
 _SIZE = re.compile(r"\s*([0-9]{1,20})(?:\.([0-9]{1,9}))?\s*([KMGT]i?B|B)?\s*", re.IGNORECASE)
-_UNITS = {
-    "b": 1,
-    "kib": 1 << 10,
-    "mib": 1 << 20,
-    "gib": 1 << 30,
-    "tib": 1 << 40,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-}
 _WHOLE = re.compile(r"[0-9]{1,10}")
 
 
@@ -49,8 +39,7 @@ def size(text: str) -> int:
         shown = common.printable(text)[:40]
         raise argparse.ArgumentTypeError(f"expected a size such as 100MiB, got {shown!r}")
     whole, frac, unit = match.groups()
-    scale = _UNITS[(unit or "B").lower()]
-    value = int(whole) * scale + (int(frac) * scale // 10 ** len(frac) if frac else 0)
+    value = scaled(f"{whole}.{frac}" if frac else whole, unit or "B")
     if value > MAX_BYTES:
         raise argparse.ArgumentTypeError(f"a size of at most 2**63-1 bytes, got {text[:40]!r}")
     return value
