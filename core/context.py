@@ -30,8 +30,9 @@ MAX_READ_BYTES = 1 << 20
 MAX_NOTES = 50
 #: The most names ``Context.list_dir`` takes from one directory.
 MAX_DIR_ENTRIES = 1 << 16
-# Opening never waits (a FIFO without a writer) nor takes a terminal; Windows lacks some flags.
-_OPEN_FLAGS = (
+#: How every file of a machine is opened for reading (the Context, replay, fit's model reader):
+#: never waiting (a FIFO without a writer) nor taking a terminal; Windows lacks some flags.
+READ_FLAGS = (
     os.O_RDONLY
     | getattr(os, "O_NONBLOCK", 0)
     | getattr(os, "O_NOCTTY", 0)
@@ -166,7 +167,7 @@ class Context:
             if not stat.S_ISREG(os.stat(where).st_mode):
                 self.note(f"{path}: not a regular file; not read")
                 return None
-            fd = os.open(where, _OPEN_FLAGS)
+            fd = os.open(where, READ_FLAGS)
         except (OSError, ValueError):  # ValueError: a NUL in the name
             return None
         chunks: list[bytes] = []

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from gpuscout.context import _OPEN_FLAGS, MAX_READ_BYTES
+from gpuscout.context import MAX_READ_BYTES, READ_FLAGS
 from gpuscout.errors import RecordingError
 
 #: The format this gpuscout reads and writes.
@@ -83,7 +83,7 @@ def _read_file(path: str, limit: int, what: str) -> bytes:
     if not stat.S_ISREG(mode):
         raise RecordingError(f"{path}: not a regular file ({what})")
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, READ_FLAGS)
     except OSError as exc:
         raise RecordingError(f"{path}: cannot be read: {exc.strerror}") from None
     try:

@@ -10,17 +10,10 @@ import struct
 import time
 from typing import Any
 
+from gpuscout.context import READ_FLAGS
 from gpuscout.fit.errors import ModelError, shown
 
 _CHUNK = 1 << 16
-# Opening never waits (a FIFO without a writer) nor takes a terminal; Windows lacks some flags.
-_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_NOCTTY", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-    | getattr(os, "O_BINARY", 0)
-)
 
 
 class Stream:
@@ -157,7 +150,7 @@ class Stream:
 def open_regular(path: str) -> tuple[int, int]:
     """An fd for a regular file and its size; ModelError for anything else."""
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, READ_FLAGS)
     except OSError as exc:
         raise ModelError(f"{path}: {exc.strerror or exc}") from exc
     except ValueError as exc:  # a NUL byte in the path
