@@ -4,10 +4,10 @@
 One syntax everywhere: ``SEL=SIZE`` entries separated by commas (``GPUSCOUT_CAP``,
 ``GPUSCOUT_RESERVE``, ``--cap``, ``--reserve``; a ``Scout``'s ``cap``/``reserve`` mapping holds
 the same pairs). ``SEL`` is a selector of docs/selection.md that names devices by what they are
-(``all``, ``library=NAME``, ``LIBRARY:INDEX``, a PCI id, an id or UUID); ``SIZE`` a size as
-``fits:`` writes it (``20GiB``, ``1.5GB``: a unit is required). Selectors that depend on the
-ranking or on free memory (``best``, a rank position ``N``, ``fits:SIZE``) are refused: budgets
-change both.
+(``all``, ``library=NAME``, ``numa=N``, ``LIBRARY:INDEX``, a PCI id, an id or UUID); ``SIZE`` a
+size as ``fits:`` writes it (``20GiB``, ``1.5GB``: a unit is required). Selectors that depend on
+the ranking or on free memory (``best``, a rank position ``N``, ``fits:SIZE``) are refused:
+budgets change both.
 
 Several entries matching one device: every one holds, so the smallest cap and the largest reserve
 win. A device's usable total is ``min(base, cap) - reserve`` (at least 0), ``base`` being its
@@ -40,7 +40,7 @@ MAX_SIZE = 1 << 64
 #: How a budget's note on a device starts (``Scout.refresh`` keeps it on a refreshed record).
 NOTE_PREFIX = "budget: "
 #: What a budget selector may be, for messages.
-BUDGET_GRAMMAR = "all, library=NAME, LIBRARY:INDEX, PCI id, ID/UUID (or a prefix of 4+)"
+BUDGET_GRAMMAR = "all, library=NAME, numa=N, LIBRARY:INDEX, PCI id, ID/UUID (or a prefix of 4+)"
 
 
 class BudgetError(GpuscoutError, ValueError):
@@ -146,7 +146,7 @@ def _did_you_mean(text: str) -> str:
 
     head, equals, rest = text.partition("=")
     if equals:
-        near = suggest(head.strip(), ["library"])
+        near = suggest(head.strip(), ["library", "numa"])
         return f"; did you mean {near + '=' + rest.strip()!r}?" if near else ""
     return did_you_mean(text, ["all"])
 

@@ -8,6 +8,8 @@ A selector is one of (tried in this order, case-insensitive):
   KiB/MiB/GiB/TiB or KB/MB/GB/TB); a device whose free memory is unknown
   (``free_memory_unknown``) never fits;
 * ``library=NAME``: every device of that library;
+* ``numa=N``: every device attached to NUMA node N (``DeviceInfo.numa_node``; a device whose
+  node is unknown is on none);
 * a bare integer: a rank position;
 * ``LIBRARY:INDEX`` such as ``cuda:1``: the INDEX-th device of that library, counted in PCI bus
   order (devices without a PCI id after, by their filter id);
@@ -53,7 +55,7 @@ _ID_PREFIX = re.compile(r"(?:[a-z]+-|0x)?[0-9a-f][0-9a-f-]*", _ASCII_NOCASE)
 # More digits than this is out of range of any device list (and would be slow to convert).
 _MAX_DIGITS = 18
 
-GRAMMAR = "N, ID/UUID (or a prefix of 4+), PCI id, LIBRARY:INDEX, best, all, fits:SIZE, library=NAME"
+GRAMMAR = "N, ID/UUID (or a prefix of 4+), PCI id, LIBRARY:INDEX, best, all, fits:SIZE, library=NAME, numa=N"
 
 
 class SelectionError(GpuscoutError):
@@ -200,6 +202,8 @@ def match_one(selector: str, devices: Sequence[DeviceInfo], reserve: ReserveSour
         return _fits(selector, size, devices, reserve)
     if low.startswith("library="):
         return _library(selector, text[8:].strip(), devices)
+    if low.startswith("numa="):
+        return _numa(selector, text[5:].strip(), devices)
     if _RANK.fullmatch(text):
         position = _index(text)
         if position >= len(devices):
@@ -274,6 +278,23 @@ def _library(selector: str, name: str, devices: Sequence[DeviceInfo]) -> list[in
             f"selector {selector!r}: no device of library {name!r}; "
             f"libraries found: {_libraries(devices)}{hint}"
         )
+    return hits
+
+
+def _numa(selector: str, node: str, devices: Sequence[DeviceInfo]) -> list[int]:
+    if not _RANK.fullmatch(node):
+        raise SelectionError(f"selector {selector!r}: numa= needs a node number, e.g. numa=0")
+    number = _index(node)
+    hits = [i for i, d in enumerate(devices) if d.numa_node == number]
+    if not hits:
+        _need(devices, selector)
+        nodes = sorted({d.numa_node for d in devices if d.numa_node >= 0})
+        where = (
+            f"devices are on node(s) {', '.join(map(str, nodes))}"
+            if nodes
+            else "no device's NUMA node is known (docs/topology.md)"
+        )
+        raise NoMatchError(f"selector {selector!r}: no device on NUMA node {number}; {where}")
     return hits
 
 
