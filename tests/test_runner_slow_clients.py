@@ -75,7 +75,8 @@ def test_ordinary_requests_are_served_while_64_slow_clients_reconnect(
     runner: subprocess.Popen[bytes],
 ) -> None:
     """64 trickling clients reconnecting in a loop: at least 45 of 50 /info requests are
-    answered 200 within 10 s, and the runner still answers once they stop."""
+    answered 200 within 10 s, and the runner still answers once they stop (once the connections
+    they left are cut, 2 s at most: until then a full runner rightly says 503 busy)."""
     port: int = runner.port  # type: ignore[attr-defined]
     stop = threading.Event()
     connections: list[int] = []
@@ -111,7 +112,15 @@ def test_ordinary_requests_are_served_while_64_slow_clients_reconnect(
         for thread in threads:
             thread.join(5)
     assert runner.poll() is None
-    assert get(port)[0].status == 200
+    assert eventually(lambda: status(port) == 200, within=10)
+
+
+def status(port: int) -> int:
+    """The status of one /info request, 0 when the connection fails."""
+    try:
+        return get(port, timeout=2)[0].status
+    except OSError:
+        return 0
 
 
 def test_a_trickling_client_is_cut_at_the_total_deadline(runner: subprocess.Popen[bytes]) -> None:
