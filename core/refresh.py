@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from gpuscout.border import checked_devices
 from gpuscout.errors import GpuscoutError
-from gpuscout.host import checked_devices
 from gpuscout.records import DeviceInfo
 
 if TYPE_CHECKING:

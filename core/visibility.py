@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from gpuscout.border import visibility_id_problem
 from gpuscout.context import EnvEntry
 from gpuscout.errors import GpuscoutError
 from gpuscout.records import DeviceInfo
@@ -62,8 +63,6 @@ def visible_env(host: PluginHost, devices: list[DeviceInfo], log: Any) -> dict[s
     """``Scout.visible_env``'s work for a non-empty, checked list of ``devices``: each plugin's
     entries in selection order, then each device's ``runner_env_overrides`` (a conflict logged
     on ``log``)."""
-    from gpuscout.host import visibility_id_problem
-
     for i, d in enumerate(devices):
         # A hand-built record can hold what no plugin may return: an id that hides every
         # device or stands for two.
