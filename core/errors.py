@@ -1,4 +1,5 @@
-"""The one exception family of gpuscout."""
+"""The one exception family of gpuscout, and the one line that describes any exception a plugin
+raises."""
 
 from __future__ import annotations
 
@@ -23,3 +24,11 @@ class SelectionRefused(GpuscoutError):
 class RecordingError(GpuscoutError):
     """A recording (``gpuscout record``) that cannot be replayed; the message names the file
     and what is wrong. Plugins raise it for driver answers they cannot use."""
+
+
+def describe_exception(exc: BaseException) -> str:
+    """What a plugin's exception says, in one line (``called sys.exit(3)`` for SystemExit)."""
+    if isinstance(exc, SystemExit):
+        return f"called sys.exit({exc.code!r})"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text:.300}" if text else type(exc).__name__

@@ -6,34 +6,22 @@ import math
 import os
 import sys
 import threading
-import time
 import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from gpuscout.context import Context, EnvEntry
+from gpuscout.context import Context
 from gpuscout.errors import GpuscoutError
-from gpuscout.host import PluginHost, checked_devices, visibility_id_problem
-from gpuscout.layers import GPULayersList
+from gpuscout.host import PluginHost
 from gpuscout.log import get_logger
 from gpuscout.merge import compare, merge
-from gpuscout.ranking import rank
-from gpuscout.records import (
-    CPU_LIBRARY,
-    DeviceComparison,
-    DeviceInfo,
-    SystemInfo,
-    device_list,
-)
-from gpuscout.results import SOFTWARE_REASON, Discovery, Dropped, PluginReport, PluginStatus
+from gpuscout.records import CPU_LIBRARY, DeviceComparison, DeviceInfo, device_list
+from gpuscout.results import Discovery, Dropped, PluginReport, PluginStatus
+from gpuscout.scout_models import ModelMethods
 from gpuscout.sizes import MIB
-from gpuscout.system import read_system
 
 if TYPE_CHECKING:
     from gpuscout.affinity import Affinity
-    from gpuscout.fit.placement import FitResult
-    from gpuscout.load import Allocate, LoadResult
-    from gpuscout.memory import BackendMemory
     from gpuscout.recording import Recorder
     from gpuscout.replay import Recording
 
@@ -72,7 +60,7 @@ def _environment(env: Mapping[str, str] | None) -> Mapping[str, str]:
     return types.MappingProxyType(copy)
 
 
-class Scout:
+class Scout(ModelMethods):
     """Finds the machine's accelerators through plugins and answers the seed's rules about them.
 
     ``plugins`` is an allow list of plugin names (None: all; it overrides ``GPUSCOUT_PLUGINS``),
@@ -234,73 +222,10 @@ class Scout:
         ``timeout``; merge and rank stay here. Never raises for a plugin's fault; on a replayed
         recording, raises ``RecordingError`` when a plugin found its recorded answers malformed.
         """
+        from gpuscout.discovery import discover
+
         with self._lock:
-            return self._discover(include_software, validate, isolated)
-
-    def _discover(self, include_software: bool, validate: bool, isolated: bool) -> Discovery:
-        start = time.perf_counter()
-        deadline = time.monotonic() + self.enumerate_timeout
-        self._host.start_run()
-        # A recording is replayed (and made) in this process: replaying asks no driver, and a
-        # recording must see what each plugin read, which a child's reads are not.
-        on_machine = self.replay is None and self.recorder is None
-        kept, dropped = self.merge(self.enumerate(isolated and on_machine))
-        if self._host.recording_errors:
-            # A malformed answer is the recording's fault, not the plugin's: the caller hears it.
-            raise self._host.recording_errors[0]
-        if not include_software:
-            dropped.extend(Dropped(d, SOFTWARE_REASON) for d in kept if d.software)
-            kept = [d for d in kept if not d.software]
-        if validate and self.replay is not None:
-            self.log.info(
-                "discovery.validation_skipped",
-                reason="replaying a recording: there is no driver to initialise",
-            )
-        elif validate:
-            from gpuscout.isolation import START_ALLOWANCE
-            from gpuscout.runner import validate_devices
-
-            # Each child initialises a driver (seconds without persistence mode) in a discovery
-            # of its own: the enumerate deadline, plus the child's start, as isolated discovery.
-            kept, failed = validate_devices(
-                [(d, self.init_check_env(d)) for d in kept], timeout=self.enumerate_timeout + START_ALLOWANCE
-            )
-            dropped.extend(failed)
-        kept = self._placed(kept, deadline)
-        # System memory is read under the enumerate deadline too (at least 1 s of it left).
-        memory_ctx = self.context(deadline=max(deadline, time.monotonic() + 1.0))
-        system = read_system(memory_ctx)
-        for note in memory_ctx.notes:
-            self.log.info("discovery.system_memory_note", note=note)
-        elapsed = time.perf_counter() - start
-        self.log.debug(
-            "discovery.done", devices=len(kept), dropped=len(dropped), elapsed_ms=round(elapsed * 1000, 3)
-        )
-        kept, outcome = self.budgets.apply(kept)
-        for sentence in outcome.unmatched:
-            self.log.warning("discovery.budget_unmatched", budget=sentence)
-        return Discovery(
-            devices=rank(kept, outcome.preference),
-            dropped=dropped,
-            system=system,
-            plugins=self._host.snapshot(),
-            elapsed=elapsed,
-            budgets=outcome,
-        )
-
-    def _placed(self, devices: list[DeviceInfo], deadline: float) -> list[DeviceInfo]:
-        """``devices`` with their NUMA node, near CPUs and PCIe link read from sysfs where the
-        plugin left them empty (``gpuscout.topology``, under the enumerate deadline, at least
-        1 s of it left), and peers only among themselves."""
-        from gpuscout.topology import add_topology, keep_known_peers
-
-        if not any(d.pci_id or d.peers or d.pcie_link for d in devices):
-            return devices
-        ctx = self.context(deadline=max(deadline, time.monotonic() + 1.0))
-        placed = keep_known_peers(add_topology(devices, ctx))
-        for note in ctx.notes:
-            self.log.info("discovery.topology_note", note=note)
-        return placed
+            return discover(self, include_software, validate, isolated)
 
     def merge(self, found: Sequence[tuple[str, DeviceInfo]]) -> tuple[list[DeviceInfo], list[Dropped]]:
         """``(plugin, device)`` pairs folded into survivors and dropped duplicates (near-linear)."""
@@ -345,54 +270,11 @@ class Scout:
         discovery asks it again, but while its overrun call is still running no second one is
         started: the next waits for it, up to its own deadline.
         """
+        from gpuscout.refresh import refresh
+
         devices = device_list(devices, "refresh")
         with self._lock:
-            return self._refresh(devices)
-
-    def _refresh(self, devices: list[DeviceInfo]) -> list[DeviceInfo]:
-        start = time.perf_counter()
-        self._host.start_refresh()  # a plugin that overran before is asked again
-        passed: dict[Any, list[DeviceInfo]] = {}
-        for d in devices:
-            passed.setdefault(d.device_id, []).append(d)
-        # Per device identity, the plugins' valid answers in call order (the last one wins).
-        answers: dict[Any, list[DeviceInfo]] = {}
-        for plugin, answer in self._host.each("gpuscout_refresh", devices=tuple(devices)):
-            try:
-                fresh = checked_devices(answer)
-            except GpuscoutError as exc:
-                self._host.record_failure(plugin, "gpuscout_refresh", str(exc))
-                continue
-            for d in fresh:
-                originals = passed.get(d.device_id)
-                if originals is None:
-                    continue  # not asked about (another library's, or an id it changed)
-                if not any(_same_identity(o, d) for o in originals):
-                    self._host.record_failure(
-                        plugin,
-                        "gpuscout_refresh",
-                        f"{_identity_change(originals[0], d)}; that device is kept, stale",
-                    )
-                    continue
-                answers.setdefault(_identity(d), []).append(d)
-        from gpuscout.budgets import keep_budget
-
-        out: list[DeviceInfo] = []
-        for d in devices:
-            got = answers.get(_identity(d))
-            out.append(
-                d.evolve(free_memory_stale=True)
-                if not got
-                else keep_budget(d, got[-1].evolve(free_memory_stale=False))
-            )
-        stale = [f"{d.library}:{d.id}" for d in out if d.free_memory_stale]
-        self.log.debug(
-            "refresh.done",
-            devices=len(out),
-            stale=stale,
-            elapsed_ms=round((time.perf_counter() - start) * 1000, 3),
-        )
-        return out
+            return refresh(self, devices)
 
     # -- the seed's rules -----------------------------------------------------------------------
 
@@ -417,98 +299,6 @@ class Scout:
         answer = self._host.first("gpuscout_minimum_memory", device=device)
         return DEFAULT_MINIMUM_MEMORY if answer is None else int(answer)
 
-    def plan(
-        self,
-        layers: Sequence[int],
-        devices: Sequence[DeviceInfo],
-        system: SystemInfo,
-        *,
-        num_gpu: int = -1,
-        require_full: bool = False,
-        spread: bool = False,
-        backoff: float = 0.0,
-        overhead: int = 0,
-        graphs: Mapping[str, int] | None = None,
-    ) -> GPULayersList:
-        """Place model layers on GPUs by the reference rules (docs LAYOUT.md) -> GPULayersList.
-
-        ``layers`` are bytes per layer (output layer last); every device in ``devices`` counts
-        as reported by the runner; ``system`` is a SystemInfo; ``graphs`` maps a device id to its
-        graph bytes (absent: 0); ``overhead`` is OLLAMA_GPU_OVERHEAD, ``spread``
-        OLLAMA_SCHED_SPREAD, ``backoff`` in [0, 1]. Each device's reserve is
-        ``minimum_memory``. Raises InsufficientMemoryError when the layout cannot load (see
-        ``gpuscout.plan.verify_layout``; the swap check is skipped when ``platform`` is darwin),
-        GpuscoutError for bad arguments. What sits on ``shared_memory`` devices and what stays
-        on the CPU draw from one pool (``gpuscout.plan.shared_pool``): never counted twice.
-        """
-        import gpuscout.plan as planner
-
-        sizes, gpus, table = planner.checked_arguments(
-            layers, devices, system, num_gpu, require_full, spread, backoff, overhead, graphs
-        )
-        return planner.plan(
-            sizes,
-            gpus,
-            system,
-            self.minimum_memory,
-            num_gpu=num_gpu,
-            require_full=require_full,
-            spread=spread,
-            backoff=float(backoff),
-            overhead=overhead,
-            graphs=table,
-            platform=self.platform,
-        )
-
-    def load(
-        self,
-        memory: BackendMemory,
-        devices: Sequence[DeviceInfo],
-        system: SystemInfo,
-        allocate: Allocate,
-        *,
-        num_gpu: int = -1,
-        require_full: bool = False,
-        spread: bool = False,
-        overhead: int = 0,
-    ) -> LoadResult:
-        """The load loop (docs LAYOUT.md step 7, ``gpuscout.load``) with a runner of the host's.
-
-        ``memory`` is the first estimate (weights and cache per layer and device, as ``gpuscout
-        fit`` builds it); ``allocate(layout, operation)`` asks the runner to fit, allocate or
-        commit a layout (``LoadOperation``) and returns an ``Allocation``: whether it succeeded
-        and the ``BackendMemory`` it found it needs. Each report rebuilds the layout, as
-        ``plan`` would from it, until it settles, then commits. Returns a ``LoadResult``.
-        Raises InsufficientMemoryError when a layout cannot load, GpuscoutError when the runner
-        cannot allocate any layout ("memory layout cannot be allocated", also with
-        ``num_gpu``), cannot commit, or answers something else than an Allocation; on any
-        failure the runner is first asked to release what it holds (``LoadOperation.CLOSE``).
-        What ``allocate`` itself raises passes through.
-        """
-        import gpuscout.load as loader
-        import gpuscout.plan as planner
-        from gpuscout.memory import BackendMemory
-
-        if not isinstance(memory, BackendMemory):
-            raise GpuscoutError(f"load: memory must be a BackendMemory, got {type(memory).__name__}")
-        if not callable(allocate):
-            raise GpuscoutError(f"load: allocate must be callable, got {type(allocate).__name__}")
-        _, gpus, _ = planner.checked_arguments(
-            loader.layer_sizes(memory), devices, system, num_gpu, require_full, spread, 0.0, overhead, None
-        )
-        return loader.load(
-            memory,
-            gpus,
-            system,
-            self.minimum_memory,
-            allocate,
-            num_gpu=num_gpu,
-            require_full=require_full,
-            spread=spread,
-            overhead=overhead,
-            platform=self.platform,
-        )
-
     def flash_attention(self, device: DeviceInfo) -> bool:
         """Whether flash attention is safe on one device."""
         device = _device(device, "flash_attention")
@@ -516,82 +306,6 @@ class Scout:
         if answer is None:
             return device.library == CPU_LIBRARY
         return bool(answer)
-
-    def fit(
-        self,
-        model: Any,
-        *,
-        devices: Sequence[DeviceInfo] | None = None,
-        system: SystemInfo | None = None,
-        ctx: int | None = None,
-        flash_attn: bool | None = None,
-        cache_type_k: str = "f16",
-        cache_type_v: str = "f16",
-        parallel: int = 1,
-        ubatch_size: int = 512,
-        batch_size: int = 2048,
-        swa_full: bool = False,
-        mmproj: Any = None,
-        num_gpu: int = -1,
-        spread: bool = False,
-        include_software: bool = False,
-        cpu_features: Iterable[str] | None = None,
-    ) -> FitResult:
-        """Whether ``model`` (a GGUF path or a ``gpuscout.fit.Model``) fits here -> ``FitResult``.
-
-        The memory llama.cpp would allocate with these options (its long option names:
-        ``ctx`` is the total context shared by ``parallel`` sequences; ``flash_attn`` None is
-        auto: on when every device passes ``flash_attention_supported``), per device, with the
-        layers placed by the reference planner on ``devices`` (default: this machine's,
-        software devices only with ``include_software``) and the verdict against ``system``
-        (default: this machine's). ``cpu_features`` are the CPU's instruction-set flags that
-        decide llama.cpp's repacked CPU weights (default: this machine's). Raises ``ModelError``
-        for a file that cannot be used, GpuscoutError for bad arguments. See docs/fit.md.
-        """
-        from gpuscout.fit.placement import checked_options, fit, host_cpu_features
-
-        options = checked_options(
-            ctx=ctx,
-            parallel=parallel,
-            ubatch_size=ubatch_size,
-            batch_size=batch_size,
-            cache_type_k=cache_type_k,
-            cache_type_v=cache_type_v,
-            swa_full=swa_full,
-            flash_attn=flash_attn,
-            num_gpu=num_gpu,
-            spread=spread,
-        )
-        if devices is None or system is None:
-            found = self.discover(include_software=include_software)
-            devices = found.devices if devices is None else devices
-            system = found.system if system is None else system
-        devices = device_list(devices, "fit: devices")
-        if not isinstance(system, SystemInfo):
-            raise GpuscoutError(f"fit: system must be a SystemInfo, got {type(system).__name__}")
-        features = host_cpu_features(self.root) if cpu_features is None else cpu_features
-        if isinstance(features, (str, bytes)):
-            raise GpuscoutError("fit: cpu_features must be a list of flags, not a bare string")
-        import attrs
-
-        from gpuscout.budgets import budget_notes
-
-        result = fit(
-            model,
-            devices,
-            system,
-            reserve=self.minimum_memory,
-            flash_attention=self.flash_attention_supported,
-            platform=self.platform,
-            options=options,
-            flash_attn=flash_attn,
-            mmproj=mmproj,
-            num_gpu=num_gpu,
-            spread=spread,
-            cpu_features=features,
-        )
-        held = budget_notes(devices, result.notes)  # what each device's budget held it to
-        return attrs.evolve(result, notes=(*result.notes, *held)) if held else result
 
     def flash_attention_supported(self, devices: Iterable[DeviceInfo]) -> bool:
         """The seed's FlashAttentionSupported: every device must pass; no devices pass."""
@@ -625,50 +339,10 @@ class Scout:
         Raises ``GpuscoutError`` for a device whose visible token (``filter_id or id``) is empty
         or holds the list separator ``,``, naming the device and the field.
         """
+        from gpuscout.visibility import visible_env
+
         devices = device_list(devices, "visible_env")
-        if not devices:
-            return {}
-        for i, d in enumerate(devices):
-            # A hand-built record can hold what no plugin may return: an id that hides every
-            # device or stands for two.
-            problem = visibility_id_problem(d)
-            if problem:
-                raise GpuscoutError(
-                    f"visible_env: device [{i}] ({d.library} {d.id!r:.80}) cannot be made visible: {problem}"
-                )
-        per_device: list[list[EnvEntry]] = [[] for _ in devices]
-        for plugin, answer in self._host.each("gpuscout_visible_env", selection=tuple(devices)):
-            bad = [e for e in answer if not 0 <= e[0] < len(devices)]
-            if bad:
-                self._host.record_failure(
-                    plugin, "gpuscout_visible_env", f"entry index out of range: {bad[0]!r}"
-                )
-                continue
-            for index, name, value in answer:
-                per_device[index].append(EnvEntry(index, name, value))
-        env: dict[str, str] = {}
-        for device, entries in zip(devices, per_device, strict=True):
-            for _, name, value in entries:
-                env[name] = f"{env[name]},{value}" if name in env else value
-            for key, value in device.runner_env_overrides.items():
-                if key in env and env[key] != value:
-                    self.log.warning(
-                        "env.override_conflict",
-                        key=key,
-                        existing=env[key],
-                        new=value,
-                        library=device.library,
-                        id=device.id,
-                    )
-                env[key] = value
-        for key, value in env.items():
-            # What no child environment can hold: refuse it here rather than in the host's exec.
-            if not key or "=" in key or "\x00" in key or "\x00" in value:
-                raise GpuscoutError(
-                    f"visible_env: variable {key!r:.80} = {value!r:.80} cannot be put into an "
-                    "environment (an empty name, '=' in the name, or a NUL character)"
-                )
-        return env
+        return visible_env(self._host, devices, self.log) if devices else {}
 
     def isolate_env(
         self, devices: Sequence[DeviceInfo], env: Mapping[str, str]
@@ -716,25 +390,6 @@ def _device(value: Any, where: str) -> DeviceInfo:
     if not isinstance(value, DeviceInfo):
         raise GpuscoutError(f"{where}: expected a DeviceInfo, got {type(value).__name__}")
     return value
-
-
-def _identity(device: DeviceInfo) -> tuple[str, str, str, str]:
-    """What a refreshed record must keep: id, library, PCI id and UUID (case ignored)."""
-    return device.id, device.library, device.pci_id.lower(), device.uuid.lower()
-
-
-def _same_identity(a: DeviceInfo, b: DeviceInfo) -> bool:
-    return _identity(a) == _identity(b)
-
-
-def _identity_change(old: DeviceInfo, new: DeviceInfo) -> str:
-    """``{library} device {id!r}: pci_id '...' -> '...'``: which identity field a refresh changed."""
-    changed = [
-        f"{name} {getattr(old, name)!r:.80} -> {getattr(new, name)!r:.80}"
-        for name in ("pci_id", "uuid")
-        if getattr(old, name).lower() != getattr(new, name).lower()
-    ]
-    return f"{old.library} device {old.id!r:.80}: changed its {', '.join(changed)}"
 
 
 __all__ = ["DEFAULT_MINIMUM_MEMORY", "Discovery", "Scout"]

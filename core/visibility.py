@@ -1,5 +1,6 @@
-"""The environment a child needs for a selection: the plugins' visibility variables, optional
-isolation of every other vendor, and the three output formats of ``gpuscout env``.
+"""The environment a child needs for a selection: the plugins' visibility variables (the
+seed's GetDevicesEnv, ``Scout.visible_env``), optional isolation of every other vendor, and the
+three output formats of ``gpuscout env``.
 
 The "hide everything" values are vendor facts, so each vendor plugin answers them through its
 ``gpuscout_isolate_env`` hook; this module only combines the answers.
@@ -10,12 +11,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from gpuscout.border import visibility_id_problem
+from gpuscout.context import EnvEntry
 from gpuscout.errors import GpuscoutError
 from gpuscout.records import DeviceInfo
+
+if TYPE_CHECKING:
+    from gpuscout.host import PluginHost
 
 FORMATS = ("sh", "json", "dotenv")
 
@@ -51,6 +57,51 @@ class SelectionEnv:
 
     env: dict[str, str]
     notes: tuple[str, ...] = ()
+
+
+def visible_env(host: PluginHost, devices: list[DeviceInfo], log: Any) -> dict[str, str]:
+    """``Scout.visible_env``'s work for a non-empty, checked list of ``devices``: each plugin's
+    entries in selection order, then each device's ``runner_env_overrides`` (a conflict logged
+    on ``log``)."""
+    for i, d in enumerate(devices):
+        # A hand-built record can hold what no plugin may return: an id that hides every
+        # device or stands for two.
+        problem = visibility_id_problem(d)
+        if problem:
+            raise GpuscoutError(
+                f"visible_env: device [{i}] ({d.library} {d.id!r:.80}) cannot be made visible: {problem}"
+            )
+    per_device: list[list[EnvEntry]] = [[] for _ in devices]
+    for plugin, answer in host.each("gpuscout_visible_env", selection=tuple(devices)):
+        bad = [e for e in answer if not 0 <= e[0] < len(devices)]
+        if bad:
+            host.record_failure(plugin, "gpuscout_visible_env", f"entry index out of range: {bad[0]!r}")
+            continue
+        for index, name, value in answer:
+            per_device[index].append(EnvEntry(index, name, value))
+    env: dict[str, str] = {}
+    for device, entries in zip(devices, per_device, strict=True):
+        for _, name, value in entries:
+            env[name] = f"{env[name]},{value}" if name in env else value
+        for key, value in device.runner_env_overrides.items():
+            if key in env and env[key] != value:
+                log.warning(
+                    "env.override_conflict",
+                    key=key,
+                    existing=env[key],
+                    new=value,
+                    library=device.library,
+                    id=device.id,
+                )
+            env[key] = value
+    for key, value in env.items():
+        # What no child environment can hold: refuse it here rather than in the host's exec.
+        if not key or "=" in key or "\x00" in key or "\x00" in value:
+            raise GpuscoutError(
+                f"visible_env: variable {key!r:.80} = {value!r:.80} cannot be put into an "
+                "environment (an empty name, '=' in the name, or a NUL character)"
+            )
+    return env
 
 
 def isolation_env(scout: EnvSource, devices: Sequence[DeviceInfo], env: Mapping[str, str]) -> SelectionEnv:
@@ -136,4 +187,5 @@ __all__ = [
     "render",
     "selection_env",
     "sh_quote",
+    "visible_env",
 ]

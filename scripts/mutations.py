@@ -388,7 +388,7 @@ MUTATIONS += [
 _m = "core/fit/placement.py"
 MUTATIONS += [
     (
-        _m,
+        "core/fit/usage.py",
         '    return device is not None and 0 < getattr(device, "max_allocation", 0) < t_bytes',
         '    return device is not None and 0 < getattr(device, "max_allocation", 0) <= t_bytes',
         FIT,
@@ -402,7 +402,7 @@ MUTATIONS += [
         "a q8_0 V cache is accepted without flash attention",
     ),
     (
-        _m,
+        "core/fit/verdict.py",
         "        if u.total > room:",
         "        if u.total > d.free_memory:",
         FIT,
@@ -1220,7 +1220,7 @@ MUTATIONS += [
         "what sits on shared-memory devices is not counted against system memory",
     ),
     (
-        "core/fit/placement.py",
+        "core/fit/verdict.py",
         "    host = usage[-1].total + on_shared",
         "    host = usage[-1].total",
         ("tests/test_shared_memory_plan.py", *FIT),

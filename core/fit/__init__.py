@@ -3,7 +3,10 @@
 - ``gpuscout.fit.reader``: the bounded GGUF header reader (``read_gguf``, ``ModelError``);
 - ``gpuscout.fit.hparams``: the hyperparameters llama.cpp reads;
 - ``gpuscout.fit.estimate``: model buffers, KV cache, recurrent state, compute buffers;
-- ``gpuscout.fit.placement``: ``Scout.fit``'s work: placement, memory per device, the verdict.
+- ``gpuscout.fit.model``: the model and projector files read for ``fit``;
+- ``gpuscout.fit.placement``: ``Scout.fit``'s work: where the layers land, ``FitResult``;
+- ``gpuscout.fit.usage``: what each backend holds under a placement;
+- ``gpuscout.fit.verdict``: whether that fits the devices' and the system's free memory.
 
 Nothing here touches a device; see docs/fit.md.
 """

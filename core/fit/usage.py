@@ -1,0 +1,207 @@
+"""What each backend holds under a layout: weights, KV cache and compute buffer per device and
+for the CPU, with what ggml leaves on the host (a tensor or an op over the device's largest
+allocation, llama.cpp's op offload of host weights to the first GPU, the projector's share)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from gpuscout.fit import estimate as est
+from gpuscout.fit.hparams import Hparams
+from gpuscout.fit.model import Model, projector_graph, projector_weights
+from gpuscout.fit.reader import TensorInfo
+from gpuscout.layers import GPULayersList
+from gpuscout.memory import BackendMemory, DeviceMemory
+from gpuscout.records import CPU_LIBRARY, DeviceInfo
+
+#: ggml backends offload a host weight's operation to a GPU from this many tokens on
+#: (ggml-cuda and ggml-vulkan ``offload_op``: batch size >= 32).
+OP_OFFLOAD_BATCH = 32
+
+
+@attrs.frozen
+class Usage:
+    """What one backend holds, in bytes (``weights`` includes, on the CPU, the input weights
+    and the repacked copies; ``total`` the output buffer too)."""
+
+    id: str
+    library: str
+    name: str
+    weights: int
+    kv_cache: int
+    graph: int
+    output: int = 0
+
+    @property
+    def total(self) -> int:
+        """Everything this backend allocates."""
+        return self.weights + self.kv_cache + self.graph + self.output
+
+
+def too_big(t_bytes: int, device: DeviceInfo | None) -> bool:
+    """Whether ``t_bytes`` exceed ``device``'s largest single allocation (when it has one)."""
+    return device is not None and 0 < getattr(device, "max_allocation", 0) < t_bytes
+
+
+def split_ops(
+    g: est.Graph, layers: set[int], n: int, device: DeviceInfo | None, h: Hparams
+) -> tuple[list[int], list[int], bool, list[int], bool]:
+    """What a device holding ``layers`` runs: (its blocks' attention, their other phase, the head)
+    and what falls back to the host: attention whose KQ scores exceed the device's largest
+    allocation, and the head when the logits do (ggml's supports_op keeps those ops on the CPU)."""
+    blocks = sorted(i for i in layers if i < n)
+    moved = [i for i in blocks if too_big(g.scores[i], device)]
+    attention = [i for i in blocks if i not in moved]
+    head = n in layers and not too_big(g.logits, device) and not too_big(h.n_vocab * 4, device)
+    return attention, blocks, head, moved, n in layers and not head
+
+
+def device_graph(g: est.Graph, layers: set[int], n: int, device: DeviceInfo | None, h: Hparams) -> int:
+    """The compute buffer of a device holding ``layers`` (what ``split_ops`` leaves it)."""
+    attention, rest, head, _, _ = split_ops(g, layers, n, device, h)
+    return g.on(attention, rest, head)
+
+
+def account(
+    model: Model,
+    kv: list[int],
+    g: est.Graph,
+    gd: est.Graph,
+    ctx: est.Context,
+    layout: GPULayersList,
+    devices: Sequence[DeviceInfo],
+    features: frozenset[str],
+    tied: int,
+    projector: Model | None,
+) -> tuple[list[Usage], BackendMemory]:
+    """Per backend: weights, cache and graph under ``layout`` (see DESIGN.md's fit figures)."""
+    h, L = model.hparams, model.layers
+    n = h.n_layer
+    by_key = {(d.id, d.library): d for d in devices}
+    cpu_w = [0] * (n + 1)
+    cpu_c = [0] * (n + 1)
+    gpus: list[DeviceMemory] = []
+    usage: list[Usage] = []
+    on_cpu = set(range(n + 1))
+    cpu_head = True
+    host_attention: list[int] = []  # blocks whose attention a device leaves to the host
+    splits: list[tuple[list[int], list[int], bool]] = []
+    mapped: list[TensorInfo] = list(L.input_tensors)  # host tensors served from the mapped file
+    for x in layout:
+        d = by_key[(x.id, x.library)]
+        mine = set(x.layers)
+        on_cpu -= mine
+        w = [0] * (n + 1)
+        c = [0] * (n + 1)
+        for i in mine:
+            tensors = L.tensors_by_block[i] if i < n else L.output_tensors
+            for t in tensors:
+                if too_big(t.nbytes, d):
+                    cpu_w[i] += t.nbytes  # stays in host memory (mapped)
+                    mapped.append(t)
+                else:
+                    w[i] += t.nbytes
+            if i == n and tied and not too_big(tied, d):
+                w[i] += tied
+            if i < n:
+                c[i] = kv[i]
+        attention, rest, head, moved, head_moved = split_ops(g, mine, n, d, h)
+        splits.append((attention, rest, head))
+        host_attention += moved
+        if n in mine:
+            cpu_head = head_moved
+        gpus.append(
+            DeviceMemory(
+                id=d.id,
+                library=d.library,
+                name=d.name,
+                weights=w,
+                cache=c,
+                graph=gd.on(attention, rest, head),
+            )
+        )
+    host: list[TensorInfo] = []
+    for i in on_cpu:
+        tensors = L.tensors_by_block[i] if i < n else L.output_tensors
+        host += tensors
+        cpu_w[i] += sum(t.nbytes for t in tensors)
+        if i < n:
+            cpu_c[i] = kv[i]
+    if n in on_cpu and tied and L.embedding is not None:
+        host.append(L.embedding)  # the tied output: a second tensor over the same file bytes
+    repacked = [est.repacked([t], features) for t in host]
+    mapped += [t for t, copy in zip(host, repacked, strict=True) if not copy]
+    repack = sum(repacked)
+    # The CPU's weights are the mapped range plus the repacked copies; what the layers' own
+    # bytes do not cover (input weights, gaps, copies) is the input-weights share.
+    host_weights = est.mapped_span(mapped) + repack
+    cpu_blocks = sorted(i for i in on_cpu if i < n)
+    if not gpus and devices and ctx.n_tokens >= OP_OFFLOAD_BATCH:
+        # No layer on a GPU, but llama.cpp still opens the first one and offloads to it.
+        first = devices[0]
+        gpus.append(
+            DeviceMemory(
+                id=first.id,
+                library=first.library,
+                name=first.name,
+                weights=[0] * (n + 1),
+                cache=[0] * (n + 1),
+            )
+        )
+        splits.append(([], [], False))
+    if gpus and cpu_blocks and ctx.n_tokens >= OP_OFFLOAD_BATCH:
+        # op_offload: with a GPU in use, ggml's scheduler runs a batch's operations on host
+        # weights on the first GPU (their weights copied over), so the host keeps only its
+        # staging buffer and that GPU's compute buffer covers the host's blocks too.
+        d0 = by_key[(gpus[0].id, gpus[0].library)]
+        attention, rest, head = splits[0]
+        host_attention += [i for i in cpu_blocks if too_big(g.scores[i], d0)]
+        attention = attention + [i for i in cpu_blocks if i not in host_attention]
+        moved_head = cpu_head and not too_big(g.logits, d0) and not too_big(h.n_vocab * 4, d0)
+        graph = gd.on(attention, rest + cpu_blocks, head or moved_head)
+        # An offloaded attention of a host block reads that block's K and V from host memory:
+        # the scheduler copies them into the GPU's compute buffer for the operation.
+        copies = [gd.masks + kv[i] + gd.core[i] for i in cpu_blocks if gd.core[i] and i not in host_attention]
+        gpus[0] = attrs.evolve(gpus[0], graph=max([graph, *copies]))
+        cpu_head = cpu_head and not moved_head
+        cpu_blocks = []
+    cpu_graph = g.on(cpu_blocks + host_attention, cpu_blocks, cpu_head)
+    if gpus and not cpu_blocks and not host_attention:
+        # GPUs run every block: the host still looks up the input embeddings and stages the
+        # attention masks it fills for them (llama.cpp's *_Host compute buffer).
+        cpu_graph = max(g.masks + g.embeddings, g.host_head if cpu_head else 0)
+    if projector is not None and gpus:  # the projector's compute buffer, on the first GPU
+        gpus[0] = attrs.evolve(gpus[0], graph=gpus[0].graph + projector_graph(projector))
+    cpu = DeviceMemory(library=CPU_LIBRARY, name="CPU", weights=cpu_w, cache=cpu_c, graph=cpu_graph)
+    input_weights = max(0, host_weights - sum(cpu_w))
+    memory = BackendMemory(input_weights=input_weights, cpu=cpu, gpus=gpus)
+    for dm in gpus:
+        extra = projector_weights(projector) if projector is not None and dm is gpus[0] else 0
+        usage.append(
+            Usage(
+                id=dm.id,
+                library=dm.library,
+                name=dm.name,
+                weights=sum(dm.weights) + extra,
+                kv_cache=sum(dm.cache),
+                graph=dm.graph,
+            )
+        )
+    on_host = projector is not None and not gpus
+    usage.append(
+        Usage(
+            id="",
+            library=CPU_LIBRARY,
+            name="CPU",
+            weights=input_weights + sum(cpu_w) + (projector_weights(projector) if on_host else 0),
+            kv_cache=sum(cpu_c),
+            graph=cpu_graph + (projector_graph(projector) if on_host else 0),
+            output=h.n_vocab * ctx.n_seq * 4,
+        )
+    )
+    return usage, memory
+
+
+__all__ = ["OP_OFFLOAD_BATCH", "Usage", "account", "device_graph", "split_ops", "too_big"]

@@ -1,0 +1,107 @@
+"""Whether a placed model fits: the planner's check of the CPU side with the real system
+memory, the one pool that the CPU and shared-memory devices draw from, and every GPU's share
+within its free memory less its reserve; each shortfall said in a note."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from gpuscout.fit.usage import Usage
+from gpuscout.layers import GPULayersList
+from gpuscout.memory import InsufficientMemoryError
+from gpuscout.records import DeviceInfo, SystemInfo
+
+
+def verdict(
+    layout: GPULayersList,
+    layer_sizes: list[int],
+    devices: Sequence[DeviceInfo],
+    system: SystemInfo,
+    usage: list[Usage],
+    reserve: Callable[[DeviceInfo], int],
+    platform: str,
+    num_gpu: int,
+    notes: list[str],
+) -> bool:
+    """The planner's verdict on the CPU side (verify_layout with the real system memory),
+    and every GPU's share within its free memory less its reserve."""
+    from gpuscout.plan import verify_layout
+
+    cpu = usage[-1]
+    on_gpu = {i for x in layout for i in x.layers}
+    unplaced = sum(size for i, size in enumerate(layer_sizes) if i not in on_gpu)
+    extra = max(0, cpu.total - unplaced)
+    fits = True
+    if system.total_memory == 0 and system.free_memory == 0:
+        notes.append("system memory unknown: the CPU's share is not checked")
+    else:
+        try:
+            verify_layout(
+                layout,
+                layer_sizes,
+                devices,
+                system,
+                num_gpu=num_gpu,
+                require_full=False,
+                graphs=None,
+                platform=platform,
+                cpu_extra=extra,
+            )
+        except InsufficientMemoryError:
+            fits = False
+            notes.append(
+                f"the CPU's share ({cpu.total} bytes) is more than free system memory "
+                f"({system.free_memory} bytes{' plus swap' if system.free_swap else ''})"
+            )
+        else:
+            fits = shared_verdict(usage, devices, system, platform, notes)
+    by_key = {(d.id, d.library): d for d in devices}
+    for u in usage[:-1]:
+        d = by_key[(u.id, u.library)]
+        room = d.usable_free - reserve(d)  # under the device's budget (docs/budgets.md)
+        if d.free_memory_unknown:
+            # Never used as if it were known (docs/selection.md): the runtime takes the same
+            # stand-in figure, so it is the placement's too, but the verdict says so.
+            notes.append(
+                f"{d.name or d.id}: free memory unknown; placed against the {d.free_memory} "
+                "bytes its driver reports instead (what the runtime uses too), so the "
+                "verdict may be optimistic"
+            )
+        if u.total > room:
+            fits = False
+            notes.append(
+                f"{d.name or d.id} needs {u.total} bytes but has {max(room, 0)} free after its reserve"
+            )
+    return fits
+
+
+def shared_verdict(
+    usage: Sequence[Usage], devices: Sequence[DeviceInfo], system: SystemInfo, platform: str, notes: list[str]
+) -> bool:
+    """Whether the CPU's share and everything on ``shared_memory`` devices (weights, cache and
+    graph) fit the one pool they draw from (``plan.shared_pool``, plus swap off darwin); a note
+    when they do not. The planner's check counts layers only; this counts every buffer."""
+    from gpuscout.plan import shared_pool
+
+    shared = {(d.id, d.library) for d in devices if d.shared_memory}
+    on_shared = sum(u.total for u in usage[:-1] if (u.id, u.library) in shared)
+    if not on_shared:
+        return True
+    pool = shared_pool(devices, system) + (system.free_swap if platform != "darwin" else 0)
+    host = usage[-1].total + on_shared
+    names = ", ".join(d.name or d.id for d in devices if (d.id, d.library) in shared)
+    notes.append(
+        f"{names}: memory shared with the system, so what it holds and the CPU's share are "
+        f"counted together ({host} of {pool} bytes)"
+    )
+    if host <= pool:
+        return True
+    swap = " with swap" if platform != "darwin" and system.free_swap else ""
+    notes.append(
+        f"the CPU's share plus what sits on shared-memory devices ({host} bytes) is more than "
+        f"the system memory they share ({pool} bytes{swap})"
+    )
+    return False
+
+
+__all__ = ["shared_verdict", "verdict"]
