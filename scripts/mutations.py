@@ -860,6 +860,11 @@ MUTATIONS += [
         NFD,
         "cards of one model but different memory are homogeneous",
     ),
+]
+
+# --- core/cluster/nfd_file.py: the NFD feature file's rules
+_m = "core/cluster/nfd_file.py"
+MUTATIONS += [
     (
         _m,
         "    if any(_in_domain(prefix, d) for d in RESERVED_DOMAINS) and not any(",
