@@ -2,13 +2,14 @@
 
 Records are frozen attrs classes. Fields default to Go's zero values, so any record the seed can
 express can be built here by keyword, and the wire format (``gpuscout.wire``) round-trips them.
+What each field accepts, ``RecordError`` and the link records (``PcieLink``, ``PeerLink``) live in
+``gpuscout.record_fields`` and are importable from here as well.
 """
 
 from __future__ import annotations
 
 import enum
 import re
-import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -16,229 +17,42 @@ import attrs
 
 from gpuscout.cpulist import MAX_CPULIST, is_cpulist
 from gpuscout.errors import GpuscoutError
+from gpuscout.record_fields import LINK_KIND as LINK_KIND
+from gpuscout.record_fields import MAX_BYTES as MAX_BYTES
+from gpuscout.record_fields import MAX_LINK_SPEED as MAX_LINK_SPEED
+from gpuscout.record_fields import MAX_LINK_WIDTH as MAX_LINK_WIDTH
+from gpuscout.record_fields import MAX_NUMA_NODE as MAX_NUMA_NODE
+from gpuscout.record_fields import MAX_PEERS as MAX_PEERS
+from gpuscout.record_fields import PcieLink as PcieLink
+from gpuscout.record_fields import PeerLink as PeerLink
+from gpuscout.record_fields import RecordError as RecordError
+from gpuscout.record_fields import (
+    as_env_overrides,
+    as_library_path,
+    as_notes,
+    as_peers,
+    bytes_field,
+    flag_field,
+    in_range,
+    is_local_cpus,
+    is_pcie_link,
+    number_field,
+    text_field,
+)
+from gpuscout.record_fields import is_bytes as is_bytes
+from gpuscout.record_fields import is_int64 as is_int64
+from gpuscout.record_fields import show_value as show_value
 
 #: The library name the seed uses for the CPU in its rules (flash attention).
 CPU_LIBRARY = "cpu"
-
-
-class RecordError(GpuscoutError, ValueError):
-    """A record that cannot be built, or one from a plugin that the core cannot use; the
-    message names the field and the value, and ``field`` holds the field's name ("" for the
-    record as a whole)."""
-
-    def __init__(self, message: str, field: str = "") -> None:
-        super().__init__(message)
-        self.field = field
-
-
-#: Largest memory field (bytes): Go's uint64.
-MAX_BYTES = 2**64 - 1
-#: Range of the other number fields: whatever 64 bits hold, Go's int64 or uint64 (a driver
-#: version a plugin parsed as unsigned).
-_INT64 = (-(2**63), 2**64 - 1)
-
-
-def show_value(value: Any) -> str:
-    """``value``'s repr cut to 60 characters, for an error message (a huge int by its size)."""
-    try:
-        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
-            return f"an int of {value.bit_length()} bits"  # no repr: it may not even print
-        return f"{value!r:.60}"
-    except Exception:
-        return f"a {type(value).__name__} that cannot be printed"
-
-
-def _refuse(instance: Any, name: str, expected: str, value: Any, where: str = "") -> RecordError:
-    where = where or f"{type(instance).__name__}.{name}"
-    return RecordError(f"{where}: expected {expected}, got {show_value(value)}", name)
-
-
-def _is_str(instance: Any, attribute: attrs.Attribute[str], value: Any) -> None:
-    if not isinstance(value, str):
-        raise _refuse(instance, attribute.name, "str", value)
-
-
-def _is_bool(instance: Any, attribute: attrs.Attribute[bool], value: Any) -> None:
-    if not isinstance(value, bool):
-        raise _refuse(instance, attribute.name, "bool", value)
-
-
-def _in_range(low: int, high: int, expected: str) -> Any:
-    def check(instance: Any, attribute: attrs.Attribute[int], value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _refuse(instance, attribute.name, expected, value)
-        if not low <= value <= high:
-            bound = f">= {low}" if value < low else f"<= {high_text}"
-            raise RecordError(
-                f"{type(instance).__name__}.{attribute.name} must be {bound}, got {show_value(value)}",
-                attribute.name,
-            )
-
-    high_text = "2**64-1" if high == 2**64 - 1 else str(high)
-    return check
-
-
-#: Validator of a byte count: an int (not a bool) in 0..2**64-1.
-is_bytes = _in_range(0, MAX_BYTES, "an int of bytes in 0..2**64-1")
-#: Validator of a number field: an int (not a bool) that 64 bits hold.
-is_int64 = _in_range(*_INT64, "an int in -2**63..2**64-1")
-
-
-def _library_path(value: Any) -> tuple[str, ...]:
-    return _str_tuple(value, "library_path")
-
-
-def _notes(value: Any) -> tuple[str, ...]:
-    return _str_tuple(value, "notes")
-
-
-def _str_tuple(value: Any, name: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        # A lone string is one path, not a sequence of one-character paths.
-        return (value,)
-    if isinstance(value, (bytes, Mapping)) or not isinstance(value, Iterable):
-        raise _refuse(None, name, "a sequence of str", value, f"DeviceInfo.{name}")
-    items = tuple(value)
-    bad = next((i for i, v in enumerate(items) if not isinstance(v, str)), None)
-    if bad is not None:
-        raise _refuse(None, name, "str", items[bad], f"DeviceInfo.{name}[{bad}]")
-    return items
-
-
-def _str_dict(value: Any) -> Mapping[str, str]:
-    # A private, read-only copy: a frozen record must not change under whoever holds it.
-    if not value:
-        if value is None or isinstance(value, Mapping):
-            return types.MappingProxyType({})
-    if not isinstance(value, Mapping):
-        raise _refuse(
-            None, "runner_env_overrides", "a mapping of str to str", value, "DeviceInfo.runner_env_overrides"
-        )
-    copy = dict(value)
-    odd = next(((k, v) for k, v in copy.items() if not isinstance(k, str) or not isinstance(v, str)), None)
-    if odd is not None:
-        raise RecordError(
-            f"DeviceInfo.runner_env_overrides: expected a mapping of str to str, "
-            f"got {show_value(odd[0])} -> {show_value(odd[1])}",
-            "runner_env_overrides",
-        )
-    return types.MappingProxyType(copy)
-
-
-def _text(default: str = "") -> Any:
-    return attrs.field(default=default, validator=_is_str)
-
-
-def _flag() -> Any:
-    return attrs.field(default=False, validator=_is_bool)
-
-
-def _bytes() -> Any:
-    return attrs.field(default=0, validator=is_bytes)
-
-
-def _number() -> Any:
-    return attrs.field(default=0, validator=is_int64)
 
 
 @attrs.frozen(order=True)
 class DeviceID:
     """Minimal identity of a device: its ``id`` is unique only among devices of one ``library``."""
 
-    id: str = _text()
-    library: str = _text()
-
-
-#: Fastest PCIe link speed accepted, GT/s (PCIe 7.0 is 128).
-MAX_LINK_SPEED = 1024.0
-#: Widest PCIe link accepted (the Link Status register's width field has 6 bits).
-MAX_LINK_WIDTH = 64
-#: Highest NUMA node number accepted (Linux's MAX_NUMNODES is at most 1024).
-MAX_NUMA_NODE = 65535
-#: Most peers one device may list (an NVL72 rack has 71 per GPU).
-MAX_PEERS = 1024
-#: What a peer link's kind looks like: a short lower-case word (``nvlink``, ``xgmi``).
-LINK_KIND = re.compile(r"[a-z0-9][a-z0-9_.-]{0,31}", re.ASCII)
-
-
-def _link_speed(instance: Any, attribute: attrs.Attribute[float], value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _refuse(instance, attribute.name, "a number of GT/s", value)
-    if not 0 <= value <= MAX_LINK_SPEED:  # NaN fails this too
-        raise _refuse(instance, attribute.name, f"GT/s in 0..{MAX_LINK_SPEED:g} (0 = unknown)", value)
-
-
-def _speed(value: Any) -> Any:
-    # An int speed (8) is the float 8.0; anything else is left for the validator to refuse.
-    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-@attrs.frozen
-class PcieLink:
-    """A device's PCIe link as the kernel reports it: the current and the maximum speed (GT/s,
-    the kernel's ``current_link_speed``/``max_link_speed``: 2.5, 5.0, 8.0, 16.0, 32.0, 64.0)
-    and width (lanes, ``current_link_width``/``max_link_width``). 0 is "unknown" for each.
-    Wire keys ``speed``, ``width``, ``max_speed``, ``max_width``, each left out when unknown.
-    """
-
-    speed: float = attrs.field(default=0.0, converter=_speed, validator=_link_speed)
-    width: int = attrs.field(
-        default=0, validator=_in_range(0, MAX_LINK_WIDTH, f"lanes in 0..{MAX_LINK_WIDTH}")
-    )
-    max_speed: float = attrs.field(default=0.0, converter=_speed, validator=_link_speed)
-    max_width: int = attrs.field(
-        default=0, validator=_in_range(0, MAX_LINK_WIDTH, f"lanes in 0..{MAX_LINK_WIDTH}")
-    )
-
-    @property
-    def known(self) -> bool:
-        """Whether any part of the link is known."""
-        return bool(self.speed or self.width or self.max_speed or self.max_width)
-
-
-def _link_kind(instance: Any, attribute: attrs.Attribute[str], value: Any) -> None:
-    if not isinstance(value, str) or LINK_KIND.fullmatch(value) is None:
-        raise _refuse(instance, attribute.name, "a link kind such as 'nvlink' ([a-z0-9_.-], 1-32)", value)
-
-
-@attrs.frozen(order=True)
-class PeerLink:
-    """A direct link from a device to another device of the same discovery: the peer's ``id``
-    and ``library`` (wire key ``backend``) and the kind of ``link`` (``nvlink``, ``xgmi``)."""
-
-    id: str = _text()
-    library: str = _text()
-    link: str = attrs.field(default="", validator=_link_kind)
-
-
-def _peers(value: Any) -> tuple[PeerLink, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise _refuse(None, "peers", "a sequence of PeerLink", value, "DeviceInfo.peers")
-    items = tuple(value)
-    bad = next((i for i, v in enumerate(items) if not isinstance(v, PeerLink)), None)
-    if bad is not None:
-        raise _refuse(None, "peers", "PeerLink", items[bad], f"DeviceInfo.peers[{bad}]")
-    if len(items) > MAX_PEERS:
-        raise RecordError(f"DeviceInfo.peers: {len(items)} peers, at most {MAX_PEERS} allowed", "peers")
-    return items
-
-
-def _local_cpus(instance: Any, attribute: attrs.Attribute[str], value: Any) -> None:
-    if not isinstance(value, str):
-        raise _refuse(instance, attribute.name, "str", value)
-    if not is_cpulist(value) or value != value.strip():
-        raise _refuse(
-            instance, attribute.name, "a CPU list in the kernel's form ('0-3,8-11', '5', '')", value
-        )
-
-
-def _pcie_link(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and not isinstance(value, PcieLink):
-        raise _refuse(instance, attribute.name, "a PcieLink or None", value)
+    id: str = text_field()
+    library: str = text_field()
 
 
 @attrs.frozen
@@ -252,51 +66,53 @@ class DeviceInfo:
     and are left out of the wire format when empty.
     """
 
-    id: str = _text()
-    library: str = _text()
-    name: str = _text()
-    description: str = _text()
-    filter_id: str = _text()
-    integrated: bool = _flag()
-    pci_id: str = _text()
-    total_memory: int = _bytes()
-    free_memory: int = _bytes()
-    compute_major: int = _number()
-    compute_minor: int = _number()
-    driver_major: int = _number()
-    driver_minor: int = _number()
-    nvidia_driver_major: int = _number()
-    gfx_target: str = _text()
-    library_path: tuple[str, ...] = attrs.field(default=(), converter=_library_path)
+    id: str = text_field()
+    library: str = text_field()
+    name: str = text_field()
+    description: str = text_field()
+    filter_id: str = text_field()
+    integrated: bool = flag_field()
+    pci_id: str = text_field()
+    total_memory: int = bytes_field()
+    free_memory: int = bytes_field()
+    compute_major: int = number_field()
+    compute_minor: int = number_field()
+    driver_major: int = number_field()
+    driver_minor: int = number_field()
+    nvidia_driver_major: int = number_field()
+    gfx_target: str = text_field()
+    library_path: tuple[str, ...] = attrs.field(default=(), converter=as_library_path)
     # Compared, but not hashed: a dict has no hash and the overrides never identify a device.
-    runner_env_overrides: Mapping[str, str] = attrs.field(factory=dict, converter=_str_dict, hash=False)
+    runner_env_overrides: Mapping[str, str] = attrs.field(
+        factory=dict, converter=as_env_overrides, hash=False
+    )
     #: Vendor UUID in the vendor's own spelling, for matching across processes and libraries.
-    uuid: str = _text()
+    uuid: str = text_field()
     #: True when the library could not say how much memory is free (free_memory is then a guess).
-    free_memory_unknown: bool = _flag()
+    free_memory_unknown: bool = flag_field()
     #: True for software renderers (a CPU posing as a GPU, e.g. llvmpipe).
-    software: bool = _flag()
+    software: bool = flag_field()
     #: True when ``Scout.refresh`` could not bring free_memory up to date (no plugin refreshed
     #: the device): free_memory is then the previous value, not a fresh reading.
-    free_memory_stale: bool = _flag()
+    free_memory_stale: bool = flag_field()
     #: Why the runtime in a child would not use this device unless it is selected ("" = it
     #: would): outside ggml-vulkan's default device set, not Metal's system default device.
     #: Such devices rank after the others.
-    unused_reason: str = _text()
+    unused_reason: str = text_field()
     #: Largest single buffer or tensor, in bytes, that the device's runtime can allocate (0 =
     #: unknown). ggml leaves a tensor or buffer larger than this on the CPU, with the ops that
     #: use it (Vulkan: maxStorageBufferRange, 128 MiB on lavapipe).
-    max_allocation: int = _bytes()
+    max_allocation: int = bytes_field()
     #: What hides the device from its own library in the Scout's environment ("" = nothing):
     #: the visibility variable as ``NAME=value`` (``CUDA_VISIBLE_DEVICES=0``), see
     #: ``gpuscout.plugin.visibility_setting``. A plugin reports hidden devices too, so that the
     #: merge can match their twins in other libraries (the Vulkan view of a card CUDA hides) and
     #: drop them with it; ``discover`` never ranks, selects or hands a hidden device to a child.
-    hidden_by: str = _text()
+    hidden_by: str = text_field()
     #: What a user should know about this device, one sentence each, in the order found: how
     #: the plugin read it ("WSL2: ..."), a fault it shows ("running at PCIe Gen3 x4 of Gen5
     #: x16"), which budget applies. ``list`` and ``--explain`` show them.
-    notes: tuple[str, ...] = attrs.field(default=(), converter=_notes)
+    notes: tuple[str, ...] = attrs.field(default=(), converter=as_notes)
     #: True when the device's memory is the system's: what it has free comes out of the
     #: system's free memory (unified-memory parts such as GB10 and Jetson, an APU whose runtime
     #: allocates from GTT, an integrated Vulkan device's host heap). The planner then counts
@@ -304,7 +120,7 @@ class DeviceInfo:
     #: (docs/shared-memory.md). ``integrated`` says what the chip is; this says whose bytes
     #: the figures are (an APU whose runtime uses only its BIOS carve-out is integrated but
     #: not shared: the carve-out is not in the system's memory).
-    shared_memory: bool = _flag()
+    shared_memory: bool = flag_field()
 
     #: The bytes of ``total_memory`` that may be planned on, when that is less than the total
     #: (None: all of it): a budget's ``min(total, cap) - reserve`` (docs/budgets.md), or what a
@@ -314,14 +130,14 @@ class DeviceInfo:
 
     #: The NUMA node the device is attached to (the kernel's ``numa_node``), -1 when unknown.
     numa_node: int = attrs.field(
-        default=-1, validator=_in_range(-1, MAX_NUMA_NODE, f"a NUMA node in -1..{MAX_NUMA_NODE}")
+        default=-1, validator=in_range(-1, MAX_NUMA_NODE, f"a NUMA node in -1..{MAX_NUMA_NODE}")
     )
     #: The CPUs close to the device, in the kernel's list form (``0-31,64-95``); "" = unknown.
-    local_cpus: str = attrs.field(default="", validator=_local_cpus)
+    local_cpus: str = attrs.field(default="", validator=is_local_cpus)
     #: The device's PCIe link (current and maximum speed and width), None when unknown.
-    pcie_link: PcieLink | None = attrs.field(default=None, validator=_pcie_link)
+    pcie_link: PcieLink | None = attrs.field(default=None, validator=is_pcie_link)
     #: Direct links to other devices of the same discovery (NVLink, xGMI), each once.
-    peers: tuple[PeerLink, ...] = attrs.field(default=(), converter=_peers)
+    peers: tuple[PeerLink, ...] = attrs.field(default=(), converter=as_peers)
 
     @property
     def usable_total(self) -> int:
@@ -367,10 +183,10 @@ class SystemInfo:
     what the figures are (the memory of WSL2's virtual machine, macOS's VM statistics), gpuscout's
     own wire key, omitted when empty."""
 
-    total_memory: int = _bytes()
-    free_memory: int = _bytes()
-    free_swap: int = _bytes()
-    notes: tuple[str, ...] = attrs.field(default=(), converter=_notes)
+    total_memory: int = bytes_field()
+    free_memory: int = bytes_field()
+    free_swap: int = bytes_field()
+    notes: tuple[str, ...] = attrs.field(default=(), converter=as_notes)
 
 
 class DeviceComparison(enum.IntEnum):

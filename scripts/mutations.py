@@ -540,8 +540,8 @@ MUTATIONS += [
     (_m, '        if "\\0" in value:', "        if False:", VISIBILITY, "a NUL byte in a value is written"),
 ]
 
-# --- core/records.py: the records and their invariants
-_m = "core/records.py"
+# --- core/record_fields.py: what the records' fields accept
+_m = "core/record_fields.py"
 MUTATIONS += [
     (
         _m,
@@ -557,6 +557,11 @@ MUTATIONS += [
         RECORDS,
         "a bool is accepted as a byte count",
     ),
+]
+
+# --- core/records.py: the records and their invariants
+_m = "core/records.py"
+MUTATIONS += [
     (
         _m,
         '            return f"gfx{self.compute_major:x}{self.compute_minor:02x}"',
@@ -855,6 +860,11 @@ MUTATIONS += [
         NFD,
         "cards of one model but different memory are homogeneous",
     ),
+]
+
+# --- core/cluster/nfd_file.py: the NFD feature file's rules
+_m = "core/cluster/nfd_file.py"
+MUTATIONS += [
     (
         _m,
         "    if any(_in_domain(prefix, d) for d in RESERVED_DOMAINS) and not any(",
