@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ import pytest
 from gpuscout.cluster.inventory import NodeStatus
 from gpuscout.errors import GpuscoutError
 from gpuscout.testing import eventually, processes_with_env, running
+from tests import ports
 from tests.conftest import write_site
 
 #: Every process of the test cluster carries this variable with the module's own value.
@@ -296,6 +296,7 @@ def test_a_node_killed_mid_inventory_is_reported_dead(
 def test_a_node_that_does_not_answer_in_time_is_cancelled(
     local_cluster: LocalCluster, slow_node: tuple[Any, Path]
 ) -> None:
+    """A node still discovering at the deadline is TIMEOUT, the others OK, and its task is killed."""
     start = time.monotonic()
     found = inventory(local_cluster, timeout=8.0, enumerate_timeout=120)
     took = time.monotonic() - start
@@ -327,15 +328,11 @@ def test_a_node_without_cluster_support_is_reported_missing(
     assert nodes["plain"].status is NodeStatus.OK
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_an_unreachable_cluster_is_one_line_and_exit_2() -> None:
+    """A Ray address where nothing listens is one error line and exit 2, well before the timeout."""
     start = time.monotonic()
-    out = _gpuscout("cluster", "--ray", f"127.0.0.1:{_closed_port()}", timeout=60)
+    # A free port no other worker's bind(0) can be handed meanwhile (tests/ports.py).
+    out = _gpuscout("cluster", "--ray", f"127.0.0.1:{ports.allocator()()}", timeout=60)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.count("\n") == 1
     assert out.stderr.startswith("gpuscout: error: cannot reach the Ray cluster at 127.0.0.1:")
