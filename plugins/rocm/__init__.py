@@ -60,8 +60,11 @@ def _surely_no_gpu(context: Context) -> str | None:
         return None
     if context.list_dir(_TOPOLOGY) is not None:  # its notes (a passed deadline), as sysfs's
         return None
+    from gpuscout.plugins.rocm.wsl import wsl_sentence
+
+    guess = "" if wsl_sentence(context) else " (amdgpu not loaded?)"  # WSL2 never loads amdgpu
     return (
-        f"no AMD GPU: no KFD topology (amdgpu not loaded?) under {context.shown(_TOPOLOGY)}; "
+        f"no AMD GPU: no KFD topology{guess} under {context.shown(_TOPOLOGY)}; "
         "amdsmi unavailable (ModuleNotFoundError: No module named 'amdsmi')"
     )
 

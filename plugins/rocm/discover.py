@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import attrs
 
 from gpuscout.plugin import Context, DeviceInfo, system_memory
-from gpuscout.plugins.rocm import devices, diagnose, gfx, hsakmt, smi, sysfs, visibility, xgmi
+from gpuscout.plugins.rocm import devices, diagnose, gfx, hsakmt, smi, sysfs, visibility, wsl, xgmi
 from gpuscout.plugins.rocm.names import LIBRARY
 
 
@@ -208,7 +208,9 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
         return []
     nodes = sysfs.read_kfd_gpu_nodes(context)
     if not nodes and not gpus:
-        where = "no KFD topology (amdgpu not loaded?)" if nodes is None else "no KFD GPU nodes"
+        where = "no KFD topology" if nodes is None else "no KFD GPU nodes"
+        if nodes is None and not wsl.wsl_sentence(context):  # WSL2 never loads amdgpu: no guess there
+            where += " (amdgpu not loaded?)"
         context.note(
             f"no AMD GPU: {where} under {context.shown(sysfs.TOPOLOGY)}"
             + (f"; {smi_why}" if smi_why and (_is_live(context) or context.replaying) else "")
