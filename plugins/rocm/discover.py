@@ -51,6 +51,16 @@ def facts_from_sysfs(context: Context, nodes: Sequence[sysfs.KfdNode]) -> list[d
     facts = []
     for ordinal, node in enumerate(nodes):
         drm = sysfs.read_drm_device(context, node)
+        if not drm.source:
+            minor = node.prop("drm_render_minor")
+            paths = [f"{sysfs.DRM}/renderD{minor}/device"] if minor else []
+            paths += [f"{sysfs.PCI_DEVICES}/{node.slot}"] if node.slot else []
+            where = " or ".join(context.shown(p) for p in paths)
+            place = f" under {where}" if where else " (no drm_render_minor or location_id)"
+            context.note(
+                f"KFD node {node.node}: no amdgpu device with mem_info_vram_total found{place}, "
+                "so its memory is unknown"
+            )
         facts.append(
             devices.GpuFacts(
                 ordinal=ordinal,
@@ -64,7 +74,7 @@ def facts_from_sysfs(context: Context, nodes: Sequence[sysfs.KfdNode]) -> list[d
                 gtt_total=drm.gtt_total,
                 gtt_used=drm.gtt_used,
                 board_files=drm.board_files,
-                partitions=slots[node.slot],
+                partitions=slots[node.slot] if node.slot else 1,
                 partition_memory=node.bank_size,
                 driver=driver,
                 cpu_cores=node.prop("cpu_cores_count"),
