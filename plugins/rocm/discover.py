@@ -59,7 +59,7 @@ def facts_from_sysfs(context: Context, nodes: Sequence[sysfs.KfdNode]) -> list[d
             place = f" under {where}" if where else " (no drm_render_minor or location_id)"
             context.note(
                 f"KFD node {node.node}: no amdgpu device with mem_info_vram_total found{place}, "
-                "so its memory is unknown"
+                "so sysfs gives it no memory figures"
             )
         facts.append(
             devices.GpuFacts(

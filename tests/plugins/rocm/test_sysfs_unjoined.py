@@ -36,7 +36,7 @@ def test_a_node_joined_to_nothing_and_without_location_id_has_no_pci_id(
     assert gpu.pci_id == "" and gpu.free_memory_unknown
     note = found.report("rocm").note
     assert "KFD node 1: no amdgpu device with mem_info_vram_total found under " in note
-    assert "sys/class/drm/renderD128/device, so its memory is unknown" in note
+    assert "sys/class/drm/renderD128/device, so sysfs gives it no memory figures" in note
     assert "sys/bus/pci/devices" not in note
 
 
@@ -51,7 +51,7 @@ def test_a_node_joined_to_nothing_keeps_its_location_and_names_both_places(
     assert gpu.pci_id == "0000:0c:00.0"
     note = found.report("rocm").note
     assert "sys/class/drm/renderD128/device or " in note
-    assert "sys/bus/pci/devices/0000:0c:00.0, so its memory is unknown" in note
+    assert "sys/bus/pci/devices/0000:0c:00.0, so sysfs gives it no memory figures" in note
 
 
 def test_two_gpus_without_location_id_are_not_partitions_of_one_card(
