@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import attrs
 
-from gpuscout.plugin import Context, DeviceInfo, system_memory
-from gpuscout.plugins.rocm import devices, diagnose, gfx, hsakmt, smi, sysfs, visibility, wsl, xgmi
+from gpuscout.plugin import Context, DeviceInfo, is_wsl2, system_memory
+from gpuscout.plugins.rocm import devices, diagnose, gfx, hsakmt, smi, sysfs, visibility, xgmi
 from gpuscout.plugins.rocm.names import LIBRARY
 
 
@@ -219,7 +219,7 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     nodes = sysfs.read_kfd_gpu_nodes(context)
     if not nodes and not gpus:
         where = "no KFD topology" if nodes is None else "no KFD GPU nodes"
-        if nodes is None and not wsl.wsl_sentence(context):  # WSL2 never loads amdgpu: no guess there
+        if nodes is None and not is_wsl2(context):  # WSL2 never loads amdgpu: no guess there
             where += " (amdgpu not loaded?)"
         context.note(
             f"no AMD GPU: {where} under {context.shown(sysfs.TOPOLOGY)}"

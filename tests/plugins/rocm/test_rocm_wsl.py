@@ -83,3 +83,11 @@ def test_off_wsl2_the_missing_topology_still_suggests_amdgpu(tmp_path: Path) -> 
     )
     scout = Scout(plugins=["rocm"], entry_points=False, env={}, platform="linux", root=str(tree))
     assert "no KFD topology (amdgpu not loaded?)" in scout.discover().report("rocm").note
+
+
+def test_a_live_wsl2_root_without_amdsmi_does_not_guess_either(tmp_path: Path) -> None:
+    """The short path of a root without KFD topology or amdsmi says no "(amdgpu not loaded?)" under WSL2."""
+    tree = write_tree(tmp_path, {"/proc/version": WSL2_VERSION, "/dev/dxg": ""})
+    scout = Scout(plugins=["rocm"], entry_points=False, env={}, platform="linux", root=str(tree))
+    note = scout.discover().report("rocm").note
+    assert "no KFD topology under" in note and "amdgpu not loaded" not in note and DXG_ENV in note
