@@ -232,6 +232,13 @@ WSL2_NOTE = (
 )
 
 
+#: Said of a darwin recording that holds no system memory answers (docs/recordings.md).
+DARWIN_UNRECORDED_NOTE = (
+    "macOS: the recording holds no system memory figures (answers/core.json: sysctl hw.memsize "
+    "and vm_statistics), so total and free are unknown"
+)
+
+
 def darwin_system(ctx: Context) -> SystemInfo:
     """macOS system memory: total ``hw.memsize``, free the host VM statistics' free and
     inactive pages (``gpuscout.osfacts.available_bytes``, what ``vm_stat`` reads), through the
@@ -243,6 +250,8 @@ def darwin_system(ctx: Context) -> SystemInfo:
     if stats is None:
         if total:
             ctx.note("macOS: the host VM statistics (host_statistics64) were not readable; free unknown")
+        elif ctx.replaying:  # said on the system: a /proc/meminfo hint would be Linux's
+            return SystemInfo(notes=(DARWIN_UNRECORDED_NOTE,))
         return SystemInfo(total_memory=total)
     free = available_bytes(stats)
     free = min(free, total) if total else free

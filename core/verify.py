@@ -155,15 +155,18 @@ def child_cpus(
         raise VerifyError(f"CPU affinity child gave no CPU list: {exc}") from None
 
 
-def cpus_report(chosen: frozenset[int], seen: frozenset[int]) -> tuple[bool, str]:
-    """(whether a child runs on exactly ``chosen``, the line that says so)."""
+def cpus_report(chosen: frozenset[int], seen: frozenset[int], unchanged: bool = False) -> tuple[bool, str]:
+    """(whether a child runs on exactly ``chosen``, the line that says so); ``unchanged``: the
+    affinity was left as it was, so ``chosen`` is this process's own set, not a choice."""
     from gpuscout.cpulist import cpulist
 
+    which = "this process's own (affinity unchanged)" if unchanged else "the ones chosen"
     if seen == chosen:
-        return True, f"gpuscout: verified: the child runs on CPUs {cpulist(chosen)}, the ones chosen\n"
+        return True, f"gpuscout: verified: the child runs on CPUs {cpulist(chosen)}, {which}\n"
+    expected = "this process's own were" if unchanged else "chosen were"
     return False, (
         f"gpuscout: verify: MISMATCH: the child runs on CPUs {cpulist(seen) or 'none'}, "
-        f"chosen were {cpulist(chosen)}\n"
+        f"{expected} {cpulist(chosen)}\n"
     )
 
 

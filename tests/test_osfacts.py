@@ -13,7 +13,7 @@ from gpuscout import Scout
 from gpuscout.osfacts import available_bytes, is_wsl2, sysctl_int, vm_statistics
 from gpuscout.plugin import Context, RecordingError
 from gpuscout.recording import Recorder
-from gpuscout.system import WSL2_NOTE, read_system
+from gpuscout.system import DARWIN_UNRECORDED_NOTE, WSL2_NOTE, read_system
 from gpuscout.testing import FIFO, write_tree
 
 WSL2_VERSION = (
@@ -110,10 +110,31 @@ def test_darwin_without_vm_statistics_reports_the_total_and_says_free_is_unknown
     assert any("host_statistics64" in n for n in ctx.notes)
 
 
-def test_darwin_recording_without_answers_gives_zeros(tmp_path: Path) -> None:
-    """A darwin recording whose reader was never asked knows nothing: zeros."""
+def test_darwin_recording_without_answers_gives_zeros_and_says_so(tmp_path: Path) -> None:
+    """A darwin recording whose reader was never asked knows nothing: zeros, and a note naming core.json."""
     system = read_system(_ctx(tmp_path, "darwin", {}))
-    assert (system.total_memory, system.free_memory, system.notes) == (0, 0, ())
+    assert (system.total_memory, system.free_memory, system.notes) == (0, 0, (DARWIN_UNRECORDED_NOTE,))
+    assert "answers/core.json" in DARWIN_UNRECORDED_NOTE
+
+
+def test_a_darwin_recording_without_core_json_never_blames_proc_meminfo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`list` on a Mac recording without answers/core.json prints no Linux hint, and the note instead."""
+    import shutil
+
+    from gpuscout.cli import main
+
+    target = tmp_path / "mac"
+    shutil.copytree(Path(__file__).parent / "machines" / "m3_max_macbook", target)
+    (target / "answers" / "core.json").unlink()
+    assert main(["--replay", str(target), "list", "--format", "tsv"]) == 0
+    out = capsys.readouterr().out
+    assert "/proc/meminfo" not in out
+    assert out.splitlines()[-2:] == [
+        "System memory: unknown",
+        f"System memory note: {DARWIN_UNRECORDED_NOTE}",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -106,8 +106,11 @@ def devices_free_of_total(devices: Sequence[DeviceInfo]) -> str:
 
 def system_line(s: SystemInfo) -> str:
     """``System memory: 22.7 GiB free of 23.5 GiB, swap free 0 B``; ``System memory: unknown``
-    when nothing could be read (a recorded tree without ``/proc/meminfo`` gives zeros)."""
+    when nothing could be read (a recorded tree without ``/proc/meminfo`` gives zeros; the
+    ``/proc/meminfo`` hint only when no system note says why)."""
     if s.total_memory <= 0:
+        if s.notes:  # they say why (a darwin recording without answers/core.json, ...)
+            return "System memory: unknown"
         return "System memory: unknown (no /proc/meminfo was readable)"
     return (
         f"System memory: {human_bytes(s.free_memory)} free of {human_bytes(s.total_memory)}, "

@@ -105,7 +105,7 @@ def _verify_cpus(cpus: frozenset[int] | None, env: dict[str, str]) -> bool:
         sys.stderr.write("gpuscout: verify: CPU affinity not checked: this platform cannot report it\n")
         return True
     try:
-        ok, line = cpus_report(expected, child_cpus(env, cpus))
+        ok, line = cpus_report(expected, child_cpus(env, cpus), unchanged=cpus is None)
     except VerifyError as exc:
         sys.stderr.write(f"gpuscout: verify: {exc}\n")
         return False

@@ -16,7 +16,7 @@ takes it in pynvml's place); ``capture`` makes it from the live bindings.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -100,6 +100,29 @@ def _obj(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
+def _unique_uuids(gpus: Sequence[Mapping[str, Any]]) -> None:
+    """RecordingError when two GPUs or MIG instances carry one UUID: NVML never answers so (a
+    UUID names one device), and a copied entry would otherwise replay as a card hidden from itself."""
+    seen: dict[str, str] = {}
+    for i, gpu in enumerate(gpus):
+        entries = [(f".gpus[{i}].uuid", gpu.get("uuid"))]
+        migs = gpu.get("mig", [])
+        if isinstance(migs, list):
+            entries += [
+                (f".gpus[{i}].mig[{j}].uuid", m.get("uuid"))
+                for j, m in enumerate(migs)
+                if isinstance(m, Mapping)
+            ]
+        for where, uuid in entries:
+            if not isinstance(uuid, str) or not uuid:
+                continue  # an error answer, or malformed: said where it is read
+            if uuid in seen:
+                raise RecordingError(
+                    f"{_WHERE}{where}: {uuid!r:.60} is also {seen[uuid]}; each device has its own UUID"
+                )
+            seen[uuid] = where
+
+
 class ReplayedNvml:
     """Answers pynvml's calls (same names, same error convention) from recorded answers.
 
@@ -115,6 +138,7 @@ class ReplayedNvml:
         if not isinstance(gpus, list) or not all(isinstance(g, Mapping) for g in gpus):
             raise RecordingError(f"{_WHERE}.gpus: expected a list of objects")
         self.gpus: list[Mapping[str, Any]] = gpus
+        _unique_uuids(gpus)
 
     # -- library ------------------------------------------------------------------------------
     def nvmlInit(self) -> None:

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from gpuscout.plugin import Context, DeviceInfo, EnvEntry, devices_of, for_library, hookimpl
+from gpuscout.plugin import Context, DeviceInfo, EnvEntry, devices_of, for_library, hookimpl, is_wsl2
 from gpuscout.plugins.rocm.names import HIP, INIT_ENV, LIBRARY, ROCR
 
 GPUSCOUT_API_VERSION = 1
@@ -60,8 +60,9 @@ def _surely_no_gpu(context: Context) -> str | None:
         return None
     if context.list_dir(_TOPOLOGY) is not None:  # its notes (a passed deadline), as sysfs's
         return None
+    guess = "" if is_wsl2(context) else " (amdgpu not loaded?)"  # WSL2 never loads amdgpu
     return (
-        f"no AMD GPU: no KFD topology (amdgpu not loaded?) under {context.shown(_TOPOLOGY)}; "
+        f"no AMD GPU: no KFD topology{guess} under {context.shown(_TOPOLOGY)}; "
         "amdsmi unavailable (ModuleNotFoundError: No module named 'amdsmi')"
     )
 

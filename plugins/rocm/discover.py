@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from gpuscout.plugin import Context, DeviceInfo, system_memory
+from gpuscout.plugin import Context, DeviceInfo, is_wsl2, system_memory
 from gpuscout.plugins.rocm import devices, diagnose, gfx, hsakmt, smi, sysfs, visibility, xgmi
 from gpuscout.plugins.rocm.names import LIBRARY
 
@@ -51,6 +51,16 @@ def facts_from_sysfs(context: Context, nodes: Sequence[sysfs.KfdNode]) -> list[d
     facts = []
     for ordinal, node in enumerate(nodes):
         drm = sysfs.read_drm_device(context, node)
+        if not drm.source:
+            minor = node.prop("drm_render_minor")
+            paths = [f"{sysfs.DRM}/renderD{minor}/device"] if minor else []
+            paths += [f"{sysfs.PCI_DEVICES}/{node.slot}"] if node.slot else []
+            where = " or ".join(context.shown(p) for p in paths)
+            place = f" under {where}" if where else " (no drm_render_minor or location_id)"
+            context.note(
+                f"KFD node {node.node}: no amdgpu device with mem_info_vram_total found{place}, "
+                "so sysfs gives it no memory figures"
+            )
         facts.append(
             devices.GpuFacts(
                 ordinal=ordinal,
@@ -64,7 +74,7 @@ def facts_from_sysfs(context: Context, nodes: Sequence[sysfs.KfdNode]) -> list[d
                 gtt_total=drm.gtt_total,
                 gtt_used=drm.gtt_used,
                 board_files=drm.board_files,
-                partitions=slots[node.slot],
+                partitions=slots[node.slot] if node.slot else 1,
                 partition_memory=node.bank_size,
                 driver=driver,
                 cpu_cores=node.prop("cpu_cores_count"),
@@ -208,7 +218,9 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
         return []
     nodes = sysfs.read_kfd_gpu_nodes(context)
     if not nodes and not gpus:
-        where = "no KFD topology (amdgpu not loaded?)" if nodes is None else "no KFD GPU nodes"
+        where = "no KFD topology" if nodes is None else "no KFD GPU nodes"
+        if nodes is None and not is_wsl2(context):  # WSL2 never loads amdgpu: no guess there
+            where += " (amdgpu not loaded?)"
         context.note(
             f"no AMD GPU: {where} under {context.shown(sysfs.TOPOLOGY)}"
             + (f"; {smi_why}" if smi_why and (_is_live(context) or context.replaying) else "")

@@ -85,7 +85,10 @@ class KfdNode:
 
     @property
     def slot(self) -> str:
-        """The PCI slot from the node's domain and location_id."""
+        """The PCI slot from the node's domain and location_id; "" when the node has no
+        location_id (0000:00:00.0, the host bridge, would be a made-up address)."""
+        if "location_id" not in self.props:
+            return ""
         return pci_slot(self.prop("domain"), self.prop("location_id"))
 
 
@@ -170,7 +173,8 @@ def read_drm_device(ctx: Context, node: KfdNode) -> DrmDevice:
     minor = node.props.get("drm_render_minor")
     if minor:
         candidates.append(f"{DRM}/renderD{minor}/device")
-    candidates.append(f"{PCI_DEVICES}/{node.slot}")
+    if node.slot:
+        candidates.append(f"{PCI_DEVICES}/{node.slot}")
     for directory in candidates:
         found = _read_device_dir(ctx, directory)
         if found is not None:

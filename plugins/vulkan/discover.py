@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -117,6 +118,10 @@ _DEVICE_FIELDS: dict[str, str] = {
 }
 
 
+#: deviceUUID as the loader records it: 16 bytes, 32 hex digits.
+_UUID_HEX = re.compile(r"[0-9a-fA-F]{32}")
+
+
 def _is(value: Any, kind: str) -> bool:
     if kind.endswith("?"):
         return value is None or _is(value, kind[:-1])
@@ -143,6 +148,10 @@ def _check_answer(answer: Any) -> None:
                 raise ValueError(f"devices[{i}].{key}: not a field of a Vulkan device")
             if not _is(value, field):
                 raise ValueError(f"devices[{i}].{key} must be {field}, got {value!r:.40}")
+        uuid = device.get("uuid", "")
+        if uuid and _UUID_HEX.fullmatch(uuid) is None:
+            # The loader writes deviceUUID's 16 bytes as 32 hex digits, or "" without one.
+            raise ValueError(f"devices[{i}].uuid must be 32 hex digits or empty, got {uuid!r:.40}")
 
 
 def probe(context: Context) -> ProbeResult:

@@ -116,3 +116,21 @@ def test_a_child_on_other_cpus_fails_verify_and_nothing_runs(
     assert run.code == 3
     assert f"MISMATCH: the child runs on CPUs {cpu + 1}, chosen were {cpu}" in run.err
     assert "cpus " not in run.out
+
+
+def test_verify_with_the_affinity_unchanged_does_not_call_the_cpus_chosen(
+    gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without locality the CPUs stay as they are: --verify calls them the process's own, not chosen."""
+    from gpuscout.cpulist import cpulist
+
+    device = _device("", numa_node=-1)
+    _child_sees(monkeypatch, device)
+    run = gpuscout_cli(["exec", "--cpu-affinity", "--verify", "--", *SAY_CPUS], [device])
+    assert run.code == 0, run.err
+    assert "CPU affinity unchanged" in run.err and "the ones chosen" not in run.err
+    own = cpulist(_allowed())
+    assert (
+        f"gpuscout: verified: the child runs on CPUs {own}, this process's own (affinity unchanged)"
+        in run.err
+    )

@@ -68,3 +68,30 @@ def test_an_unknown_nvml_error_name_is_a_recording_error() -> None:
     """An error name pynvml does not have is refused, naming where it is."""
     with pytest.raises(RecordingError, match=r"nvml.init: unknown NVML error 'Oops'"):
         ReplayedNvml({"init": {"error": "Oops"}}).nvmlInit()
+
+
+def test_two_recorded_gpus_with_one_uuid_are_a_recording_error(tmp_path: Path) -> None:
+    """A copied GPU entry (one UUID twice) is refused, naming both places: never a card hidden from itself."""
+    target = _recording(tmp_path, "h100_sxm_x2", {})
+    path = target / "answers/cuda.json"
+    answers = json.loads(path.read_text())
+    gpus = answers["nvml"]["gpus"]
+    gpus[1]["uuid"] = gpus[0]["uuid"]
+    path.write_text(json.dumps(answers))
+    with pytest.raises(RecordingError, match=r"nvml\.gpus\[1\]\.uuid: .* is also \.gpus\[0\]\.uuid"):
+        Scout(plugins=["cuda"], entry_points=False, replay=target).discover()
+
+
+def test_a_mig_instance_with_its_parents_uuid_is_a_recording_error() -> None:
+    """MIG instances and GPUs share one UUID space: a MIG- entry repeating a GPU's UUID is refused."""
+    gpu = {
+        "name": "A100",
+        "uuid": "GPU-1",
+        "pci": {},
+        "compute": [8, 0],
+        "mig": [{"index": 0, "uuid": "GPU-1"}],
+    }
+    with pytest.raises(
+        RecordingError, match=r"nvml\.gpus\[0\]\.mig\[0\]\.uuid: 'GPU-1' is also \.gpus\[0\]\.uuid"
+    ):
+        ReplayedNvml({"gpus": [gpu]})

@@ -68,3 +68,26 @@ def test_the_wsl2_radeon_recording_reports_no_device_with_the_variable(
     found = Scout(plugins=["rocm"], entry_points=False, replay=MACHINE, env=env).discover()
     assert found.devices == [] and found.report("rocm").status == "ok"
     assert says in found.report("rocm").note
+
+
+def test_under_wsl2_the_note_does_not_guess_that_amdgpu_is_unloaded() -> None:
+    """WSL2 never loads amdgpu: the note says "no KFD topology" without "(amdgpu not loaded?)"."""
+    note = Scout(plugins=["rocm"], entry_points=False, replay=MACHINE).discover().report("rocm").note
+    assert "no KFD topology under" in note and "amdgpu not loaded" not in note and DXG_ENV in note
+
+
+def test_off_wsl2_the_missing_topology_still_suggests_amdgpu(tmp_path: Path) -> None:
+    """A bare-metal tree without a KFD topology keeps the "(amdgpu not loaded?)" hint."""
+    tree = write_tree(
+        tmp_path, {"/proc/version": "Linux version 6.8.0-49-generic (buildd@lcy02) #49-Ubuntu SMP\n"}
+    )
+    scout = Scout(plugins=["rocm"], entry_points=False, env={}, platform="linux", root=str(tree))
+    assert "no KFD topology (amdgpu not loaded?)" in scout.discover().report("rocm").note
+
+
+def test_a_live_wsl2_root_without_amdsmi_does_not_guess_either(tmp_path: Path) -> None:
+    """The short path of a root without KFD topology or amdsmi says no "(amdgpu not loaded?)" under WSL2."""
+    tree = write_tree(tmp_path, {"/proc/version": WSL2_VERSION, "/dev/dxg": ""})
+    scout = Scout(plugins=["rocm"], entry_points=False, env={}, platform="linux", root=str(tree))
+    note = scout.discover().report("rocm").note
+    assert "no KFD topology under" in note and "amdgpu not loaded" not in note and DXG_ENV in note
