@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import attrs
 import pytest
 
 from tests.conftest import write_site
@@ -298,3 +299,15 @@ def test_shell_command_runs(
             timeout=SNIPPET_TIMEOUT,
         )
         assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+
+
+def test_the_readme_names_every_device_key_list_json_can_write() -> None:
+    """Each wire key of DeviceInfo is in README.md's `list --json` section, the optional ones too."""
+    from gpuscout.records import DeviceInfo
+    from gpuscout.wire_encode import KEYS, NEVER
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("`gpuscout list --json` prints:") :][:3000]
+    never = NEVER.get(DeviceInfo, frozenset())
+    keys = [KEYS[DeviceInfo].get(f.name, f.name) for f in attrs.fields(DeviceInfo) if f.name not in never]
+    assert [k for k in keys if f'"{k}"' not in section and f"`{k}`" not in section] == []
