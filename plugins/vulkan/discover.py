@@ -148,6 +148,15 @@ def _check_answer(answer: Any) -> None:
                 raise ValueError(f"devices[{i}].{key}: not a field of a Vulkan device")
             if not _is(value, field):
                 raise ValueError(f"devices[{i}].{key} must be {field}, got {value!r:.40}")
+        # Every physical device has at least one memory heap (the spec's memoryHeapCount >= 1),
+        # each written as [size, flags]; without one its memory would replay as 0 B unexplained.
+        heaps = device.get("heaps")
+        if not heaps:
+            raise ValueError(
+                f"devices[{i}].heaps: a Vulkan device has at least one memory heap, got {heaps!r:.40}"
+            )
+        if any(len(heap) != 2 for heap in heaps):
+            raise ValueError(f"devices[{i}].heaps: each heap is [size, flags], got {heaps!r:.60}")
         uuid = device.get("uuid", "")
         if uuid and _UUID_HEX.fullmatch(uuid) is None:
             # The loader writes deviceUUID's 16 bytes as 32 hex digits, or "" without one.

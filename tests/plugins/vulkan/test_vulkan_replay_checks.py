@@ -52,3 +52,35 @@ def test_an_empty_or_upper_case_vulkan_uuid_replays(tmp_path: Path, uuid: str) -
     target = _with_uuid(tmp_path, uuid)
     found = Scout(plugins=["vulkan"], entry_points=False, replay=target).discover()
     assert found.devices[0].uuid == (uuid and "8680a056-0800-0000-0300-000000000000")
+
+
+def _with_heaps(tmp_path: Path, heaps: object) -> Path:
+    target = tmp_path / "rec"
+    shutil.copytree(MACHINE, target, symlinks=True)
+    path = target / "answers/vulkan.json"
+    answers = json.loads(path.read_text())
+    if heaps is None:
+        del answers["probe"]["devices"][0]["heaps"]
+    else:
+        answers["probe"]["devices"][0]["heaps"] = heaps
+    path.write_text(json.dumps(answers))
+    return target
+
+
+@pytest.mark.parametrize(
+    ("heaps", "says"),
+    [
+        (None, "a Vulkan device has at least one memory heap"),
+        ([], "a Vulkan device has at least one memory heap"),
+        ([[8 << 30]], r"each heap is \[size, flags\]"),
+        ([[8 << 30, 1, 0]], r"each heap is \[size, flags\]"),
+    ],
+    ids=["missing", "empty", "no-flags", "three-numbers"],
+)
+def test_a_recorded_vulkan_device_without_a_proper_heap_is_refused(
+    tmp_path: Path, heaps: object, says: str
+) -> None:
+    """A device with no memory heap, or a heap that is not [size, flags], is a RecordingError."""
+    target = _with_heaps(tmp_path, heaps)
+    with pytest.raises(RecordingError, match=rf"answers/vulkan\.json: .*devices\[0\]\.heaps: {says}"):
+        Scout(plugins=["vulkan"], entry_points=False, replay=target).discover()
