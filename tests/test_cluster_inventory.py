@@ -117,6 +117,7 @@ def cudas(n: int, name: str = H100, start: int = 0) -> list[DeviceInfo]:
     ],
 )
 def test_ray_accelerator_types_match_gpuscout_names(ray_type: str, model: str) -> None:
+    """Ray's accelerator type matches gpuscout's model name, whatever the case and punctuation."""
     assert type_matches(ray_type, model)
 
 
@@ -133,6 +134,7 @@ def test_ray_accelerator_types_match_gpuscout_names(ray_type: str, model: str) -
     ],
 )
 def test_other_or_empty_types_do_not_match(ray_type: str, model: str) -> None:
+    """A type of another model, an empty type or an empty model name never matches."""
     assert not type_matches(ray_type, model)
 
 
@@ -145,6 +147,7 @@ def test_other_or_empty_types_do_not_match(ray_type: str, model: str) -> None:
     ],
 )
 def test_a_shorter_model_number_is_not_a_prefix_match(ray_type: str, model: str) -> None:
+    """A model number matches whole: an L4 is not an L40S, an H20 not an H200."""
     assert not type_matches(ray_type, model)
 
 
@@ -152,6 +155,7 @@ def test_a_shorter_model_number_is_not_a_prefix_match(ray_type: str, model: str)
 
 
 def test_ray_counting_more_gpus_than_gpuscout_is_one_gpu_count_disagreement() -> None:
+    """Ray scheduling more GPUs than gpuscout finds is one gpu_count disagreement naming both counts."""
     n = node(cudas(7), gpus=8.0, kind="H100")
     [d] = disagreements(n)
     assert (d.kind, d.ray, d.gpuscout) == ("gpu_count", "8", "7")
@@ -161,6 +165,7 @@ def test_ray_counting_more_gpus_than_gpuscout_is_one_gpu_count_disagreement() ->
 
 
 def test_ray_type_of_another_model_is_an_accelerator_type_disagreement() -> None:
+    """A Ray type of another model than the one found is an accelerator_type disagreement."""
     n = node(cudas(8), gpus=8.0, kind="A100")
     [d] = disagreements(n)
     assert (d.kind, d.ray, d.gpuscout) == ("accelerator_type", "A100", f"8x {H100}")
@@ -168,6 +173,7 @@ def test_ray_type_of_another_model_is_an_accelerator_type_disagreement() -> None
 
 
 def test_a_mixed_node_lists_both_models() -> None:
+    """On a node with two models, the type disagreement lists both, each with its count."""
     n = node(cudas(4) + cudas(4, A100, start=4), gpus=8.0, kind="H100")
     [d] = disagreements(n)
     assert d.kind == "accelerator_type" and d.ray == "H100"
@@ -189,10 +195,12 @@ def test_a_mixed_node_lists_both_models() -> None:
 def test_agreeing_nodes_and_vulkan_only_nodes_have_no_disagreement(
     devices: list[DeviceInfo], gpus: float, kind: str
 ) -> None:
+    """A node where Ray agrees, or whose only devices are Vulkan ones, has no disagreement."""
     assert disagreements(node(devices, gpus=gpus, kind=kind)) == []
 
 
 def test_vulkan_devices_are_not_counted_as_ray_gpus() -> None:
+    """Vulkan devices never count as Ray GPUs, even when they are the same cards as the CUDA ones."""
     assert "Vulkan" not in RAY_GPU_LIBRARIES
     # The same physical H100s seen through Vulkan too: only the CUDA ones count.
     devices = cudas(2) + [gpu(H100, "Vulkan", i) for i in range(2)]
@@ -203,10 +211,12 @@ def test_vulkan_devices_are_not_counted_as_ray_gpus() -> None:
 
 @pytest.mark.parametrize("status", [s for s in NodeStatus if s is not NodeStatus.OK])
 def test_a_node_without_an_answer_has_no_disagreement(status: NodeStatus) -> None:
+    """A node that gave no answer (dead, timed out, missing, failed) has no disagreement."""
     assert disagreements(node(gpus=8.0, kind="H100", status=status)) == []
 
 
-def test_ray_type_without_any_gpu_found() -> None:
+def test_a_ray_type_where_no_gpu_is_found_is_one_disagreement() -> None:
+    """A Ray type where no GPU is found is one disagreement: the type, or the count if GPUs are scheduled."""
     [d] = disagreements(node([], gpus=0.0, kind="H100"))
     assert (d.kind, d.ray, d.gpuscout) == ("accelerator_type", "H100", "none")
     assert "no GPU" in d.detail
@@ -216,12 +226,14 @@ def test_ray_type_without_any_gpu_found() -> None:
     assert "finds 0 (none)" in d.detail
 
 
-def test_gpus_found_where_ray_has_no_type() -> None:
+def test_gpus_found_where_ray_has_no_type_are_a_type_disagreement() -> None:
+    """GPUs found on a node that Ray gives no accelerator type are one accelerator_type disagreement."""
     kinds = [d.kind for d in disagreements(node(cudas(2), gpus=2.0, kind=""))]
     assert kinds == ["accelerator_type"]
 
 
 def test_fractional_gpu_resource_is_a_count_disagreement() -> None:
+    """A fractional GPU resource never equals a count of devices: it is a gpu_count disagreement."""
     [d] = disagreements(node(cudas(1), gpus=0.5, kind="H100"))
     assert (d.kind, d.ray, d.gpuscout) == ("gpu_count", "0.5", "1")
 
@@ -246,6 +258,7 @@ def cluster() -> list[NodeResult]:
 
 
 def test_summary_counts_models_per_library_with_their_nodes() -> None:
+    """The summary counts each model per library with the number of nodes holding it, sorted."""
     s = summarize(cluster())
     assert s.nodes == 5 and s.devices == 17
     got = {(m.library, m.name): (m.count, m.nodes) for m in s.models}
@@ -254,12 +267,14 @@ def test_summary_counts_models_per_library_with_their_nodes() -> None:
 
 
 def test_summary_sums_memory_per_library() -> None:
+    """The summary sums the devices, total memory and free memory of each library."""
     s = summarize(cluster())
     memory = {m.library: (m.devices, m.total_memory, m.free_memory) for m in s.memory}
     assert memory == {"CUDA": (16, 16 * 80 * GIB, 16 * 70 * GIB), "ROCm": (1, 192 * GIB, 190 * GIB)}
 
 
 def test_summary_counts_every_status_zeros_included() -> None:
+    """The summary counts nodes by every status, a status no node has included as zero."""
     s = summarize(cluster())
     assert dict(s.nodes_by_status) == {"ok": 3, "dead": 1, "timeout": 1, "missing": 0, "failed": 0}
     assert set(summarize([]).nodes_by_status) == {str(v) for v in NodeStatus}
@@ -267,11 +282,13 @@ def test_summary_counts_every_status_zeros_included() -> None:
 
 
 def test_summary_collects_every_nodes_disagreements() -> None:
+    """The summary collects the disagreements of every node, in node order."""
     s = summarize(cluster())
     assert [(d.node_id, d.kind) for d in s.disagreements] == [("n2", "accelerator_type"), ("n3", "gpu_count")]
 
 
-def test_summary_of_nothing() -> None:
+def test_the_summary_of_no_nodes_is_empty() -> None:
+    """The summary of no nodes counts nothing and lists nothing."""
     s = summarize([])
     assert (s.nodes, s.devices, s.models, s.memory, s.disagreements) == (0, 0, (), (), ())
 
@@ -299,7 +316,8 @@ NODE_KEYS = {
 }
 
 
-def test_inventory_json_shape() -> None:
+def test_the_inventory_json_has_fixed_keys_and_wire_devices() -> None:
+    """The inventory's JSON has fixed keys per node and in the summary, devices as list --json writes them."""
     nodes = tuple(cluster())
     doc = inventory_json(Inventory(nodes=nodes, summary=summarize(nodes), elapsed=1.5))
     assert set(doc) == {"nodes", "summary"}
@@ -340,6 +358,7 @@ def test_inventory_json_shape() -> None:
 
 
 def test_a_dead_node_in_json_has_no_devices_and_no_system() -> None:
+    """A dead node in the JSON keeps its reason and has no devices, no system and no problems."""
     dead = node(gpus=8.0, kind="H100", node_id="n4", status=NodeStatus.DEAD, reason="gone")
     doc = inventory_json(Inventory(nodes=(dead,), summary=summarize([dead])))
     [entry] = doc["nodes"]
@@ -350,6 +369,7 @@ def test_a_dead_node_in_json_has_no_devices_and_no_system() -> None:
 
 
 def test_json_ray_type_is_null_when_ray_has_none_and_problems_are_listed() -> None:
+    """A Ray type Ray did not give is null in the JSON, and a failing plugin is listed as a problem."""
     failing = PluginReport(name="cuda", status=PluginStatus.FAILED, error="NVML exploded")
     n = attrs.evolve(node(node_id="p"), discovery=found([], plugins=[failing]))
     [entry] = inventory_json(Inventory(nodes=(n,), summary=summarize([n])))["nodes"]
@@ -412,6 +432,7 @@ def assert_failed(result: NodeResult, *words: str) -> None:
 
 
 def test_a_good_answer_is_ok_with_the_devices_notes_and_env() -> None:
+    """A good answer reads as OK with its devices, notes, visible env and process, keeping Ray's view."""
     r = read(
         answer(
             version="9.9",
@@ -433,6 +454,7 @@ def test_a_good_answer_is_ok_with_the_devices_notes_and_env() -> None:
 
 
 def test_rays_hostname_wins_over_the_answers() -> None:
+    """The hostname Ray gives wins over the one in the node's answer."""
     r = read_answer(
         attrs.evolve(BASE, hostname="from-ray"), answer(hostname="from-node", discovery=good_discovery()), 0.0
     )
@@ -450,10 +472,12 @@ def test_rays_hostname_wins_over_the_answers() -> None:
     ],
 )
 def test_an_answer_that_is_not_text_is_unreadable(text: Any) -> None:
+    """An answer that is not text (bytes, None, a dict, a number, a list) is unreadable."""
     assert_failed(read(text), "unreadable answer", str(MAX_ANSWER))
 
 
 def test_an_answer_over_the_limit_is_unreadable_without_parsing() -> None:
+    """An answer longer than MAX_ANSWER is unreadable, and the reason names the limit."""
     text = answer(discovery=good_discovery(), notes=["x" * MAX_ANSWER])
     assert len(text) > MAX_ANSWER
     assert_failed(read(text), "unreadable answer", "up to")
@@ -461,6 +485,7 @@ def test_an_answer_over_the_limit_is_unreadable_without_parsing() -> None:
 
 @pytest.mark.parametrize("text", ["", "{", "not json", '{"format": 1,}', "\x00", "[1, 2"])
 def test_invalid_json_is_unreadable(text: str) -> None:
+    """An answer that is not valid JSON is unreadable."""
     assert_failed(read(text), "unreadable answer")
 
 
@@ -480,17 +505,20 @@ def test_invalid_json_is_unreadable(text: str) -> None:
     ],
 )
 def test_a_document_of_another_kind_or_format_is_unreadable(text: str) -> None:
+    """A JSON document that is not an object of format 1 is unreadable, and the reason says format 1."""
     assert_failed(read(text), "unreadable answer", "format 1")
 
 
 @pytest.mark.parametrize("ran_on", ["node-y", "", "node-x ", "NODE-X"])
 def test_an_answer_from_another_node_fails_and_names_it(ran_on: str) -> None:
+    """An answer made on another node (ids compared exactly) fails and names that node."""
     r = read(answer(node_id=ran_on, discovery=good_discovery()))
     assert_failed(r, repr(ran_on), "not from this node")
     assert r.ran_on == ""
 
 
 def test_a_node_without_gpuscout_is_missing_with_the_import_error() -> None:
+    """A node without gpuscout's cluster support is MISSING, with the import error, its Python and the fix."""
     r = read(answer(missing="ModuleNotFoundError: No module named 'gpuscout.cluster'"))
     assert r.status is NodeStatus.MISSING
     assert "install gpuscout" in r.reason
@@ -501,6 +529,7 @@ def test_a_node_without_gpuscout_is_missing_with_the_import_error() -> None:
 
 
 def test_a_node_whose_discovery_raised_fails_with_the_error() -> None:
+    """A node whose discovery raised fails with the error it sent."""
     r = read(answer(error="RuntimeError: driver on fire"))
     assert_failed(r, "discovery failed on the node", "RuntimeError: driver on fire")
     assert r.ran_on == "node-x"
@@ -539,16 +568,19 @@ def _deep(n: int) -> str:
     ids=lambda v: f"{v!r:.40}",
 )
 def test_a_discovery_of_wrong_types_is_unreadable(discovery: Any) -> None:
+    """A discovery whose fields have the wrong types is unreadable, never a crash."""
     assert_failed(read(answer(discovery=discovery)), "unreadable answer")
 
 
 def test_no_discovery_at_all_is_unreadable() -> None:
+    """An answer with neither a discovery nor an error is unreadable."""
     assert_failed(read(answer()), "unreadable answer")
 
 
 @pytest.mark.parametrize("where", ["discovery", "devices", "notes", "visible_env", "node_id", "top"])
 @pytest.mark.parametrize("depth", [500, 990, 10_000])
 def test_deeply_nested_answers_never_raise(where: str, depth: int) -> None:
+    """Deeply nested JSON anywhere in an answer never raises: the answer fails or is read as text."""
     nested = _deep(depth)
     good = json.dumps(good_discovery())
     texts = {
@@ -584,15 +616,18 @@ def test_deeply_nested_answers_never_raise(where: str, depth: int) -> None:
     ],
 )
 def test_notes_and_env_of_wrong_types_are_unreadable(fields: dict[str, Any]) -> None:
+    """Notes that are not a list, or a visible env that is not a mapping, make the answer unreadable."""
     assert_failed(read(answer(discovery=good_discovery(), **fields)), "unreadable answer")
 
 
 def test_notes_sent_as_one_string_are_not_split_into_characters() -> None:
+    """Notes sent as one string are refused, not split into characters."""
     r = read(answer(discovery=good_discovery(), notes="abc"))
     assert r.status is NodeStatus.FAILED and "notes: expected a list of strings" in r.reason
 
 
 def test_a_pid_that_is_not_an_int_is_zero() -> None:
+    """A pid that is not an int reads as 0 and leaves the answer OK."""
     for pid in ("4242", None, 1.5, [1]):
         r = read(answer(pid=pid, discovery=good_discovery()))
         assert r.status is NodeStatus.OK and r.pid == 0
@@ -602,6 +637,7 @@ HOSTILE = "evil\x1b[2J\nhost\"'$(rm -rf /)`id`\x07\u2028"
 
 
 def test_hostile_text_survives_into_the_result_and_prints_escaped() -> None:
+    """Hostile text from a node is kept as it is in the result and printed escaped in its heading."""
     r = read_answer(NodeResult(node_id="node-x"), answer(hostname=HOSTILE, error=f"Boom: {HOSTILE}"), 0.0)
     assert r.status is NodeStatus.FAILED
     assert r.hostname == HOSTILE
@@ -615,6 +651,7 @@ def test_hostile_text_survives_into_the_result_and_prints_escaped() -> None:
 
 
 def test_hostile_devices_and_disagreements_print_escaped_in_the_summary() -> None:
+    """Hostile names, types and reasons print escaped in the summary and stay as they are in JSON."""
     evil = gpu(f"H100 {HOSTILE}")
     r = read_answer(
         NodeResult(node_id="node-x", ray_resources={"GPU": 2.0}, accelerator_type=f"A100{HOSTILE}"),
@@ -653,7 +690,8 @@ def assert_printable(line: str) -> None:
     assert all(ch.isprintable() for ch in line), line
 
 
-def test_summary_lines_for_a_plain_cluster() -> None:
+def test_the_summary_lines_count_nodes_models_and_disagreements() -> None:
+    """The summary lines count nodes by status, devices and models, one line per disagreement."""
     nodes = tuple(cluster())
     lines = summary_lines(Inventory(nodes=nodes, summary=summarize(nodes), elapsed=3.25))
     assert lines[0] == "Cluster: 5 nodes (3 ok, 1 dead, 1 timeout), 17 devices, 3.2 s"
@@ -668,6 +706,7 @@ def test_summary_lines_for_a_plain_cluster() -> None:
 
 
 def test_without_the_override_nothing_changes() -> None:
+    """Without Ray's override-on-zero switch, node_env leaves the environment as it is."""
     environ = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "PATH": "/bin"}
     env, notes = node_env(environ, {"CUDA_VISIBLE_DEVICES": "0,1"})
     assert env == environ and notes == []
@@ -676,6 +715,7 @@ def test_without_the_override_nothing_changes() -> None:
 
 
 def test_the_override_restores_the_nodes_own_values() -> None:
+    """With the override switch, each variable Ray emptied gets the node's own value back, with a note."""
     environ = {
         RAY_OVERRIDE_ON_ZERO: "1",
         "CUDA_VISIBLE_DEVICES": "",
@@ -701,6 +741,7 @@ def test_the_override_restores_the_nodes_own_values() -> None:
 
 @pytest.mark.parametrize("flag", ["1", "true", "YES", " on "])
 def test_the_override_switch_reads_truthy_values(flag: str) -> None:
+    """The override switch is on for any truthy value, in any case, spaces around it allowed."""
     env, notes = node_env(
         {RAY_OVERRIDE_ON_ZERO: flag, "CUDA_VISIBLE_DEVICES": ""}, {"CUDA_VISIBLE_DEVICES": "2"}
     )
@@ -708,11 +749,13 @@ def test_the_override_switch_reads_truthy_values(flag: str) -> None:
 
 
 def test_without_a_start_environment_nothing_changes() -> None:
+    """Without the node's start environment, node_env changes nothing and adds no note."""
     environ = {RAY_OVERRIDE_ON_ZERO: "1", "CUDA_VISIBLE_DEVICES": ""}
     assert node_env(environ, None) == (environ, [])
 
 
 def test_start_environ_reads_nul_separated_entries(tmp_path: Path) -> None:
+    """start_environ reads NUL-separated entries, keeping non-UTF-8 bytes, skipping nameless ones."""
     path = tmp_path / "environ"
     path.write_bytes(
         b"PATH=/usr/bin\0OPTS=a=b=c\0EMPTY=\0NOEQUALS\0=novalue\0RAW=caf\xe9\xff\0CUDA_VISIBLE_DEVICES=0,1\0"
@@ -729,6 +772,7 @@ def test_start_environ_reads_nul_separated_entries(tmp_path: Path) -> None:
 
 
 def test_start_environ_of_a_missing_or_unreadable_path_is_none(tmp_path: Path) -> None:
+    """start_environ of a missing path or a directory is None, and of an empty file empty."""
     assert start_environ(str(tmp_path / "absent")) is None
     assert start_environ(str(tmp_path)) is None  # a directory
     (tmp_path / "empty").write_bytes(b"")
@@ -750,29 +794,36 @@ def test_start_environ_of_a_missing_or_unreadable_path_is_none(tmp_path: Path) -
         ("head.example.com:6380", ("head.example.com", 6380), False),
     ],
 )
-def test_split_host_and_port(address: str, expected: tuple[str, int], loopback: bool) -> None:
+def test_an_address_splits_into_host_and_port_and_loopback_is_known(
+    address: str, expected: tuple[str, int], loopback: bool
+) -> None:
+    """An address splits into host and port (Ray's default port if none), and loopback hosts are known."""
     assert _split(address) == expected
     assert _is_loopback(expected[0]) is loopback
 
 
 @pytest.mark.parametrize("address", ["auto", "ray://x:10001", "", "http://h:1"])
-def test_addresses_ray_resolves_itself(address: str) -> None:
+def test_addresses_ray_resolves_itself_are_left_to_ray(address: str) -> None:
+    """An address Ray resolves itself (auto, ray://, http://, empty) is not split."""
     assert _split(address) is None
 
 
 @pytest.mark.parametrize("address", ["h:0", "h:70000", "h:abc", ":5", "h:-1", "[]:5"])
 def test_bad_addresses_name_themselves(address: str) -> None:
+    """A bad address is a GpuscoutError that names it."""
     with pytest.raises(GpuscoutError) as caught:
         _split(address)
     assert repr(address) in str(caught.value)
 
 
 @pytest.mark.parametrize("host", ["10.0.0.1", "::2", "example.com", "", "localhost.", "0.0.0.0"])
-def test_not_loopback(host: str) -> None:
+def test_other_hosts_are_not_loopback(host: str) -> None:
+    """A host other than 127.x, ::1 or exactly localhost is not loopback."""
     assert not _is_loopback(host)
 
 
 def test_import_ray_without_ray_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without Ray installed, import_ray raises RayMissing with the pip command that installs it."""
     # A None entry makes `import ray` raise ImportError; Ray itself is never imported here.
     monkeypatch.setitem(sys.modules, "ray", None)
     monkeypatch.delenv(RAY_LOOPBACK_ENV, raising=False)
@@ -784,6 +835,7 @@ def test_import_ray_without_ray_says_how_to_install(monkeypatch: pytest.MonkeyPa
 
 
 def test_import_ray_checks_the_address_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """import_ray refuses a bad address before it looks for Ray."""
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(GpuscoutError) as caught:
         import_ray("h:70000")
@@ -807,7 +859,8 @@ def lavapipe_node(monkeypatch: pytest.MonkeyPatch, lavapipe_icd: str) -> None:
     )
 
 
-def test_report_in_process_reads_back_ok(lavapipe_node: None) -> None:
+def test_a_report_made_in_process_reads_back_ok(lavapipe_node: None) -> None:
+    """A node's report made in this process over lavapipe reads back OK, with its device and plugins."""
     text = report({"include_software": True, "isolated": False}, "node-x")
     doc = json.loads(text)
     assert doc["format"] == cluster_node.REPORT_FORMAT == 1
@@ -830,7 +883,8 @@ def test_report_in_process_reads_back_ok(lavapipe_node: None) -> None:
     assert disagreements(r) == []
 
 
-def test_report_without_software_finds_nothing(lavapipe_node: None) -> None:
+def test_a_report_without_software_drops_lavapipe(lavapipe_node: None) -> None:
+    """A report without software devices finds nothing and lists lavapipe as dropped."""
     r = read_answer(
         NodeResult(node_id="node-x"), report({"include_software": False, "isolated": False}, "node-x"), 0.0
     )
@@ -838,7 +892,8 @@ def test_report_without_software_finds_nothing(lavapipe_node: None) -> None:
     assert [d.device.name[:8] for d in r.discovery.dropped] == ["llvmpipe"]
 
 
-def test_report_for_another_node_is_refused(lavapipe_node: None) -> None:
+def test_a_report_for_another_node_is_refused(lavapipe_node: None) -> None:
+    """A report made for one node is refused when read as another node's answer."""
     text = report({"include_software": True, "isolated": False}, "node-x")
     r = read_answer(NodeResult(node_id="node-y"), text, 0.0)
     assert r.status is NodeStatus.FAILED and r.discovery is None
@@ -873,6 +928,7 @@ def test_devices_named_by_position_count_by_their_description() -> None:
 def test_the_address_comes_from_the_argument_then_ray_address_then_rays_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The Ray address comes from the argument, then RAY_ADDRESS, then Ray's own file, else auto."""
     from gpuscout.cluster.ray import ray_address_file, resolve_address
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -889,6 +945,7 @@ def test_the_address_comes_from_the_argument_then_ray_address_then_rays_file(
 
 @pytest.mark.parametrize("timeout", [0, -1.0, float("nan"), float("inf"), "60", True, None])
 def test_a_bad_inventory_timeout_is_refused_before_ray_is_touched(timeout: object) -> None:
+    """A timeout that is not a finite number of seconds above 0 is refused before Ray is imported."""
     import sys
 
     from gpuscout.cluster.ray import inventory
