@@ -60,7 +60,7 @@ ISOLATION = (
     RULES,
     "tests/test_isolation_workers.py",
 )
-NFD = ("tests/test_nfd.py", RULES)
+NFD = ("tests/test_nfd.py", "tests/test_nfd_file.py", RULES)
 CUDA = ("tests/plugins/cuda", "tests/test_visible_env.py", RULES)
 ROCM = ("tests/plugins/rocm", "tests/test_inherited_masks.py", RULES)
 VULKAN = ("tests/plugins/vulkan", RULES)
