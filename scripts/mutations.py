@@ -23,7 +23,13 @@ MERGE = (
 RANKING = (RULES, "tests/test_unused_reason.py", "tests/cli/test_cli_explain.py")
 PLAN = ("tests/test_plan.py", RULES)
 LOAD = ("tests/test_load.py", RULES)
-FIT = ("tests/test_fit.py", "tests/test_fit_reader_hostile.py", RULES, "tests/fit")
+FIT = (
+    "tests/test_fit.py",
+    "tests/test_fit_reader_hostile.py",
+    "tests/test_fit_reader_hostile_model.py",
+    RULES,
+    "tests/fit",
+)
 SELECT = ("tests/test_select.py", "tests/test_select_hostile.py", RULES)
 VISIBILITY = (
     "tests/test_visible_env.py",
@@ -54,7 +60,7 @@ ISOLATION = (
     RULES,
     "tests/test_isolation_workers.py",
 )
-NFD = ("tests/test_nfd.py", RULES)
+NFD = ("tests/test_nfd.py", "tests/test_nfd_file.py", RULES)
 CUDA = ("tests/plugins/cuda", "tests/test_visible_env.py", RULES)
 ROCM = ("tests/plugins/rocm", "tests/test_inherited_masks.py", RULES)
 VULKAN = ("tests/plugins/vulkan", RULES)

@@ -151,6 +151,7 @@ def inventory(local: LocalCluster, **kwargs: Any) -> Any:
 
 
 def test_one_result_per_node_each_made_on_its_own_node(local_cluster: LocalCluster) -> None:
+    """The inventory gives one OK result per node, each made by a task on that node, and detaches."""
     import ray
 
     found = inventory(local_cluster)
@@ -168,6 +169,7 @@ def test_one_result_per_node_each_made_on_its_own_node(local_cluster: LocalClust
 
 
 def test_a_node_with_another_environment_answers_differently(local_cluster: LocalCluster) -> None:
+    """Each node discovers in its own environment, its visibility values restored from Ray's override."""
     nodes = by_role(local_cluster, inventory(local_cluster).nodes)
     for role in ("head", "plain"):
         assert [(d.library, d.software) for d in nodes[role].devices] == [("Vulkan", True)]
@@ -181,6 +183,7 @@ def test_a_node_with_another_environment_answers_differently(local_cluster: Loca
 
 
 def test_summary_counts_models_and_memory_across_nodes(local_cluster: LocalCluster) -> None:
+    """The summary counts models and memory across all nodes, and Ray agrees with it."""
     found = inventory(local_cluster)
     s = found.summary
     lavapipe = [m for m in s.models if m.library == "Vulkan"]
@@ -242,7 +245,8 @@ def test_without_an_address_the_cluster_started_here_is_found(
     assert ids >= {local_cluster.roles[r] for r in ("head", "other", "plain")}
 
 
-def test_cluster_table_on_the_command_line(local_cluster: LocalCluster) -> None:
+def test_the_cluster_table_shows_each_node_and_the_summary(local_cluster: LocalCluster) -> None:
+    """The cluster command prints a heading per node, Ray's override notes and the summary."""
     out = _gpuscout("cluster", "--ray", local_cluster.address, "--include-software")
     assert out.returncode == 0, out.stderr
     for role in ("head", "other", "plain"):
@@ -276,6 +280,7 @@ def _slow_pid(pid_file: Path) -> int:
 def test_a_node_killed_mid_inventory_is_reported_dead(
     local_cluster: LocalCluster, slow_node: tuple[Any, Path]
 ) -> None:
+    """A node killed mid-inventory is DEAD, the others OK, and its hanging discovery ends with it."""
     node, pid_file = slow_node
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         running_inventory = pool.submit(inventory, local_cluster, enumerate_timeout=120)
@@ -313,6 +318,7 @@ def test_a_node_that_does_not_answer_in_time_is_cancelled(
 def test_a_node_without_cluster_support_is_reported_missing(
     local_cluster: LocalCluster, tmp_path: Path
 ) -> None:
+    """A node whose gpuscout lacks cluster support is MISSING, with the import error."""
     old = tmp_path / "old" / "gpuscout"
     old.mkdir(parents=True)
     (old / "__init__.py").write_text(OLD_GPUSCOUT)
@@ -352,6 +358,7 @@ def test_without_ray_installed_one_line_says_how_to_install_it() -> None:
 
 
 def test_a_process_already_attached_stays_attached(local_cluster: LocalCluster) -> None:
+    """A process already attached to Ray stays attached after an inventory of its cluster."""
     import ray
 
     ray.init(address=local_cluster.address, log_to_driver=False, logging_level=logging.WARNING)

@@ -134,6 +134,7 @@ def test_the_graph_sees_the_whole_package() -> None:
 
 
 def test_no_import_cycles_among_core_modules() -> None:
+    """The core's modules, the package root aside, import each other without cycles."""
     # The package root re-exports the core, so any edge into it would be a cycle: those are
     # checked by the next test; here the root is left out so the rest can be judged.
     assert _cycles(CORE - {"gpuscout"}) == []
@@ -141,11 +142,13 @@ def test_no_import_cycles_among_core_modules() -> None:
 
 @pytest.mark.parametrize("module", sorted(CORE - {"gpuscout"}))
 def test_a_core_module_never_imports_the_package_root(module: str) -> None:
+    """No core module imports the package root gpuscout."""
     assert "gpuscout" not in GRAPH[module], f"{module} imports the package root 'gpuscout'"
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("gpuscout.plugins.")))
 def test_built_in_plugins_reach_only_the_public_surface(module: str) -> None:
+    """A built-in plugin imports only gpuscout, gpuscout.plugin and its own subpackage."""
     own = ".".join(module.split(".")[:3])
     allowed = {"gpuscout", "gpuscout.plugin"}
     foreign = sorted(
@@ -155,6 +158,7 @@ def test_built_in_plugins_reach_only_the_public_surface(module: str) -> None:
 
 
 def test_no_import_cycles_inside_a_built_in_plugin() -> None:
+    """The modules of the built-in plugins import each other without cycles."""
     assert _cycles({m for m in MODULES if m.startswith("gpuscout.plugins")}) == []
 
 

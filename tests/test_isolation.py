@@ -126,6 +126,7 @@ def scout(
 def test_each_crash_costs_only_its_plugin(
     site: Path, marker: str, nothing_left: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Isolated, a plugin's crash, exit, hang or noise fails only that plugin, within its deadline."""
     s = scout(site, marker, monkeypatch, *(n for n in PLUGINS if n != "sleeper"))
     start = time.monotonic()
     found = s.discover(isolated=True)
@@ -164,6 +165,7 @@ def test_records_cross_the_boundary_whole_and_equal_in_process(
 def test_an_in_process_plugin_runs_here_and_says_so(
     site: Path, marker: str, nothing_left: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A plugin object passed in runs in the host even when isolated, and its report says so."""
     card = DeviceInfo(id="x0", library="Extra", total_memory=1 << 30)
     s = scout(site, marker, monkeypatch, "good", extra=(injected([card]),))
     found = s.discover(isolated=True)
@@ -179,6 +181,7 @@ def test_the_child_sees_exactly_the_scouts_env_platform_and_root(
     nothing_left: None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The isolation child gives plugins exactly the Scout's env, platform and root."""
     echo = """
         import os
         from gpuscout.plugin import DeviceInfo, hookimpl
@@ -203,7 +206,10 @@ def test_the_child_sees_exactly_the_scouts_env_platform_and_root(
     assert [d.id for d in s.discover(isolated=True).devices] == ["linux|recorded|True|$(x)'\""]
 
 
-def test_list_isolated_on_the_command_line(site: Path, marker: str, nothing_left: None) -> None:
+def test_list_isolated_reports_a_crash_and_a_hang_on_the_command_line(
+    site: Path, marker: str, nothing_left: None
+) -> None:
+    """list --isolated exits 0 with the good devices and reports the crash and the hang."""
     env = {**os.environ, "PYTHONPATH": str(site), "GPUSCOUT_TEST_MARK": marker}
     out = subprocess.run(
         [

@@ -131,6 +131,7 @@ def _env(site: Path, marker: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("loud", ["loud_import", "loud_enum"])
 def test_a_plugin_printing_200_mb_costs_the_host_no_memory(site: Path, marker: str, loud: str) -> None:
+    """A plugin printing 200 MB to stderr, at import or in enumerate, leaves the host's peak RSS flat."""
     env = _env(site, marker)
     out = subprocess.run(
         [sys.executable, "-c", MEASURE, f"good,{loud}", json.dumps(env)],
@@ -149,6 +150,7 @@ def test_a_plugin_printing_200_mb_costs_the_host_no_memory(site: Path, marker: s
 def test_a_helper_that_leaves_the_group_does_not_outlive_the_call(
     site: Path, marker: str, escaper: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A plugin's helper that left the process group does not outlive the isolated discovery."""
     from gpuscout import Scout
 
     monkeypatch.syspath_prepend(str(site))
@@ -162,6 +164,7 @@ def test_a_helper_that_leaves_the_group_does_not_outlive_the_call(
 
 @pytest.mark.parametrize("escaper", ["setsid", "daemon"])
 def test_the_runner_kills_what_left_its_group(site: Path, marker: str, escaper: str) -> None:
+    """A plugin's helper that left the runner's process group does not outlive the runner's discovery."""
     env = {**os.environ, **_env(site, marker)}
     command = [sys.executable, "-m", "gpuscout", "runner", "--port", "{port}", "--plugins", f"good,{escaper}"]
     devices = discover_in_child(env, timeout=20, command=command)

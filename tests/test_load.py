@@ -100,6 +100,7 @@ def scout(scout_with: Callable[..., Scout]) -> Scout:
 
 
 def test_an_estimate_that_holds_goes_fit_alloc_commit(scout: Scout) -> None:
+    """An estimate the runner's report confirms loads in three calls: fit, alloc, commit."""
     devices = [gpu(0, 16 * GIB)]
     runner = FakeRunner(devices, [100 * MIB] * 10, graph=lambda n: 200 * MIB)
     done = scout.load(runner.estimate(), devices, SYSTEM, runner)
@@ -146,7 +147,8 @@ def test_a_gpu_with_no_room_at_all_still_loads_on_the_cpu(scout: Scout) -> None:
     assert runner.operations()[-1] is LoadOperation.COMMIT
 
 
-def test_a_runner_that_never_allocates_fails_after_the_backoff_passes_1(scout: Scout) -> None:
+def test_a_runner_that_never_allocates_fails_once_the_backoff_holds_back_everything(scout: Scout) -> None:
+    """A runner that never allocates fails once the backoff passes 1, closed once, nothing committed."""
     devices = [gpu(0, 8 * GIB)]
     runner = FakeRunner(devices, [100 * MIB] * 8, real_free={"GPU-0": -1})  # not even nothing
     with pytest.raises(GpuscoutError, match=r"^memory layout cannot be allocated$"):
@@ -157,6 +159,7 @@ def test_a_runner_that_never_allocates_fails_after_the_backoff_passes_1(scout: S
 
 
 def test_a_forced_layer_count_that_cannot_be_allocated_is_an_error(scout: Scout) -> None:
+    """A forced num_gpu that cannot be allocated is an error naming it, and the runner is closed."""
     devices = [gpu(0, 8 * GIB)]
     runner = FakeRunner(devices, [100 * MIB] * 8, real_free={"GPU-0": 300 * MIB})
     with pytest.raises(GpuscoutError, match="with num_gpu = 5"):
@@ -165,6 +168,7 @@ def test_a_forced_layer_count_that_cannot_be_allocated_is_an_error(scout: Scout)
 
 
 def test_a_failed_commit_is_an_error_and_releases(scout: Scout) -> None:
+    """A commit the runner refuses is an error, and the runner is closed after it."""
     devices = [gpu(0, 8 * GIB)]
     runner = FakeRunner(devices, [100 * MIB] * 4, commit_fails=True)
     with pytest.raises(GpuscoutError, match="failed to commit memory for model"):
@@ -189,6 +193,7 @@ def test_alternating_layouts_try_the_count_in_between(scout: Scout) -> None:
 
 
 def test_a_layout_that_cannot_load_raises_insufficient_memory_and_releases(scout: Scout) -> None:
+    """With require_full, a model that cannot load whole raises InsufficientMemoryError after a close."""
     devices = [gpu(0, RESERVE + 300 * MIB)]
     runner = FakeRunner(devices, [100 * MIB] * 8)
     with pytest.raises(InsufficientMemoryError):
@@ -210,6 +215,7 @@ def test_the_cpu_share_counts_input_weights_and_the_cpu_graph(scout: Scout) -> N
 
 @pytest.mark.parametrize(("reply", "what"), [(None, "NoneType"), ((True, None), "tuple"), ("ok", "str")])
 def test_a_runner_answering_something_else_is_refused(scout: Scout, reply: object, what: str) -> None:
+    """A runner answering anything but an Allocation is refused, naming what it got, after a close."""
     devices = [gpu(0, 8 * GIB)]
     seen: list[LoadOperation] = []
 
@@ -223,6 +229,7 @@ def test_a_runner_answering_something_else_is_refused(scout: Scout, reply: objec
 
 
 def test_what_the_runner_raises_passes_through_after_release(scout: Scout) -> None:
+    """An exception the runner raises passes through unchanged, after the runner is closed."""
     devices = [gpu(0, 8 * GIB)]
     seen: list[LoadOperation] = []
 
@@ -247,6 +254,7 @@ def test_what_the_runner_raises_passes_through_after_release(scout: Scout) -> No
     ],
 )
 def test_bad_arguments_are_refused(scout: Scout, kwargs: dict[str, object], message: str) -> None:
+    """An argument of the wrong type or range is refused with a GpuscoutError naming it."""
     devices = [gpu(0, 8 * GIB)]
     runner = FakeRunner(devices, [MIB])
     args: dict[str, object] = {

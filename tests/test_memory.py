@@ -26,6 +26,7 @@ MEMORY = BackendMemory(
 
 
 def test_summary_lists_weights_cache_and_graph_per_device_then_total() -> None:
+    """The summary lists weights, cache and graph per device, GPUs first, then the total."""
     assert MEMORY.summary() == [
         "model weights CUDA GPU-a (CUDA0) 28.0 GiB",
         "model weights CPU 3.0 GiB",
@@ -37,7 +38,8 @@ def test_summary_lists_weights_cache_and_graph_per_device_then_total() -> None:
     assert BackendMemory().summary() == []
 
 
-def test_message_names_what_did_not_fit_where() -> None:
+def test_the_insufficient_memory_message_names_what_did_not_fit_where() -> None:
+    """InsufficientMemoryError names each GPU that did not fit, what it needs and has, and the CPU's share."""
     err = InsufficientMemoryError(MEMORY, free={"GPU-a": 24 * GIB})
     assert str(err) == (
         "insufficient memory: CUDA GPU-a (CUDA0) needs 30.0 GiB (weights 28.0 GiB, "

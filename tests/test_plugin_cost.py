@@ -88,6 +88,7 @@ def discover(plugins: list[str], full: Sequence[str] = ()) -> dict[str, Any]:
 @pytest.mark.real_machine
 @pytest.mark.needs_no_nvidia_driver
 def test_cuda_without_a_driver_loads_no_driver_rule_visibility_or_order_module() -> None:
+    """Without a driver, CUDA says so and loads none of its driver, rule, visibility or order modules."""
     found = discover(["cuda"])
     assert found["reports"]["cuda"][:2] == ["ok", 0]
     assert found["reports"]["cuda"][2].startswith("NVML library libnvidia-ml.so.1 cannot be loaded")
@@ -97,6 +98,7 @@ def test_cuda_without_a_driver_loads_no_driver_rule_visibility_or_order_module()
 @pytest.mark.real_machine
 @pytest.mark.needs_no_amd_gpu
 def test_rocm_without_a_gpu_loads_no_sysfs_amdsmi_rule_or_visibility_module() -> None:
+    """Without an AMD GPU, ROCm says so and loads none of its sysfs, amdsmi, rule or visibility modules."""
     found = discover(["rocm"])
     assert found["reports"]["rocm"][:2] == ["ok", 0]
     assert found["reports"]["rocm"][2].startswith("no AMD GPU: no KFD topology")

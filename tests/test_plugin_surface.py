@@ -20,12 +20,14 @@ def scout_with(*plugins: tuple[str, Any]) -> Scout:
 
 
 def test_everything_the_surface_names_is_importable() -> None:
+    """Every name in gpuscout.plugin.__all__ resolves, and the API version is a whole number >= 1."""
     for name in surface.__all__:
         assert getattr(surface, name) is not None, name
     assert isinstance(API_VERSION, int) and API_VERSION >= 1
 
 
 def test_for_library_calls_the_hook_only_for_its_own_devices() -> None:
+    """A hook guarded by for_library runs only for its library's devices and answers None for others."""
     calls: list[str] = []
 
     @for_library("Acme")
@@ -63,6 +65,8 @@ def test_a_guarded_hook_answers_through_a_scout() -> None:
 
 
 def test_for_library_on_refresh_skips_lists_without_its_devices() -> None:
+    """A guarded refresh hook runs only on a list that holds one of its library's devices."""
+
     @for_library("Acme")
     def gpuscout_refresh(devices: list[DeviceInfo], context: Any) -> list[DeviceInfo] | None:
         return [d for d in devices if d.library == "Acme"]
@@ -72,6 +76,7 @@ def test_for_library_on_refresh_skips_lists_without_its_devices() -> None:
 
 
 def test_for_library_refuses_hooks_that_see_a_whole_selection() -> None:
+    """for_library refuses a hook it cannot guard, a first parameter not named device, and no library."""
     with pytest.raises(TypeError, match="cannot guard gpuscout_visible_env"):
 
         @for_library("Acme")
@@ -89,6 +94,7 @@ def test_for_library_refuses_hooks_that_see_a_whole_selection() -> None:
 
 
 def test_devices_of_gives_the_positions_env_entries_need() -> None:
+    """devices_of gives each of a library's devices with its position in the selection."""
     selection = [OTHER, ACME, OTHER, ACME]
     assert devices_of(selection, "Acme") == [(1, ACME), (3, ACME)]
     assert [EnvEntry(i, "ACME_VISIBLE", d.id) for i, d in devices_of(selection, "Acme")] == [
@@ -111,11 +117,13 @@ def _plugin(version: object) -> types.ModuleType:
 
 @pytest.mark.parametrize("version", [1, API_VERSION])
 def test_a_plugin_for_this_api_version_loads(version: int) -> None:
+    """A plugin declaring API version 1 or the current one loads and finds its devices."""
     found = scout_with(("acme", _plugin(version))).discover()
     assert [d.id for d in found.devices] == ["a0"]
 
 
 def test_a_plugin_for_a_later_api_version_is_refused_with_a_clear_report() -> None:
+    """A plugin for a later API version is refused, its report naming both versions."""
     found = scout_with(("acme", _plugin(API_VERSION + 1))).discover()
     report = found.report("acme")
     assert found.devices == []
@@ -126,6 +134,7 @@ def test_a_plugin_for_a_later_api_version_is_refused_with_a_clear_report() -> No
 
 @pytest.mark.parametrize("version", ["1", 1.0, 0, -3, True])
 def test_a_malformed_api_version_is_refused(version: object) -> None:
+    """An API version that is not a whole number of at least 1 is refused."""
     report = scout_with(("acme", _plugin(version))).discover().plugins[-1]
     assert report.status == "failed"
     assert "GPUSCOUT_API_VERSION must be a whole number of at least 1" in report.error
@@ -133,6 +142,7 @@ def test_a_malformed_api_version_is_refused(version: object) -> None:
 
 @pytest.mark.parametrize("name", ["cuda", "rocm", "metal", "vulkan"])
 def test_built_in_plugins_declare_the_api_they_were_written_for(name: str) -> None:
+    """Each built-in plugin declares the current API version and passes its check."""
     import importlib
 
     module = importlib.import_module(f"gpuscout.plugins.{name}")

@@ -22,19 +22,22 @@ UNUSED = DeviceInfo(
 
 
 def test_an_unused_device_ranks_after_every_used_one_whatever_its_memory() -> None:
+    """An unused device ranks after every used one whatever its memory, yet before a software one."""
     assert rank([UNUSED, USED]) == [USED, UNUSED]
     software = DeviceInfo(id="2", library="Vulkan", software=True, free_memory=64 * GIB)
     assert rank([software, UNUSED, USED]) == [USED, UNUSED, software]
 
 
 def test_the_reason_is_on_the_wire_only_when_set() -> None:
+    """unused_reason is on the wire only when set, and reads back equal."""
     assert "unused_reason" not in json.loads(to_json(USED))
     wire = json.loads(to_json(UNUSED))
     assert wire["unused_reason"] == UNUSED.unused_reason
     assert from_json(to_json([USED, UNUSED]), list[DeviceInfo]) == [USED, UNUSED]
 
 
-def test_a_plugin_must_give_text() -> None:
+def test_an_unused_reason_that_is_not_text_is_refused() -> None:
+    """An unused_reason that is not text is a RecordError naming the field and the value."""
     try:
         DeviceInfo(id="x", library="L", unused_reason=3)  # type: ignore[arg-type]
     except RecordError as exc:
@@ -44,6 +47,7 @@ def test_a_plugin_must_give_text() -> None:
 
 
 def test_explain_says_which_criterion_and_why() -> None:
+    """list --explain says a device ranks later for being unused, and gives its reason."""
     found = Discovery(devices=rank([UNUSED, USED]), dropped=[], system=SystemInfo(), plugins=[])
     data = explain(found)
     assert data["ranking"][0]["decided_by"] == "unused"
