@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gpuscout import DeviceInfo
 from gpuscout.merge import is_better
+from gpuscout.select import NoMatchError, SelectionError, select_devices
 from gpuscout.sizes import GIB
+
+
+class NoReserve:
+    """A Scout's reserve of nothing."""
+
+    def minimum_memory(self, device: DeviceInfo) -> int:
+        return 0
 
 
 def card(n: int, **kw: object) -> DeviceInfo:
@@ -25,3 +35,25 @@ def test_library_variants_are_compared_only_within_one_prefix() -> None:
     v13 = card(0, library_path=("/lib/ollama", "/lib/ollama/cuda_v13"))
     other = card(0, library_path=("/lib/ollama", "/lib/ollama/rocm_v7"))
     assert (is_better(v12, v13), is_better(v12, other), is_better(other, v12)) == (True, False, False)
+
+
+@pytest.mark.parametrize("written", ["00000000:C4:00.0", "0000:c4:00.0", "c4:00.0", "000000:c4:00.0"])
+def test_a_pci_id_selects_its_card_however_many_digits_its_domain_has(written: str) -> None:
+    """nvidia-smi writes the domain with 8 digits (00000000:C4:00.0), lspci with 4 or none:
+    each names the card whose PCI id is 0000:c4:00.0 (docs/selection.md, "a PCI id")."""
+    there = card(0, pci_id="0000:c4:00.0")
+    elsewhere = card(1, pci_id="0000:01:00.0")
+    assert select_devices(NoReserve(), [elsewhere, there], written) == [there]
+    with pytest.raises(NoMatchError):
+        select_devices(NoReserve(), [elsewhere, there], "00000001:c4:00.0")
+
+
+def test_an_id_that_names_two_devices_is_ambiguous_not_a_union() -> None:
+    """Two records of different libraries carrying one UUID (left unmerged): naming it exactly
+    is ambiguous, a SelectionError listing both, never both selected."""
+    uuid = "GPU-8f1c2a34-5b6d-7e8f-9a0b-1c2d3e4f5a6b"
+    cuda = card(0, uuid=uuid)
+    other = card(1, library="Vulkan", uuid=uuid)
+    with pytest.raises(SelectionError, match="ambiguous: it matches 2 devices") as error:
+        select_devices(NoReserve(), [cuda, other], uuid.lower())
+    assert not isinstance(error.value, NoMatchError)
