@@ -57,3 +57,20 @@ def test_an_id_that_names_two_devices_is_ambiguous_not_a_union() -> None:
     with pytest.raises(SelectionError, match="ambiguous: it matches 2 devices") as error:
         select_devices(NoReserve(), [cuda, other], uuid.lower())
     assert not isinstance(error.value, NoMatchError)
+
+
+def test_a_plugins_usable_memory_may_equal_the_total_but_not_exceed_it() -> None:
+    """At the plugin border usable_memory is at most total_memory: equal passes as it is, one
+    byte more is a RecordError naming the field."""
+    from gpuscout.records import RecordError, check_device
+
+    assert check_device(card(0, usable_memory=24 * GIB)).usable_memory == 24 * GIB
+    with pytest.raises(RecordError, match=r"\.usable_memory: .* more than total_memory"):
+        check_device(card(0, usable_memory=24 * GIB + 1))
+
+
+def test_usable_total_is_never_above_the_total_even_on_a_hand_made_record() -> None:
+    """A host may build a record whose usable_memory exceeds its total (no border check on its
+    own records): usable_total is still at most the total, and usable free at most free."""
+    d = card(0, total_memory=8 * GIB, free_memory=6 * GIB, usable_memory=16 * GIB)
+    assert (d.usable_total, d.usable_free) == (8 * GIB, 6 * GIB)
