@@ -1709,7 +1709,7 @@ MUTATIONS += [
         "    if len(exact) > 1:\n        raise _ambiguous(selector, exact, devices)\n",
         "",
         SELECT,
-        "an id two devices share (CUDA 0 and ROCm 0) selects both",
+        "an id or UUID two unmerged records share selects both",
     ),
     (
         "core/records.py",
@@ -1878,5 +1878,42 @@ MUTATIONS += [
         "    return vram <= 4 * GIB and gtt >= 8 * GIB and gtt > 4 * vram",
         ("tests/plugins/rocm/test_apu_rule.py", *ROCM),
         "the seed's size rule: GTT exactly 4 x VRAM is not an APU",
+    ),
+]
+MUTATIONS += [
+    (
+        "plugins/vulkan/default_set.py",
+        "        first = next((r.index for r in raws if r.device_type != TYPE_CPU), None)",
+        "        first = next((r.index for r in raws), None)",
+        ("tests/plugins/vulkan/test_vulkan_default_set.py", *VULKAN),
+        "with no GPU in ggml's default set, the fallback may be a CPU device (lavapipe)",
+    ),
+    (
+        "plugins/vulkan/default_set.py",
+        "    if not any(raws[i].device_type == TYPE_DISCRETE_GPU for i in used):\n        return []\n",
+        "",
+        ("tests/plugins/vulkan/test_vulkan_default_set.py", *VULKAN),
+        "an integrated GPU alone is noted as left idle beside a discrete one",
+    ),
+    (
+        "core/context.py",
+        "                    if len(names) == MAX_DIR_ENTRIES:",
+        "                    if len(names) > MAX_DIR_ENTRIES:",
+        CONTEXT,
+        "a directory of one entry more than MAX_DIR_ENTRIES is listed",
+    ),
+    (
+        "core/budgets.py",
+        "        if not 0 <= size <= MAX_SIZE:",
+        "        if not 0 < size <= MAX_SIZE:",
+        BUDGETS,
+        "a budget of 0 bytes given as an int is refused",
+    ),
+    (
+        "core/plan.py",
+        '    if (require_full and (short or host > free)) or (platform != "darwin" and host > free + system.free_swap):',
+        '    if (require_full and (short or host >= free)) or (platform != "darwin" and host > free + system.free_swap):',
+        PLAN,
+        "require_full refuses a CPU share exactly equal to free system memory",
     ),
 ]

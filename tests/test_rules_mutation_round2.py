@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpuscout import DeviceInfo
@@ -74,3 +76,58 @@ def test_usable_total_is_never_above_the_total_even_on_a_hand_made_record() -> N
     own records): usable_total is still at most the total, and usable free at most free."""
     d = card(0, total_memory=8 * GIB, free_memory=6 * GIB, usable_memory=16 * GIB)
     assert (d.usable_total, d.usable_free) == (8 * GIB, 6 * GIB)
+
+
+def test_a_directory_is_listed_up_to_max_dir_entries_and_refused_one_past(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder of exactly MAX_DIR_ENTRIES names is listed; one name more is not listed (None)
+    and the note says why (the bound of Context.list_dir, here lowered to 3)."""
+    import gpuscout.context as context_module
+    from gpuscout.context import Context
+
+    monkeypatch.setattr(context_module, "MAX_DIR_ENTRIES", 3)
+    for name in ("a", "b", "c"):
+        (tmp_path / "full" / name).mkdir(parents=True)
+        (tmp_path / "over" / name).mkdir(parents=True)
+    (tmp_path / "over" / "d").mkdir()
+    ctx = Context(env={}, platform="linux", root=str(tmp_path))
+    assert (ctx.list_dir("/full"), ctx.list_dir("/over")) == (["a", "b", "c"], None)
+    assert any("more than 3 entries" in n for n in ctx.notes)
+
+
+def test_a_budget_of_zero_bytes_is_a_budget_and_2_to_the_64_the_largest() -> None:
+    """A budget's int size is bytes in 0..2**64 (docs/budgets.md): 0 and 2**64 are read, -1 and
+    2**64 + 1 are a BudgetError naming the entry."""
+    from gpuscout.budgets import BudgetError, entries_from
+
+    assert [e.size for e in entries_from({"all": 0, "cuda:0": 2**64}, "reserve")] == [0, 2**64]
+    for bad in (-1, 2**64 + 1):
+        with pytest.raises(BudgetError, match=r"^reserve\['all'\]: expected bytes in 0\.\.2\*\*64"):
+            entries_from({"all": bad}, "reserve")
+
+
+def test_require_full_accepts_a_cpu_share_exactly_equal_to_free_memory() -> None:
+    """verifyLayout with require_full: the CPU's share fails only when it is more than free
+    system memory; exactly equal loads (LAYOUT.md step 6, "cpu > system free")."""
+    from gpuscout import SystemInfo
+    from gpuscout.layers import GPULayersList
+    from gpuscout.memory import InsufficientMemoryError
+    from gpuscout.plan import verify_layout
+
+    def verify(free: int) -> None:
+        system = SystemInfo(total_memory=8 * GIB, free_memory=free, free_swap=0)
+        verify_layout(
+            GPULayersList(),
+            [GIB, GIB],
+            [],
+            system,
+            num_gpu=-1,
+            require_full=True,
+            graphs=None,
+            platform="linux",
+        )
+
+    verify(2 * GIB)
+    with pytest.raises(InsufficientMemoryError):
+        verify(2 * GIB - 1)
