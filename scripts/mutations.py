@@ -1906,7 +1906,7 @@ MUTATIONS += [
         "core/budgets.py",
         "        if not 0 <= size <= MAX_SIZE:",
         "        if not 0 < size <= MAX_SIZE:",
-        BUDGETS,
+        (*BUDGETS, RULES),
         "a budget of 0 bytes given as an int is refused",
     ),
     (
