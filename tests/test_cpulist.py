@@ -37,3 +37,10 @@ def test_a_list_longer_than_the_limit_or_a_cpu_past_it_is_refused() -> None:
     """Bounds: a text over MAX_CPULIST characters, a CPU number of MAX_CPU or more."""
     assert cpulist_ranges(",".join(["0"] * MAX_CPULIST)) is None
     assert cpulist_ranges(str(MAX_CPU)) is None and cpulist_ranges(str(MAX_CPU - 1)) == [(MAX_CPU - 1,) * 2]
+
+
+def test_cpus_a_gap_apart_are_written_apart_never_as_a_range() -> None:
+    """Only consecutive CPUs make a range: every other CPU (a node's CPUs on machines that
+    number SMT siblings alternately) prints as ``0,2,4``, and ``0-1,3`` keeps its gap at 2."""
+    assert cpulist([0, 2, 4]) == "0,2,4" and cpus("0,2,4") == frozenset({0, 2, 4})
+    assert cpulist([0, 1, 3]) == "0-1,3" and cpulist([5, 6, 7, 9, 10]) == "5-7,9-10"

@@ -303,3 +303,39 @@ def test_any_runner_ends_with_a_result_or_an_error_and_releases_on_error(
         assert runner.operations()[-1] is LoadOperation.COMMIT
         assert LoadOperation.CLOSE not in runner.operations()
         assert done.calls == len(runner.calls) <= MAX_CALLS
+
+
+def test_a_count_in_between_is_kept_only_when_its_own_report_confirms_it(scout: Scout) -> None:
+    """Layouts alternate between 41 and 39 layers; 40 allocates, but the graph its report shows
+    leaves room for 39 only, so 40 is not confirmed and 39, which its report confirms, is kept
+    (the reference rebuilds a layout from each count's report before taking it)."""
+    devices = [gpu(0, RESERVE + 4100 * MIB)]
+    graphs = {41: 200 * MIB, 40: 150 * MIB}
+    runner = FakeRunner(
+        devices, [100 * MIB] * 41, graph=lambda n: graphs.get(n, 0), real_free={"GPU-0": 8 * GIB}
+    )
+    done = scout.load(runner.estimate(), devices, SYSTEM, runner)
+    assert done.layout.sum() == 39
+    assert runner.calls[:5] == [
+        (LoadOperation.FIT, 41),
+        (LoadOperation.FIT, 39),
+        (LoadOperation.FIT, 40),
+        (LoadOperation.FIT, 39),
+        (LoadOperation.ALLOC, 39),
+    ]
+
+
+def test_on_darwin_a_gpu_share_above_system_memory_turns_offload_off_for_later_passes() -> None:
+    """LAYOUT.md step 6, darwin: a layout whose GPU share (layers and graphs) is more than the
+    system's total memory is returned, but later passes place nothing on the GPU (num_gpu 0);
+    off darwin the same load keeps every layer on the GPU."""
+    from gpuscout.load import load
+
+    devices = [gpu(0, 16 * GIB)]
+    small = SystemInfo(total_memory=4 * GIB, free_memory=3 * GIB, free_swap=0)
+    placed = {}
+    for platform in ("darwin", "linux"):
+        runner = FakeRunner(devices, [GIB] * 10)
+        done = load(runner.estimate(), devices, small, lambda d: RESERVE, runner, platform=platform)
+        placed[platform] = (runner.calls[0], done.layout.sum())
+    assert placed == {"darwin": ((LoadOperation.FIT, 10), 0), "linux": ((LoadOperation.FIT, 10), 10)}

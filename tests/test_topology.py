@@ -115,7 +115,9 @@ def test_a_numa_node_reads_as_its_number(text: str, node: int) -> None:
     assert parse_numa_node(text) == node
 
 
-@pytest.mark.parametrize("text", ["", "abc", "-2", "1.5", "9999999999999999999999", "0x1", "+1", "--1"])
+@pytest.mark.parametrize(
+    "text", ["", "abc", "-2", "1.5", "9999999999999999999999", "0x1", "+1", "--1", "65536", "4294967295"]
+)
 def test_a_numa_node_the_kernel_did_not_write_is_unknown(text: str) -> None:
     """Anything but a node number or -1 reads as None."""
     assert parse_numa_node(text) is None
@@ -231,6 +233,7 @@ def test_unknown_parts_of_a_link_stay_unknown(tmp_path: Path) -> None:
         {"numa_node": b"\xff\xfe0\n"},
         {"numa_node": "9999999999999999999999\n", "local_cpulist": "$(reboot)\n"},
         {"numa_node": "abc\n", "current_link_width": "-16\n"},
+        {"numa_node": "65536\n"},  # above the largest node a record holds
         {"current_link_speed": b"\x00\x00\x00", "max_link_width": "'; DROP TABLE\n"},
         {"local_cpulist": FIFO, "current_link_speed": FIFO},
         {"max_link_speed": "9" * 5000},

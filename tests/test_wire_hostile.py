@@ -445,3 +445,17 @@ def test_system_info_and_device_ids_round_trip(system: SystemInfo, device_id: De
     """The small records read back equal."""
     assert from_json(to_json(system), SystemInfo) == system
     assert from_json(to_json(device_id), DeviceID) == device_id
+
+
+@pytest.mark.parametrize("number", ["1e999", "-1e999", "NaN", "Infinity"])
+def test_a_number_that_is_not_finite_is_refused_naming_its_path(number: str) -> None:
+    """A plugin's elapsed_ms of 1e999 (Python's json reads it as inf), NaN or Infinity: a
+    GpuscoutError naming the field, never an infinite wall time read back."""
+    from gpuscout import Discovery
+
+    text = (
+        '{"devices": [], "dropped": [], "system": {"total_memory": 1, "free_memory": 0, '
+        '"free_swap": 0}, "plugins": [{"name": "cuda", "status": "ok", "elapsed_ms": ' + number + "}]}"
+    )
+    with pytest.raises(GpuscoutError, match=r"^plugins\[0\]\.elapsed_ms: expected "):
+        from_json(text, Discovery)

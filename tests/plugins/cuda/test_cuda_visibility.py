@@ -92,3 +92,15 @@ def test_visible_devices_with_mig(value: str | None, expected: list[str], why: s
 def test_index_entries_read_like_strtoul(entry: str, expected: int | None) -> None:
     """parse_index reads the leading number as strtoul would, None without one."""
     assert parse_index(entry) == expected
+
+
+def test_the_older_mig_form_names_a_compute_instance_within_its_gpu_instance() -> None:
+    """MIG-GPU-uuid/gi/ci names one compute instance: two compute instances of GPU instance 1
+    (ci 0 and ci 1) are told apart by the last number, and a ci the GI lacks names none."""
+    m2 = "MIG-5e1d3c7a-9b2f-5a4e-8c6d-0f1e2d3c4b5a"
+    gpus = [GpuSlot(G3, mig_enabled=True, mig=(MigSlot(M0, 1, 0), MigSlot(m2, 1, 1)))]
+    assert (
+        visible_uuids(f"MIG-{G3}/1/1", gpus),
+        visible_uuids(f"MIG-{G3}/1/0", gpus),
+        visible_uuids(f"MIG-{G3}/1/2", gpus),
+    ) == ([m2], [M0], [])

@@ -204,3 +204,25 @@ def test_device_file_in_a_recorded_tree_is_not_opened(
     root = gpuscout_root({"/dev/kfd": Symlink("/dev/zero")}, copy=TREES / "rx7900xtx")
     result = discover_at(root)
     assert (result.devices, "not a plain file" in rocm_note(result)) == ([], True)
+
+
+@pytest.mark.parametrize(("minor", "kept"), [(128, True), (255, True), (127, False), (256, False)])
+def test_render_minors_128_to_255_are_libhsakmts_range_both_ends_included(
+    gpuscout_root: RootFactory,
+    discover_at: Callable[..., Discovery],
+    minor: int,
+    kept: bool,
+) -> None:
+    """A GPU node whose render node opens is kept for drm_render_minor 128..255, the first and
+    last render nodes included; just outside fails topology init (fmm.c DRM_FIRST_RENDER_NODE,
+    DRM_LAST_RENDER_NODE; topology.c ``topology_sysfs_check_node_supported``)."""
+    node = TREES / "rx7900xtx/sys/class/kfd/kfd/topology/nodes/1/properties"
+    props = node.read_text().replace("drm_render_minor 128", f"drm_render_minor {minor}")
+    root = gpuscout_root(
+        {"/sys/class/kfd/kfd/topology/nodes/1/properties": props, f"/dev/dri/renderD{minor}": ""},
+        copy=TREES / "rx7900xtx",
+    )
+    result = discover_at(root)
+    assert (len(result.devices), f"drm_render_minor {minor}" in rocm_note(result)) == (
+        (1, False) if kept else (0, True)
+    )

@@ -115,3 +115,16 @@ def test_a_card_hidden_by_rocr_visible_devices_is_no_peer(
     env = {"ROCR_VISIBLE_DEVICES": f"{IDS[0]},{IDS[5]}"}
     found = peers(gpuscout_scout("rocm", env=env, root=hive(gpuscout_root)))
     assert found == {IDS[0]: [IDS[5]], IDS[5]: [IDS[0]]}
+
+
+def test_cards_that_share_a_uuid_name_their_peers_by_the_ordinal_they_are_known_by(
+    gpuscout_scout: ScoutFactory, gpuscout_root: RootFactory
+) -> None:
+    """Two nodes reporting one unique_id (partitions on older kernels) are known by their KFD
+    ordinals, and a peer link names the peer by that same id, so the link is still reported."""
+    props = (HIVE / NODES.lstrip("/") / "3" / "properties").read_text()
+    twin = props.replace("unique_id 2126515636434872700", "unique_id 6647060841008102785")
+    root = hive(gpuscout_root, {f"{NODES}/3/properties": twin})
+    found = peers(gpuscout_scout("rocm", env={}, root=root))
+    assert found["0"][0] == "1" and found["1"][0] == "0"
+    assert found[IDS[2]][:2] == ["0", "1"]

@@ -139,6 +139,14 @@ def test_an_integrated_gpu_beside_a_discrete_one_is_noted_as_idle() -> None:
     assert len(notes) == 1 and "'AMD Radeon Graphics'" in notes[0]
 
 
+def test_an_integrated_gpu_alone_or_beside_another_integrated_one_gets_no_idle_note() -> None:
+    """The loader's rule puts integrated GPUs to work when no other GPU is found, so without a
+    discrete GPU in ggml's set nothing is said to be idle (llama.cpp llama_model_load_from_file_impl)."""
+    apu = gpu(0, name="AMD Radeon Graphics", device_type=INTEGRATED, uuid="02" * 16)
+    other = gpu(1, name="Intel(R) Graphics", device_type=INTEGRATED, uuid="03" * 16)
+    assert (reported_indices([apu], None)[1], reported_indices([apu, other], None)[1]) == ([], [])
+
+
 def test_the_variable_set_reports_exactly_what_it_names() -> None:
     """ggml-vulkan.cpp lines 7442-7457: a set GGML_VK_VISIBLE_DEVICES skips the default set."""
     assert reported_indices(amdvlk_and_radv(), "0") == ([0], [], {})

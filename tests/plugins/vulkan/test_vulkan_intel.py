@@ -131,6 +131,15 @@ def test_free_is_never_above_a_smaller_sysfs_total(tmp_path: Path) -> None:
     assert with_sysfs_vram(ctx, _device(), 0x8086).free_memory == 8 * GIB
 
 
+def test_an_unknown_free_figure_stands_in_as_the_sysfs_total(tmp_path: Path) -> None:
+    """Without VK_EXT_memory_budget free memory is unknown and its stand-in is the total
+    (docs/vulkan.md); with xe's figure that is the sysfs total, not the heap's size."""
+    ctx = _ctx(tmp_path, {f"{PCI}/0000:03:00.0/tile0/physical_vram_size_bytes": f"{16 * GIB}\n"})
+    heap_only = _device(free_memory=15 * GIB, free_memory_unknown=True)
+    d = with_sysfs_vram(ctx, heap_only, 0x8086)
+    assert (d.total_memory, d.free_memory, d.free_memory_unknown) == (16 * GIB, 16 * GIB, True)
+
+
 @pytest.mark.parametrize(
     ("vendor", "device"),
     [(0x1002, _device()), (0x8086, _device(pci_id="")), (0x8086, _device(software=True))],
