@@ -1933,3 +1933,57 @@ MUTATIONS += [
         "require_full refuses a CPU share exactly equal to free system memory",
     ),
 ]
+
+# --- numa=N, the one size table, recorded Vulkan heaps (this session's own rules)
+NUMA = ("tests/test_select_numa.py", *SELECT)
+MUTATIONS += [
+    (
+        "core/select.py",
+        "    hits = [i for i, d in enumerate(devices) if d.numa_node == number]",
+        "    hits = [i for i, d in enumerate(devices) if d.numa_node in (number, -1)]",
+        NUMA,
+        "a device whose NUMA node is unknown is taken to be on every node",
+    ),
+    (
+        "core/select.py",
+        "        return _numa(selector, text[5:].strip(), devices)",
+        "        return _numa(selector, text[5:].strip(), devices[:1])",
+        NUMA,
+        "numa=N looks at the first ranked device only",
+    ),
+    (
+        "core/budgets.py",
+        '        near = suggest(head.strip(), ["library", "numa"])',
+        '        near = suggest(head.strip(), ["library"])',
+        ("tests/test_select_numa.py", *BUDGETS),
+        "a misspelled numa= budget gets no did-you-mean",
+    ),
+    (
+        "core/sizes.py",
+        "    exact = int(fraction) * scale // 10 ** len(fraction) if fraction else 0",
+        "    exact = int(fraction) * scale // 10 ** min(len(fraction), 28) if fraction else 0",
+        SELECT,
+        "a fraction past 28 digits is scaled as if it had 28",
+    ),
+    (
+        "core/sizes.py",
+        '    "kb": 10**3,',
+        '    "kb": KIB,',
+        (*SELECT, "tests/test_layers.py"),
+        "KB (decimal) read as KiB",
+    ),
+    (
+        "plugins/vulkan/discover.py",
+        "        if not heaps:\n",
+        "        if heaps is None:\n",
+        VULKAN,
+        "a recorded device with an empty heap list replays as 0 B",
+    ),
+    (
+        "plugins/vulkan/discover.py",
+        "        if any(len(heap) != 2 for heap in heaps):",
+        "        if any(len(heap) < 2 for heap in heaps):",
+        VULKAN,
+        "a recorded heap of three numbers is taken as [size, flags]",
+    ),
+]
