@@ -6,28 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuscout import DeviceInfo
 from gpuscout.merge import is_better
 from gpuscout.select import NoMatchError, SelectionError, select_devices
 from gpuscout.sizes import GIB
-
-
-class NoReserve:
-    """A Scout's reserve of nothing."""
-
-    def minimum_memory(self, device: DeviceInfo) -> int:
-        return 0
-
-
-def card(n: int, **kw: object) -> DeviceInfo:
-    fields: dict[str, object] = {
-        "id": f"GPU-{n}",
-        "library": "CUDA",
-        "name": f"Card {n}",
-        "total_memory": 24 * GIB,
-        "free_memory": 20 * GIB,
-    }
-    return DeviceInfo(**{**fields, **kw})  # type: ignore[arg-type]
+from tests.test_rules_mutation_core import NoReserve, card
 
 
 def test_library_variants_are_compared_only_within_one_prefix() -> None:
