@@ -187,17 +187,25 @@ def _print(args: argparse.Namespace, found: Discovery, timestamp: str | None = N
     if fmt == "csv":
         output().write(csv_discovery(found))
         return common.SUCCESS
-    from gpuscout.cli.table import plain_discovery, print_discovery
+    if fmt == "tsv":
+        from gpuscout.cli.plain import plain_discovery  # no rich for the plain form
+
+        output().write(plain_discovery(found))
+        return _explained(args, found)
+    from gpuscout.cli.table import print_discovery
 
     color = getattr(args, "color", "auto")
-    if fmt == "tsv":
-        output().write(plain_discovery(found))
-    elif fmt == "table":
+    if fmt == "table":
         from gpuscout.cli.table import stdout_console, use_color
 
         print_discovery(found, console=stdout_console(use_color(color, _on_terminal(output()))))
     else:
         print_discovery(found, color=color)
+    return _explained(args, found)
+
+
+def _explained(args: argparse.Namespace, found: Discovery) -> int:
+    """With ``--explain``, the explanation after the table; SUCCESS."""
     if args.explain:
         from gpuscout.cli.explain import explain, explain_lines
 
@@ -215,7 +223,7 @@ def csv_discovery(found: Discovery) -> str:
     import csv
     import io
 
-    from gpuscout.cli.table import DEVICE_COLUMNS, plain_discovery
+    from gpuscout.cli.plain import DEVICE_COLUMNS, plain_discovery
 
     lines = plain_discovery(found).splitlines()
     rows: list[list[str]] = [list(DEVICE_COLUMNS)]

@@ -68,6 +68,15 @@ def test_list_json_imports_only_the_list_command() -> None:
     assert modules & unwanted == set()
 
 
+@pytest.mark.parametrize("fmt", ["tsv", "csv"])
+def test_the_plain_formats_import_no_rich(fmt: str) -> None:
+    """`list --format tsv` and `--format csv` write text rows: neither rich nor the terminal table."""
+    out = run_gpuscout("list", "--format", fmt, "--plugins", "cuda")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("rank\tlibrary" if fmt == "tsv" else "rank,library")
+    assert imported(out) & {"rich", "gpuscout.cli.table"} == set()
+
+
 def test_help_lists_every_command_with_its_help_line() -> None:
     """`gpuscout --help` names every command with its one-line help."""
     out = run_gpuscout("--help")
