@@ -233,41 +233,24 @@ def fit_document(result: FitResult) -> dict[str, Any]:
 def layers_document(
     scout: Any, layers: list[int], devices: list[DeviceInfo], system: SystemInfo, args: argparse.Namespace
 ) -> dict[str, Any]:
-    """``--layers``: the reference planner on given sizes (no model, so no cache or graphs)."""
-    from gpuscout.memory import InsufficientMemoryError
-    from gpuscout.plan import create_layout, verify_layout
+    """``--layers``: the reference planner on given sizes (no model, so no cache or graphs),
+    judged as ``fit MODEL`` judges a placement (``fit.verdict``): the CPU's share against free
+    system memory, the one pool of shared-memory devices, and every GPU's share within its room
+    (a forced ``--num-gpu`` may overfill one)."""
+    from gpuscout.fit.usage import Usage
+    from gpuscout.fit.verdict import verdict
+    from gpuscout.plan import create_layout
 
     layout = create_layout(layers, devices, scout.minimum_memory, num_gpu=args.num_gpu, spread=args.spread)
     placed = {i for g in layout for i in g.layers}
     cpu_layers = [i for i in range(len(layers)) if i not in placed]
     notes: list[str] = []
-    fits = True
-    if system.total_memory == 0 and system.free_memory == 0:
-        notes.append("system memory unknown: the CPU's share is not checked")
-    else:
-        try:
-            verify_layout(
-                layout,
-                layers,
-                devices,
-                system,
-                num_gpu=args.num_gpu,
-                require_full=False,
-                graphs=None,
-                platform=scout.platform,
-            )
-        except InsufficientMemoryError:
-            fits = False
-            notes.append("the layers left on the CPU are more than free system memory")
     held = [(g.id, g.library, sum(layers[i] for i in g.layers)) for g in layout]
     held.append(("", "cpu", sum(layers[i] for i in cpu_layers)))
-    if fits and system.total_memory:
-        # As for a model: what shared-memory devices hold and the CPU's share are one pool,
-        # on darwin too (where the planner itself leaves the CPU's share unchecked).
-        from gpuscout.fit.placement import Usage, shared_verdict
-
-        usage = [Usage(id_, lib, "", n, 0, 0) for id_, lib, n in held]
-        fits = shared_verdict(usage, devices, system, scout.platform, notes)
+    usage = [Usage(id_, lib, "", n, 0, 0) for id_, lib, n in held]
+    fits = verdict(
+        layout, layers, devices, system, usage, scout.minimum_memory, scout.platform, args.num_gpu, notes
+    )
     memory = [
         {"id": id_, "backend": lib, "weights": n, "kv_cache": 0, "graph": 0, "total": n}
         for id_, lib, n in held
