@@ -161,6 +161,7 @@ def _library_labels(
         return
     out[f"{lib}.memory.total-mib"] = str(sum(d.total_memory for d in devices) // _MIB)
     out[f"{lib}.memory.smallest-mib"] = str(min(d.total_memory for d in devices) // _MIB)
+    _usable_labels(out, f"{lib}.", devices)
     _range(
         out,
         f"{lib}.compute",
@@ -214,6 +215,7 @@ def device_labels(
     out["memory.total-mib"] = str(sum(d.total_memory for d in devices) // _MIB)
     if devices:
         out["memory.smallest-mib"] = str(min(d.total_memory for d in devices) // _MIB)
+    _usable_labels(out, "", devices)
     kinds = {(d.library.lower(), model_name(d), d.total_memory) for d in devices}
     out["homogeneous"] = _bool(len(kinds) == 1)
     out["integrated.count"] = str(sum(d.integrated for d in devices))
@@ -224,6 +226,16 @@ def device_labels(
     out["version"] = sanitize_value("version", VERSION)
     _numa_labels(out, devices)
     return dict(sorted(out.items()))
+
+
+def _usable_labels(out: dict[str, str], prefix: str, devices: Sequence[DeviceInfo]) -> None:
+    """``memory.usable-total-mib`` and ``memory.usable-smallest-mib`` (after ``prefix``): the
+    devices' usable totals under the budgets (docs/budgets.md), only when a budget applies to
+    one of them; the ``total-mib`` labels stay the hardware's."""
+    if not any(d.usable_memory is not None for d in devices):
+        return
+    out[f"{prefix}memory.usable-total-mib"] = str(sum(d.usable_total for d in devices) // _MIB)
+    out[f"{prefix}memory.usable-smallest-mib"] = str(min(d.usable_total for d in devices) // _MIB)
 
 
 def _numa_labels(out: dict[str, str], devices: Sequence[DeviceInfo]) -> None:
