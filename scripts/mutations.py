@@ -1987,3 +1987,26 @@ MUTATIONS += [
         "a recorded heap of three numbers is taken as [size, flags]",
     ),
 ]
+MUTATIONS += [
+    (
+        "core/cluster/nfd.py",
+        "    if not any(d.usable_memory is not None for d in devices):",
+        "    if not any(d.usable_memory for d in devices):",
+        ("tests/test_nfd_budgets.py", *NFD),
+        "a reserve that takes a device's whole memory writes no usable label",
+    ),
+    (
+        "core/cluster/nfd.py",
+        '    out[f"{prefix}memory.usable-smallest-mib"] = str(min(d.usable_total for d in devices) // _MIB)',
+        '    out[f"{prefix}memory.usable-smallest-mib"] = str(min(d.total_memory for d in devices) // _MIB)',
+        ("tests/test_nfd_budgets.py", *NFD),
+        "the usable smallest label is the hardware's smallest",
+    ),
+    (
+        "core/cli/fit.py",
+        "    fits = verdict(",
+        "    fits = True or verdict(",
+        ("tests/test_fit_layers_verdict.py", "tests/test_shared_memory_fit_layers.py"),
+        "fit --layers takes any placement as fitting",
+    ),
+]
