@@ -19,7 +19,10 @@ if __name__ != "gpuscout":
 if TYPE_CHECKING:
     from gpuscout.context import Context, EnvEntry
     from gpuscout.errors import GpuscoutError
+    from gpuscout.fit.placement import FitResult
+    from gpuscout.fit.reader import ModelError
     from gpuscout.layers import GPULayers, GPULayersList
+    from gpuscout.load import Allocation, LoadOperation, LoadResult
     from gpuscout.markers import hookimpl
     from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
     from gpuscout.ranking import by_library, by_performance, library_paths, rank

@@ -198,6 +198,12 @@ class InsufficientMemoryError(GpuscoutError):
     """
 
     def __init__(self, memory: BackendMemory, free: Mapping[str, int] | None = None) -> None:
+        if not isinstance(memory, BackendMemory):
+            raise RecordError(f"InsufficientMemoryError: expected a BackendMemory, got {show_value(memory)}")
+        if free is not None and not isinstance(free, Mapping):
+            raise RecordError(
+                f"InsufficientMemoryError: free must map device ids to bytes, got {show_value(free)}"
+            )
         self.memory = memory
         self.free = dict(free) if free is not None else None
         super().__init__(f"insufficient memory: {memory.describe(self.free)}")

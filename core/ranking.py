@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from gpuscout.records import DeviceID, DeviceInfo
+from gpuscout.errors import GpuscoutError
+from gpuscout.records import DeviceID, DeviceInfo, device_list
 
 T = TypeVar("T")
 
@@ -65,7 +66,7 @@ def rank(devices: Iterable[DeviceInfo], preference: Mapping[DeviceID, int] | Non
     the usual order.
     """
     table = criteria(preference)
-    return sorted(devices, key=lambda d: tuple(criterion.key(d) for criterion in table))
+    return sorted(device_list(devices, "rank"), key=lambda d: tuple(criterion.key(d) for criterion in table))
 
 
 def _group(items: Iterable[T], key: Callable[[T], Hashable]) -> list[list[T]]:
@@ -77,16 +78,27 @@ def _group(items: Iterable[T], key: Callable[[T], Hashable]) -> list[list[T]]:
 
 def by_library(devices: Iterable[DeviceInfo]) -> list[list[DeviceInfo]]:
     """Devices grouped by library, groups in first-seen order (the seed's ByLibrary)."""
-    return _group(devices, lambda d: d.library)
+    return _group(device_list(devices, "by_library"), lambda d: d.library)
 
 
 def by_performance(devices: Iterable[DeviceInfo]) -> list[list[DeviceInfo]]:
     """Devices grouped by integrated-ness, groups in first-seen order (the seed's ByPerformance)."""
-    return _group(devices, lambda d: d.integrated)
+    return _group(device_list(devices, "by_performance"), lambda d: d.integrated)
 
 
 def library_paths(devices: Iterable[DeviceInfo], base: Sequence[str] = ()) -> list[str]:
-    """``base`` then every device's library paths, first occurrence kept (the seed's LibraryPaths)."""
+    """``base`` then every device's library paths, first occurrence kept (the seed's LibraryPaths).
+
+    Raises GpuscoutError for devices that are not a list of DeviceInfo, or a ``base`` that is a
+    bare string (it would be read as one path per character) or holds something else than str.
+    """
+    devices = device_list(devices, "library_paths")
+    if isinstance(base, (str, bytes)) or not isinstance(base, Iterable):
+        raise GpuscoutError(f"library_paths: base must be a list of str paths, got {type(base).__name__}")
+    base = list(base)
+    bad = next((i for i, p in enumerate(base) if not isinstance(p, str)), None)
+    if bad is not None:
+        raise GpuscoutError(f"library_paths: base[{bad}] must be a str path, got {type(base[bad]).__name__}")
     seen: dict[str, None] = dict.fromkeys(base)
     for d in devices:
         seen.update(dict.fromkeys(p for p in d.library_path if p not in seen))

@@ -23,7 +23,7 @@ import math
 import operator
 from collections.abc import Mapping
 from functools import cache
-from typing import Any, TypeVar, get_args, get_origin
+from typing import Any, TypeVar, get_args, get_origin, overload
 
 import attrs
 import cattrs
@@ -226,7 +226,15 @@ _PAIR = b"\x01\xff"
 _ROUNDS = 4
 
 
-def from_json(text: str | bytes, cls: type[T] | Any) -> T:
+@overload
+def from_json(text: str | bytes, cls: type[T]) -> T: ...
+
+
+@overload
+def from_json(text: str | bytes, cls: Any) -> Any: ...
+
+
+def from_json(text: str | bytes, cls: type[T] | Any) -> T | Any:
     """Parse ``text`` (str, or UTF-8 bytes) into ``cls`` (a record type or ``list[Record]``).
 
     Raises GpuscoutError, and nothing else, for any bad input: naming the path of the first

@@ -196,10 +196,11 @@ def to_json(obj: Any, indent: int | None = None) -> str:
 
 def dumps(data: Any, **options: Any) -> str:
     """``json.dumps`` that writes only JSON: a NaN or infinite float (which Python would write
-    as the non-JSON token ``NaN``) raises GpuscoutError instead."""
+    as the non-JSON token ``NaN``) raises GpuscoutError instead, as does a value JSON has no
+    form for (an object that is no record, a set)."""
     try:
         return json.dumps(data, allow_nan=False, **options)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise GpuscoutError(f"cannot write JSON: {exc}") from None
 
 
