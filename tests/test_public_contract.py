@@ -498,6 +498,40 @@ def test_runner_env_overrides_win_after_the_devices_entry(gpuscout_scout: ScoutF
     assert env == {"CUDA_VISIBLE_DEVICES": "override", "EXTRA": "1"}
 
 
+VULKAN_0 = DeviceInfo(id="0", filter_id="0", library="Vulkan", total_memory=GIB, pci_id="0000:20:00.0")
+VULKAN_1 = DeviceInfo(id="1", filter_id="1", library="Vulkan", total_memory=GIB, pci_id="0000:21:00.0")
+ROCM_0 = DeviceInfo(
+    id="GPU-abc", filter_id="GPU-abc", library="ROCm", total_memory=GIB, pci_id="0000:30:00.0"
+)
+
+
+def test_cuda_filters_only_when_the_selection_is_one_device_or_all_cuda(gpuscout_scout: ScoutFactory) -> None:
+    """A CUDA card with a Vulkan device selected sets no CUDA_VISIBLE_DEVICES (the seed's rule)."""
+    scout = host_scout(gpuscout_scout)
+    assert (
+        scout.visible_env([cuda_card(0), cuda_card(1)]) != {},
+        scout.visible_env([cuda_card(0), VULKAN_0]),
+    ) == (
+        True,
+        {},
+    )
+
+
+def test_vulkan_filters_only_for_a_single_device(gpuscout_scout: ScoutFactory) -> None:
+    """One Vulkan device gets GGML_VK_VISIBLE_DEVICES; two get nothing."""
+    scout = host_scout(gpuscout_scout)
+    assert (scout.visible_env([VULKAN_0]), scout.visible_env([VULKAN_0, VULKAN_1])) == (
+        {"GGML_VK_VISIBLE_DEVICES": "0"},
+        {},
+    )
+
+
+def test_rocm_always_filters(gpuscout_scout: ScoutFactory) -> None:
+    """A ROCm device is made visible whatever else is selected with it."""
+    scout = host_scout(gpuscout_scout)
+    assert scout.visible_env([ROCM_0, VULKAN_0]) == scout.visible_env([ROCM_0]) != {}
+
+
 @pytest.mark.parametrize("token", ["", "GPU-1,GPU-2"])
 def test_visible_env_refuses_a_device_without_a_usable_token(
     gpuscout_scout: ScoutFactory, token: str
@@ -989,3 +1023,136 @@ def test_a_discovery_reads_back_from_its_own_json(gpuscout_scout: ScoutFactory) 
     found = host_scout(gpuscout_scout, cuda_card(0), cuda_card(1)).discover()
     again: Discovery = from_json(to_json(found), Discovery)
     assert (again.devices, again.system) == (found.devices, found.system)
+
+
+# -- README's Python API ---------------------------------------------------------------------------
+
+
+def test_an_unknown_name_in_a_deny_list_is_a_warning_sentence() -> None:
+    """``Scout(disable=[unknown])`` does not raise; it adds a sentence naming it to ``scout.warnings``."""
+    scout = Scout(disable=["no-such-plugin"], entry_points=False)
+    assert any("no-such-plugin" in w for w in scout.warnings)
+
+
+def test_a_discovery_read_back_has_zero_elapsed_and_plugin_times_in_seconds(
+    gpuscout_scout: ScoutFactory,
+) -> None:
+    """Read from ``list --json``, ``Discovery.elapsed`` is 0.0 and each report's elapsed is seconds."""
+    document = json.loads(to_json(host_scout(gpuscout_scout, cuda_card(0)).discover()))
+    document["plugins"][0]["elapsed_ms"] = 1500.0
+    again: Discovery = from_json(json.dumps(document), Discovery)
+    assert (again.elapsed, again.plugins[0].elapsed) == (0.0, 1.5)
+
+
+def test_an_unknown_report_name_raises_unknown_report_error(gpuscout_scout: ScoutFactory) -> None:
+    """``Discovery.report(unknown)`` raises ``gpuscout.results.UnknownReportError``, a GpuscoutError."""
+    from gpuscout.results import UnknownReportError
+
+    found = host_scout(gpuscout_scout, cuda_card(0)).discover()
+    with pytest.raises(UnknownReportError, match="nosuch"):
+        found.report("nosuch")
+
+
+def test_report_names_are_compared_as_allow_lists_compare_them(gpuscout_scout: ScoutFactory) -> None:
+    """``Discovery.report(" CUDA ")`` finds the ``cuda`` report (case and spaces ignored)."""
+    found = host_scout(gpuscout_scout, cuda_card(0)).discover()
+    assert found.report(" CUDA ").name == "cuda"
+
+
+def test_cpu_affinity_answers_cpus_and_a_note(gpuscout_scout: ScoutFactory) -> None:
+    """``cpu_affinity(devices)`` has ``.cpus`` (None: unchanged) and a str ``.note``."""
+    affinity = host_scout(gpuscout_scout, platform="darwin").cpu_affinity([cuda_card(0, local_cpus="0-1")])
+    assert (affinity.cpus, isinstance(affinity.note, str) and affinity.note != "") == (None, True)
+
+
+def test_the_cli_runs_in_process_with_the_hosts_scout(
+    gpuscout_scout: ScoutFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``gpuscout.cli.main(argv, scout_factory=...)`` returns the exit code and uses that Scout."""
+    from gpuscout.cli import main
+
+    card = cuda_card(0)
+    code = main(["list", "--json"], scout_factory=lambda args: host_scout(gpuscout_scout, card))
+    assert (code, [d["id"] for d in json.loads(capsys.readouterr().out)["devices"]]) == (0, [card.id])
+
+
+def test_hooks_facts_name_every_hook_of_the_contract() -> None:
+    """``gpuscout.hookspecs.HOOKS`` holds the hooks DESIGN.md names."""
+    from gpuscout.hookspecs import HOOKS
+
+    names = {
+        "gpuscout_enumerate",
+        "gpuscout_validate_init",
+        "gpuscout_visible_env",
+        "gpuscout_preferred_library",
+        "gpuscout_is_duplicate",
+        "gpuscout_duplicate_key",
+        "gpuscout_flash_attention",
+        "gpuscout_minimum_memory",
+        "gpuscout_refresh",
+    }
+    held = {getattr(h, "name", h) for h in HOOKS}
+    assert names <= held
+
+
+def test_check_plugin_of_a_well_behaved_plugin_is_an_empty_list() -> None:
+    """``gpuscout.testing.check_plugin(module)`` returns a list of problems, empty when none."""
+    from gpuscout.plugin import EnvEntry, devices_of
+    from gpuscout.testing import check_plugin
+
+    class FakeAcmePlugin:
+        @gpuscout.hookimpl
+        def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
+            return [DeviceInfo(id="acme-0", filter_id="acme-0", library="Acme", total_memory=GIB)]
+
+        @gpuscout.hookimpl
+        def gpuscout_visible_env(self, selection: Any, context: Any) -> list[EnvEntry]:
+            return [
+                EnvEntry(i, "ACME_VISIBLE_DEVICES", d.filter_id) for i, d in devices_of(selection, "Acme")
+            ]
+
+    assert check_plugin(FakeAcmePlugin()) == []
+
+
+def test_check_plugin_names_a_missing_visibility_hook() -> None:
+    """``check_plugin`` of a plugin that reports devices but no ``gpuscout_visible_env`` says so."""
+    from gpuscout.testing import check_plugin
+
+    assert any("gpuscout_visible_env" in p for p in check_plugin(injected([cuda_card(0)])[1]))
+
+
+def test_the_plugin_surface_has_for_library_and_devices_of() -> None:
+    """``gpuscout.plugin`` exports ``for_library`` and ``devices_of`` as the README's plugin uses."""
+    from gpuscout.plugin import devices_of, for_library
+
+    assert callable(for_library) and [
+        d for _, d in devices_of([cuda_card(0), DeviceInfo(library="X")], "CUDA")
+    ] == [cuda_card(0)]
+
+
+def test_validate_devices_takes_a_timeout_of_thirty_seconds() -> None:
+    """``gpuscout.runner.validate_devices(checks, timeout=30.0)`` and ``validation_progress`` exist."""
+    from gpuscout.runner import validate_devices, validation_progress
+
+    parameters = inspect.signature(validate_devices).parameters
+    assert (next(iter(parameters)), parameters["timeout"].default, callable(validation_progress)) == (
+        "checks",
+        30.0,
+        True,
+    )
+
+
+def test_ray_inventory_takes_address_and_timeout() -> None:
+    """``gpuscout.cluster.ray.inventory(address=None, timeout=60.0)``."""
+    from gpuscout.cluster.ray import inventory
+
+    parameters = inspect.signature(inventory).parameters
+    assert [(n, parameters[n].default) for n in ("address", "timeout")] == [
+        ("address", None),
+        ("timeout", 60.0),
+    ]
+
+
+def test_load_takes_memory_devices_system_and_allocate() -> None:
+    """``Scout.load(memory, devices, system, allocate)``."""
+    assert list(inspect.signature(Scout.load).parameters)[1:5] == ["memory", "devices", "system", "allocate"]
