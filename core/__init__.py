@@ -18,7 +18,7 @@ if __name__ != "gpuscout":
 
 if TYPE_CHECKING:
     from gpuscout.context import Context, EnvEntry
-    from gpuscout.errors import GpuscoutError
+    from gpuscout.errors import GpuscoutError, RecordingError
     from gpuscout.fit.placement import FitResult
     from gpuscout.fit.reader import ModelError
     from gpuscout.layers import GPULayers, GPULayersList
@@ -53,6 +53,7 @@ _LAZY = {
     "Context": "gpuscout.context",
     "EnvEntry": "gpuscout.context",
     "GpuscoutError": "gpuscout.errors",
+    "RecordingError": "gpuscout.errors",
     "FitResult": "gpuscout.fit.placement",
     "ModelError": "gpuscout.fit.reader",
     "Allocation": "gpuscout.load",
@@ -126,6 +127,7 @@ __all__ = [
     "PeerLink",
     "PluginReport",
     "PluginStatus",
+    "RecordingError",
     "Scout",
     "SystemInfo",
     "__version__",

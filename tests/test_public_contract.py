@@ -1005,10 +1005,8 @@ def test_other_records_refuse_bad_values_with_a_gpuscout_error(make: Any) -> Non
 
 
 def test_a_missing_replay_directory_is_a_recording_error() -> None:
-    """``Scout(replay=path)`` of a path that does not exist raises RecordingError naming it."""
-    from gpuscout.errors import RecordingError
-
-    with pytest.raises(RecordingError, match="no-such-recording"):
+    """``Scout(replay=path)`` of a missing path raises ``gpuscout.RecordingError`` naming it."""
+    with pytest.raises(gpuscout.RecordingError, match="no-such-recording"):
         Scout(replay="/no-such-recording", entry_points=False)
 
 
