@@ -1154,3 +1154,129 @@ def test_ray_inventory_takes_address_and_timeout() -> None:
 def test_load_takes_memory_devices_system_and_allocate() -> None:
     """``Scout.load(memory, devices, system, allocate)``."""
     assert list(inspect.signature(Scout.load).parameters)[1:5] == ["memory", "devices", "system", "allocate"]
+
+
+# -- Plugins: containment ------------------------------------------------------------------------
+
+
+class FakeSlowEnumerate:
+    """Enumerates past any short deadline."""
+
+    @gpuscout.hookimpl
+    def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
+        import time
+
+        time.sleep(1.5)
+        return []
+
+
+class FakeExitingEnumerate:
+    """Calls sys.exit inside its enumerate."""
+
+    @gpuscout.hookimpl
+    def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
+        raise SystemExit(3)
+
+
+class FakeWrongType:
+    """Answers a str where a list of DeviceInfo is due."""
+
+    @gpuscout.hookimpl
+    def gpuscout_enumerate(self, context: Any) -> Any:
+        return "GPU-1"
+
+
+class FakeEnvWriter:
+    """Tries to change the environment its context carries."""
+
+    @gpuscout.hookimpl
+    def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
+        context.env["CUDA_VISIBLE_DEVICES"] = "1"
+        return []
+
+
+class FakeSlowRule:
+    """Answers minimum_memory only after any short hook deadline."""
+
+    @gpuscout.hookimpl
+    def gpuscout_minimum_memory(self, device: DeviceInfo) -> int:
+        import time
+
+        time.sleep(1.0)
+        return 1
+
+
+def test_a_plugin_past_its_enumerate_deadline_is_reported_timeout(gpuscout_scout: ScoutFactory) -> None:
+    """A plugin overrunning ``enumerate_timeout`` is ``timeout`` and the discovery returns in time."""
+    import time
+
+    scout = gpuscout_scout(("slow", FakeSlowEnumerate()), injected([cuda_card(0)]), enumerate_timeout=0.3)
+    started = time.monotonic()
+    found = scout.discover()
+    assert (found.report("slow").status.value, len(found.devices), time.monotonic() - started < 1.2) == (
+        "timeout",
+        1,
+        True,
+    )
+
+
+@pytest.mark.parametrize("plugin", [FakeExitingEnumerate(), FakeWrongType(), FakeEnvWriter()])
+def test_a_plugin_that_exits_answers_wrongly_or_writes_env_fails_alone(
+    gpuscout_scout: ScoutFactory, plugin: object
+) -> None:
+    """SystemExit, a wrong answer type or writing ``context.env`` fails that plugin only."""
+    found = gpuscout_scout(("bad", plugin), injected([cuda_card(0)])).discover()
+    report = found.report("bad")
+    assert (report.status.value, report.error != "", len(found.devices)) == ("failed", True, 1)
+
+
+def test_a_rule_hook_past_its_deadline_counts_as_not_answering(gpuscout_scout: ScoutFactory) -> None:
+    """A rule hook overrunning ``hook_timeout`` is reported ``timeout`` and the default applies."""
+    scout = gpuscout_scout(("slowrule", FakeSlowRule()), hook_timeout=0.2)
+    answer = scout.minimum_memory(DeviceInfo(library="X"))
+    statuses = {r.name: r.status.value for r in scout.reports}
+    assert (answer, statuses["slowrule"]) == (457 * MIB, "timeout")
+
+
+@pytest.mark.parametrize("device_id", ["", "GPU-1,GPU-2"])
+def test_a_plugin_device_with_an_empty_or_listed_id_fails_that_plugin(
+    gpuscout_scout: ScoutFactory, device_id: str
+) -> None:
+    """A plugin's device whose id is empty or holds ``,`` fails the plugin at the border."""
+    found = host_scout(gpuscout_scout, cuda_card(0, id=device_id, filter_id="")).discover()
+    assert found.report("injected").status.value == "failed"
+
+
+def test_the_newer_library_variant_of_one_card_survives(gpuscout_scout: ScoutFactory) -> None:
+    """Two records of one CUDA card: ``cuda_v12`` wins over ``cuda_v9`` (numbers, not strings)."""
+    old = cuda_card(0, pci_id="", library_path=["/lib/ollama/cuda_v9"])
+    new = cuda_card(0, pci_id="", library_path=["/lib/ollama/cuda_v12"])
+    found = host_scout(gpuscout_scout, old, new).discover()
+    assert ([list(d.library_path) for d in found.devices], [d.reason for d in found.dropped]) == (
+        [["/lib/ollama/cuda_v12"]],
+        ["duplicate"],
+    )
+
+
+def test_a_blocked_plugin_is_never_imported(tmp_path: Path) -> None:
+    """``GPUSCOUT_DISABLE_PLUGINS`` blocks an entry-point plugin before its module is imported."""
+    from tests.conftest import write_site
+
+    marker = tmp_path / "imported"
+    bomb = f"open({str(marker)!r}, 'w').close()\n"
+    site = write_site(
+        tmp_path / "site", "gpuscout-bomb", "1.0", {"gpuscout_bomb": bomb}, {"bomb": "gpuscout_bomb"}
+    )
+    code = (
+        "from gpuscout import Scout;"
+        "s = Scout(env={'GPUSCOUT_DISABLE_PLUGINS': 'bomb'});"
+        "print([r.status.value for r in s.reports if r.name == 'bomb'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+    )
+    assert (out.stdout.strip(), marker.exists()) == ("['disabled']", False)
