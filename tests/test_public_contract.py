@@ -1280,3 +1280,60 @@ def test_a_blocked_plugin_is_never_imported(tmp_path: Path) -> None:
         env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
     )
     assert (out.stdout.strip(), marker.exists()) == ("['disabled']", False)
+
+
+# -- plan: LAYOUT.md's examples from Ollama's own tests ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("layers", "num_gpu", "expected"),
+    [([50 * MIB] * 3, -1, [0, 1, 2]), ([100 * MIB] * 4, -1, [1, 2]), ([50 * MIB] * 3, 1, [1])],
+)
+def test_plan_places_layers_as_ollamas_tests_do(
+    gpuscout_scout: ScoutFactory, layers: list[int], num_gpu: int, expected: list[int]
+) -> None:
+    """On 256 MiB usable (free less 457 MiB): 3x50 MiB -> [0,1,2], 4x100 MiB -> [1,2], num_gpu=1 -> [1]."""
+    card = cuda_card(0, free=(457 + 256) * MIB)
+    layout = host_scout(gpuscout_scout).plan(layers, [card], SystemInfo(64 * GIB, 64 * GIB), num_gpu=num_gpu)
+    assert [(g.id, sorted(g.layers)) for g in layout if g.layers] == [(card.id, expected)]
+
+
+def test_plan_keeps_the_group_of_the_library_that_fits_more(gpuscout_scout: ScoutFactory) -> None:
+    """Backends are never mixed: only the library group that places more layers is used."""
+    small = cuda_card(0, free=(457 + 60) * MIB)
+    big = DeviceInfo(
+        id="GPU-r", library="ROCm", total_memory=GIB, free_memory=(457 + 256) * MIB, pci_id="0000:30:00.0"
+    )
+    layout = host_scout(gpuscout_scout).plan([50 * MIB] * 3, [small, big], SystemInfo(64 * GIB, 64 * GIB))
+    assert {g.library for g in layout if g.layers} == {"ROCm"}
+
+
+# -- NFD keys ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("library", ["memory", "integrated", "Devices"])
+def test_a_library_named_like_a_node_wide_key_keeps_both_meanings(
+    gpuscout_scout: ScoutFactory, library: str
+) -> None:
+    """A library named ``memory``/``integrated``/``Devices`` gets its own ``<lib>-<hash8>.count``;
+    the node-wide ``devices``, ``integrated.count`` and ``memory.total-mib`` stay the node's."""
+    from gpuscout.cluster import nfd
+
+    devices = [
+        DeviceInfo(id=str(n), library=library, total_memory=GIB, free_memory=GIB, pci_id=f"0000:4{n}:00.0")
+        for n in range(2)
+    ]
+    scout = gpuscout_scout(injected(devices))
+    labels = nfd.labels(scout.discover(), scout)
+    own = [
+        k
+        for k in labels
+        if k.startswith(f"{library.lower()}-") and k.endswith(".count") and k.count(".") == 1
+    ]
+    assert (
+        len(own),
+        labels[own[0]],
+        labels["devices"],
+        labels["integrated.count"],
+        labels["memory.total-mib"],
+    ) == (1, "2", "2", "0", "2048")
