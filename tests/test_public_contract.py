@@ -532,6 +532,16 @@ def test_rocm_always_filters(gpuscout_scout: ScoutFactory) -> None:
     assert scout.visible_env([ROCM_0, VULKAN_0]) == scout.visible_env([ROCM_0]) != {}
 
 
+@pytest.mark.parametrize(
+    ("platform", "variable"), [("linux", "ROCR_VISIBLE_DEVICES"), ("win32", "HIP_VISIBLE_DEVICES")]
+)
+def test_the_platform_decides_rocms_visibility_variable(
+    gpuscout_scout: ScoutFactory, platform: str, variable: str
+) -> None:
+    """``platform`` picks the variable a rule writes: ROCR_VISIBLE_DEVICES on linux, HIP_ elsewhere."""
+    assert list(host_scout(gpuscout_scout, platform=platform).visible_env([ROCM_0])) == [variable]
+
+
 @pytest.mark.parametrize("token", ["", "GPU-1,GPU-2"])
 def test_visible_env_refuses_a_device_without_a_usable_token(
     gpuscout_scout: ScoutFactory, token: str
