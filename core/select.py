@@ -294,7 +294,8 @@ def _numa(selector: str, node: str, devices: Sequence[DeviceInfo]) -> list[int]:
             if nodes
             else "no device's NUMA node is known (docs/topology.md)"
         )
-        raise NoMatchError(f"selector {selector!r}: no device on NUMA node {number}; {where}")
+        written = node.lstrip("0") or "0"  # as written: _index caps a number past any node
+        raise NoMatchError(f"selector {selector!r}: no device on NUMA node {written}; {where}")
     return hits
 
 

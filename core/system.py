@@ -21,6 +21,7 @@ import os
 from gpuscout.context import U64_LIMIT, Context, parse_u64
 from gpuscout.osfacts import available_bytes, is_wsl2, sysctl_int, vm_statistics
 from gpuscout.records import SystemInfo
+from gpuscout.sizes import human_bytes
 
 #: cgroup v1 writes this for "no limit" (LONG_MAX rounded down to a page).
 _V1_UNLIMITED = 9223372036854771712
@@ -218,7 +219,11 @@ def read_system(ctx: Context) -> SystemInfo:
         free = min(free, cgroup_free) if free else cgroup_free
     if swap_left is not None:
         swap = min(swap, swap_left)
-    notes = (WSL2_NOTE,) if total and is_wsl2(ctx) else ()
+    notes: tuple[str, ...] = ()
+    if total and is_wsl2(ctx):
+        vm_total = info.get("MemTotal", 0)
+        clause = _wsl2_cgroup_clause(limit, vm_total) if limit is not None and 0 < limit < vm_total else ""
+        notes = (WSL2_NOTE + clause,)
     return SystemInfo(
         total_memory=total, free_memory=min(free, total) if total else free, free_swap=swap, notes=notes
     )
@@ -230,6 +235,15 @@ WSL2_NOTE = (
     "WSL2: this is the memory of WSL's virtual machine, not the Windows host's: "
     ".wslconfig's memory= bounds it (by default half of the host's RAM)"
 )
+
+
+def _wsl2_cgroup_clause(limit: int, vm_total: int) -> str:
+    """What WSL2's note adds when a cgroup limit inside the VM (a container's ``--memory``) is
+    what bounds the figures: raising ``.wslconfig``'s ``memory=`` would not raise them."""
+    return (
+        f"; here a cgroup memory limit of {human_bytes(limit)}, below the VM's {human_bytes(vm_total)}, "
+        "bounds them (a container's --memory, or a systemd or Slurm limit)"
+    )
 
 
 #: Said of a darwin recording that holds no system memory answers (docs/recordings.md).

@@ -45,8 +45,18 @@ def _gpuscout(*argv: str) -> subprocess.CompletedProcess[str]:
         ("mi300x_container_4_of_8", "rocm:2", "48-95,144-191"),
         ("strix_halo_64g_carveout", "rocm:0", "0-31"),
         ("wsl2_rtx4090_rtx3090", "cuda:0", ""),
+        ("mi250x_8gcd_2socket", "rocm:5", "64-127,192-255"),
+        ("slurm_h100_2_of_8", "cuda:1", "56-111,168-223"),
     ],
-    ids=["a100-node0", "a100-node1-x8", "mi300x-node1", "strix-all", "wsl2-none"],
+    ids=[
+        "a100-node0",
+        "a100-node1-x8",
+        "mi300x-node1",
+        "strix-all",
+        "wsl2-none",
+        "mi250x-node1",
+        "slurm-node1",
+    ],
 )
 def test_exec_on_a_recorded_machine_runs_on_the_local_cpus_this_process_may_use(
     machine: str, device: str, local: str
@@ -96,8 +106,10 @@ def _fit(machine: str, cap: str, layers: int) -> dict[str, object]:
         ("a100x4_nvlink_pairs", 20 * GIB, 400 * MIB),
         ("mi300x_container_4_of_8", 10 * GIB, 300 * MIB),
         ("strix_halo_64g_carveout", 16 * GIB, 1 * GIB),
+        ("mi250x_8gcd_2socket", 8 * GIB, 12 * MIB),
+        ("slurm_h100_2_of_8", 10 * GIB, 600 * MIB),
     ],
-    ids=["a100-2GiB", "a100-20GiB", "mi300x-10GiB", "strix-16GiB"],
+    ids=["a100-2GiB", "a100-20GiB", "mi300x-10GiB", "strix-16GiB", "mi250x-8GiB", "slurm-10GiB"],
 )
 def test_fit_under_a_cap_on_a_recorded_machine_never_places_more_than_the_usable_free(
     machine: str, cap: int, used: int

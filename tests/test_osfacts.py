@@ -13,6 +13,7 @@ from gpuscout import Scout
 from gpuscout.osfacts import available_bytes, is_wsl2, sysctl_int, vm_statistics
 from gpuscout.plugin import Context, RecordingError
 from gpuscout.recording import Recorder
+from gpuscout.sizes import GIB
 from gpuscout.system import DARWIN_UNRECORDED_NOTE, WSL2_NOTE, read_system
 from gpuscout.testing import FIFO, write_tree
 
@@ -64,6 +65,32 @@ def test_wsl2_system_memory_carries_the_vm_note(tmp_path: Path) -> None:
     assert system.total_memory == 32827592 * 1024 and system.free_memory == 31457280 * 1024
     assert system.notes == (WSL2_NOTE,)
     assert "memory=" in WSL2_NOTE and "half of the host's RAM" in WSL2_NOTE
+
+
+@pytest.mark.parametrize("limit", [4 * GIB, 64 * GIB, "max"], ids=["below-the-vm", "above-the-vm", "max"])
+def test_wsl2_says_when_a_cgroup_limit_and_not_wslconfig_bounds_memory(
+    tmp_path: Path, limit: int | str
+) -> None:
+    """A cgroup limit inside WSL2's VM below its MemTotal (a container's --memory) is named in
+    the note, since .wslconfig's memory= would not raise the figures; a looser one is not."""
+    write_tree(
+        tmp_path,
+        {
+            "/proc/version": WSL2_VERSION,
+            "/proc/meminfo": MEMINFO,
+            "/proc/self/cgroup": "0::/\n",
+            "/sys/fs/cgroup/memory.max": f"{limit}\n",
+            "/sys/fs/cgroup/memory.current": "0\n",
+        },
+    )
+    system = read_system(_ctx(tmp_path))
+    (note,) = system.notes
+    assert note.startswith(WSL2_NOTE)
+    if limit == 4 * GIB:
+        assert system.total_memory == 4 * GIB
+        assert "a cgroup memory limit of 4.0 GiB, below the VM's 31.3 GiB, bounds them" in note
+    else:
+        assert note == WSL2_NOTE
 
 
 def test_bare_metal_system_memory_has_no_note(tmp_path: Path) -> None:

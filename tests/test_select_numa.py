@@ -93,3 +93,12 @@ def test_a_misspelled_numa_budget_gets_a_did_you_mean() -> None:
     """nmua=1 is answered with numa=1."""
     with pytest.raises(BudgetError, match="did you mean 'numa=1'"):
         parse_entries("nmua=1=1GiB", "--reserve")
+
+
+def test_a_node_number_past_any_node_is_echoed_as_written() -> None:
+    """numa=99999999999999999999 matches nothing, and the error names that node, not the
+    stand-in the parser caps huge numbers to."""
+    with pytest.raises(NoMatchError) as caught:
+        ids(["numa=0099999999999999999999"])
+    assert "no device on NUMA node 99999999999999999999; devices are on node(s) 0, 1" in str(caught.value)
+    assert "1000000000000000000" not in str(caught.value)

@@ -14,6 +14,7 @@ from gpuscout.fit.model import Model, projector_graph, projector_weights
 from gpuscout.fit.reader import TensorInfo
 from gpuscout.layers import GPULayersList
 from gpuscout.memory import BackendMemory, DeviceMemory
+from gpuscout.plan import order
 from gpuscout.records import CPU_LIBRARY, DeviceInfo
 
 #: ggml backends offload a host weight's operation to a GPU from this many tokens on
@@ -139,8 +140,10 @@ def account(
     host_weights = est.mapped_span(mapped) + repack
     cpu_blocks = sorted(i for i in on_cpu if i < n)
     if not gpus and devices and ctx.n_tokens >= OP_OFFLOAD_BATCH:
-        # No layer on a GPU, but llama.cpp still opens the first one and offloads to it.
-        first = devices[0]
+        # No layer on a GPU, but llama.cpp still opens the first one and offloads to it: the
+        # first in the planner's order (by free memory as reported), not in the ranking, which a
+        # budget reorders (a reserve on the card layers go to would move only its compute).
+        first = order(devices)[0]
         gpus.append(
             DeviceMemory(
                 id=first.id,

@@ -73,6 +73,12 @@ def needs_probe(order: str | None, gpus: Sequence[GpuReading]) -> bool:
 ProbeRow = tuple[int, int, int, int]
 
 
+def _is_row(line: str) -> bool:
+    """Whether ``line`` is one probe row: three or four decimal numbers."""
+    fields = line.split()
+    return len(fields) in (3, 4) and all(f.isdigit() for f in fields)
+
+
 def parse_probe_rows(output: str) -> list[ProbeRow] | None:
     """One row per CUDA ordinal from the child's output; None when it failed.
 
@@ -83,7 +89,7 @@ def parse_probe_rows(output: str) -> list[ProbeRow] | None:
         fields = line.split()
         if not fields:
             continue
-        if len(fields) not in (3, 4) or not all(f.isdigit() for f in fields):
+        if not _is_row(line):
             return None
         numbers = [int(f) for f in fields] + [-1]
         found.append((numbers[0], numbers[1], numbers[2], numbers[3]))
@@ -191,6 +197,13 @@ def probe_driver(context: Context) -> DriverProbe:
             return DriverProbe(None, f"could not start the CUDA driver probe: {exc}")
         context.record("probe", {"status": status, "output": output[-65536:]})
     rows = parse_probe_rows(output) if status == 0 else None
+    if rows is None and status == 0:
+        bad = next(line for line in output.splitlines() if line.split() and not _is_row(line))
+        return DriverProbe(
+            None,
+            f"the CUDA driver probe printed {bad.strip()[:200]!r}, not 'domain bus device [integrated]' "
+            "in decimal numbers",
+        )
     if rows is None:
         reason = output.strip().splitlines()[-1] if output.strip() else f"exit status {status}"
         return DriverProbe(None, f"the CUDA driver probe failed: {reason}")

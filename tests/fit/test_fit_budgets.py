@@ -76,3 +76,33 @@ def test_scout_fit_says_which_budget_held_each_device(fit_model: Callable[[str],
     assert Scout(replay=H200X8).fit(fit_model("llama-gqa"), ctx=4096).notes == tuple(
         n for n in result.notes if "budget:" not in n
     )
+
+
+RTX_PAIR = str(Path(__file__).parents[1] / "machines" / "rtx6000ada_a4000_x8")
+
+
+def test_a_reserve_never_moves_the_compute_llama_cpp_opens_on_the_first_gpu(
+    capsys: pytest.CaptureFixture[str], fit_model: Callable[[str], Path]
+) -> None:
+    """With no layer on a GPU llama.cpp still reserves a compute buffer on its first GPU: the
+    planner's first (most free as reported), the card layers go to, even when a reserve on it
+    makes the other card rank first by usable free memory."""
+    model = fit_model("llama-gqa")
+
+    def fit(*options: str) -> dict[str, Any]:
+        capsys.readouterr()
+        main(["--replay", RTX_PAIR, "fit", str(model), "--ctx", "4096", "--json", *options])
+        document: dict[str, Any] = json.loads(capsys.readouterr().out)
+        return document
+
+    ada = fit()["placement"][0]["id"]
+    reserved = ("--reserve", "cuda:0=40GiB")
+    assert fit(*reserved)["placement"][0]["id"] == ada  # the layers stay on the reserved card
+    for options in ((), reserved):
+        none = fit(*options, "--num-gpu", "0")
+        assert none["placement"] == []
+        assert [(row["id"], row["weights"]) for row in none["memory"][:-1]] == [(ada, 0)]
+        assert none["memory"][0]["graph"] > 0 and none["fits"] is True
+    capsys.readouterr()
+    main(["--replay", RTX_PAIR, *reserved, "list", "-q"])
+    assert capsys.readouterr().out.split()[0] != ada  # ranked second under the reserve

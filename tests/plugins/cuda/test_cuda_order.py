@@ -136,3 +136,17 @@ def test_mig_uuid_in_visible_devices_selects_that_instance(
     fake_nvml("a100_mig")
     scout = cuda_scout({"CUDA_VISIBLE_DEVICES": "MIG-2a7b9e4d"})
     assert _ids(scout) == ["MIG-2a7b9e4d-8c13-5f6e-a0d2-7e4b1c9f3a58"]
+
+
+def test_a_probe_line_that_is_not_decimal_numbers_is_named_in_the_note(
+    fake_nvml: FakeNvml, cuda_scout: CudaScout, recorded_probe: RecordedProbe
+) -> None:
+    """A probe that exits 0 but prints a hex bus ('0x41') or other text leaves PCI order, and the
+    note quotes that line (not the last one, which may be a good row)."""
+    fake_nvml("rtx4090_h100_pcie")
+    recorded_probe(0, "0 0x41 0 0\n0 1 0 0\n")
+    scout = cuda_scout({"CUDA_VISIBLE_DEVICES": "0"})
+    assert _ids(scout) == [RTX]
+    note = _cuda_error(scout)
+    assert "PCI order used: the CUDA driver probe printed '0 0x41 0 0', not 'domain bus device" in note
+    assert "0 1 0 0" not in note
