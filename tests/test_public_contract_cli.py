@@ -7,34 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gpuscout import DeviceInfo
 from gpuscout.sizes import GIB, MIB
 from gpuscout.testing import CliRunner
-
-
-def cuda_card(n: int, free: int = 8 * GIB, **fields: Any) -> DeviceInfo:
-    """A discrete CUDA card with a UUID id, as the CUDA plugin reports one."""
-    uuid = f"GPU-{n:08x}-0000-0000-0000-000000000000"
-    values: dict[str, Any] = {
-        "id": uuid,
-        "filter_id": uuid,
-        "library": "CUDA",
-        "name": f"card {n}",
-        "description": f"card {n}",
-        "pci_id": f"0000:{n + 1:02x}:00.0",
-        "total_memory": 16 * GIB,
-        "free_memory": free,
-        "compute_major": 9,
-        "compute_minor": 0,
-        "driver_major": 12,
-        "driver_minor": 4,
-    }
-    values.update(fields)
-    return DeviceInfo(**values)
+from tests.test_public_contract import cuda_card
 
 
 def test_list_json_is_one_object_with_the_four_keys(gpuscout_cli: CliRunner) -> None:
