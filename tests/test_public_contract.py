@@ -40,6 +40,7 @@ from gpuscout import (
 )
 from gpuscout.sizes import GIB, MIB
 from gpuscout.testing import ScoutFactory, injected
+from tests.test_rules_mutation_core import tiny_model
 
 MACHINES = Path(__file__).parent / "machines"
 SEED_FIELDS = (
@@ -780,24 +781,6 @@ def test_fit_signature_holds_the_documented_keywords() -> None:
     }
     parameters = inspect.signature(Scout.fit).parameters
     assert {n: parameters[n].default for n in expected if n in parameters} == expected
-
-
-def tiny_model(path: Path) -> Path:
-    """A one-block llama GGUF of a few kB."""
-    gguf = pytest.importorskip("gguf")
-    np = pytest.importorskip("numpy")
-    w = gguf.GGUFWriter(str(path), "llama")
-    for key, value in (("block_count", 1), ("context_length", 512), ("embedding_length", 64)):
-        w.add_uint32(f"llama.{key}", value)
-    w.add_uint32("llama.attention.head_count", 4)
-    w.add_tensor("token_embd.weight", np.ones((16, 64), dtype=np.float32))
-    w.add_tensor("blk.0.attn_q.weight", np.ones((64, 64), dtype=np.float16))
-    w.add_tensor("output.weight", np.ones((16, 64), dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
 
 
 def test_fit_returns_a_fit_result_with_the_documented_types(

@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from gpuscout import DeviceInfo
 from gpuscout.sizes import GIB, MIB
 from gpuscout.testing import CliRunner
 from tests.test_public_contract import cuda_card
+from tests.test_rules_mutation_core import tiny_model
 
 
 def test_list_json_is_one_object_with_the_four_keys(gpuscout_cli: CliRunner) -> None:
@@ -87,24 +86,6 @@ def test_fit_layers_that_do_not_fit_exit_one(gpuscout_cli: CliRunner) -> None:
     """``fit --layers`` larger than the machine exits 1; a 2**63-1 byte layer is valid input."""
     run = gpuscout_cli(["fit", "--layers", f"{2**63 - 1},{MIB}", "--json"], [cuda_card(0)])
     assert (run.code, run.json()["fits"]) == (1, False)
-
-
-def tiny_model(path: Path) -> Path:
-    """A one-block llama GGUF of a few kB."""
-    gguf = pytest.importorskip("gguf")
-    np = pytest.importorskip("numpy")
-    w = gguf.GGUFWriter(str(path), "llama")
-    for key, value in (("block_count", 1), ("context_length", 512), ("embedding_length", 64)):
-        w.add_uint32(f"llama.{key}", value)
-    w.add_uint32("llama.attention.head_count", 4)
-    w.add_tensor("token_embd.weight", np.ones((16, 64), dtype=np.float32))
-    w.add_tensor("blk.0.attn_q.weight", np.ones((64, 64), dtype=np.float16))
-    w.add_tensor("output.weight", np.ones((16, 64), dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
 
 
 def test_fit_model_json_adds_the_documented_keys(gpuscout_cli: CliRunner, tmp_path: Path) -> None:
