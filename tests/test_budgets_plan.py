@@ -29,10 +29,9 @@ def held(layout: GPULayersList, layers: list[int], device: DeviceInfo) -> int:
 
 
 # Cards of 1-64 GiB with 0-100 % free, some integrated, on their own PCI buses.
-CARDS = st.lists(
-    st.tuples(st.integers(1, 64), st.integers(0, 100), st.booleans()), min_size=1, max_size=6
-).map(
-    lambda specs: [
+def cards_of(specs: list[tuple[int, int, bool]]) -> list[DeviceInfo]:
+    """Cards of (total GiB, percent free, integrated), each on its own PCI bus."""
+    return [
         DeviceInfo(
             id=f"GPU-{i}",
             library="CUDA",
@@ -43,7 +42,11 @@ CARDS = st.lists(
         )
         for i, (total, percent, integrated) in enumerate(specs)
     ]
-)
+
+
+CARDS = st.lists(
+    st.tuples(st.integers(1, 64), st.integers(0, 100), st.booleans()), min_size=1, max_size=6
+).map(cards_of)
 LAYERS = st.lists(st.integers(1, 20_000), min_size=1, max_size=40).map(lambda m: [n * MIB for n in m])
 
 
@@ -172,17 +175,7 @@ def test_the_capacity_search_may_move_a_layer_between_two_other_devices() -> Non
     search settles on, and layer 0 moves from the fourth card to the fifth: the others hold as
     much together, not each as much (the limit docs/budgets.md states)."""
     specs = [(1, 0, False), (1, 0, False), (1, 0, False), (1, 46, False), (22, 77, True), (19, 89, True)]
-    cards = [
-        DeviceInfo(
-            id=f"GPU-{i}",
-            library="CUDA",
-            integrated=integrated,
-            pci_id=f"0000:{i + 1:02x}:00.0",
-            total_memory=total * GIB,
-            free_memory=total * GIB * percent // 100,
-        )
-        for i, (total, percent, integrated) in enumerate(specs)
-    ]
+    cards = cards_of(specs)
     layers = [MIB, MIB, 1419 * MIB, 1418 * MIB]
     budgeted, _ = Budgets(reserve=(Entry("cuda:5", 5_026_980, "cuda:5=5026980B"),)).apply(cards)
     before = planner.create_layout(layers, cards, reserve, spread=True)
