@@ -4,7 +4,7 @@ allocation, llama.cpp's op offload of host weights to the first GPU, the project
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -76,11 +76,22 @@ def account(
     features: frozenset[str],
     tied: int,
     projector: Model | None,
+    moved: Mapping[str, int | None] | None = None,
 ) -> tuple[list[Usage], BackendMemory]:
-    """Per backend: weights, cache and graph under ``layout`` (see DESIGN.md's fit figures)."""
+    """Per backend: weights, cache and graph under ``layout`` (see DESIGN.md's fit figures).
+
+    ``moved`` maps a tensor name to where a tensor override (llama.cpp's ``-ot``) puts it
+    instead of its layer's device: an index into ``devices``, or None for the CPU. A layer's
+    cache stays with its layer; with a GPU in use, ggml's scheduler runs the operations on
+    host weights on the first GPU, the weights copied into its compute buffer (op offload).
+    """
     h, L = model.hparams, model.layers
     n = h.n_layer
     by_key = {(d.id, d.library): d for d in devices}
+    moved = moved or {}
+    keys = [(d.id, d.library) for d in devices]
+    extra_w: dict[tuple[str, str], list[int]] = {}  # tensors an override moved onto a device
+    host_copies = [0] * (n + 1)  # per layer: the bytes of its tensors an override moved to the CPU
     cpu_w = [0] * (n + 1)
     cpu_c = [0] * (n + 1)
     gpus: list[DeviceMemory] = []
@@ -90,6 +101,7 @@ def account(
     host_attention: list[int] = []  # blocks whose attention a device leaves to the host
     splits: list[tuple[list[int], list[int], bool]] = []
     mapped: list[TensorInfo] = list(L.input_tensors)  # host tensors served from the mapped file
+    host_moved: list[TensorInfo] = []  # tensors an override moved from a GPU layer to the CPU
     for x in layout:
         d = by_key[(x.id, x.library)]
         mine = set(x.layers)
@@ -99,6 +111,15 @@ def account(
         for i in mine:
             tensors = L.tensors_by_block[i] if i < n else L.output_tensors
             for t in tensors:
+                if t.name in moved:
+                    target = moved[t.name]
+                    if target is None:
+                        cpu_w[i] += t.nbytes
+                        host_copies[i] += t.nbytes
+                        host_moved.append(t)
+                    else:
+                        extra_w.setdefault(keys[target], [0] * (n + 1))[i] += t.nbytes
+                    continue
                 if too_big(t.nbytes, d):
                     cpu_w[i] += t.nbytes  # stays in host memory (mapped)
                     mapped.append(t)
@@ -108,9 +129,9 @@ def account(
                 w[i] += tied
             if i < n:
                 c[i] = kv[i]
-        attention, rest, head, moved, head_moved = split_ops(g, mine, n, d, h)
+        attention, rest, head, left, head_moved = split_ops(g, mine, n, d, h)
         splits.append((attention, rest, head))
-        host_attention += moved
+        host_attention += left
         if n in mine:
             cpu_head = head_moved
         gpus.append(
@@ -123,7 +144,15 @@ def account(
                 graph=gd.on(attention, rest, head),
             )
         )
-    host: list[TensorInfo] = []
+    for k, dm in enumerate(gpus):
+        more = extra_w.pop((dm.id, dm.library), None)
+        if more:
+            gpus[k] = attrs.evolve(dm, weights=[a + b for a, b in zip(dm.weights, more, strict=True)])
+    for key, more in extra_w.items():  # a device that holds no layer of its own, only moved tensors
+        d = by_key[key]
+        gpus.append(DeviceMemory(id=d.id, library=d.library, name=d.name, weights=more, cache=[0] * (n + 1)))
+        splits.append(([], sorted(i for i, b in enumerate(more) if b and i < n), False))
+    host: list[TensorInfo] = list(host_moved)
     for i in on_cpu:
         tensors = L.tensors_by_block[i] if i < n else L.output_tensors
         host += tensors
@@ -170,6 +199,11 @@ def account(
         gpus[0] = attrs.evolve(gpus[0], graph=max([graph, *copies]))
         cpu_head = cpu_head and not moved_head
         cpu_blocks = []
+    if gpus and any(host_copies) and ctx.n_tokens >= OP_OFFLOAD_BATCH:
+        # Weights an override left on the host while their layer sits on a GPU: the scheduler
+        # copies each into the first GPU's compute buffer for the operation that reads it.
+        copies = [gd.masks + gd.rest[i] + host_copies[i] for i in range(n) if host_copies[i]]
+        gpus[0] = attrs.evolve(gpus[0], graph=max([gpus[0].graph, *copies]))
     cpu_graph = g.on(cpu_blocks + host_attention, cpu_blocks, cpu_head)
     if gpus and not cpu_blocks and not host_attention:
         # GPUs run every block: the host still looks up the input embeddings and stages the

@@ -1,0 +1,189 @@
+"""What llama.cpp would allocate per device for one set of its parameters: the memory oracle of
+the llama.cpp planner (``gpuscout.fit.llamacpp``), standing where llama.cpp's fit makes a dry run
+(``common/fit.cpp`` ``common_get_device_memory_data_impl``: a no-alloc load, then
+``llama_get_memory_breakdown``).
+
+The parameters are the ones that fit changes: the context, ``n_gpu_layers``, the tensor split
+and the tensor buffer-type overrides. Which device holds which layer follows
+``src/llama-model.cpp`` ``llama_model_base::load_tensors``: layers from ``n_layer + 1 -
+n_gpu_layers`` on, the output layer counted as layer ``n_layer``, each on the device whose share
+of the cumulative split first exceeds its position (``std::upper_bound``), in 32-bit floats as
+llama.cpp computes them; with no split given, the shares are the devices' free memory. An
+override's pattern is searched in each tensor's name (``llama_model_loader``'s
+``std::regex_search``; the first matching override wins).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from gpuscout.fit import estimate as est
+from gpuscout.fit.model import Model, projector_graph, projector_weights
+from gpuscout.fit.usage import Usage, account
+from gpuscout.layers import GPULayers, GPULayersList
+from gpuscout.records import DeviceInfo
+
+#: Where an override sends a tensor: a device's position in the planner's list, or the CPU.
+CPU = None
+
+
+def f32(x: float) -> float:
+    """``x`` rounded to a C ``float``, as llama.cpp keeps its split points."""
+    return float(struct.unpack("f", struct.pack("f", x))[0])
+
+
+@attrs.frozen
+class Config:
+    """The llama.cpp parameters a fit varies (``-c``, ``-ngl``, ``-ts``, ``-ot``)."""
+
+    n_ctx: int
+    n_gpu_layers: int = -1
+    tensor_split: tuple[float, ...] = ()
+    overrides: tuple[tuple[str, int | None], ...] = ()
+
+
+@attrs.frozen
+class Measured:
+    """One dry run's answer: per device and for the host, what llama.cpp's memory breakdown
+    says (model + context + compute, bytes), with the usage rows behind it."""
+
+    devices: tuple[int, ...]
+    models: tuple[int, ...]
+    host: int
+    usage: tuple[Usage, ...]
+    layout: GPULayersList
+    context: est.Context
+    moved: tuple[str, ...]
+
+
+def layer_devices(
+    n_layer: int, n_gpu_layers: int, split: Sequence[float], free: Sequence[int]
+) -> list[int | None]:
+    """For layers 0..n_layer (the last is the output layer): the index of the device that holds
+    it, None for the CPU (``load_tensors``' ``get_layer_buft_list``)."""
+    nd = len(free)
+    ngl = n_gpu_layers if n_gpu_layers >= 0 else n_layer + 1
+    if nd == 0:
+        return [None] * (n_layer + 1)
+    shares = [f32(float(x)) for x in split[:nd]] + [0.0] * max(0, nd - len(split))
+    if all(x == 0.0 for x in shares):
+        shares = [f32(float(x)) for x in free]
+    points, total = [], 0.0
+    for x in shares:
+        total = f32(total + x)
+        points.append(total)
+    if total <= 0.0:  # every device reports 0 free: llama.cpp would divide by zero; all on the first
+        points = [1.0] * nd
+    else:
+        points = [f32(p / total) for p in points]
+    start = max(n_layer + 1 - ngl, 0)
+    active = min(ngl, n_layer + 1)
+    out: list[int | None] = []
+    for il in range(n_layer + 1):
+        if il < start or il - start >= active:
+            out.append(None)
+            continue
+        value = f32(f32(float(il - start)) / f32(float(active)))
+        index = next((k for k, p in enumerate(points) if p > value), nd - 1)
+        out.append(index)
+    return out
+
+
+class Oracle:
+    """Measures configurations of one model on one device list (the planner's dry runs)."""
+
+    def __init__(
+        self,
+        model: Model,
+        devices: Sequence[DeviceInfo],
+        free: Sequence[int],
+        options: est.Options,
+        sizes: dict[int, tuple[int, int]],
+        *,
+        projector: Model | None = None,
+        cpu_features: frozenset[str] = frozenset(),
+    ) -> None:
+        self.model = model
+        self.devices = list(devices)
+        self.free = list(free)
+        self.options = options
+        self.sizes = sizes
+        self.projector = projector
+        self.features = cpu_features if not devices else frozenset()
+        self.calls = 0
+        self._ctx: dict[int, tuple[est.Context, list[int], est.Graph, est.Graph]] = {}
+        h = model.hparams
+        self._names = [[t.name for t in ts] for ts in model.layers.tensors_by_block]
+        self._n = h.n_layer
+
+    def context(self, n_ctx: int) -> tuple[est.Context, list[int], est.Graph, est.Graph]:
+        """The padded context, the cache per block and the host's and a GPU's graph parts."""
+        if n_ctx not in self._ctx:
+            o = attrs.evolve(self.options, ctx=n_ctx)
+            ctx = est.context(self.model.hparams, o)
+            kv = est.kv_bytes(self.model.hparams, ctx, o, self.sizes)
+            g = est.graph(self.model.hparams, ctx, o)
+            gd = est.graph(self.model.hparams, ctx, o, device=True)
+            self._ctx[n_ctx] = (ctx, kv, g, gd)
+        return self._ctx[n_ctx]
+
+    def moved(self, overrides: Sequence[tuple[str, int | None]]) -> dict[str, int | None]:
+        """Tensor name -> where the first override whose pattern it matches sends it."""
+        if not overrides:
+            return {}
+        compiled: list[tuple[Callable[[str], object], int | None]] = [
+            (re.compile(p).search, target) for p, target in overrides
+        ]
+        out: dict[str, int | None] = {}
+        for names in self._names:
+            for name in names:
+                for search, target in compiled:
+                    if search(name):
+                        out[name] = target
+                        break
+        return out
+
+    def measure(self, config: Config) -> Measured:
+        """What llama.cpp's breakdown would say for ``config`` (one dry run)."""
+        self.calls += 1
+        model, n = self.model, self._n
+        L = model.layers
+        ctx, kv, g, gd = self.context(config.n_ctx)
+        where = layer_devices(n, config.n_gpu_layers, config.tensor_split, self.free)
+        layout = GPULayersList(
+            GPULayers(d.id, d.library, [i for i, w in enumerate(where) if w == k])
+            for k, d in enumerate(self.devices)
+        )
+        moved = self.moved(config.overrides)
+        tied = L.embedding.nbytes if L.tied and L.embedding is not None else 0
+        usage, _ = account(model, kv, g, gd, ctx, layout, self.devices, self.features, tied, None, moved)
+        by_key = {(u.id, u.library): u for u in usage[:-1]}
+        totals, models = [], []
+        for k, d in enumerate(self.devices):
+            u = by_key.get((d.id, d.library))
+            weights = u.weights if u is not None else 0
+            total = (u.weights + u.kv_cache + u.graph) if u is not None else 0
+            if k == 0 and self.projector is not None:
+                # gpuscout reserves the projector on the first device before placing layers
+                # (llama.cpp's fit leaves it out: llama.cpp issue 18111).
+                weights += projector_weights(self.projector)
+                total += projector_weights(self.projector) + projector_graph(self.projector)
+            totals.append(total)
+            models.append(weights)
+        host = usage[-1]
+        return Measured(
+            devices=tuple(totals),
+            models=tuple(models),
+            host=host.weights + host.kv_cache + host.graph + host.output,
+            usage=tuple(usage),
+            layout=layout,
+            context=ctx,
+            moved=tuple(sorted(moved)),
+        )
+
+
+__all__ = ["CPU", "Config", "Measured", "Oracle", "f32", "layer_devices"]
