@@ -23,6 +23,17 @@ class EnvEntry(NamedTuple):
     value: str
 
 
+class GgmlOrder(NamedTuple):
+    """How a ggml build enumerates one library's devices (``gpuscout_ggml_devices``): the
+    registry's position of the backend (lower first), each device as ``(position, name)``
+    (``devices[position]``, ggml's name such as ``Vulkan0``; a position may repeat where ggml
+    lists one device twice), and the variables that make a child enumerate exactly these."""
+
+    rank: int
+    devices: tuple[tuple[int, str], ...]
+    env: Mapping[str, str]
+
+
 #: The most bytes ``Context.read_text`` takes from one file: sysfs and procfs values are a few
 #: bytes to a few pages, and a recorded tree must not make discovery read a disk image.
 MAX_READ_BYTES = 1 << 20

@@ -51,7 +51,7 @@ from gpuscout.markers import PROJECT, hookspec
 from gpuscout.records import DeviceInfo, is_size
 
 if TYPE_CHECKING:
-    from gpuscout.context import Context, EnvEntry
+    from gpuscout.context import Context, EnvEntry, GgmlOrder
 
 
 # -- The facts of each hook: how the core calls it and what it accepts back ---------------------
@@ -157,6 +157,21 @@ def _is_entry_list(value: Any) -> bool:
         and isinstance(e[1], str)
         and isinstance(e[2], str)
         for e in value
+    )
+
+
+def _is_ggml_order(value: Any) -> bool:
+    from gpuscout.context import GgmlOrder
+
+    return (
+        isinstance(value, GgmlOrder)
+        and type(value.rank) is int
+        and isinstance(value.devices, tuple)
+        and all(
+            isinstance(e, tuple) and len(e) == 2 and type(e[0]) is int and isinstance(e[1], str)
+            for e in value.devices
+        )
+        and _is_str_map(value.env)
     )
 
 
@@ -399,6 +414,40 @@ def gpuscout_visible_env(selection: Sequence[DeviceInfo], context: Context) -> S
         def gpuscout_visible_env(selection, context):
             return [EnvEntry(i, "ACME_VISIBLE_DEVICES", d.filter_id or d.id)
                     for i, d in devices_of(selection, "Acme")]
+    """
+    raise NotImplementedError
+
+
+@_spec(
+    "your devices as a ggml build enumerates them: `GgmlOrder(rank, devices, env)`, or None",
+    _is_ggml_order,
+    "a GgmlOrder or None",
+)
+def gpuscout_ggml_devices(devices: Sequence[DeviceInfo], context: Context) -> GgmlOrder | None:
+    """Say how a llama.cpp (ggml) build would enumerate this backend's devices among
+    ``devices``: the device list ``gpuscout fit``'s llama.cpp planner plans on, and the names its
+    ``-dev`` argument uses.
+
+    :param devices: the candidate devices of every library, ranked.
+    :param context: the environment (the backend's visibility variables decide what ggml
+        enumerates) and the platform.
+    :return: ``GgmlOrder(rank, devices, env)``: ``rank`` orders backends as ggml's registry
+        does (lower first); ``devices`` lists ``(position, name)`` in ggml's order, a position
+        into ``devices`` (it may repeat where ggml enumerates a device twice); ``env`` the
+        variables that make a child enumerate exactly those, in that order. None when none of
+        ``devices`` is this backend's. Without an answer a library's devices keep their rank
+        order and are named ``<library><n>``, their environment ``visible_env``'s.
+
+    Example::
+
+        @hookimpl
+        def gpuscout_ggml_devices(devices, context):
+            mine = devices_of(devices, "Acme")
+            if not mine:
+                return None
+            ids = ",".join(d.filter_id or d.id for _, d in mine)
+            return GgmlOrder(40, tuple((i, f"ACME{n}") for n, (i, _) in enumerate(mine)),
+                             {"ACME_VISIBLE_DEVICES": ids})
     """
     raise NotImplementedError
 

@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from gpuscout.context import U64_LIMIT, Context, EnvEntry, parse_u64
+from gpuscout.context import U64_LIMIT, Context, EnvEntry, GgmlOrder, parse_u64
 from gpuscout.errors import GpuscoutError, RecordingError, SelectionRefused
 from gpuscout.hookspecs import HOOKS
 from gpuscout.log import get_logger
@@ -172,6 +172,7 @@ __all__ = [
     "DeviceID",
     "DeviceInfo",
     "EnvEntry",
+    "GgmlOrder",
     "GpuscoutError",
     "PciGpu",
     "PcieLink",

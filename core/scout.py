@@ -22,6 +22,7 @@ from gpuscout.sizes import MIB
 
 if TYPE_CHECKING:
     from gpuscout.affinity import Affinity
+    from gpuscout.fit.ggml import GgmlDevices
     from gpuscout.recording import Recorder
     from gpuscout.replay import Recording
 
@@ -330,6 +331,17 @@ class Scout(ModelMethods):
     def needs_init_validation(self, device: DeviceInfo) -> bool:
         """The seed's NeedsInitValidation: whether ``device`` must be initialised in a child first."""
         return self.init_env(device) is not None
+
+    def ggml_devices(self, devices: Sequence[DeviceInfo]) -> GgmlDevices:
+        """The devices of ``devices`` a llama.cpp build would use, in ggml's order, with ggml's
+        names and the environment that makes a child enumerate exactly them
+        (``gpuscout_ggml_devices`` answers, then llama.cpp's default device selection:
+        ``gpuscout.fit.ggml``)."""
+        from gpuscout.fit.ggml import ggml_devices
+
+        devices = device_list(devices, "ggml_devices")
+        answers = self._host.each("gpuscout_ggml_devices", devices=tuple(devices))
+        return ggml_devices(devices, answers, self.visible_env)
 
     def visible_env(self, devices: Sequence[DeviceInfo]) -> dict[str, str]:
         """The seed's GetDevicesEnv: the environment a child needs to see exactly ``devices``.

@@ -13,6 +13,7 @@ from gpuscout.layers import GPULayersList
 from gpuscout.records import DeviceInfo, SystemInfo, device_list
 
 if TYPE_CHECKING:
+    from gpuscout.fit.ggml import GgmlDevices
     from gpuscout.fit.placement import FitResult
     from gpuscout.load import Allocate, LoadResult
     from gpuscout.memory import BackendMemory
@@ -30,6 +31,8 @@ class ModelMethods:
         def minimum_memory(self, device: DeviceInfo) -> int: ...
 
         def flash_attention_supported(self, devices: Iterable[DeviceInfo]) -> bool: ...
+
+        def ggml_devices(self, devices: Sequence[DeviceInfo]) -> GgmlDevices: ...
 
         def discover(
             self, include_software: bool = False, validate: bool = False, isolated: bool = False
@@ -146,6 +149,17 @@ class ModelMethods:
         spread: bool = False,
         include_software: bool = False,
         cpu_features: Iterable[str] | None = None,
+        planner: str = "llama.cpp",
+        fit_target: int | Sequence[int] | None = None,
+        fit_ctx: int = 4096,
+        tensor_split: Sequence[float] | None = None,
+        override_tensor: Sequence[str] | str | None = None,
+        cpu_moe: bool = False,
+        n_cpu_moe: int | None = None,
+        split_mode: str = "layer",
+        model_draft: Any = None,
+        no_cpu_offload: bool = False,
+        fewest_gpus: bool = False,
     ) -> FitResult:
         """Whether ``model`` (a GGUF path or a ``gpuscout.fit.Model``) fits here -> ``FitResult``.
 
@@ -157,6 +171,17 @@ class ModelMethods:
         (default: this machine's). ``cpu_features`` are the CPU's instruction-set flags that
         decide llama.cpp's repacked CPU weights (default: this machine's). Raises ``ModelError``
         for a file that cannot be used, GpuscoutError for bad arguments. See docs/fit.md.
+
+        ``planner`` ``llama.cpp`` (the default) decides as llama.cpp's ``--fit`` does, on the
+        devices a llama.cpp build would use: ``ctx`` None lets it choose the context (down to
+        ``fit_ctx``), ``num_gpu`` -1 the layers, and ``fit_target`` (bytes, one value or one
+        per device; default 1 GiB) is the margin kept free on each device; ``tensor_split``,
+        ``override_tensor`` (``PATTERN=BUFFER`` entries), ``cpu_moe`` and ``n_cpu_moe`` are
+        llama.cpp's ``-ts``, ``-ot``, ``-cmoe`` and ``-ncmoe``, kept as given. The result's
+        ``args`` and ``env`` run exactly that decision. ``planner="ollama"`` places layers with
+        the reference planner (LAYOUT.md) as before. ``no_cpu_offload`` makes anything left on
+        the CPU a "does not fit"; ``fewest_gpus`` hands llama.cpp the fewest GPUs that hold
+        the model (one NUMA node and NVLink/xGMI peers first).
         """
         from gpuscout.fit.placement import checked_options, fit, host_cpu_features
 
@@ -186,6 +211,34 @@ class ModelMethods:
 
         from gpuscout.budgets import budget_notes
 
+        if planner not in ("llama.cpp", "ollama"):
+            raise GpuscoutError(f"fit: planner must be 'llama.cpp' or 'ollama', got {planner!r:.60}")
+        if planner == "llama.cpp":
+            from gpuscout.fit.session import fit_with_llamacpp
+
+            result = fit_with_llamacpp(
+                self,
+                model,
+                devices,
+                system,
+                options=options,
+                flash_attn=flash_attn,
+                mmproj=mmproj,
+                num_gpu=num_gpu,
+                cpu_features=frozenset(features),
+                fit_target=fit_target,
+                fit_ctx=fit_ctx,
+                tensor_split=tensor_split,
+                override_tensor=override_tensor,
+                cpu_moe=cpu_moe,
+                n_cpu_moe=n_cpu_moe,
+                split_mode=split_mode,
+                model_draft=model_draft,
+                no_cpu_offload=no_cpu_offload,
+                fewest_gpus=fewest_gpus,
+            )
+            held = budget_notes(devices, result.notes)
+            return attrs.evolve(result, notes=(*result.notes, *held)) if held else result
         result = fit(
             model,
             devices,

@@ -82,7 +82,7 @@ def pad(n: int, to: int) -> int:
 
 def context(h: Hparams, o: Options) -> Context:
     """llama_context's n_ctx, n_ctx_seq, batches and the KV cache sizes (cells, all streams)."""
-    n_ctx = o.ctx if o.ctx is not None else h.n_ctx_train
+    n_ctx = o.ctx if o.ctx else h.n_ctx_train  # None or 0: the training context (llama.cpp's -c 0)
     if n_ctx <= 0:
         raise ModelError(f"{h.arch}: the model has no context_length; give --ctx")
     n_ctx = pad(n_ctx, 256)

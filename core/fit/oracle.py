@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
@@ -25,6 +25,7 @@ from gpuscout.fit import estimate as est
 from gpuscout.fit.model import Model, projector_graph, projector_weights
 from gpuscout.fit.usage import Usage, account
 from gpuscout.layers import GPULayers, GPULayersList
+from gpuscout.memory import BackendMemory
 from gpuscout.records import DeviceInfo
 
 #: Where an override sends a tensor: a device's position in the planner's list, or the CPU.
@@ -55,6 +56,7 @@ class Measured:
     models: tuple[int, ...]
     host: int
     usage: tuple[Usage, ...]
+    memory: BackendMemory
     layout: GPULayersList
     context: est.Context
     moved: tuple[str, ...]
@@ -102,10 +104,11 @@ class Oracle:
         devices: Sequence[DeviceInfo],
         free: Sequence[int],
         options: est.Options,
-        sizes: dict[int, tuple[int, int]],
+        sizes: Mapping[int, tuple[int, int]],
         *,
         projector: Model | None = None,
         cpu_features: frozenset[str] = frozenset(),
+        extra: Oracle | None = None,
     ) -> None:
         self.model = model
         self.devices = list(devices)
@@ -115,6 +118,10 @@ class Oracle:
         self.projector = projector
         self.features = cpu_features if not devices else frozenset()
         self.calls = 0
+        #: A second model on the same devices (a draft model): its memory at the same context
+        #: is added to every measurement (``common_fit_extra_model``).
+        self.extra = extra
+        self._extra: dict[int, Measured] = {}
         self._ctx: dict[int, tuple[est.Context, list[int], est.Graph, est.Graph]] = {}
         h = model.hparams
         self._names = [[t.name for t in ts] for ts in model.layers.tensors_by_block]
@@ -160,7 +167,7 @@ class Oracle:
         )
         moved = self.moved(config.overrides)
         tied = L.embedding.nbytes if L.tied and L.embedding is not None else 0
-        usage, _ = account(model, kv, g, gd, ctx, layout, self.devices, self.features, tied, None, moved)
+        usage, memory = account(model, kv, g, gd, ctx, layout, self.devices, self.features, tied, None, moved)
         by_key = {(u.id, u.library): u for u in usage[:-1]}
         totals, models = [], []
         for k, d in enumerate(self.devices):
@@ -175,11 +182,20 @@ class Oracle:
             totals.append(total)
             models.append(weights)
         host = usage[-1]
+        host_total = host.weights + host.kv_cache + host.graph + host.output
+        if self.extra is not None:
+            if config.n_ctx not in self._extra:
+                self._extra[config.n_ctx] = self.extra.measure(Config(config.n_ctx))
+            more = self._extra[config.n_ctx]
+            totals = [a + b for a, b in zip(totals, more.devices, strict=True)]
+            models = [a + b for a, b in zip(models, more.models, strict=True)]
+            host_total += more.host
         return Measured(
             devices=tuple(totals),
             models=tuple(models),
-            host=host.weights + host.kv_cache + host.graph + host.output,
+            host=host_total,
             usage=tuple(usage),
+            memory=memory,
             layout=layout,
             context=ctx,
             moved=tuple(sorted(moved)),

@@ -11,7 +11,7 @@ in ``gpuscout.fit.model`` (their names are importable from here as well).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -46,6 +46,14 @@ class FitResult:
     layer_sizes: tuple[int, ...]
     fits: bool
     notes: tuple[str, ...]
+    #: Which planner decided: ``llama.cpp`` (its fit, computed) or ``ollama`` (LAYOUT.md).
+    planner: str = "ollama"
+    #: The llama.cpp arguments of the decision (``-m``-free), and the variables that make a
+    #: child enumerate exactly the devices ``-dev`` names.
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    #: How many dry runs (memory estimates) the llama.cpp planner made.
+    dry_runs: int = 0
 
     @property
     def total(self) -> int:
@@ -244,7 +252,7 @@ def checked_options(
         return value
 
     if ctx is not None:
-        whole("ctx", ctx, 1)
+        whole("ctx", ctx, 0)
     for name, value in (("cache_type_k", cache_type_k), ("cache_type_v", cache_type_v)):
         if value not in est.CACHE_TYPES:
             raise GpuscoutError(f"fit: {name} must be one of {', '.join(est.CACHE_TYPES)}, got {value!r:.60}")

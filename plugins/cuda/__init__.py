@@ -14,6 +14,7 @@ from gpuscout.plugin import (
     Context,
     DeviceInfo,
     EnvEntry,
+    GgmlOrder,
     SelectionRefused,
     devices_of,
     for_library,
@@ -157,6 +158,18 @@ def gpuscout_visible_env(selection: Sequence[DeviceInfo], context: Context) -> l
     if not must_filter:
         return None
     return [EnvEntry(i, VISIBLE_ENV, d.filter_id or d.id) for i, d in mine]
+
+
+@hookimpl
+def gpuscout_ggml_devices(devices: Sequence[DeviceInfo], context: Context) -> GgmlOrder | None:
+    """ggml-cuda's devices: the CUDA devices in the given order, named ``CUDA<n>``, with
+    CUDA_VISIBLE_DEVICES listing their UUIDs in that order (the runtime enumerates the listed
+    devices in the listed order, whatever CUDA_DEVICE_ORDER says). First in ggml's registry."""
+    mine = devices_of(devices, LIBRARY)
+    if not mine:
+        return None
+    value = ",".join(d.filter_id or d.id for _, d in mine)
+    return GgmlOrder(0, tuple((i, f"CUDA{n}") for n, (i, _) in enumerate(mine)), {VISIBLE_ENV: value})
 
 
 @for_library(LIBRARY)

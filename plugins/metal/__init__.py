@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuscout.plugin import Context, DeviceInfo, EnvEntry, for_library, hookimpl
+from gpuscout.plugin import Context, DeviceInfo, EnvEntry, GgmlOrder, devices_of, for_library, hookimpl
 from gpuscout.plugins.metal.names import LIBRARY
 
 GPUSCOUT_API_VERSION = 1
@@ -51,3 +51,13 @@ def gpuscout_visible_env(selection: Sequence[DeviceInfo], context: Context) -> l
     (``MTLCreateSystemDefaultDevice``) and reads no variable that could choose another, so a
     child selects a Metal device by inheriting the parent's environment as it is."""
     return []
+
+
+@hookimpl
+def gpuscout_ggml_devices(devices: Sequence[DeviceInfo], context: Context) -> GgmlOrder | None:
+    """ggml-metal's one device, ``MTL0`` (the system default device), after CUDA/HIP in ggml's
+    registry; no variable to set."""
+    mine = devices_of(devices, LIBRARY)
+    if not mine:
+        return None
+    return GgmlOrder(10, ((mine[0][0], "MTL0"),), {})

@@ -12,7 +12,16 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from gpuscout.plugin import Context, DeviceInfo, EnvEntry, devices_of, for_library, hookimpl, is_wsl2
+from gpuscout.plugin import (
+    Context,
+    DeviceInfo,
+    EnvEntry,
+    GgmlOrder,
+    devices_of,
+    for_library,
+    hookimpl,
+    is_wsl2,
+)
 from gpuscout.plugins.rocm.names import HIP, INIT_ENV, LIBRARY, ROCR
 
 GPUSCOUT_API_VERSION = 1
@@ -120,6 +129,22 @@ def gpuscout_visible_env(selection: Sequence[DeviceInfo], context: Context) -> l
     from gpuscout.plugins.rocm.rules import visible_entries
 
     return visible_entries(selection, context.env, context.platform)
+
+
+@hookimpl
+def gpuscout_ggml_devices(devices: Sequence[DeviceInfo], context: Context) -> GgmlOrder | None:
+    """ggml's HIP backend (registered where CUDA's is, first): the ROCm devices in the given
+    order, named ``ROCm<n>``, with the visibility variable ``visible_env`` writes for them."""
+    from gpuscout.plugins.rocm.rules import visible_entries
+
+    mine = devices_of(devices, LIBRARY)
+    if not mine:
+        return None
+    selection = [d for _, d in mine]
+    env: dict[str, str] = {}
+    for _, name, value in visible_entries(selection, context.env, context.platform) or []:
+        env[name] = f"{env[name]},{value}" if name in env else value
+    return GgmlOrder(0, tuple((i, f"ROCm{n}") for n, (i, _) in enumerate(mine)), env)
 
 
 @for_library(LIBRARY)

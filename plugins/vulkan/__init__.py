@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gpuscout.plugin import Context, DeviceInfo, EnvEntry, devices_of, for_library, hookimpl
+from gpuscout.plugin import Context, DeviceInfo, EnvEntry, GgmlOrder, devices_of, for_library, hookimpl
 from gpuscout.plugins.vulkan.names import LIBRARY, VISIBLE_ENV
 
 GPUSCOUT_API_VERSION = 1
@@ -75,6 +75,36 @@ def gpuscout_visible_env(selection: Sequence[DeviceInfo], context: Context) -> l
         return None
     d = selection[0]
     return [EnvEntry(0, VISIBLE_ENV, d.filter_id or d.id)]
+
+
+#: ggml's registry lists the Vulkan backend after CUDA/HIP (0), Metal (10) and SYCL (20).
+GGML_RANK = 30
+
+
+@hookimpl
+def gpuscout_ggml_devices(devices: Sequence[DeviceInfo], context: Context) -> GgmlOrder | None:
+    """The Vulkan devices ggml-vulkan enumerates: those GGML_VK_VISIBLE_DEVICES names, in its
+    order (an index named twice is two ggml devices), else the default set (the devices not
+    marked unused), then any software device among ``devices`` (there only when the caller
+    asked for software devices). Named ``Vulkan<n>`` in that order, with the variable that
+    makes a child enumerate exactly those."""
+    from gpuscout.plugins.vulkan.visible import parse_indices
+
+    mine = devices_of(devices, LIBRARY)
+    if not mine:
+        return None
+    by_index = {(d.filter_id or d.id): i for i, d in mine}
+    raw = context.env.get(VISIBLE_ENV)
+    order: list[int] = []
+    if raw:
+        order = [by_index[str(k)] for k in parse_indices(raw) if str(k) in by_index]
+    else:
+        order = [i for i, d in mine if not d.unused_reason]
+    order += [i for i, d in mine if d.software and i not in order]
+    if not order:
+        return None
+    value = ",".join(devices[i].filter_id or devices[i].id for i in order)
+    return GgmlOrder(GGML_RANK, tuple((i, f"Vulkan{n}") for n, i in enumerate(order)), {VISIBLE_ENV: value})
 
 
 @for_library(LIBRARY)

@@ -1,0 +1,120 @@
+"""The llama.cpp command line of a fit decision (``FitResult.args``), and merging it into a
+command the user wrote (``gpuscout exec --fit``).
+
+The fitted part is written as ``llama-fit-params`` prints it (``tools/fit-params/fit-params.cpp``):
+``-c N -ngl N``, ``-ts`` with one whole layer count per device when more than one device is left
+after dropping trailing zeros, ``-ot`` with every override as ``PATTERN=BUFFER`` joined by commas
+(the buffer ``CPU`` or a device's name). Then what makes llama.cpp run exactly that: ``-dev`` with
+ggml's device names (``none`` for the CPU alone), ``-fa``, the cache types, ``-np``, ``-ub``,
+``-b``, ``--mmproj``/``-md`` when given, and ``-fit off`` so that llama.cpp does not decide again.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+import attrs
+
+from gpuscout.fit import estimate as est
+
+
+@attrs.frozen
+class Launch:
+    """A decision and the options it was made under."""
+
+    n_ctx: int
+    n_gpu_layers: int
+    tensor_split: tuple[float, ...]
+    overrides: tuple[tuple[str, int | None], ...]
+    names: tuple[str, ...]
+    flash_attn: bool
+    options: est.Options
+    mmproj: str | None = None
+    model_draft: str | None = None
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def arguments(launch: Launch) -> tuple[list[str], tuple[str, ...]]:
+    """The argument list, and the ggml names ``-dev`` uses."""
+    args = ["-c", str(launch.n_ctx), "-ngl", str(launch.n_gpu_layers)]
+    split = list(launch.tensor_split[: len(launch.names)])
+    while len(split) > 1 and split[-1] == 0.0:
+        split.pop()
+    used = launch.names
+    if launch.tensor_split and len(launch.names) > 1:
+        # Devices after the last one with a share hold nothing; llama.cpp is not given them.
+        used = launch.names[: max(len(split), 1)]
+    if len(split) > 1:
+        args += ["-ts", ",".join(_number(x) for x in split)]
+    if launch.overrides:
+        args += [
+            "-ot",
+            ",".join(f"{p}={'CPU' if t is None else launch.names[t]}" for p, t in launch.overrides),
+        ]
+    args += ["-dev", ",".join(used) if used else "none"]
+    o = launch.options
+    args += ["-fa", "on" if launch.flash_attn else "off", "-ctk", o.cache_type_k, "-ctv", o.cache_type_v]
+    args += ["-np", str(o.parallel), "-ub", str(o.ubatch_size), "-b", str(o.batch_size)]
+    if o.swa_full:
+        args.append("--swa-full")
+    if launch.mmproj:
+        args += ["--mmproj", launch.mmproj]
+    if launch.model_draft:
+        args += ["-md", launch.model_draft]
+    args += ["-fit", "off"]
+    return args, used
+
+
+def shell_line(args: Sequence[str]) -> str:
+    """``args`` as one line a POSIX shell reads back as the same list."""
+    return " ".join(shlex.quote(a) for a in args)
+
+
+#: llama.cpp's spellings of each option ``arguments`` writes, so a flag the user wrote wins.
+SPELLINGS: dict[str, tuple[str, ...]] = {
+    "-c": ("-c", "--ctx-size"),
+    "-ngl": ("-ngl", "--gpu-layers", "--n-gpu-layers"),
+    "-ts": ("-ts", "--tensor-split"),
+    "-ot": ("-ot", "--override-tensor"),
+    "-dev": ("-dev", "--device"),
+    "-fa": ("-fa", "--flash-attn"),
+    "-ctk": ("-ctk", "--cache-type-k"),
+    "-ctv": ("-ctv", "--cache-type-v"),
+    "-np": ("-np", "--parallel"),
+    "-ub": ("-ub", "--ubatch-size"),
+    "-b": ("-b", "--batch-size"),
+    "--swa-full": ("--swa-full",),
+    "--mmproj": ("-mm", "--mmproj"),
+    "-md": ("-md", "--model-draft"),
+    "-fit": ("-fit", "--fit"),
+}
+_FLAGS = {"--swa-full"}
+
+
+def merge(command: Sequence[str], args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``command`` with ``args`` appended, less each option ``command`` already gives (in any
+    of llama.cpp's spellings, ``--opt=value`` included): returns the command and the options
+    the user's spelling won for."""
+    given: set[str] = set()
+    for word in command:
+        given.add(word.split("=", 1)[0])
+    out = list(command)
+    kept: list[str] = []
+    i = 0
+    while i < len(args):
+        option = args[i]
+        width = 1 if option in _FLAGS else 2
+        spellings = SPELLINGS.get(option, (option,))
+        if any(s in given for s in spellings):
+            kept.append(option)
+        else:
+            out += args[i : i + width]
+        i += width
+    return out, kept
+
+
+__all__ = ["SPELLINGS", "Launch", "arguments", "merge", "shell_line"]

@@ -1,0 +1,227 @@
+"""``Scout.fit`` under the llama.cpp planner: llama.cpp's fit computed on the devices a llama.cpp
+build would use (``gpuscout.fit.ggml``), judged by gpuscout's verdict, with the llama.cpp
+arguments and the environment that run exactly that decision."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from gpuscout.errors import GpuscoutError
+from gpuscout.fit import estimate as est
+from gpuscout.fit import llamacpp
+from gpuscout.fit.command import Launch, arguments
+from gpuscout.fit.ggml import GgmlDevices
+from gpuscout.fit.model import Model
+from gpuscout.fit.oracle import CPU, Oracle
+from gpuscout.fit.placement import FitResult
+from gpuscout.fit.reader import ModelError, quant_sizes
+from gpuscout.fit.verdict import verdict
+from gpuscout.records import DeviceInfo, SystemInfo
+
+
+@attrs.frozen
+class Request:
+    """What the user fixed or asked of the llama.cpp planner (llama.cpp's option names)."""
+
+    fit_target: tuple[int, ...] | int | None = None
+    fit_ctx: int = llamacpp.DEFAULT_FIT_CTX
+    n_gpu_layers: int | None = None
+    tensor_split: tuple[float, ...] | None = None
+    override_tensor: tuple[str, ...] = ()
+    cpu_moe: bool = False
+    n_cpu_moe: int | None = None
+    split_mode: str = "layer"
+    no_cpu_offload: bool = False
+    fewest_gpus: bool = False
+    model_draft: str | None = None
+    mmproj_path: str | None = None
+
+
+def distinct(ggml: GgmlDevices) -> list[DeviceInfo]:
+    """The planner's devices, a device ggml lists twice given an id of its own the second time
+    (``0:Vulkan1``), so each slot has its own memory figures."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for d, name in zip(ggml.devices, ggml.names, strict=True):
+        key = (d.id, d.library)
+        out.append(attrs.evolve(d, id=f"{d.id}:{name}") if key in seen else d)
+        seen.add(key)
+    return out
+
+
+def user_overrides(request: Request, names: Sequence[str]) -> list[tuple[str, int | None]]:
+    """``-ot`` entries (``PATTERN=BUFFER``, buffer ``CPU`` or a ggml device name), then
+    ``-cmoe``, then ``-ncmoe N``'s per-layer entries, as llama.cpp's parser appends them."""
+    out: list[tuple[str, int | None]] = []
+    for entry in request.override_tensor:
+        for part in entry.split(","):
+            pattern, eq, buft = part.partition("=")
+            if not eq or not pattern:
+                raise GpuscoutError(f"fit: --override-tensor {part!r:.80}: expected PATTERN=BUFFER")
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise GpuscoutError(
+                    f"fit: --override-tensor {pattern!r:.80}: not a regular expression: {exc}"
+                ) from None
+            if buft == "CPU":
+                out.append((pattern, CPU))
+            elif buft in names:
+                out.append((pattern, names.index(buft)))
+            else:
+                known = ", ".join(["CPU", *names])
+                raise GpuscoutError(
+                    f"fit: --override-tensor {part!r:.80}: unknown buffer type (known: {known})"
+                )
+    if request.cpu_moe:
+        out.append((llamacpp.FFN_EXPS, CPU))
+    for i in range(request.n_cpu_moe or 0):
+        out.append((rf"blk\.{i}{llamacpp.FFN_EXPS}", CPU))
+    return out
+
+
+def fit_llamacpp(
+    model: Model,
+    ggml: GgmlDevices,
+    system: SystemInfo,
+    *,
+    reserve: Callable[[DeviceInfo], int],
+    flash_attention: Callable[[Sequence[DeviceInfo]], bool],
+    platform: str,
+    options: est.Options,
+    flash_attn: bool | None,
+    projector: Model | None,
+    request: Request,
+    cpu_features: frozenset[str],
+    extra: Oracle | None = None,
+) -> FitResult:
+    """llama.cpp's decision for ``model`` on ``ggml``'s devices, as a FitResult with ``args``."""
+    h = model.hparams
+    notes = list(h.notes) + [f"llama.cpp would not use {x}" for x in ggml.left_out]
+    devices = distinct(ggml)
+    if flash_attn is None:
+        flash_attn = flash_attention(devices)
+        notes.append(
+            f"flash attention auto: {'on' if flash_attn else 'off'} (as llama.cpp decides for these devices)"
+        )
+    if options.cache_type_v not in ("f16", "f32", "bf16") and not flash_attn:
+        raise ModelError(
+            f"--cache-type-v {options.cache_type_v} needs flash attention (llama.cpp: "
+            "V cache quantization requires flash_attn)"
+        )
+    opts = attrs.evolve(options, flash_attn=flash_attn)
+    if request.split_mode == "none":
+        devices, names = devices[:1], ggml.names[:1]  # llama.cpp keeps only the main GPU
+    else:
+        names = ggml.names
+    overrides = user_overrides(request, names)
+    n_ctx_min = request.fit_ctx
+    if options.ctx == 0 and request.fit_ctx == llamacpp.DEFAULT_FIT_CTX:
+        n_ctx_min = llamacpp.UINT32_MAX  # -c 0: the full context, never reduced (common/arg.cpp)
+    if options.ctx is None or options.ctx == 0:
+        if h.n_ctx_train <= 0:
+            raise ModelError(f"{h.arch}: the model has no context_length; give --ctx")
+    oracle = Oracle(
+        model,
+        devices,
+        [d.usable_free for d in devices],
+        opts,
+        quant_sizes(),
+        projector=projector,
+        cpu_features=cpu_features,
+        extra=extra,
+    )
+    decision = llamacpp.plan(
+        oracle,
+        host_total=system.total_memory,
+        margins=llamacpp.margins_for(len(devices), request.fit_target),
+        n_ctx=options.ctx,
+        n_ctx_min=n_ctx_min,
+        n_streams=max(1, options.parallel),
+        n_ctx_train=h.n_ctx_train,
+        n_gpu_layers=request.n_gpu_layers,
+        tensor_split=request.tensor_split,
+        overrides=overrides or None,
+        split_mode=request.split_mode,
+        n_expert=h.n_expert,
+        n_layer=h.n_layer,
+        names=names,
+    )
+    if decision.failure:
+        notes.append(f"llama.cpp's fit gives up here ({decision.failure}); its parameters stay as they are")
+    m = decision.measured
+    margins = llamacpp.margins_for(len(devices), request.fit_target)
+    for k, d in enumerate(devices):
+        if m.devices[k] > d.usable_free - margins[k]:
+            notes.append(
+                f"{names[k]} ({d.name or d.id}): llama.cpp's decision leaves less than the "
+                f"{margins[k] >> 20} MiB margin free there (it checks a device only when it fills it)"
+            )
+    n = h.n_layer
+    layout = m.layout
+    placed = {i for x in layout for i in x.layers}
+    cpu_layers = tuple(i for i in range(n + 1) if i not in placed)
+    usage = [u for u in m.usage[:-1] if u.total] + [m.usage[-1]]
+    ctx = m.context
+    kv = est.kv_bytes(h, ctx, opts, quant_sizes())
+    L = model.layers
+    layer_sizes = [L.blocks[i] + kv[i] for i in range(n)] + [L.output]
+    non_empty = [x for x in layout if x.layers]
+    from gpuscout.layers import GPULayersList
+
+    placement = GPULayersList(non_empty)
+    num_gpu = decision.n_gpu_layers if decision.n_gpu_layers >= 0 else n + 1
+    fits = verdict(placement, layer_sizes, devices, system, usage, reserve, platform, num_gpu, notes)
+    if request.no_cpu_offload and (cpu_layers or m.moved):
+        fits = False
+        what = f"layers {_ranges(cpu_layers)}" if cpu_layers else f"{len(m.moved)} tensors"
+        notes.append(
+            f"--no-cpu-offload: {what} would stay on the CPU; llama.cpp would spill them, this fit refuses"
+        )
+    launch = Launch(
+        n_ctx=decision.n_ctx,
+        n_gpu_layers=decision.n_gpu_layers,
+        tensor_split=decision.tensor_split,
+        overrides=decision.overrides,
+        names=tuple(names),
+        flash_attn=flash_attn,
+        options=opts,
+        mmproj=request.mmproj_path,
+        model_draft=request.model_draft,
+    )
+    args, used = arguments(launch)
+    env = dict(ggml.env) if used else {}
+    return FitResult(
+        model=model,
+        context=ctx,
+        flash_attn=flash_attn,
+        cache_type_k=opts.cache_type_k,
+        cache_type_v=opts.cache_type_v,
+        placement=placement,
+        memory=m.memory,
+        usage=tuple(usage),
+        cpu_layers=cpu_layers,
+        layer_sizes=tuple(layer_sizes),
+        fits=fits,
+        notes=tuple(notes),
+        planner="llama.cpp",
+        args=tuple(args),
+        env=env,
+        dry_runs=decision.dry_runs,
+    )
+
+
+def _ranges(layers: Sequence[int]) -> str:
+    out: list[str] = []
+    for i in layers:
+        if out and out[-1].split("-")[-1] == str(i - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ",".join(out)
+
+
+__all__ = ["Request", "distinct", "fit_llamacpp", "user_overrides"]
