@@ -239,6 +239,8 @@ class ModelMethods:
             )
             held = budget_notes(devices, result.notes)
             return attrs.evolve(result, notes=(*result.notes, *held)) if held else result
+        if num_gpu == -2:
+            num_gpu = 1 << 31  # llama.cpp's "all": every layer, however many
         result = fit(
             model,
             devices,

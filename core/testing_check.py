@@ -186,6 +186,7 @@ def _rule_problems(scout: Scout, name: str, hooks: Sequence[str], devices: Seque
         chosen = visible if isinstance(visible, dict) else {}
         ask("gpuscout_isolate_env", about, partial(scout.isolate_env, sample, chosen))
         ask("gpuscout_refresh", about, partial(scout.refresh, sample))
+        ask("gpuscout_ggml_devices", about, partial(scout.ggml_devices, sample))
     ask("gpuscout_isolate_env", "an empty selection", partial(scout.isolate_env, [], {}))
     if report.status is PluginStatus.TIMEOUT:
         return problems  # it overran once: asking again would only wait again

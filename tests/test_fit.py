@@ -159,7 +159,9 @@ def test_quantized_v_cache_without_flash_attention_is_refused(tmp_path: Path) ->
 def test_parallel_sequences_share_the_context(tmp_path: Path) -> None:
     """--parallel 4 with ctx 8192: 2048 cells per sequence, 8192 in all, output buffer x4."""
     one = scout().fit(write_model(tmp_path / "m.gguf"), devices=[], system=ROOMY, ctx=8192, cpu_features=())
-    four = scout().fit(one.model, devices=[], system=ROOMY, ctx=8192, parallel=4, cpu_features=())
+    four = scout().fit(
+        one.model, planner="ollama", devices=[], system=ROOMY, ctx=8192, parallel=4, cpu_features=()
+    )
     assert four.context.n_ctx_seq == 2048 and four.usage[-1].kv_cache == one.usage[-1].kv_cache
     assert four.usage[-1].output == 4 * one.usage[-1].output
 
@@ -194,7 +196,12 @@ def test_a_small_model_lands_on_one_of_eight_gpus(tmp_path: Path) -> None:
     """Fewest GPUs first: a graph is reserved only where layers are, so one 24 GiB GPU takes it all."""
     devices = [gpu(i) for i in range(8)]
     result = scout().fit(
-        write_model(tmp_path / "m.gguf"), devices=devices, system=ROOMY, ctx=2048, cpu_features=()
+        write_model(tmp_path / "m.gguf"),
+        devices=devices,
+        system=ROOMY,
+        ctx=2048,
+        cpu_features=(),
+        planner="ollama",
     )
     assert len(result.placement) == 1 and result.placement.sum() == 3
     assert len(result.usage) == 2  # the one GPU, then the CPU
@@ -212,8 +219,8 @@ def test_num_gpu_keeps_layers_off_the_integrated_gpu_while_the_discrete_has_room
 def test_repacked_cpu_weights_follow_the_cpu_features(tmp_path: Path) -> None:
     """Q4_0 matrices get a CPU_REPACK copy with AVX2 and none without, said in a note."""
     path = write_q4_model(tmp_path / "q.gguf", blocks=1)
-    plain = scout().fit(path, devices=[], system=ROOMY, cpu_features=())
-    avx2 = scout().fit(path, devices=[], system=ROOMY, cpu_features=["avx2"])
+    plain = scout().fit(path, planner="ollama", devices=[], system=ROOMY, cpu_features=())
+    avx2 = scout().fit(path, planner="ollama", devices=[], system=ROOMY, cpu_features=["avx2"])
     assert avx2.usage[-1].weights - plain.usage[-1].weights == 64 * 64 // 32 * 18
     assert any("CPU_REPACK" in n for n in avx2.notes) and not any("CPU_REPACK" in n for n in plain.notes)
 
@@ -229,19 +236,19 @@ def test_a_context_past_training_is_said_in_a_note(tmp_path: Path) -> None:
 def test_the_verdict_uses_the_real_system_memory(tmp_path: Path) -> None:
     """With no GPU and 1 MiB of free RAM the model does not fit; with plenty it does."""
     path = write_model(tmp_path / "m.gguf")
-    assert scout().fit(path, devices=[], system=ROOMY, cpu_features=()).fits is True
+    assert scout().fit(path, planner="ollama", devices=[], system=ROOMY, cpu_features=()).fits is True
     tight = SystemInfo(total_memory=MIB, free_memory=MIB)
-    result = scout().fit(path, devices=[], system=tight, cpu_features=())
+    result = scout().fit(path, planner="ollama", devices=[], system=tight, cpu_features=())
     assert result.fits is False and any("free system memory" in n for n in result.notes)
 
 
 def test_bad_arguments_are_gpuscout_errors(tmp_path: Path) -> None:
-    """Scout.fit checks its arguments: a zero ctx, an unknown cache type, a bare string of flags,
+    """Scout.fit checks its arguments: a negative ctx, an unknown cache type, a bare string of flags,
     a model or projector that is no path, devices and system of the wrong kind."""
     path = write_model(tmp_path / "m.gguf")
     kw: Mapping[str, object]
     for kw in (
-        {"ctx": 0},
+        {"ctx": -1},
         {"cache_type_k": "q9"},
         {"parallel": True},
         {"cpu_features": "avx2"},
@@ -250,16 +257,18 @@ def test_bad_arguments_are_gpuscout_errors(tmp_path: Path) -> None:
         {"system": {}},
     ):
         with pytest.raises(GpuscoutError):
-            scout().fit(path, **{"devices": [], "system": ROOMY, **kw})  # type: ignore[arg-type]
+            scout().fit(path, planner="ollama", **{"devices": [], "system": ROOMY, **kw})  # type: ignore[arg-type]
     for model in (42, None, ["m.gguf"]):
         with pytest.raises(GpuscoutError):
-            scout().fit(model, devices=[], system=ROOMY)
+            scout().fit(model, planner="ollama", devices=[], system=ROOMY)
 
 
 def test_json_has_the_contract_keys(gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """--json keeps model/placement/cpu_layers/fits and adds ctx, cache types, notes, memory, total."""
     path = write_model(tmp_path / "m.gguf")
-    run = gpuscout_cli(["fit", str(path), "--json", "--ctx", "1000"], [gpu()], builtins=False)
+    run = gpuscout_cli(
+        ["fit", str(path), "--planner", "ollama", "--json", "--ctx", "1000"], [gpu()], builtins=False
+    )
     assert run.code == 0, run.err
     doc = run.json()
     assert {
@@ -287,9 +296,14 @@ def test_json_has_the_contract_keys(gpuscout_cli: CliRunner, tmp_path: Path) -> 
 def test_kv_type_sets_both_and_flash_attn_off(gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """--kv-type sets both cache types; --flash-attn off is said in the JSON."""
     path = write_model(tmp_path / "m.gguf", kv_heads=4)
-    on = gpuscout_cli(["fit", str(path), "--json", "--kv-type", "q8_0", "--flash-attn", "on"], builtins=False)
+    on = gpuscout_cli(
+        ["fit", str(path), "--planner", "ollama", "--json", "--kv-type", "q8_0", "--flash-attn", "on"],
+        builtins=False,
+    )
     assert on.code == 0 and on.json()["cache_type_k"] == on.json()["cache_type_v"] == "q8_0"
-    off = gpuscout_cli(["fit", str(path), "--json", "--flash-attn", "off"], builtins=False)
+    off = gpuscout_cli(
+        ["fit", str(path), "--planner", "ollama", "--json", "--flash-attn", "off"], builtins=False
+    )
     assert off.code == 0 and off.json()["flash_attn"] is False
 
 
@@ -328,7 +342,7 @@ def test_bad_files_exit_2_with_one_line(gpuscout_cli: CliRunner, tmp_path: Path,
     else:
         assert isinstance(content, bytes)
         path.write_bytes(content)
-    run = gpuscout_cli(["fit", str(path)], [gpu()], builtins=False)
+    run = gpuscout_cli(["fit", str(path), "--planner", "ollama"], [gpu()], builtins=False)
     assert run.code == 2, run.err
     err = run.err
     assert err.count("\n") == 1 and err.startswith("gpuscout: error: ") and str(path) in err
@@ -348,7 +362,7 @@ def test_without_gguf_says_how_to_install(
     """fit MODEL without the gguf extra: one line naming the extra, exit 2."""
     path = write_model(tmp_path / "m.gguf")
     monkeypatch.setitem(sys.modules, "gguf", None)
-    run = gpuscout_cli(["fit", str(path)], [gpu()], builtins=False)
+    run = gpuscout_cli(["fit", str(path), "--planner", "ollama"], [gpu()], builtins=False)
     assert run.code == 2, run.err
     err = run.err
     assert err.count("\n") == 1 and "pip install 'gpuscout[gguf]'" in err
@@ -375,7 +389,9 @@ def test_no_gpu_leaves_every_layer_on_the_cpu(gpuscout_cli: CliRunner) -> None:
 def test_text_output_names_devices_as_list_does(gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """The text form names the device by the name list shows (ROCm1, not a position)."""
     card = DeviceInfo(id="GPU-x", library="ROCm", name="ROCm1", total_memory=24 * GIB, free_memory=20 * GIB)
-    run = gpuscout_cli(["fit", str(write_model(tmp_path / "m.gguf"))], [card], builtins=False)
+    run = gpuscout_cli(
+        ["fit", str(write_model(tmp_path / "m.gguf")), "--planner", "ollama"], [card], builtins=False
+    )
     assert run.code == 0, run.err
     out = run.out
     assert "ROCm ROCm1 (GPU-x)  layers 0-2" in out and "ROCm0" not in out and out.endswith("fits\n")
@@ -385,7 +401,7 @@ def test_the_memory_summary_is_a_table_on_a_terminal_and_lines_in_a_pipe(
     gpuscout_cli: CliRunner, tmp_path: Path
 ) -> None:
     """Weights, cache and graph per device: a rich table when drawn (--color always), lines in a pipe."""
-    argv = ["fit", str(write_model(tmp_path / "m.gguf"))]
+    argv = ["fit", str(write_model(tmp_path / "m.gguf")), "--planner", "ollama"]
     code, drawn, _ = gpuscout_cli([*argv, "--color", "always"], [gpu()], builtins=False)
     assert code == 0 and "Memory" in drawn and "\x1b[" in drawn
     code, plain, _ = gpuscout_cli(argv, [gpu()], builtins=False)
@@ -410,15 +426,25 @@ def write_projector(path: Path) -> Path:
 def test_a_projector_sits_on_the_first_gpu(gpuscout_cli: CliRunner, tmp_path: Path) -> None:
     """--mmproj: the projector's weights and its compute buffer are the first GPU's."""
     model, projector = write_model(tmp_path / "m.gguf"), write_projector(tmp_path / "p.gguf")
-    plain = scout().fit(model, devices=[gpu()], system=ROOMY, ctx=256, cpu_features=())
+    plain = scout().fit(model, planner="ollama", devices=[gpu()], system=ROOMY, ctx=256, cpu_features=())
     with_p = scout().fit(
-        model, devices=[gpu()], system=ROOMY, ctx=256, mmproj=str(projector), cpu_features=()
+        model,
+        planner="ollama",
+        devices=[gpu()],
+        system=ROOMY,
+        ctx=256,
+        mmproj=str(projector),
+        cpu_features=(),
     )
     weights = 64 * 588 * 2 + 64 * 64 * 4
     assert with_p.usage[0].weights - plain.usage[0].weights == weights
     assert with_p.usage[0].graph > plain.usage[0].graph
     assert with_p.usage[-1].total == plain.usage[-1].total
-    run = gpuscout_cli(["fit", str(model), "--mmproj", str(projector), "--json"], [gpu()], builtins=False)
+    run = gpuscout_cli(
+        ["fit", str(model), "--planner", "ollama", "--mmproj", str(projector), "--json"],
+        [gpu()],
+        builtins=False,
+    )
     assert run.code == 0, run.err
     doc = run.json()
     assert doc["memory"][0]["weights"] == with_p.usage[0].weights
@@ -427,23 +453,29 @@ def test_a_projector_sits_on_the_first_gpu(gpuscout_cli: CliRunner, tmp_path: Pa
 def test_a_projector_without_a_gpu_is_the_cpus(tmp_path: Path) -> None:
     """Without a GPU the projector's weights and graph are counted on the CPU."""
     model, projector = write_model(tmp_path / "m.gguf"), write_projector(tmp_path / "p.gguf")
-    plain = scout().fit(model, devices=[], system=ROOMY, ctx=256, cpu_features=())
-    with_p = scout().fit(model, devices=[], system=ROOMY, ctx=256, mmproj=str(projector), cpu_features=())
+    plain = scout().fit(model, planner="ollama", devices=[], system=ROOMY, ctx=256, cpu_features=())
+    with_p = scout().fit(
+        model, planner="ollama", devices=[], system=ROOMY, ctx=256, mmproj=str(projector), cpu_features=()
+    )
     assert with_p.usage[-1].weights - plain.usage[-1].weights == 64 * 588 * 2 + 64 * 64 * 4
 
 
 def test_num_gpu_takes_the_last_layers_output_first_as_llama_cpp_ngl(tmp_path: Path) -> None:
     """--num-gpu N is llama.cpp's -ngl N: the output layer and the N-1 blocks before it."""
     path = write_model(tmp_path / "m.gguf", blocks=4)
-    result = scout().fit(path, devices=[gpu()], system=ROOMY, ctx=256, num_gpu=3, cpu_features=())
+    result = scout().fit(
+        path, planner="ollama", devices=[gpu()], system=ROOMY, ctx=256, num_gpu=3, cpu_features=()
+    )
     assert [list(g.layers) for g in result.placement] == [[2, 3, 4]] and result.cpu_layers == (0, 1)
 
 
 def test_a_gpu_in_use_turns_off_cpu_repacking(tmp_path: Path) -> None:
     """With a GPU present llama.cpp's host buffer comes before the repacking one: no CPU_REPACK."""
     path = write_q4_model(tmp_path / "q.gguf", blocks=2)
-    alone = scout().fit(path, devices=[], system=ROOMY, cpu_features=["avx2"])
-    partial = scout().fit(path, devices=[gpu()], system=ROOMY, num_gpu=1, cpu_features=["avx2"])
+    alone = scout().fit(path, planner="ollama", devices=[], system=ROOMY, cpu_features=["avx2"])
+    partial = scout().fit(
+        path, planner="ollama", devices=[gpu()], system=ROOMY, num_gpu=1, cpu_features=["avx2"]
+    )
     assert partial.cpu_layers == (0, 1)
     assert partial.usage[-1].weights < alone.usage[-1].weights
     assert not any("CPU_REPACK" in n for n in partial.notes)
@@ -453,8 +485,10 @@ def test_host_blocks_run_on_the_gpu_in_use(tmp_path: Path) -> None:
     """op_offload: with a GPU holding layers, the host's blocks compute on it; the host keeps
     only its staging buffer, the same as with every block offloaded."""
     path = write_model(tmp_path / "m.gguf", blocks=4)
-    full = scout().fit(path, devices=[gpu()], system=ROOMY, ctx=2048, cpu_features=())
-    partial = scout().fit(path, devices=[gpu()], system=ROOMY, ctx=2048, num_gpu=2, cpu_features=())
+    full = scout().fit(path, planner="ollama", devices=[gpu()], system=ROOMY, ctx=2048, cpu_features=())
+    partial = scout().fit(
+        path, planner="ollama", devices=[gpu()], system=ROOMY, ctx=2048, num_gpu=2, cpu_features=()
+    )
     assert partial.cpu_layers == (0, 1, 2)
     assert partial.usage[-1].graph == full.usage[-1].graph
     assert partial.usage[0].graph == full.usage[0].graph
@@ -481,8 +515,10 @@ def test_a_gpu_holding_no_layer_still_gets_the_offloaded_compute(tmp_path: Path)
     """--num-gpu 0 with a GPU present: llama.cpp opens it and offloads batches to it, so it has
     a compute buffer (and nothing else) and the host keeps only its staging buffer."""
     path = write_model(tmp_path / "m.gguf", blocks=4)
-    alone = scout().fit(path, devices=[], system=ROOMY, ctx=2048, cpu_features=())
-    none = scout().fit(path, devices=[gpu()], system=ROOMY, ctx=2048, num_gpu=0, cpu_features=())
+    alone = scout().fit(path, planner="ollama", devices=[], system=ROOMY, ctx=2048, cpu_features=())
+    none = scout().fit(
+        path, planner="ollama", devices=[gpu()], system=ROOMY, ctx=2048, num_gpu=0, cpu_features=()
+    )
     assert list(none.placement) == [] and none.cpu_layers == (0, 1, 2, 3, 4)
     card = none.usage[0]
     assert card.id == "GPU-0" and card.weights == card.kv_cache == 0 and card.graph > 0
@@ -493,8 +529,12 @@ def test_an_offloaded_host_attention_counts_its_kv_copy_on_the_gpu(tmp_path: Pat
     """A host block's attention run on the GPU reads that block's K and V: with a wide KV cache
     the GPU's compute buffer holds a copy of it, so it grows with the context."""
     path = write_model(tmp_path / "m.gguf", blocks=4, heads=8, kv_heads=8, embd=512)
-    small = scout().fit(path, devices=[gpu()], system=ROOMY, ctx=2048, num_gpu=2, cpu_features=())
-    large = scout().fit(path, devices=[gpu()], system=ROOMY, ctx=32768, num_gpu=2, cpu_features=())
+    small = scout().fit(
+        path, planner="ollama", devices=[gpu()], system=ROOMY, ctx=2048, num_gpu=2, cpu_features=()
+    )
+    large = scout().fit(
+        path, planner="ollama", devices=[gpu()], system=ROOMY, ctx=32768, num_gpu=2, cpu_features=()
+    )
     host_kv = large.usage[-1].kv_cache // 3  # one host block's K and V
     assert large.usage[0].graph - small.usage[0].graph >= host_kv - small.usage[-1].kv_cache // 3
     assert large.usage[0].graph > host_kv
@@ -505,7 +545,9 @@ def test_a_device_whose_free_memory_is_unknown_is_shown_as_unknown_free(
 ) -> None:
     """fit's device row says "unknown free" (and a bar of "?"), never the stand-in figure."""
     path = write_model(tmp_path / "m.gguf")
-    run = gpuscout_cli(["fit", str(path)], [gpu(free_memory_unknown=True)], builtins=False)
+    run = gpuscout_cli(
+        ["fit", str(path), "--planner", "ollama"], [gpu(free_memory_unknown=True)], builtins=False
+    )
     assert run.code == 0, run.err
     row = next(line for line in run.out.splitlines() if "GPU-0" in line)
     assert "unknown free" in row and re.search(r"\[\?+\]", row)

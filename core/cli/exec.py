@@ -51,6 +51,15 @@ def add_parser(sub: Subcommands, help: str) -> None:
         "CPUs, the union for several; unchanged, with a note, where the kernel gives no "
         "locality); --verify checks it in a child",
     )
+    p.add_argument(
+        "--fit",
+        metavar="MODEL.gguf",
+        help="decide as llama.cpp's fit does for this model (the fit options below) and add the "
+        "decision's llama.cpp arguments and environment to the command (a flag it already has wins)",
+    )
+    from gpuscout.cli.fit import add_fit_options
+
+    add_fit_options(p)
     # Shown as "-- CMD [ARG ...]": argparse would write REMAINDER's usage as a bare "...".
     p.usage = "gpuscout exec [OPTIONS] [--device SELECTOR ...] -- CMD [ARG ...]"
     p.epilog = "example: gpuscout exec --device cuda:1 --isolate -- python train.py"
@@ -71,6 +80,8 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     if not command:
         raise common.UsageError("exec needs a command after '--', e.g. gpuscout exec -- python app.py")
     common.check_selectors(args.device, "--device")
+    if args.fit is not None:
+        return _run_fit(args, command, scout_factory)
     _, child_env, code, cpus = selection.prepare(
         args, args.device, scout_factory, cpu_affinity=args.cpu_affinity
     )
@@ -82,6 +93,49 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     release_stdout()  # the child inherits the real stdout, not the guard's stderr
     try:
         return run_child(command, child_env, cpus)
+    except CommandError as exc:
+        sys.stderr.write(f"gpuscout: error: {exc}\n")
+        return exc.code
+
+
+def _run_fit(args: argparse.Namespace, command: list[str], scout_factory: ScoutFactory) -> int:
+    """``exec --fit MODEL``: fit the model on the selected devices, then run ``command`` with the
+    decision's environment and arguments added (exit 1, nothing started, when it does not fit)."""
+    from gpuscout.cli.fit import INSTALL_HINT, fit_model
+    from gpuscout.errors import GpuscoutError
+    from gpuscout.execute import CommandError, child_environment
+    from gpuscout.execute import run as run_child
+    from gpuscout.fit.command import merge
+
+    try:
+        import gguf  # noqa: F401  (an optional extra)
+    except ImportError:
+        sys.stderr.write(INSTALL_HINT)
+        return common.USAGE_ERROR
+    try:
+        from gpuscout.fit.placement import read_model
+        from gpuscout.select import NoMatchError, select_devices
+
+        model = read_model(args.fit)
+        scout = common.open_scout(args, scout_factory)
+        found = scout.discover(include_software=args.include_software, isolated=args.isolated)
+        common.warn_failed_plugins(found.plugins)
+        devices = select_devices(scout, found.devices, args.device) if args.device else found.devices
+        result = fit_model(scout, model, devices, found.system, args)
+    except GpuscoutError as exc:
+        sys.stderr.write(f"gpuscout: error: {common.printable(exc)[:400]}\n")
+        return common.NO_MATCH if isinstance(exc, NoMatchError) else common.USAGE_ERROR
+    if not result.fits:
+        for note in result.notes:
+            sys.stderr.write(f"gpuscout: note: {common.printable(note)}\n")
+        sys.stderr.write(f"gpuscout: error: {common.printable(args.fit)} does not fit; nothing started\n")
+        return 1
+    full, kept = merge(command, result.args)
+    for option in kept:
+        common.warn(f"the command's own {option} wins over the fit's")
+    release_stdout()
+    try:
+        return run_child(full, child_environment(dict(result.env), scout.env), None)
     except CommandError as exc:
         sys.stderr.write(f"gpuscout: error: {exc}\n")
         return exc.code

@@ -64,15 +64,31 @@ def _whole(low: int) -> Any:
 
 
 def _num_gpu(text: str) -> int:
-    if text == "-1":
+    if text in ("-1", "auto"):
         return -1
+    if text == "all":
+        return -2  # llama.cpp's "all" (every layer, and set by the user)
     return int(_whole(0)(text))
+
+
+def _mib_list(text: str) -> list[int]:
+    """``-fitt``: MiB, one value for every device or one per device (``,`` or ``/`` between)."""
+    parts = re.split(r"[,/]+", text)
+    if len(parts) > 256:
+        raise argparse.ArgumentTypeError("at most 256 values")
+    return [int(_whole(0)(part)) << 20 for part in parts]
+
+
+def _split(text: str) -> list[float]:
+    """``-ts``: non-negative numbers, ``,`` or ``/`` between."""
+    parts = re.split(r"[,/]", text)
+    if len(parts) > 256 or not all(re.fullmatch(r"[0-9]{1,10}(\.[0-9]{1,9})?", p) for p in parts):
+        raise argparse.ArgumentTypeError(f"expected numbers such as 3,1, got {common.printable(text)[:40]!r}")
+    return [float(p) for p in parts]
 
 
 def add_parser(sub: Subcommands, help: str) -> None:
     """Add ``fit`` and its options to ``gpuscout``'s parser."""
-    from gpuscout.fit.estimate import CACHE_TYPES
-
     p = common.command_parser(sub, "fit", help, DESCRIPTION)
     common.add_scout_options(p)
     p.add_argument("model", nargs="?", metavar="MODEL.gguf", help="the GGUF model file")
@@ -82,35 +98,7 @@ def add_parser(sub: Subcommands, help: str) -> None:
         metavar="SIZES",
         help="plan these layer sizes instead of a model (100MiB,100MiB,...; the last is the output layer)",
     )
-    p.add_argument(
-        "--ctx",
-        type=_whole(1),
-        metavar="N",
-        help="total context, shared by --parallel sequences (default: the model's)",
-    )
-    p.add_argument(
-        "--flash-attn",
-        choices=("on", "off", "auto"),
-        default="auto",
-        help="flash attention (default auto: on where every device supports it)",
-    )
-    p.add_argument("--cache-type-k", choices=CACHE_TYPES, default=None, help="K cache type (default f16)")
-    p.add_argument("--cache-type-v", choices=CACHE_TYPES, default=None, help="V cache type (default f16)")
-    p.add_argument("--kv-type", choices=CACHE_TYPES, default=None, help="both cache types at once")
-    p.add_argument("--parallel", type=_whole(1), default=1, metavar="N", help="sequences (default 1)")
-    p.add_argument("--ubatch-size", type=_whole(1), default=512, metavar="N", help="default 512")
-    p.add_argument("--batch-size", type=_whole(1), default=2048, metavar="N", help="default 2048")
-    p.add_argument("--swa-full", action="store_true", help="full-size cache for sliding-window layers")
-    p.add_argument("--mmproj", metavar="FILE", help="a multimodal projector GGUF (on the first GPU)")
-    p.add_argument(
-        "--num-gpu",
-        type=_num_gpu,
-        default=-1,
-        metavar="N",
-        help="put the last N layers on GPUs, output layer first, as llama.cpp's -ngl "
-        "(default -1: as many as fit)",
-    )
-    p.add_argument("--spread", action="store_true", help="spread layers over every GPU")
+    add_fit_options(p)
     p.add_argument(
         "--device",
         action="append",
@@ -120,6 +108,158 @@ def add_parser(sub: Subcommands, help: str) -> None:
     )
     common.add_include_software(p, "plan on software devices (llvmpipe) too, as list shows them")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+
+def add_fit_options(p: argparse.ArgumentParser) -> None:
+    """The options of a fit (shared by ``fit`` and ``exec --fit``), llama.cpp's spellings first."""
+    from gpuscout.fit.estimate import CACHE_TYPES
+
+    p.add_argument(
+        "-c",
+        "--ctx",
+        "--ctx-size",
+        dest="ctx",
+        type=_whole(0),
+        metavar="N",
+        help="total context, shared by --parallel sequences (default: chosen as llama.cpp's fit "
+        "chooses, from the model's; 0: the model's, never reduced)",
+    )
+    p.add_argument(
+        "--planner",
+        choices=("llama.cpp", "ollama"),
+        default="llama.cpp",
+        help="llama.cpp: decide as llama.cpp's --fit does (default); ollama: the reference "
+        "planner of LAYOUT.md",
+    )
+    p.add_argument(
+        "--print-args",
+        action="store_true",
+        help="print only the llama.cpp arguments of the decision, one shell-quoted line",
+    )
+    p.add_argument(
+        "-fitt",
+        "--fit-target",
+        type=_mib_list,
+        metavar="MiB[,MiB...]",
+        help="memory llama.cpp's fit keeps free per device, in MiB (default 1024)",
+    )
+    p.add_argument(
+        "-fitc",
+        "--fit-ctx",
+        type=_whole(0),
+        default=None,
+        metavar="N",
+        help="the smallest context the fit may choose (default 4096)",
+    )
+    p.add_argument(
+        "-ts",
+        "--tensor-split",
+        type=_split,
+        metavar="A,B,...",
+        help="layers per device as llama.cpp's -ts (kept as given)",
+    )
+    p.add_argument(
+        "-ot",
+        "--override-tensor",
+        action="append",
+        default=[],
+        metavar="PATTERN=BUFFER,...",
+        help="llama.cpp's tensor buffer overrides (kept as given; BUFFER is CPU or a -dev name)",
+    )
+    p.add_argument("-cmoe", "--cpu-moe", action="store_true", help="every MoE expert tensor on the CPU")
+    p.add_argument(
+        "-ncmoe",
+        "--n-cpu-moe",
+        type=_whole(0),
+        metavar="N",
+        help="the MoE experts of the first N layers on the CPU",
+    )
+    p.add_argument(
+        "-sm", "--split-mode", choices=("none", "layer", "row"), default="layer", help="default layer"
+    )
+    p.add_argument("-md", "--model-draft", metavar="FILE", help="a draft model, on the same devices")
+    p.add_argument(
+        "--no-cpu-offload",
+        action="store_true",
+        help="fail (exit 1) rather than leave a layer or tensor on the CPU",
+    )
+    p.add_argument(
+        "--fewest-gpus",
+        action="store_true",
+        help="hand llama.cpp the fewest GPUs that hold the model (one NUMA node, NVLink/xGMI peers first)",
+    )
+    p.add_argument(
+        "-fa",
+        "--flash-attn",
+        choices=("on", "off", "auto"),
+        default="auto",
+        help="flash attention (default auto: on where every device supports it)",
+    )
+    p.add_argument(
+        "-ctk", "--cache-type-k", choices=CACHE_TYPES, default=None, help="K cache type (default f16)"
+    )
+    p.add_argument(
+        "-ctv", "--cache-type-v", choices=CACHE_TYPES, default=None, help="V cache type (default f16)"
+    )
+    p.add_argument("--kv-type", choices=CACHE_TYPES, default=None, help="both cache types at once")
+    p.add_argument("-np", "--parallel", type=_whole(1), default=1, metavar="N", help="sequences (default 1)")
+    p.add_argument("-ub", "--ubatch-size", type=_whole(1), default=512, metavar="N", help="default 512")
+    p.add_argument("-b", "--batch-size", type=_whole(1), default=2048, metavar="N", help="default 2048")
+    p.add_argument("--swa-full", action="store_true", help="full-size cache for sliding-window layers")
+    p.add_argument("--mmproj", metavar="FILE", help="a multimodal projector GGUF (on the first GPU)")
+    p.add_argument(
+        "-ngl",
+        "--n-gpu-layers",
+        "--gpu-layers",
+        "--num-gpu",
+        dest="num_gpu",
+        type=_num_gpu,
+        default=-1,
+        metavar="N",
+        help="put the last N layers on GPUs, output layer first, as llama.cpp's -ngl "
+        "(default -1: as many as fit)",
+    )
+    p.add_argument("--spread", action="store_true", help="spread layers over every GPU")
+
+
+def fit_model(
+    scout: Any, model: Any, devices: list[DeviceInfo], system: SystemInfo, args: argparse.Namespace
+) -> FitResult:
+    """``Scout.fit`` with the command line's options (``add_fit_options``)."""
+    from gpuscout.fit.placement import read_model, read_projector
+
+    mmproj = read_projector(args.mmproj) if args.mmproj else None
+    common_options: dict[str, Any] = dict(
+        devices=devices,
+        system=system,
+        ctx=args.ctx,
+        flash_attn={"on": True, "off": False}.get(args.flash_attn),
+        cache_type_k=args.cache_type_k or args.kv_type or "f16",
+        cache_type_v=args.cache_type_v or args.kv_type or "f16",
+        parallel=args.parallel,
+        ubatch_size=args.ubatch_size,
+        batch_size=args.batch_size,
+        swa_full=args.swa_full,
+        mmproj=mmproj,
+        num_gpu=args.num_gpu,
+    )
+    if args.planner == "ollama":
+        return scout.fit(model, **common_options, spread=args.spread, planner="ollama")  # type: ignore[no-any-return]
+    return scout.fit(  # type: ignore[no-any-return]
+        model,
+        **common_options,
+        planner="llama.cpp",
+        fit_target=args.fit_target,
+        fit_ctx=4096 if args.fit_ctx is None else args.fit_ctx,
+        tensor_split=args.tensor_split,
+        override_tensor=args.override_tensor,
+        cpu_moe=args.cpu_moe,
+        n_cpu_moe=args.n_cpu_moe,
+        split_mode=args.split_mode,
+        model_draft=read_model(args.model_draft) if args.model_draft else None,
+        no_cpu_offload=args.no_cpu_offload,
+        fewest_gpus=args.fewest_gpus,
+    )
 
 
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
@@ -140,12 +280,11 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
             sys.stderr.write(INSTALL_HINT)
             return common.USAGE_ERROR
     try:
-        model = mmproj = None
+        model = None
         if args.model is not None:
-            from gpuscout.fit.placement import read_model, read_projector
+            from gpuscout.fit.placement import read_model
 
             model = read_model(args.model)
-            mmproj = read_projector(args.mmproj) if args.mmproj else None
         scout = common.open_scout(args, scout_factory)
         found = scout.discover(isolated=args.isolated, include_software=args.include_software)
         common.warn_failed_plugins(found.plugins)
@@ -164,22 +303,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
             document = layers_document(scout, args.layers, devices, found.system, args)
             result = None
         else:
-            result = scout.fit(
-                model,
-                devices=devices,
-                system=found.system,
-                ctx=args.ctx,
-                flash_attn={"on": True, "off": False}.get(args.flash_attn),
-                cache_type_k=args.cache_type_k or args.kv_type or "f16",
-                cache_type_v=args.cache_type_v or args.kv_type or "f16",
-                parallel=args.parallel,
-                ubatch_size=args.ubatch_size,
-                batch_size=args.batch_size,
-                swa_full=args.swa_full,
-                mmproj=mmproj,
-                num_gpu=args.num_gpu,
-                spread=args.spread,
-            )
+            result = fit_model(scout, model, devices, found.system, args)
             document = fit_document(result)
         document["notes"] += budget_notes(devices, document["notes"])
     except GpuscoutError as exc:
@@ -188,7 +312,17 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
         sys.stderr.write(f"gpuscout: error: {common.printable(exc)[:400]}\n")
         # A well-formed --device selector that matches nothing is exit 1, as for env and exec.
         return common.NO_MATCH if isinstance(exc, NoMatchError) else common.USAGE_ERROR
-    if args.json:
+    if args.print_args:
+        from gpuscout.fit.command import shell_line
+
+        if result is None:
+            sys.stderr.write("gpuscout: error: --print-args needs MODEL.gguf (not --layers)\n")
+            return common.USAGE_ERROR
+        output().write(shell_line(result.args) + "\n")
+        for note in document["notes"]:
+            if "llama.cpp" in note and ("gives up" in note or "margin" in note):
+                sys.stderr.write(f"gpuscout: note: {common.printable(note)}\n")
+    elif args.json:
         common.print_json(document)
     else:
         print_fit(document, devices, result, color=getattr(args, "color", "auto"))
@@ -227,6 +361,9 @@ def fit_document(result: FitResult) -> dict[str, Any]:
         "notes": list(result.notes),
         "memory": layout_rows(result),
         "total": result.total,
+        "planner": result.planner,
+        "args": list(result.args),
+        "env": dict(result.env),
     }
 
 
@@ -241,7 +378,8 @@ def layers_document(
     from gpuscout.fit.verdict import verdict
     from gpuscout.plan import create_layout
 
-    layout = create_layout(layers, devices, scout.minimum_memory, num_gpu=args.num_gpu, spread=args.spread)
+    num_gpu = len(layers) if args.num_gpu == -2 else args.num_gpu
+    layout = create_layout(layers, devices, scout.minimum_memory, num_gpu=num_gpu, spread=args.spread)
     placed = {i for g in layout for i in g.layers}
     cpu_layers = [i for i in range(len(layers)) if i not in placed]
     notes: list[str] = []
@@ -249,7 +387,7 @@ def layers_document(
     held.append(("", "cpu", sum(layers[i] for i in cpu_layers)))
     usage = [Usage(id_, lib, "", n, 0, 0) for id_, lib, n in held]
     fits = verdict(
-        layout, layers, devices, system, usage, scout.minimum_memory, scout.platform, args.num_gpu, notes
+        layout, layers, devices, system, usage, scout.minimum_memory, scout.platform, num_gpu, notes
     )
     memory = [
         {"id": id_, "backend": lib, "weights": n, "kv_cache": 0, "graph": 0, "total": n}

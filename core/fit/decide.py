@@ -166,6 +166,11 @@ def fit_llamacpp(
     cpu_layers = tuple(i for i in range(n + 1) if i not in placed)
     usage = [u for u in m.usage[:-1] if u.total] + [m.usage[-1]]
     ctx = m.context
+    if h.n_ctx_train and ctx.n_ctx_seq > h.n_ctx_train:
+        notes.append(
+            f"--ctx {ctx.n_ctx_seq} per sequence is more than the model was trained for "
+            f"({h.n_ctx_train}); llama.cpp warns of a possible training context overflow"
+        )
     kv = est.kv_bytes(h, ctx, opts, quant_sizes())
     L = model.layers
     layer_sizes = [L.blocks[i] + kv[i] for i in range(n)] + [L.output]

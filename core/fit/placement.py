@@ -261,8 +261,8 @@ def checked_options(
             raise GpuscoutError(f"fit: {name} must be a bool, got {value!r:.60}")
     if flash_attn is not None and not isinstance(flash_attn, bool):
         raise GpuscoutError(f"fit: flash_attn must be True, False or None (auto), got {flash_attn!r:.60}")
-    if type(num_gpu) is not int or num_gpu < -1:
-        raise GpuscoutError(f"fit: num_gpu must be an int >= -1 (-1: auto), got {num_gpu!r:.60}")
+    if type(num_gpu) is not int or num_gpu < -2:
+        raise GpuscoutError(f"fit: num_gpu must be an int >= -2 (-1: auto, -2: all), got {num_gpu!r:.60}")
     return est.Options(
         ctx=ctx,  # type: ignore[arg-type]
         parallel=whole("parallel", parallel, 1),

@@ -19,7 +19,7 @@ MINIMUM = 457 * MIB
 
 def fit_json(capsys: pytest.CaptureFixture[str], model: Path, *options: str) -> dict[str, Any]:
     capsys.readouterr()
-    main(["--replay", H200X8, "fit", str(model), "--ctx", "4096", "--json", *options])
+    main(["--replay", H200X8, "fit", str(model), "--planner", "ollama", "--ctx", "4096", "--json", *options])
     document: dict[str, Any] = json.loads(capsys.readouterr().out)
     return document
 
@@ -69,11 +69,13 @@ def test_scout_fit_says_which_budget_held_each_device(fit_model: Callable[[str],
     """A host calling Scout.fit gets the same budget notes as the CLI, once per device."""
     from gpuscout import Scout
 
-    result = Scout(replay=H200X8, cap={"cuda:0": 490 * MIB}).fit(fit_model("llama-gqa"), ctx=4096)
+    result = Scout(replay=H200X8, cap={"cuda:0": 490 * MIB}).fit(
+        fit_model("llama-gqa"), planner="ollama", ctx=4096
+    )
     held = [n for n in result.notes if "budget: cap cuda:0=" in n]
     assert len(held) == 1
     assert held[0].startswith("CUDA GPU-") and ": usable 0.48 GiB of 139.83 GiB" in held[0]
-    assert Scout(replay=H200X8).fit(fit_model("llama-gqa"), ctx=4096).notes == tuple(
+    assert Scout(replay=H200X8).fit(fit_model("llama-gqa"), planner="ollama", ctx=4096).notes == tuple(
         n for n in result.notes if "budget:" not in n
     )
 
@@ -91,7 +93,20 @@ def test_a_reserve_never_moves_the_compute_llama_cpp_opens_on_the_first_gpu(
 
     def fit(*options: str) -> dict[str, Any]:
         capsys.readouterr()
-        main(["--replay", RTX_PAIR, "fit", str(model), "--ctx", "4096", "--json", *options])
+        main(
+            [
+                "--replay",
+                RTX_PAIR,
+                "fit",
+                str(model),
+                "--planner",
+                "ollama",
+                "--ctx",
+                "4096",
+                "--json",
+                *options,
+            ]
+        )
         document: dict[str, Any] = json.loads(capsys.readouterr().out)
         return document
 
