@@ -63,6 +63,7 @@ BENCHES = [
         ("{model}", "--runs", "1", "--reader-runs", "1"),
         r"gpuscout fit FILE --json +\d+\.\d+",
     ),
+    Bench("fit_plan.py", ("--only", "gemma-1"), r"agreement: \d+ of 1 "),
     Bench("isolation.py", ("--runs", "1"), r"gpuscout list --isolated --json: +\d+\.\d ms +ratio"),
     Bench(
         "llama_reference.py",

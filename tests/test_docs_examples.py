@@ -216,8 +216,10 @@ def test_placeholders_are_few_and_named() -> None:
         "gpuscout cluster --ray HOST:PORT --json",
         "gpuscout exec --cpu-affinity --device cuda:0 -- python train.py",
         "gpuscout exec --device cuda:1 --isolate -- python train.py",
+        "gpuscout exec --fit MODEL.gguf -- llama-server -m MODEL.gguf",  # tests/fit/test_fit_plan.py
         "gpuscout fit MODEL.gguf --ctx 8192",  # a model file: tests/test_fit.py, tests/fit
         "gpuscout fit MODEL.gguf --ctx 8192 --json",
+        "gpuscout fit MODEL.gguf --print-args -fitt 1024",
         "gpuscout list --watch [SECONDS]",
         "gpuscout record DIR",  # writes a folder: tests/test_recordings.py records and replays
         "gpuscout record DIR --anonymize",

@@ -28,7 +28,9 @@ Q4_0, Q8_0 = 2, 8  # ggml type ids (ggml.h)
 
 def fit_json(capsys: pytest.CaptureFixture[str], model: Path, *options: str) -> tuple[int, dict[str, Any]]:
     capsys.readouterr()
-    code = main(["--replay", H200X8, "fit", str(model), "--ctx", "4096", "--json", *options])
+    code = main(
+        ["--replay", H200X8, "fit", str(model), "--planner", "ollama", "--ctx", "4096", "--json", *options]
+    )
     document: dict[str, Any] = json.loads(capsys.readouterr().out)
     return code, document
 
@@ -43,7 +45,7 @@ def test_a_gpus_room_in_the_verdict_is_its_usable_free_memory_less_its_reserve(
     reserve (13 MiB less the runtime's share), below the model's 27 MB per card, so it does not
     fit; the card's whole free memory, or the cap without the reserve, would say it fits."""
     model = fit_model("llama-gqa")
-    capped = Scout(replay=H200X8, cap={"all": 470 * MIB}).fit(model, ctx=4096, num_gpu=99)
+    capped = Scout(replay=H200X8, cap={"all": 470 * MIB}).fit(model, ctx=4096, num_gpu=99, planner="ollama")
     assert capped.fits is False
     shortfalls = [n for n in capped.notes if " free after its reserve" in n]
     assert shortfalls, capped.notes
@@ -52,7 +54,7 @@ def test_a_gpus_room_in_the_verdict_is_its_usable_free_memory_less_its_reserve(
         assert room < 470 * MIB - 457 * MIB
     for usage in capped.usage[:-1]:
         assert usage.total > 470 * MIB - 457 * MIB
-    assert Scout(replay=H200X8).fit(model, ctx=4096, num_gpu=99).fits is True
+    assert Scout(replay=H200X8).fit(model, ctx=4096, num_gpu=99, planner="ollama").fits is True
 
 
 def test_fit_under_a_cap_too_small_for_the_reserve_and_the_model_says_it_does_not_fit(
