@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Mapping, Sequence
 
 import attrs
@@ -55,22 +56,22 @@ def open_error(context: Context, path: str) -> int:
     and a file whose text is ``denied`` stands for a node not permitted (EACCES; ``denied
     EPERM``: EPERM).
     """
+    where = context.path(path)
     if context.root not in ("", "/"):
-        # Looked at through the context, which resolves the tree's links inside its root.
-        if context.is_dir(path):
-            return errno.EISDIR
-        if not context.exists(path):
+        try:
+            mode = os.stat(where).st_mode
+        except OSError as exc:
+            return exc.errno or errno.ENOENT
+        except ValueError:  # a NUL in the name
             return errno.ENOENT
-        if not context.is_file(path):
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             context.note(f"{path}: not a plain file in the recorded tree; not opened")
             return errno.ENOENT
-        if context.device_node(path) == "denied":
+        if stat.S_ISREG(mode) and context.device_node(path) == "denied":
             # A recorded node this process was not permitted to open: EPERM from a device
             # cgroup ("denied EPERM"), else EACCES from the permission bits.
             text = (context.read_text(path) or "").split()
             return errno.EPERM if text[1:2] == ["EPERM"] else errno.EACCES
-        return 0
-    where = context.path(path)
     try:
         fd = os.open(where, _OPEN_FLAGS)
     except OSError as exc:
