@@ -217,7 +217,7 @@ def write_moe24(path: Path) -> Path:
 
 def write_moe8(path: Path) -> Path:
     """qwen3moe, 8 blocks, n_embd 1024, 8 heads of 128, 2 KV heads, 8 experts (2 used) of 2048,
-    training context 32768, tied output: few blocks, each mostly experts (about 37 MiB of
+    training context 32768, tied output: few blocks, each mostly experts (about 35 MiB of
     experts, 2.6 MiB dense)."""
     return _qwen3moe(path, 8, 1024, 8, 2, 8, 2, 2048)
 
