@@ -76,7 +76,6 @@ def matrix() -> list[dict[str, Any]]:
         c("unchanged", "moe8", 1),
         c("unchanged", "mamba2-24", 1),
         c("unchanged", "hybrid24", 2),
-        c("unchanged", "qwen3", 3, "-fitt", "1900"),
         c("unchanged", "dense32", 3, "-c", "4096", "-fitt", "512"),
         # step 2: the context shrinks (no -c given), from the training context towards -fitc
         c("context", "llama-gqa", 1, "-fitt", "1990"),
@@ -126,6 +125,7 @@ def matrix() -> list[dict[str, Any]]:
         c("layers", "dense32", 1, "-c", "65536", "-fitt", "200"),
         # step 3 across devices: -ts
         c("split", "llama-gqa", 2, "-fitt", "2030"),
+        c("split", "qwen3", 3, "-fitt", "1900"),
         c("split", "llama-wide", 2, "-fitt", "1960"),
         c("split", "llama-wide", 3, "-fitt", "1950"),
         c("split", "gemma3-270m", 2, "-fitt", "1900"),
