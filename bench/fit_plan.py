@@ -149,14 +149,16 @@ def decide(fixture: dict[str, Any], case: dict[str, Any], model: Path) -> tuple[
     args = parser.parse_args(case["options"])
     env = {"VK_DRIVER_FILES": "/nonexistent", **case.get("env", {})}
     scout = Scout(plugins=["vulkan"], entry_points=False, env=env, platform="linux")
-    devices = [lavapipe(fixture.get("device_free_mib", 2048))]
-    system = SystemInfo(total_memory=64 << 30, free_memory=60 << 30)
+    devices = [lavapipe(fixture.get("device_free_mib", 2048))] if case.get("devices", 1) else []
+    total = fixture.get("host_total_mib", 65536) * MiB
+    system = SystemInfo(total_memory=total, free_memory=total)
     start = time.perf_counter()
     try:
         result = fit_model(scout, str(model), devices, system, args)
     except GpuscoutError as exc:
         return f"error: {common.printable(exc)}", time.perf_counter() - start, 2
-    return shell_line(result.args), time.perf_counter() - start, 0 if result.fits else 1
+    code = 1 if result.gave_up or not result.fits else 0  # as --print-args exits
+    return shell_line(result.args), time.perf_counter() - start, code
 
 
 def rerun(bin_dir: str, case: dict[str, Any], model: Path) -> str:

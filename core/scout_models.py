@@ -160,6 +160,7 @@ class ModelMethods:
         model_draft: Any = None,
         no_cpu_offload: bool = False,
         fewest_gpus: bool = False,
+        kv_offload: bool = True,
     ) -> FitResult:
         """Whether ``model`` (a GGUF path or a ``gpuscout.fit.Model``) fits here -> ``FitResult``.
 
@@ -196,6 +197,7 @@ class ModelMethods:
             flash_attn=flash_attn,
             num_gpu=num_gpu,
             spread=spread,
+            kv_offload=kv_offload,
         )
         if devices is None or system is None:
             found = self.discover(include_software=include_software)

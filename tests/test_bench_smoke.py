@@ -37,6 +37,15 @@ cat >&2 <<'LOG'
 0.01.000.000 I sched_reserve:        CPU compute buffer size =    15.50 MiB
 LOG
 """
+#: What stands in for llama.cpp's ``llama-fit-params``: a breakdown with --fit-print on, a
+#: fitted argument line otherwise.
+FAKE_FIT_PARAMS = """\
+#!/bin/sh
+case " $* " in
+  *" --fit-print on "*) printf 'Vulkan0 11 8 17 \\nHost 0 0 8 \\n' ;;
+  *) echo "-c 32768 -ngl -1" ;;
+esac
+"""
 
 
 @dataclass(frozen=True)
@@ -63,7 +72,12 @@ BENCHES = [
         ("{model}", "--runs", "1", "--reader-runs", "1"),
         r"gpuscout fit FILE --json +\d+\.\d+",
     ),
-    Bench("fit_plan.py", ("--only", "gemma-1"), r"agreement: \d+ of 1 "),
+    Bench(
+        "fit_plan_record.py",
+        ("--bin", "{bin}", "--only", "^llama-gqa-1dev$", "--out", "{out}"),
+        r"1 cases in \d+ s",
+    ),
+    Bench("fit_plan.py", ("--only", "llama-gqa-1dev"), r"agreement: \d+ of 1 "),
     Bench("isolation.py", ("--runs", "1"), r"gpuscout list --isolated --json: +\d+\.\d ms +ratio"),
     Bench(
         "llama_reference.py",
@@ -143,6 +157,8 @@ def test_bench_script_runs_with_tiny_sizes_and_prints_its_figures(
     fake_bin.mkdir()
     (fake_bin / "llama-completion").write_text(textwrap.dedent(FAKE_LLAMA))
     (fake_bin / "llama-completion").chmod(0o755)
+    (fake_bin / "llama-fit-params").write_text(textwrap.dedent(FAKE_FIT_PARAMS))
+    (fake_bin / "llama-fit-params").chmod(0o755)
     args = [a.format(model=model, bin=fake_bin, out=tmp_path / "out.json") for a in bench.args]
     out = subprocess.run(
         [sys.executable, str(BENCH / bench.script), *args],

@@ -71,6 +71,18 @@ def _num_gpu(text: str) -> int:
     return int(_whole(0)(text))
 
 
+class _InOrder(argparse.Action):
+    """Stores the value and remembers whether ``-c 0`` came after the last ``-fitc``: llama.cpp
+    parses in order, and ``-c 0`` sets the fit's smallest context to the full one."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        setattr(namespace, self.dest, values)
+        if self.dest == "ctx":
+            namespace.ctx_zero_last = values == 0
+        elif getattr(namespace, "ctx_zero_last", False):
+            namespace.ctx_zero_last = False
+
+
 def _mib_list(text: str) -> list[int]:
     """``-fitt``: MiB, one value for every device or one per device (``,`` or ``/`` between)."""
     parts = re.split(r"[,/]+", text)
@@ -119,6 +131,7 @@ def add_fit_options(p: argparse.ArgumentParser) -> None:
         "--ctx",
         "--ctx-size",
         dest="ctx",
+        action=_InOrder,
         type=_whole(0),
         metavar="N",
         help="total context, shared by --parallel sequences (default: chosen as llama.cpp's fit "
@@ -146,6 +159,7 @@ def add_fit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-fitc",
         "--fit-ctx",
+        action=_InOrder,
         type=_whole(0),
         default=None,
         metavar="N",
@@ -175,9 +189,20 @@ def add_fit_options(p: argparse.ArgumentParser) -> None:
         help="the MoE experts of the first N layers on the CPU",
     )
     p.add_argument(
-        "-sm", "--split-mode", choices=("none", "layer", "row"), default="layer", help="default layer"
+        "-sm",
+        "--split-mode",
+        choices=("none", "layer", "row", "tensor"),
+        default="layer",
+        help="default layer",
     )
     p.add_argument("-md", "--model-draft", metavar="FILE", help="a draft model, on the same devices")
+    p.add_argument(
+        "-nkvo",
+        "--no-kv-offload",
+        dest="kv_offload",
+        action="store_false",
+        help="keep the KV cache in host memory, as llama.cpp's -nkvo",
+    )
     p.add_argument(
         "--no-cpu-offload",
         action="store_true",
@@ -240,9 +265,13 @@ def fit_model(
         ubatch_size=args.ubatch_size,
         batch_size=args.batch_size,
         swa_full=args.swa_full,
+        kv_offload=args.kv_offload,
         mmproj=mmproj,
         num_gpu=args.num_gpu,
     )
+    if args.ctx == 0 and not getattr(args, "ctx_zero_last", True) and args.fit_ctx is not None:
+        # "-c 0 -fitc N": the context is unset and the fit may lower it to N (llama.cpp's order)
+        common_options["ctx"] = None
     if args.planner == "ollama":
         return scout.fit(model, **common_options, spread=args.spread, planner="ollama")  # type: ignore[no-any-return]
     return scout.fit(  # type: ignore[no-any-return]
@@ -322,6 +351,8 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
         for note in document["notes"]:
             if "llama.cpp" in note and ("gives up" in note or "margin" in note):
                 sys.stderr.write(f"gpuscout: note: {common.printable(note)}\n")
+        if result.gave_up:
+            return DOES_NOT_FIT  # llama-fit-params exits 1 where its fit gives up
     elif args.json:
         common.print_json(document)
     else:
@@ -364,6 +395,7 @@ def fit_document(result: FitResult) -> dict[str, Any]:
         "planner": result.planner,
         "args": list(result.args),
         "env": dict(result.env),
+        "gave_up": result.gave_up,
     }
 
 

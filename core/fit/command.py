@@ -61,6 +61,8 @@ def arguments(launch: Launch) -> tuple[list[str], tuple[str, ...]]:
     args += ["-np", str(o.parallel), "-ub", str(o.ubatch_size), "-b", str(o.batch_size)]
     if o.swa_full:
         args.append("--swa-full")
+    if not o.kv_offload:
+        args.append("-nkvo")
     if launch.mmproj:
         args += ["--mmproj", launch.mmproj]
     if launch.model_draft:
@@ -88,11 +90,12 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
     "-ub": ("-ub", "--ubatch-size"),
     "-b": ("-b", "--batch-size"),
     "--swa-full": ("--swa-full",),
+    "-nkvo": ("-nkvo", "--no-kv-offload"),
     "--mmproj": ("-mm", "--mmproj"),
     "-md": ("-md", "--model-draft"),
     "-fit": ("-fit", "--fit"),
 }
-_FLAGS = {"--swa-full"}
+_FLAGS = {"--swa-full", "-nkvo"}
 
 
 def merge(command: Sequence[str], args: Sequence[str]) -> tuple[list[str], list[str]]:

@@ -216,6 +216,7 @@ def fit_llamacpp(
         args=tuple(args),
         env=env,
         dry_runs=decision.dry_runs,
+        gave_up=decision.failure,
     )
 
 

@@ -59,6 +59,8 @@ class Options:
     ubatch_size: int = 512
     batch_size: int = 2048
     swa_full: bool = False
+    #: The KV cache and its attention on the devices (llama.cpp's default; ``-nkvo`` turns it off).
+    kv_offload: bool = True
 
 
 @attrs.frozen
@@ -300,8 +302,12 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False) -> Graph:
             ff = h.n_ff[il] * t * F32
             # A wide feed-forward (n_ff over ~3.5 n_embd) leaves more than a row's worth of its
             # own tensors in use: FFN_WIDE of one feed-forward tensor instead of FFN_ROWS rows.
-            if device:  # measured on ggml-vulkan: a fourth feed-forward tensor, half a row
+            if device and h.arch.startswith("gemma"):
+                # measured on ggml-vulkan: with gemma's post-feed-forward norm a fourth
+                # feed-forward tensor is alive, and half a row
                 parts.append(4 * ff + int(GPU_ROWS["ffn"] * row))
+            elif device:  # measured on ggml-vulkan (llama-like): three n_ff tensors, two rows
+                parts.append(3 * ff + 2 * row)
             else:
                 parts.append(3 * ff + max(int(FFN_ROWS * row), int(FFN_WIDE * ff)))
         if h.recurrent[il] and h.ssm_inner:

@@ -178,6 +178,8 @@ def _fit(
     names: Sequence[str],
 ) -> bool:
     """Steps 1-4 on ``s`` (changed in place); True when anything changed."""
+    if split_mode == "tensor":
+        raise _Abort("llama_params_fit is not implemented for SPLIT_MODE_TENSOR")
     nd = len(oracle.devices)
     n_ctx_auto = s.n_ctx == 0
     n_ctx_max = min(n_ctx_train * n_streams, UINT32_MAX)

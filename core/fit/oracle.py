@@ -154,6 +154,35 @@ class Oracle:
                         break
         return out
 
+    def _pipeline(self, usage: list[Usage], layout: GPULayersList, ctx: est.Context) -> list[Usage]:
+        """Pipeline parallelism (``llama_context``: several devices, every layer offloaded, layer
+        split, no overrides): ggml's scheduler keeps GGML_SCHED_MAX_COPIES (4) copies of each
+        split's inputs, so each backend's compute buffer holds three more copies of the
+        attention masks it reads and of the activations crossing into it (fitted to llama.cpp's
+        breakdown on lavapipe: eight rows of n_embd per ubatch token, five more on the first
+        device with layers, which takes the embeddings from the host)."""
+        h = self.model.hparams
+        t = ctx.n_tokens
+        row = h.n_embd * t * est.F32
+        per_cell = 2 if self.options.flash_attn else est.F32
+
+        def masks(layers: Sequence[int]) -> int:
+            kinds = {h.swa[i] for i in layers if i < h.n_layer and h.kv_layers[i]}
+            return sum(
+                (ctx.swa_cells if swa else ctx.full_cells) // ctx.n_seq * t * per_cell for swa in kinds
+            )
+
+        extra: dict[tuple[str, str], int] = {}
+        first = True
+        for x in layout:
+            if x.layers:
+                extra[(x.id, x.library)] = 3 * masks(x.layers) + 8 * row + (5 * row if first else 0)
+                first = False
+        out = [attrs.evolve(u, graph=u.graph + extra.get((u.id, u.library), 0)) for u in usage[:-1]]
+        everything = [i for x in layout for i in x.layers]
+        host = usage[-1]
+        return [*out, attrs.evolve(host, graph=host.graph + 3 * masks(everything) + 6 * row)]
+
     def measure(self, config: Config) -> Measured:
         """What llama.cpp's breakdown would say for ``config`` (one dry run)."""
         self.calls += 1
@@ -167,7 +196,23 @@ class Oracle:
         )
         moved = self.moved(config.overrides)
         tied = L.embedding.nbytes if L.tied and L.embedding is not None else 0
-        usage, memory = account(model, kv, g, gd, ctx, layout, self.devices, self.features, tied, None, moved)
+        usage, memory = account(
+            model,
+            kv,
+            g,
+            gd,
+            ctx,
+            layout,
+            self.devices,
+            self.features,
+            tied,
+            None,
+            moved,
+            self.options.kv_offload,
+        )
+        ngl = config.n_gpu_layers if config.n_gpu_layers >= 0 else n + 1
+        if len(self.devices) > 1 and ngl > n and not config.overrides and self.options.kv_offload:
+            usage = self._pipeline(usage, layout, ctx)
         by_key = {(u.id, u.library): u for u in usage[:-1]}
         totals, models = [], []
         for k, d in enumerate(self.devices):

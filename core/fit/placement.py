@@ -54,6 +54,9 @@ class FitResult:
     env: Mapping[str, str] = attrs.field(factory=dict)
     #: How many dry runs (memory estimates) the llama.cpp planner made.
     dry_runs: int = 0
+    #: Why llama.cpp's own fit would give up here ("" when it would not): llama-fit-params
+    #: exits 1, and ``--print-args`` does too; the arguments are the parameters as they stand.
+    gave_up: str = ""
 
     @property
     def total(self) -> int:
@@ -243,6 +246,7 @@ def checked_options(
     flash_attn: object,
     num_gpu: object,
     spread: object,
+    kv_offload: object = True,
 ) -> est.Options:
     """Scout.fit's keyword arguments checked (GpuscoutError naming the one that is wrong)."""
 
@@ -256,7 +260,7 @@ def checked_options(
     for name, value in (("cache_type_k", cache_type_k), ("cache_type_v", cache_type_v)):
         if value not in est.CACHE_TYPES:
             raise GpuscoutError(f"fit: {name} must be one of {', '.join(est.CACHE_TYPES)}, got {value!r:.60}")
-    for name, value in (("swa_full", swa_full), ("spread", spread)):
+    for name, value in (("swa_full", swa_full), ("spread", spread), ("kv_offload", kv_offload)):
         if not isinstance(value, bool):
             raise GpuscoutError(f"fit: {name} must be a bool, got {value!r:.60}")
     if flash_attn is not None and not isinstance(flash_attn, bool):
@@ -271,6 +275,7 @@ def checked_options(
         cache_type_k=str(cache_type_k),
         cache_type_v=str(cache_type_v),
         swa_full=bool(swa_full),
+        kv_offload=bool(kv_offload),
     )
 
 

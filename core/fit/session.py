@@ -61,8 +61,10 @@ def _request(kw: dict[str, Any], num_gpu: int, mmproj_path: str | None, draft_pa
     fit_ctx = kw["fit_ctx"]
     if type(fit_ctx) is not int or not 0 <= fit_ctx < 1 << 32:
         raise GpuscoutError(f"fit: fit_ctx must be an int from 0 to 2**32-1, got {fit_ctx!r:.60}")
-    if kw["split_mode"] not in ("layer", "row", "none"):
-        raise GpuscoutError(f"fit: split_mode must be layer, row or none, got {kw['split_mode']!r:.60}")
+    if kw["split_mode"] not in ("layer", "row", "none", "tensor"):
+        raise GpuscoutError(
+            f"fit: split_mode must be layer, row, none or tensor, got {kw['split_mode']!r:.60}"
+        )
     for name in ("cpu_moe", "no_cpu_offload", "fewest_gpus"):
         if not isinstance(kw[name], bool):
             raise GpuscoutError(f"fit: {name} must be a bool, got {kw[name]!r:.60}")

@@ -4,6 +4,7 @@ allocation, llama.cpp's op offload of host weights to the first GPU, the project
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import attrs
@@ -39,6 +40,18 @@ class Usage:
     def total(self) -> int:
         """Everything this backend allocates."""
         return self.weights + self.kv_cache + self.graph + self.output
+
+
+_FFN_IN = re.compile(r"\.ffn_(gate|up|gate_up)(_(ch|sh|)exps)?\.")
+_FFN_OUT = re.compile(r"\.ffn_down(_(ch|sh|)exps)?\.")
+
+
+def ffn_copy(tensors: Sequence[TensorInfo]) -> int:
+    """The weights a feed-forward run on a GPU from host memory has copied in at once: its
+    input projections (gate and up) together, or its output projection."""
+    inputs = sum(t.nbytes for t in tensors if _FFN_IN.search(t.name))
+    output = max((t.nbytes for t in tensors if _FFN_OUT.search(t.name)), default=0)
+    return max(inputs, output)
 
 
 def too_big(t_bytes: int, device: DeviceInfo | None) -> bool:
@@ -77,6 +90,7 @@ def account(
     tied: int,
     projector: Model | None,
     moved: Mapping[str, int | None] | None = None,
+    kv_offload: bool = True,
 ) -> tuple[list[Usage], BackendMemory]:
     """Per backend: weights, cache and graph under ``layout`` (see DESIGN.md's fit figures).
 
@@ -127,8 +141,10 @@ def account(
                     w[i] += t.nbytes
             if i == n and tied and not too_big(tied, d):
                 w[i] += tied
-            if i < n:
+            if i < n and kv_offload:
                 c[i] = kv[i]
+            elif i < n:  # -nkvo: the cache stays in host memory
+                cpu_c[i] = kv[i]
         attention, rest, head, left, head_moved = split_ops(g, mine, n, d, h)
         splits.append((attention, rest, head))
         host_attention += left
@@ -196,13 +212,17 @@ def account(
         # An offloaded attention of a host block reads that block's K and V from host memory:
         # the scheduler copies them into the GPU's compute buffer for the operation.
         copies = [gd.masks + kv[i] + gd.core[i] for i in cpu_blocks if gd.core[i] and i not in host_attention]
+        # Its feed-forward reads the block's projection weights: the gate and up (or down)
+        # weights are copied in beside the phase's activations.
+        copies += [gd.masks + gd.rest[i] + ffn_copy(L.tensors_by_block[i]) for i in cpu_blocks]
         gpus[0] = attrs.evolve(gpus[0], graph=max([graph, *copies]))
         cpu_head = cpu_head and not moved_head
         cpu_blocks = []
     if gpus and any(host_copies) and ctx.n_tokens >= OP_OFFLOAD_BATCH:
         # Weights an override left on the host while their layer sits on a GPU: the scheduler
-        # copies each into the first GPU's compute buffer for the operation that reads it.
-        copies = [gd.masks + gd.rest[i] + host_copies[i] for i in range(n) if host_copies[i]]
+        # copies them into the first GPU's compute buffer for the operation that reads them.
+        moved_by_block = [[t for t in L.tensors_by_block[i] if t.name in moved] for i in range(n)]
+        copies = [gd.masks + gd.rest[i] + ffn_copy(moved_by_block[i]) for i in range(n) if host_copies[i]]
         gpus[0] = attrs.evolve(gpus[0], graph=max([gpus[0].graph, *copies]))
     cpu_graph = g.on(cpu_blocks + host_attention, cpu_blocks, cpu_head)
     if gpus and not cpu_blocks and not host_attention:
