@@ -35,7 +35,8 @@ ROW_FIELDS = ("device", "model_mib", "context_mib", "compute_mib")
 
 
 def _fixture() -> dict[str, Any]:
-    return json.loads((FIXTURE / "cases.json").read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads((FIXTURE / "cases.json").read_text(encoding="utf-8"))
+    return data
 
 
 def test_the_fixture_has_its_header_and_at_least_80_cases() -> None:
