@@ -265,7 +265,17 @@ HOST_ROWS = 4.0
 GPU_ROWS = {"ffn": 0.5, "head": 4.0}
 
 
-def graph(h: Hparams, c: Context, o: Options, *, device: bool = False) -> Graph:
+def float_ffn_down(layers: Layers) -> bool:
+    """Whether the feed-forward output weights are stored unquantized (F32, F16, BF16): on a
+    GPU backend the activation they multiply is then converted, a fourth n_ff tensor."""
+    return any(
+        t.name.endswith(".ffn_down.weight") and t.type in (0, 1, 30)
+        for b in layers.tensors_by_block
+        for t in b
+    )
+
+
+def graph(h: Hparams, c: Context, o: Options, *, device: bool = False, float_down: bool = True) -> Graph:
     """The compute buffer's parts for this model and context (see the module's docstring).
 
     Per block: attention (without flash attention the KQ scores, n_kv x tokens x heads f32,
@@ -302,19 +312,22 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False) -> Graph:
             ff = h.n_ff[il] * t * F32
             # A wide feed-forward (n_ff over ~3.5 n_embd) leaves more than a row's worth of its
             # own tensors in use: FFN_WIDE of one feed-forward tensor instead of FFN_ROWS rows.
-            if device and h.arch.startswith("gemma"):
-                # measured on ggml-vulkan: with gemma's post-feed-forward norm a fourth
-                # feed-forward tensor is alive, and half a row
+            if device and (float_down or h.arch.startswith("gemma")):
+                # measured on ggml-vulkan: a fourth feed-forward tensor (the activation an
+                # unquantized down projection converts, or gemma's post-feed-forward norm's),
+                # and half a row
                 parts.append(4 * ff + int(GPU_ROWS["ffn"] * row))
-            elif device:  # measured on ggml-vulkan (llama-like): three n_ff tensors, two rows
+            elif device:  # measured on ggml-vulkan, quantized weights: three n_ff tensors, two rows
                 parts.append(3 * ff + 2 * row)
             else:
                 parts.append(3 * ff + max(int(FFN_ROWS * row), int(FFN_WIDE * ff)))
         if h.recurrent[il] and h.ssm_inner:
             xbc = h.ssm_inner + 2 * h.ssm_groups * h.ssm_state
             projection = 2 * h.ssm_inner + 2 * h.ssm_groups * h.ssm_state + h.ssm_heads
+            # on a GPU backend (measured on ggml-vulkan) the scan's residual row is not kept apart
+            extra_row = 0 if device else row
             parts.append(
-                (projection + 2 * xbc + 3 * h.ssm_inner) * t * F32 + row + h.n_embd_s * F32 * c.n_seq
+                (projection + 2 * xbc + 3 * h.ssm_inner) * t * F32 + extra_row + h.n_embd_s * F32 * c.n_seq
             )
         elif h.recurrent[il]:
             parts.append(int(FFN_ROWS * row) + h.n_embd_s * F32 * c.n_seq)

@@ -134,7 +134,9 @@ class Oracle:
             ctx = est.context(self.model.hparams, o)
             kv = est.kv_bytes(self.model.hparams, ctx, o, self.sizes)
             g = est.graph(self.model.hparams, ctx, o)
-            gd = est.graph(self.model.hparams, ctx, o, device=True)
+            gd = est.graph(
+                self.model.hparams, ctx, o, device=True, float_down=est.float_ffn_down(self.model.layers)
+            )
             self._ctx[n_ctx] = (ctx, kv, g, gd)
         return self._ctx[n_ctx]
 

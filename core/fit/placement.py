@@ -128,7 +128,7 @@ def fit(
         )
     kv = est.kv_bytes(h, ctx, opts, sizes)
     g = est.graph(h, ctx, opts)  # the host's (ggml-cpu) phases
-    gd = est.graph(h, ctx, opts, device=True)  # a GPU backend's
+    gd = est.graph(h, ctx, opts, device=True, float_down=est.float_ffn_down(model.layers))  # a GPU's
     L = model.layers
     tied = L.embedding.nbytes if L.tied and L.embedding is not None else 0
     n = h.n_layer

@@ -261,7 +261,7 @@ def test_scout_fit_refuses_bad_planner_arguments(gemma: Path) -> None:
         {"tensor_split": "3,1"},
         {"override_tensor": [3]},
         {"n_cpu_moe": -2},
-        {"split_mode": "tensor"},
+        {"split_mode": "diagonal"},
         {"fewest_gpus": "yes"},
     ):
         with pytest.raises(GpuscoutError):
