@@ -136,7 +136,7 @@ class ModelMethods:
         *,
         devices: Sequence[DeviceInfo] | None = None,
         system: SystemInfo | None = None,
-        ctx: int | None = None,
+        ctx: int | str | None = None,
         flash_attn: bool | None = None,
         cache_type_k: str = "f16",
         cache_type_v: str = "f16",
@@ -173,6 +173,8 @@ class ModelMethods:
         decide llama.cpp's repacked CPU weights (default: this machine's). Raises ``ModelError``
         for a file that cannot be used, GpuscoutError for bad arguments. See docs/fit.md.
 
+        ``ctx="auto"`` (llama.cpp planner) is the largest context, up to the training context,
+        whose decision keeps every layer on the devices (or, where none does, still fits).
         ``planner`` ``llama.cpp`` (the default) decides as llama.cpp's ``--fit`` does, on the
         devices a llama.cpp build would use: ``ctx`` None lets it choose the context (down to
         ``fit_ctx``), ``num_gpu`` -1 the layers, and ``fit_target`` (bytes, one value or one
@@ -186,8 +188,11 @@ class ModelMethods:
         """
         from gpuscout.fit.placement import checked_options, fit, host_cpu_features
 
+        auto_ctx = ctx == "auto"
+        if auto_ctx and planner != "llama.cpp":
+            raise GpuscoutError("fit: ctx='auto' needs the llama.cpp planner")
         options = checked_options(
-            ctx=ctx,
+            ctx=None if auto_ctx else ctx,
             parallel=parallel,
             ubatch_size=ubatch_size,
             batch_size=batch_size,
@@ -238,6 +243,7 @@ class ModelMethods:
                 model_draft=model_draft,
                 no_cpu_offload=no_cpu_offload,
                 fewest_gpus=fewest_gpus,
+                auto_ctx=auto_ctx,
             )
             held = budget_notes(devices, result.notes)
             return attrs.evolve(result, notes=(*result.notes, *held)) if held else result

@@ -63,6 +63,11 @@ def _whole(low: int) -> Any:
     return parse
 
 
+def _ctx(text: str) -> int | str:
+    """``-c``: a whole number, or ``auto`` (the largest context that fits)."""
+    return "auto" if text == "auto" else int(_whole(0)(text))
+
+
 def _num_gpu(text: str) -> int:
     if text in ("-1", "auto"):
         return -1
@@ -132,10 +137,10 @@ def add_fit_options(p: argparse.ArgumentParser) -> None:
         "--ctx-size",
         dest="ctx",
         action=_InOrder,
-        type=_whole(0),
+        type=_ctx,
         metavar="N",
         help="total context, shared by --parallel sequences (default: chosen as llama.cpp's fit "
-        "chooses, from the model's; 0: the model's, never reduced)",
+        "chooses, from the model's; 0: the model's, never reduced; auto: the largest that fits)",
     )
     p.add_argument(
         "--planner",

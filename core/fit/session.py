@@ -95,6 +95,7 @@ def fit_with_llamacpp(
     mmproj: Any,
     num_gpu: int,
     cpu_features: frozenset[str],
+    auto_ctx: bool = False,
     **kw: Any,
 ) -> FitResult:
     """See ``Scout.fit``; ``scout`` gives the rules and the ggml device order."""
@@ -105,11 +106,12 @@ def fit_with_llamacpp(
     request = _request(kw, num_gpu, mmproj_path, draft_path)
     ggml: GgmlDevices = scout.ggml_devices(devices)
 
-    def run(on: GgmlDevices) -> FitResult:
+    def run(on: GgmlDevices, opts: est.Options | None = None) -> FitResult:
+        options_now = options if opts is None else opts
         extra = None
         if draft is not None:
             slots = distinct(on)
-            extra = Oracle(draft, slots, [d.usable_free for d in slots], options, quant_sizes())
+            extra = Oracle(draft, slots, [d.usable_free for d in slots], options_now, quant_sizes())
         return fit_llamacpp(
             main,
             on,
@@ -117,7 +119,7 @@ def fit_with_llamacpp(
             reserve=scout.minimum_memory,
             flash_attention=scout.flash_attention_supported,
             platform=scout.platform,
-            options=options,
+            options=options_now,
             flash_attn=flash_attn,
             projector=projector,
             request=request,
@@ -125,6 +127,10 @@ def fit_with_llamacpp(
             extra=extra,
         )
 
+    if auto_ctx:
+        return _largest_context(
+            main, options, lambda o: _run_with(run, ggml, o, request), run_options=options
+        )
     if request.fewest_gpus and len(ggml.devices) > 1:
         return _fewest(ggml, run, scout.ggml_devices)
     result = run(ggml)
@@ -137,6 +143,45 @@ def fit_with_llamacpp(
             ),
         )
     return result
+
+
+def _run_with(run: Any, ggml: GgmlDevices, options: est.Options, request: Request) -> FitResult:
+    result: FitResult = run(ggml, options)
+    return result
+
+
+def _largest_context(
+    model: Model, options: est.Options, attempt: Any, *, run_options: est.Options
+) -> FitResult:
+    """``ctx="auto"``: a search over contexts (multiples of 256 per sequence, up to the
+    training context per sequence) for the largest whose decision keeps every layer on the
+    devices; where none does, the largest that still fits; the smallest when nothing fits."""
+    seqs = max(1, run_options.parallel)
+    top = max(1, model.hparams.n_ctx_train // 256)
+
+    def at(k: int) -> FitResult:
+        result: FitResult = attempt(attrs.evolve(run_options, ctx=k * 256 * seqs))
+        return result
+
+    def good(r: FitResult, whole: bool) -> bool:
+        return r.fits and not r.gave_up and (not whole or not r.cpu_layers)
+
+    low = at(1)
+    for whole in (True, False):
+        if not good(low, whole):
+            continue
+        lo, hi, best = 1, top, low
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            r = at(mid)
+            if good(r, whole):
+                lo, best = mid, r
+            else:
+                hi = mid - 1
+        what = "every layer on the devices" if whole else "a decision that fits"
+        note = f"ctx auto: {best.context.n_ctx}, the largest context (up to the training context) with {what}"
+        return attrs.evolve(best, notes=(*best.notes, note))
+    return attrs.evolve(low, notes=(*low.notes, "ctx auto: nothing fits, even at 256 per sequence"))
 
 
 def _sets(ggml: GgmlDevices) -> list[tuple[int, ...]]:

@@ -279,3 +279,17 @@ def test_the_json_document_carries_planner_args_and_env(
     assert code in (0, 1)
     assert document["planner"] == "llama.cpp" and document["args"][:2] == ["-c", "4096"]
     assert isinstance(document["env"], dict)
+
+
+def test_ctx_auto_is_the_largest_context_that_keeps_every_layer_on_the_devices(gemma: Path) -> None:
+    """ctx="auto": the decision at that context keeps every layer on the device, and one step
+    (256) more would move some to the CPU; a note says so."""
+    scout = vulkan_scout("0")
+    kw = {"devices": [lavapipe()], "system": ROOMY, "fit_target": 1950 * MIB}
+    auto = scout.fit(str(gemma), ctx="auto", **kw)  # type: ignore[arg-type]
+    n = auto.context.n_ctx
+    assert auto.fits and not auto.cpu_layers and any(note.startswith("ctx auto:") for note in auto.notes)
+    more = scout.fit(str(gemma), ctx=n + 256, **kw)  # type: ignore[arg-type]
+    assert more.cpu_layers
+    with pytest.raises(GpuscoutError):
+        scout.fit(str(gemma), ctx="auto", planner="ollama", **kw)  # type: ignore[arg-type]
