@@ -155,6 +155,24 @@ def write_dense32(path: Path) -> Path:
     return m.close()
 
 
+def write_llama70b(path: Path) -> Path:
+    """A Llama-3-70B-shaped Q8_0 model (80 blocks, n_embd 8192, 64 heads of 128, 8 KV heads,
+    n_ff 28672, training context 131072; a small vocabulary keeps the header small): about
+    850 MiB a block, 70 GB in all, every byte of it a sparse hole."""
+    m = HeaderWriter(path, "llama", n_ctx_train=131072)
+    n_embd, n_layer, n_head, n_head_kv, n_ff = 8192, 80, 64, 8, 28672
+    _attention_kv(m, n_embd, n_layer, n_head, n_head_kv)
+    m.kv("feed_forward_length", n_ff)
+    m.kv("rope.dimension_count", n_embd // n_head)
+    _embeddings(m, n_embd, "q8_0", "q8_0")
+    for i in range(n_layer):
+        m.norm(f"blk.{i}.attn_norm.weight", n_embd)
+        _attn(m, i, n_embd, n_embd, n_head_kv * 128, ("q8_0", "q8_0", "q8_0", "q8_0"))
+        m.norm(f"blk.{i}.ffn_norm.weight", n_embd)
+        _ffn(m, i, n_embd, n_ff, ("q8_0", "q8_0", "q8_0"))
+    return m.close()
+
+
 def write_dense16(path: Path) -> Path:
     """llama, 16 blocks, n_embd 3072, 24 heads of 128, 4 KV heads, n_ff 8192, training context
     65536, tied output; Q8_0 attention, Q4_K gate/up, ffn down Q6_K in even blocks and Q8_0 in

@@ -293,3 +293,53 @@ def test_ctx_auto_is_the_largest_context_that_keeps_every_layer_on_the_devices(g
     assert more.cpu_layers
     with pytest.raises(GpuscoutError):
         scout.fit(str(gemma), ctx="auto", planner="ollama", **kw)  # type: ignore[arg-type]
+
+
+def test_fewest_gpus_picks_an_nvlink_pair_on_one_numa_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--fewest-gpus on 4x A100 in NVLink pairs over two NUMA nodes, with a budget that makes
+    the 1.3 GB dense32 need two cards: llama.cpp is handed the pair on node 0 alone (-dev and
+    CUDA_VISIBLE_DEVICES name those two), every layer on them, and a note says why."""
+    machine = Path(__file__).resolve().parents[1] / "machines" / "a100x4_nvlink_pairs"
+    with (
+        gzip.open(DATA / "fit_plan" / "dense32.header.gguf.gz") as src,
+        open(tmp_path / "d.gguf", "wb") as dst,
+    ):
+        dst.write(src.read())
+        dst.truncate(1280939776)
+    argv = ["--replay", str(machine), "fit", str(tmp_path / "d.gguf"), "--cap", "all=2GiB", "-fitt", "460"]
+    assert main([*argv, "--fewest-gpus", "--json", "-c", "4096"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    args = document["args"]
+    assert args[args.index("-dev") + 1] == "CUDA0,CUDA1" and document["cpu_layers"] == []
+    assert len(document["env"]["CUDA_VISIBLE_DEVICES"].split(",")) == 2
+    assert any("NUMA node 0" in n and "direct links" in n for n in document["notes"])
+    assert main([*argv, "--json", "-c", "4096"]) == 0  # without it: every card
+    args = json.loads(capsys.readouterr().out)["args"]
+    assert args[args.index("-dev") + 1] == "CUDA0,CUDA1,CUDA2,CUDA3"
+
+
+def test_a_70b_on_a_4090_and_a_3090_is_a_placement_llama_cpp_can_make(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the replayed WSL2 RTX 4090 + 3090 box, a 70B Q8_0-shaped header: the layers on the
+    GPUs are one run ending with the output layer (what -ngl N means), -ngl counts them, -ts
+    splits them per device and sums to -ngl, CUDA0 first."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fit_plan_models", DATA.parent / "fit_plan_models.py")
+    assert spec and spec.loader
+    writers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(writers)
+    model = writers.write_llama70b(tmp_path / "llama70b.gguf")
+    machine = DATA.parent / "machines" / "wsl2_rtx4090_rtx3090"
+    assert main(["--replay", str(machine), "fit", str(model), "--json", "-c", "8192"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    on_gpus = sorted(i for p in document["placement"] for i in p["layers"])
+    args = document["args"]
+    ngl = int(args[args.index("-ngl") + 1])
+    assert on_gpus == list(range(81 - ngl, 81)) and 0 < ngl < 81
+    split = [int(x) for x in args[args.index("-ts") + 1].split(",")]
+    assert sum(split) == ngl and len(split) == 2
+    assert args[args.index("-dev") + 1] == "CUDA0,CUDA1"
