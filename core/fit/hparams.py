@@ -238,6 +238,10 @@ def read_hparams(model: GGUFFile) -> Hparams:
     k = _Keys(model, arch)
     n_layer = k.u32("block_count")
     n_embd = k.u32("embedding_length")
+    tokens = model.types.get("tokenizer.ggml.tokens")
+    if tokens is not None and tokens != (ARRAY, STRING):
+        # llama-vocab.cpp reads the token list as strings and refuses any other type
+        raise k.fail("tokenizer.ggml.tokens", "must be an array of strings (llama.cpp refuses to load it)")
     if n_layer > 1 << 16:
         raise k.fail(f"{arch}.block_count", f"{n_layer} blocks (at most 65536 are read)")
     n_ctx_train = k.u32("context_length", 0)

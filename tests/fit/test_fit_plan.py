@@ -343,3 +343,26 @@ def test_a_70b_on_a_4090_and_a_3090_is_a_placement_llama_cpp_can_make(
     split = [int(x) for x in args[args.index("-ts") + 1].split(",")]
     assert sum(split) == ngl and len(split) == 2
     assert args[args.index("-dev") + 1] == "CUDA0,CUDA1"
+
+
+def test_a_token_list_of_numbers_is_refused_as_llama_cpp_refuses_it(tmp_path: Path) -> None:
+    """tokenizer.ggml.tokens as u32 numbers: llama.cpp cannot load the vocabulary, so fit
+    refuses the file (ModelError naming the key) instead of answering "fits"."""
+    import gguf
+
+    from gpuscout.fit import ModelError, read_model
+
+    path = tmp_path / "u32-tokens.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_uint32("llama.block_count", 1)
+    w.add_uint32("llama.embedding_length", 64)
+    w.add_uint32("llama.attention.head_count", 4)
+    w.add_uint32("llama.context_length", 256)
+    w.add_array("tokenizer.ggml.tokens", [1, 2, 3])
+    w.add_tensor("token_embd.weight", __import__("numpy").zeros((3, 64), dtype="float32"))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(ModelError, match=r"tokenizer\.ggml\.tokens: must be an array of strings"):
+        read_model(path)
