@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import attrs
 
+from gpuscout import rootfs
 from gpuscout.log import get_logger
 
 
@@ -49,6 +50,10 @@ READ_FLAGS = (
     | getattr(os, "O_NOCTTY", 0)
     | getattr(os, "O_CLOEXEC", 0)
     | getattr(os, "O_BINARY", 0)
+)
+#: How a device node is opened to see whether this process may use it (as drivers open it).
+DEVICE_FLAGS = (
+    os.O_RDWR | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 )
 # What Context.path gives for a path that climbs out of the root: longer than any system's
 # PATH_MAX, so opening, listing or stat-ing it fails with OSError, like a missing file.
@@ -111,10 +116,14 @@ class Context:
             self.log = _PLUGIN_LOG.bind(plugin=self.plugin) if self.plugin else _PLUGIN_LOG
 
     def path(self, path: str) -> str:
-        """``path`` (absolute, e.g. ``/sys/class/drm``) under this context's root.
+        """``path`` (absolute, e.g. ``/sys/class/drm``) under this context's root: a name for a
+        library that must open the file itself.
 
         ``..`` is resolved by the name alone, as if the root were ``/``; a path that would climb
         above the root gets a name no system accepts, so using it fails as a missing file does.
+        The name is not resolved in the root: the kernel follows a recorded tree's links out of
+        it. Read through ``read_text``, ``list_dir``, ``read_link``, ``exists``, ``is_dir``
+        and ``device_node``, which resolve every link inside the root (``gpuscout.rootfs``).
         """
         inside = self._inside(path)
         return os.path.join(self.root or "/", _OUTSIDE_ROOT) if inside is None else inside
@@ -127,6 +136,13 @@ class Context:
 
     def _inside(self, path: str) -> str | None:
         """``path`` joined to the root with ``.`` and ``..`` resolved; None when it escapes."""
+        parts = self._parts(path)
+        return None if parts is None else os.path.join(self.root or "/", *parts)
+
+    @staticmethod
+    def _parts(path: str) -> list[str] | None:
+        """The components of ``path`` with ``.`` and ``..`` resolved by name; None when it
+        climbs above ``/``."""
         parts: list[str] = []
         for part in path.replace(os.sep, "/").split("/"):
             if part in ("", "."):
@@ -139,7 +155,27 @@ class Context:
                 return None  # a drive letter would replace the root on Windows
             else:
                 parts.append(part)
-        return os.path.join(self.root or "/", *parts)
+        return parts
+
+    @property
+    def _pinned(self) -> bool:
+        """Whether the root's own last component is not followed: a recording's ``root/``
+        (a replay) is part of the recording, and a link there reads as an empty machine."""
+        return self.replaying
+
+    def _stat(self, path: str) -> os.stat_result:
+        """``os.stat`` of ``path`` resolved inside the root (``gpuscout.rootfs``); OSError,
+        ValueError for a NUL in the name. On the live root, of ``self.path(path)``: the one
+        mapping of names to files there, so a subclass can redirect it."""
+        if rootfs.live(self.root):
+            return os.stat(self.path(path))
+        return rootfs.stat_path(self.root, self._parts(path) or [], self._pinned)
+
+    def _open(self, path: str, flags: int) -> int:
+        """``path`` opened with ``flags``, resolved inside the root; OSError, ValueError."""
+        if rootfs.live(self.root):
+            return os.open(self.path(path), flags)
+        return rootfs.open_file(self.root, self._parts(path) or [], flags, self._pinned)
 
     def read_text(self, path: str) -> str | None:
         """The text of ``path`` under the root (UTF-8, bad bytes replaced), or None.
@@ -172,13 +208,12 @@ class Context:
     def _read_bytes(self, path: str) -> bytes | None:
         if not self._may_use(path, "read"):
             return None
-        where = self.path(path)  # the one mapping of names to files, so a subclass can redirect
         try:
             # Looked at before opening, since opening some devices acts (a watchdog starts).
-            if not stat.S_ISREG(os.stat(where).st_mode):
+            if not stat.S_ISREG(self._stat(path).st_mode):
                 self.note(f"{path}: not a regular file; not read")
                 return None
-            fd = os.open(where, READ_FLAGS)
+            fd = self._open(path, READ_FLAGS)
         except (OSError, ValueError):  # ValueError: a NUL in the name
             return None
         chunks: list[bytes] = []
@@ -225,17 +260,46 @@ class Context:
         """
         if not self._may_use(path, "listed"):
             return None
-        names: list[str] = []
         try:
-            with os.scandir(self.path(path)) as entries:
-                for entry in entries:
-                    if len(names) == MAX_DIR_ENTRIES:
-                        self.note(f"{path}: more than {MAX_DIR_ENTRIES} entries; not listed")
-                        return None
-                    names.append(entry.name)
+            if rootfs.live(self.root):
+                names = rootfs.scan(self.path(path), MAX_DIR_ENTRIES)
+            else:
+                names = rootfs.list_names(self.root, self._parts(path) or [], MAX_DIR_ENTRIES, self._pinned)
         except (OSError, ValueError):
             return None
+        if names is None:
+            self.note(f"{path}: more than {MAX_DIR_ENTRIES} entries; not listed")
+            return None
         return sorted(names)
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists under the root (links resolved inside it, as every read
+        resolves them); False for one that leads outside or once the deadline has passed."""
+        if not self._may_use(path, "looked at"):
+            return False
+        try:
+            self._stat(path)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def is_file(self, path: str) -> bool:
+        """Whether ``path`` is a regular file under the root (links resolved inside it)."""
+        if not self._may_use(path, "looked at"):
+            return False
+        try:
+            return stat.S_ISREG(self._stat(path).st_mode)
+        except (OSError, ValueError):
+            return False
+
+    def is_dir(self, path: str) -> bool:
+        """Whether ``path`` is a directory under the root (links resolved inside it)."""
+        if not self._may_use(path, "looked at"):
+            return False
+        try:
+            return stat.S_ISDIR(self._stat(path).st_mode)
+        except (OSError, ValueError):
+            return False
 
     @property
     def replaying(self) -> bool:
@@ -269,7 +333,9 @@ class Context:
         if not self._may_use(path, "read"):
             return None
         try:
-            return os.readlink(self.path(path))[:4096]
+            if rootfs.live(self.root):
+                return os.readlink(self.path(path))[:4096]
+            return rootfs.read_link(self.root, self._parts(path) or [], self._pinned)[:4096]
         except (OSError, ValueError):
             return None
 
@@ -290,9 +356,8 @@ class Context:
         """
         if not self._may_use(path, "looked at"):
             return "missing"
-        where = self.path(path)
         try:
-            mode = os.stat(where).st_mode
+            mode = self._stat(path).st_mode
         except (OSError, ValueError):
             return "missing"
         if stat.S_ISREG(mode) and self.root not in ("", "/"):
@@ -301,13 +366,7 @@ class Context:
         if not stat.S_ISCHR(mode):
             return "missing"
         try:
-            fd = os.open(
-                where,
-                os.O_RDWR
-                | getattr(os, "O_NONBLOCK", 0)
-                | getattr(os, "O_NOCTTY", 0)
-                | getattr(os, "O_CLOEXEC", 0),
-            )
+            fd = self._open(path, DEVICE_FLAGS)
         except PermissionError as exc:
             if self.recorder is not None:
                 self.recorder.node_errno(path, exc.errno)

@@ -79,6 +79,7 @@ class PluginHost:
         enumerate_timeout: float,
         hook_timeout: float,
         contain_imports: bool = False,
+        process_env: Mapping[str, str] | None = None,
     ) -> None:
         self.context = context
         self.enumerate_timeout = enumerate_timeout
@@ -118,6 +119,7 @@ class PluginHost:
             env=env,
             allow_from=allow_from,
             contain_imports=contain_imports,
+            process_env=env if process_env is None else process_env,
         )
 
     @property

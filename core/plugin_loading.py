@@ -75,9 +75,12 @@ def load_plugins(
     env: Mapping[str, str],
     allow_from: str,
     contain_imports: bool,
+    process_env: Mapping[str, str] | None = None,
 ) -> None:
     """Gather the candidates, refuse an unknown name in the allow list (``allow_from`` says
-    where the list came from), import and register every allowed plugin into ``host``."""
+    where the list came from), import and register every allowed plugin into ``host``; the
+    import probe's child runs with ``process_env`` (default ``env``: on a replay, this
+    process's environment, never the recording's)."""
     candidates: list[tuple[str, Callable[[], Any], str, str]] = [
         (name, functools.partial(importlib.import_module, module), _own_version(), PROJECT)
         for name, module in BUILTINS
@@ -106,7 +109,8 @@ def load_plugins(
             for c in candidates
             if c[3] and not host.blocked(c[0]) and not (c[3] == PROJECT and c[0] in builtin)
         ]
-        probed = probe_imports(list(dict.fromkeys(names)), env, host.enumerate_timeout)
+        probe_env = env if process_env is None else process_env
+        probed = probe_imports(list(dict.fromkeys(names)), probe_env, host.enumerate_timeout)
     load_all(host, candidates, probed)
 
 

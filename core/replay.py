@@ -224,8 +224,15 @@ def check_tree(base: str) -> None:
     if os.path.islink(base) or not os.path.isdir(base):
         raise RecordingError(f"{base}: not a directory")
     count = 0
-    for folder, dirs, files in os.walk(base, followlinks=False):
-        for name in dirs + files:
+    folders = [base]  # iterative: a tree thousands of folders deep is no RecursionError
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as entries:
+                names = [entry.name for entry in entries]
+        except OSError as exc:
+            raise RecordingError(f"{folder}: cannot be read: {exc.strerror}") from None
+        for name in names:
             count += 1
             if count > MAX_TREE_ENTRIES:
                 raise RecordingError(f"{base}: more than {MAX_TREE_ENTRIES} entries")
@@ -241,7 +248,9 @@ def check_tree(base: str) -> None:
             elif stat.S_ISREG(info.st_mode):
                 if info.st_size > MAX_READ_BYTES:
                     raise RecordingError(f"{where}: larger than {MAX_READ_BYTES} bytes")
-            elif not stat.S_ISDIR(info.st_mode):
+            elif stat.S_ISDIR(info.st_mode):
+                folders.append(where)
+            else:
                 raise RecordingError(
                     f"{where}: not a regular file, directory or link (a "
                     "device node is recorded as a plain file under dev/)"

@@ -149,6 +149,8 @@ class Scout(ModelMethods):
             enumerate_timeout=self.enumerate_timeout,
             hook_timeout=self.hook_timeout,
             contain_imports=bool(isolate_imports),
+            # A recording's environment feeds discovery only; children run with this one's.
+            process_env=os.environ if self.replay is not None else None,
         )
         #: Sentences for the user about this Scout's plugin lists (unknown names in a deny list).
         self.warnings: list[str] = list(self._host.warnings)

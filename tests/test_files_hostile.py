@@ -91,10 +91,13 @@ def test_directory_where_a_file_is_expected_is_refused(tmp_path: Path) -> None:
 
 
 @needs_dev_zero
-def test_symlink_to_dev_zero_is_refused_without_reading(tmp_path: Path) -> None:
-    """A link to a character device that never ends is refused, and read_system gives zeros."""
+def test_symlink_to_dev_zero_means_the_trees_own_dev_zero(tmp_path: Path) -> None:
+    """A link to /dev/zero in a tree names the tree's own /dev/zero, as in a chroot: here a
+    FIFO, refused without blocking, and read_system gives zeros (the host's device is never
+    opened)."""
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "meminfo").symlink_to("/dev/zero")
+    put(tmp_path, "/dev/zero", FIFO)
     ctx = context(tmp_path)
     assert promptly(lambda: read_system(ctx)) == SystemInfo()
     assert "/proc/meminfo: not a regular file; not read" in ctx.notes

@@ -13,7 +13,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 from gpuscout.cli.budgets import add_budget_options, budget_argv, budget_options
@@ -227,6 +227,13 @@ def _root(text: str) -> str:
     return text
 
 
+def _assignment(text: str) -> str:
+    name, equals, _ = text.partition("=")
+    if not equals or not name or "\x00" in text:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r:.80}")
+    return text
+
+
 def add_scout_options(p: argparse.ArgumentParser) -> None:
     """The options that say how to build the Scout (plugins allowed and blocked, root, timeout,
     isolation), as a command's parser takes them after its name: every command adds them."""
@@ -280,7 +287,17 @@ def _add_scout_options(p: argparse.ArgumentParser, after_command: bool, check: b
         choices=REPLAY_ENVS if check else None,
         default=default(DEFAULT_REPLAY_ENV),
         help="with --replay: discover with the recording's environment (default) or "
-        "with this process's (what a --verify child of a replay uses)",
+        "with this process's; either way a child gpuscout starts (--verify, exec) runs "
+        "with this process's environment plus the selection's variables",
+    )
+    p.add_argument(
+        "--replay-set",
+        metavar="NAME=VALUE",
+        action="append",
+        type=typed(_assignment),
+        default=default(None),
+        help="with --replay: set NAME to VALUE in the environment discovery sees (what a "
+        "--verify child of a replay is given: the selection's variables)",
     )
     add_budget_options(p, default, typed)
     p.add_argument(
@@ -299,9 +316,16 @@ def add_include_software(p: argparse.ArgumentParser, help: str) -> None:
     p.add_argument("--include-software", action="store_true", help=help)
 
 
-def scout_argv(args: argparse.Namespace) -> list[str]:
+def scout_argv(args: argparse.Namespace, selected_env: Mapping[str, str] | None = None) -> list[str]:
     """The scout options of ``args`` as command-line arguments (defaults left out), so that a
-    child ``gpuscout`` builds the same Scout."""
+    child ``gpuscout`` builds the same Scout; on a replay, one whose discovery also sees
+    ``selected_env`` (the selection's variables).
+
+    A child of a replay runs with this process's environment, never the recording's (which
+    could name a ``PYTHONPATH`` or an ``LD_PRELOAD`` inside the recording): with the recorded
+    environment it is told to replay that one again, plus ``selected_env`` (``--replay-set``);
+    with ``--replay-env process`` its own environment is already this one plus the selection.
+    """
     out: list[str] = []
     if getattr(args, "plugins", None):
         out += ["--plugins", ",".join(args.plugins)]
@@ -312,9 +336,14 @@ def scout_argv(args: argparse.Namespace) -> list[str]:
     if getattr(args, "timeout", DEFAULT_TIMEOUT) != DEFAULT_TIMEOUT:
         out += ["--timeout", repr(args.timeout)]
     if getattr(args, "replay", None):
-        # The child is given its environment (the recording's, plus the selection): it must
-        # discover with that, not with the recording's again.
-        out += ["--replay", args.replay, "--replay-env", "process"]
+        out += ["--replay", args.replay]
+        settings = list(getattr(args, "replay_set", None) or ())
+        if getattr(args, "replay_env", DEFAULT_REPLAY_ENV) == "process":
+            out += ["--replay-env", "process"]
+        else:
+            settings += [f"{name}={value}" for name, value in (selected_env or {}).items()]
+        for setting in settings:
+            out += ["--replay-set", setting]
     if getattr(args, "isolated", False):
         out.append("--isolated")
     return out + budget_argv(args)
@@ -346,11 +375,21 @@ def default_scout(args: argparse.Namespace) -> Scout:
             "--replay and --root exclude each other: a recording brings its own files (under root/)"
         )
     process_env = getattr(args, "replay_env", DEFAULT_REPLAY_ENV) == "process"
+    env: Mapping[str, str] | None = os.environ if replay is not None and process_env else None
+    settings = getattr(args, "replay_set", None) or ()
+    if replay is not None and settings:
+        from gpuscout.replay import load
+
+        replay = load(replay)
+        env = dict(os.environ if process_env else replay.env)
+        for setting in settings:
+            name, _, value = setting.partition("=")
+            env[name] = value
     return Scout(
         plugins=args.plugins,
         disable=args.disable,
         root=args.root,
-        env=os.environ if replay is not None and process_env else None,
+        env=env,
         enumerate_timeout=args.timeout,
         replay=replay,
         **budget_options(args),

@@ -9,6 +9,7 @@ found that a child sees something else than the selection (or could not ask one)
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -43,8 +44,9 @@ def prepare(
     ``gpuscout.affinity``), verify when asked.
 
     Returns the added variables, the child's whole environment (the one gpuscout's plugins
-    saw, plus the added variables), 0 and the child's CPUs (None: unchanged), or empty
-    mappings, the exit status to stop with and None.
+    saw, plus the added variables; on a replay this process's own, plus the added ones), 0
+    and the child's CPUs (None: unchanged), or empty mappings, the exit status to stop with
+    and None.
     """
     from gpuscout.cli import hints
     from gpuscout.execute import child_environment
@@ -65,12 +67,14 @@ def prepare(
     chosen = selection_env(scout, devices, isolate=args.isolate)
     for note in chosen.notes:
         common.warn(note)
-    child_env = child_environment(chosen.env, scout.env)
+    # A replay's environment feeds its discovery only: what gpuscout starts (the --verify
+    # child, exec's command, found on this machine's PATH) runs with this process's own.
+    child_env = child_environment(chosen.env, os.environ if scout.replay is not None else scout.env)
     cpus = _affinity(scout, devices) if cpu_affinity else None
     if args.verify:
         from gpuscout.verify import VERIFY_FAILED, VerifyError, child_command, report, verify
 
-        command = child_command(args.include_software, common.scout_argv(args))
+        command = child_command(args.include_software, common.scout_argv(args, chosen.env))
         try:
             verdict = verify(devices, child_env, command)
         except VerifyError as exc:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from collections.abc import Mapping, Sequence
 
 import attrs
@@ -56,22 +55,22 @@ def open_error(context: Context, path: str) -> int:
     and a file whose text is ``denied`` stands for a node not permitted (EACCES; ``denied
     EPERM``: EPERM).
     """
-    where = context.path(path)
     if context.root not in ("", "/"):
-        try:
-            mode = os.stat(where).st_mode
-        except OSError as exc:
-            return exc.errno or errno.ENOENT
-        except ValueError:  # a NUL in the name
+        # Looked at through the context, which resolves the tree's links inside its root.
+        if context.is_dir(path):
+            return errno.EISDIR
+        if not context.exists(path):
             return errno.ENOENT
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        if not context.is_file(path):
             context.note(f"{path}: not a plain file in the recorded tree; not opened")
             return errno.ENOENT
-        if stat.S_ISREG(mode) and context.device_node(path) == "denied":
+        if context.device_node(path) == "denied":
             # A recorded node this process was not permitted to open: EPERM from a device
             # cgroup ("denied EPERM"), else EACCES from the permission bits.
             text = (context.read_text(path) or "").split()
             return errno.EPERM if text[1:2] == ["EPERM"] else errno.EACCES
+        return 0
+    where = context.path(path)
     try:
         fd = os.open(where, _OPEN_FLAGS)
     except OSError as exc:

@@ -6,7 +6,6 @@ recorded tree under the Scout's ``root`` reads like the live ``/sys``.
 
 from __future__ import annotations
 
-import os
 import re
 
 import attrs
@@ -149,10 +148,8 @@ def _read_device_dir(ctx: Context, directory: str) -> DrmDevice | None:
         vram_used=ctx.read_u64(f"{directory}/mem_info_vram_used"),
         gtt_total=ctx.read_u64(f"{directory}/mem_info_gtt_total"),
         gtt_used=ctx.read_u64(f"{directory}/mem_info_gtt_used"),
-        board_files=any(
-            os.path.exists(ctx.path(f"{directory}/{f}")) for f in ("mem_info_vram_vendor", "board_info")
-        ),
-        board_info=os.path.exists(ctx.path(f"{directory}/board_info")),
+        board_files=any(ctx.exists(f"{directory}/{f}") for f in ("mem_info_vram_vendor", "board_info")),
+        board_info=ctx.exists(f"{directory}/board_info"),
         product_name=_first_line(ctx.read_text(f"{directory}/product_name") or "")[:_NAME_MAX],
         source=directory,
     )

@@ -17,7 +17,7 @@ import pytest
 
 from gpuscout import DeviceInfo, Discovery
 from gpuscout.sizes import MIB
-from gpuscout.testing import RootFactory, ScoutFactory, Symlink
+from gpuscout.testing import FIFO, RootFactory, ScoutFactory, Symlink
 
 TREES = Path(__file__).parent / "trees"
 CONTAINER = "container_one_render_node"
@@ -200,10 +200,21 @@ def test_device_file_in_a_recorded_tree_is_not_opened(
     gpuscout_root: RootFactory,
     discover_at: Callable[..., Discovery],
 ) -> None:
-    """A tree's dev/kfd that links to a real device is refused unopened: no device, a note."""
-    root = gpuscout_root({"/dev/kfd": Symlink("/dev/zero")}, copy=TREES / "rx7900xtx")
+    """A tree's dev/kfd that is a FIFO is refused unopened: no device, a note."""
+    root = gpuscout_root({"/dev/kfd": FIFO}, copy=TREES / "rx7900xtx")
     result = discover_at(root)
     assert (result.devices, "not a plain file" in rocm_note(result)) == ([], True)
+
+
+def test_device_link_in_a_recorded_tree_means_the_trees_own_node(
+    gpuscout_root: RootFactory,
+    discover_at: Callable[..., Discovery],
+) -> None:
+    """A tree's dev/kfd linking to /dev/zero names the tree's own /dev/zero (absent), never the
+    host's device: no device, and the note says the node cannot be opened (ENOENT)."""
+    root = gpuscout_root({"/dev/kfd": Symlink("/dev/zero")}, copy=TREES / "rx7900xtx")
+    result = discover_at(root)
+    assert (result.devices, "ENOENT" in rocm_note(result)) == ([], True)
 
 
 @pytest.mark.parametrize(("minor", "kept"), [(128, True), (255, True), (127, False), (256, False)])
