@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import sys
 import time
@@ -34,6 +33,7 @@ from gpuscout.children import (
     kill_descendants,
     last_words,
     read_now,
+    wait_ready,
 )
 from gpuscout.context import Context
 from gpuscout.host import PluginHost, describe_exception, set_inline
@@ -378,7 +378,7 @@ def _fork_all(
                 w.kill("timeout")
         fds = [fd for w in pending for fd in w.open]
         wait = min(_POLL, max(0.0, min(w.deadline for w in pending) - now))
-        ready = select.select(fds, [], [], wait)[0] if fds else []
+        ready = wait_ready(fds, (), wait)[0] if fds else []
         if not fds:
             time.sleep(wait or _POLL / 10)
         for fd in ready:
