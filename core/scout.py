@@ -33,8 +33,9 @@ _log = get_logger(__name__)
 def _timeout(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise GpuscoutError(f"{name} must be a number of seconds, got {value!r:.60}")
-    if not math.isfinite(value) or value <= 0:
-        raise GpuscoutError(f"{name} must be finite and > 0 seconds, got {value!r}")
+    # Compared before float(): an int past a double's range (10**400) would raise OverflowError.
+    if not 0 < value < math.inf or value > sys.float_info.max:
+        raise GpuscoutError(f"{name} must be finite and > 0 seconds, got {value!r:.60}")
     return float(value)
 
 
