@@ -130,6 +130,9 @@ class Scout(ModelMethods):
                     "replay and root exclude each other: a recording brings its own files (under root/)"
                 )
             root = self.replay.root
+        elif root not in ("", "/"):
+            # Absolute once: a relative tree stays the same tree whatever the cwd becomes later.
+            root = os.path.abspath(root)
         self.root = root
         from gpuscout.budgets import from_settings
 

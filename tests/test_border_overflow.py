@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,8 @@ from gpuscout import GpuscoutError, Scout
 def test_a_timeout_past_a_floats_range_is_a_gpuscout_error(name: str) -> None:
     """Scout(enumerate_timeout=10**400) raises GpuscoutError naming the option, not OverflowError."""
     with pytest.raises(GpuscoutError, match=name):
-        Scout(plugins=[], entry_points=False, **{name: 10**400})
+        options: dict[str, Any] = {name: 10**400}
+        Scout(plugins=[], entry_points=False, **options)
 
 
 def test_a_runner_idle_exit_past_a_floats_range_is_a_gpuscout_error() -> None:
