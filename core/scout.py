@@ -155,6 +155,9 @@ class Scout(ModelMethods):
             # A recording's environment feeds discovery only; children run with this one's.
             process_env=os.environ if self.replay is not None else None,
         )
+        if self.replay is not None:
+            # Only the answers of plugins this Scout has are read (and the core's own).
+            self.replay = self.replay.with_answers([*self._host.loaded, "core"])
         #: Sentences for the user about this Scout's plugin lists (unknown names in a deny list).
         self.warnings: list[str] = list(self._host.warnings)
 

@@ -1912,9 +1912,9 @@ MUTATIONS += [
         "an integrated GPU alone is noted as left idle beside a discrete one",
     ),
     (
-        "core/context.py",
-        "                    if len(names) == MAX_DIR_ENTRIES:",
-        "                    if len(names) > MAX_DIR_ENTRIES:",
+        "core/rootfs.py",  # the listing moved there with the read sandbox (issue 32)
+        "            if len(names) == limit:",
+        "            if len(names) > limit:",
         CONTEXT,
         "a directory of one entry more than MAX_DIR_ENTRIES is listed",
     ),

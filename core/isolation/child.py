@@ -39,6 +39,7 @@ from gpuscout.context import Context
 from gpuscout.host import PluginHost, describe_exception, set_inline
 from gpuscout.isolation import END, MAX_ANSWER, MAX_LINE, encode_device, outcome
 from gpuscout.records import DeviceInfo
+from gpuscout.wire import MAX_JSON_RECORDS, too_many_objects
 
 #: How long the workers' pipes are waited on at once (deadlines are looked at in between).
 _POLL = 0.05
@@ -289,6 +290,12 @@ class _Worker:
             }
         if status != 0:
             return {**base, "status": "failed", "error": f"{exit_text(status)}{last}"}
+        if too_many_objects(self.answer):  # counted before decoding grows it: this plugin only
+            return {
+                **base,
+                "status": "failed",
+                "error": f"its answer holds more than {MAX_JSON_RECORDS} records",
+            }
         try:
             answer = json.loads(bytes(self.answer))
             if isinstance(answer, dict) and "elapsed" not in answer:
