@@ -1050,17 +1050,24 @@ MUTATIONS += [
     ),
     (
         _m,
-        '    if env.get(ROCR, ""):\n        return ""\n    return _first_numeric(env)',
-        "    return _first_numeric(env)",
+        '    if env.get(ROCR, ""):\n        return ""\n    return _hip_for_cuda(_first_numeric(env))',
+        "    return _hip_for_cuda(_first_numeric(env))",
         ROCM,
         "a set ROCR_VISIBLE_DEVICES still gets the seed's ordinal variable",
     ),
     (
         _m,
-        "    if hip_reads and hip_reads != written:",
+        "    if hip_reads and written != HIP:",
         "    if hip_reads:",
         ROCM,
         "HIP_VISIBLE_DEVICES is written twice when the seed already rewrote it",
+    ),
+    (
+        _m,
+        "    return HIP if name == CUDA else name",
+        "    return name",
+        ROCM,
+        "the child's HIP ordinal goes into CUDA_VISIBLE_DEVICES, where the CUDA runtime reads it",
     ),
     (
         _m,
