@@ -11,14 +11,16 @@ says how it ended (``crashed: SIGSEGV``, ``exited with status 3``).
 
 from __future__ import annotations
 
+import math
 import os
 import select
+import selectors
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any
 
 #: Bytes of a child's stderr kept (its last words are the last line of these).
@@ -197,6 +199,43 @@ class Bounded:
                 del self.data[:]
 
 
+def wait_ready(
+    readers: Iterable[int], writers: Iterable[int] = (), timeout: float = 0.0
+) -> tuple[list[int], list[int]]:
+    """Which of ``readers`` can be read (data, or their end) and which of ``writers`` written,
+    waiting at most ``timeout`` seconds. poll(2) where there is one, else ``selectors``: never
+    ``select()``, which refuses descriptors from 1024 on (FD_SETSIZE), so a host holding a
+    thousand files still talks to its children; poll also opens no descriptor of its own."""
+    readers, writers = set(readers), set(writers)
+    if not readers and not writers:
+        time.sleep(max(0.0, timeout))
+        return [], []
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        for fd in readers | writers:
+            poller.register(
+                fd, (select.POLLIN if fd in readers else 0) | (select.POLLOUT if fd in writers else 0)
+            )
+        events = poller.poll(max(0, math.ceil(timeout * 1000)))
+        done = select.POLLHUP | select.POLLERR | select.POLLNVAL
+        return (
+            [fd for fd, ev in events if fd in readers and ev & (select.POLLIN | done)],
+            [fd for fd, ev in events if fd in writers and ev & (select.POLLOUT | done)],
+        )
+    with selectors.DefaultSelector() as chooser:  # pragma: no cover - no poll (Windows)
+        for fd in readers | writers:
+            chooser.register(
+                fd,
+                (selectors.EVENT_READ if fd in readers else 0)
+                | (selectors.EVENT_WRITE if fd in writers else 0),
+            )
+        keys = chooser.select(max(0.0, timeout))
+        return (
+            [k.fd for k, ev in keys if ev & selectors.EVENT_READ],
+            [k.fd for k, ev in keys if ev & selectors.EVENT_WRITE],
+        )
+
+
 def read_now(fd: int) -> bytes | None:
     """What the non-blocking ``fd`` holds now (at most 64 KiB): None when nothing yet, ``b""``
     at its end (a read error counts as the end)."""
@@ -252,7 +291,7 @@ def communicate(
             for fd in list(readers):
                 drain(fd)
             break
-        ready, writable, _ = select.select(list(readers), list(writers), [], min(left, _POLL))
+        ready, writable = wait_ready(readers, writers, min(left, _POLL))
         if writable:
             try:
                 pending = pending[os.write(stdin_fd, pending) :]

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 #: The hook a discovery calls first; the host calls it itself, all plugins at once.
 _ENUMERATE = HOOKS["gpuscout_enumerate"]
 
+#: Seconds an isolated discovery's child may take to start (``gpuscout.isolation``).
+_START_ALLOWANCE = 5.0
 #: The note of an in-process plugin in an isolated discovery.
 _NOT_ISOLATED = "ran in this process: a plugin passed as an object cannot be loaded in a child"
 
@@ -130,7 +132,16 @@ def enumerate_in_children(host: PluginHost, names: list[str]) -> dict[str, list[
             host.record_failure(name, _ENUMERATE.name, outcome.error or "failed")
             continue
         try:
-            devices = checked_devices([decode_device(d, f"[{i}]") for i, d in enumerate(outcome.devices)])
+            decoded = []
+            for i, d in enumerate(outcome.devices):
+                # Decoded under the enumerate deadline (plus the child's start): a plugin
+                # answering many records costs that much time, then fails, alone.
+                if i % 1000 == 999 and time.monotonic() > start + host.enumerate_timeout + _START_ALLOWANCE:
+                    raise ValueError(
+                        f"its {len(outcome.devices)} records were not decoded within the deadline"
+                    )
+                decoded.append(decode_device(d, f"[{i}]"))
+            devices = checked_devices(decoded)
         except (RecordError, ValueError) as exc:
             host.record_failure(name, _ENUMERATE.name, str(exc))
             continue

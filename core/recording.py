@@ -31,9 +31,8 @@ from gpuscout.replay import ANSWERS, FORMAT, MANIFEST, PLUGIN_NAME, ROOT
 from gpuscout.version import VERSION
 
 #: Names of variables that are never recorded, whoever reads them: they may hold secrets.
-SECRET_NAME = re.compile(
-    r"TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE|(^|_)KEY($|_)", re.IGNORECASE
-)
+#: Anywhere in the name, in any case: ``NVIDIA_APIKEY`` and ``CUDA_ACCESSKEY`` are secrets too.
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE|KEY", re.IGNORECASE)
 #: The most bytes of all copied files together (a recording of a big box is a few MiB).
 MAX_TOTAL_BYTES = 256 << 20
 
@@ -121,6 +120,9 @@ class Recorder:
         self._where: dict[str, str] = {}
         self._nodes: dict[str, str] = {}
         self._node_errno: dict[str, int | None] = {}
+        #: The root the discovery read under (``/`` on the live machine): files are copied
+        #: from it as discovery read them, resolved inside it.
+        self.root = "/"
 
     def saw(self, path: str, how: str, where: str | None = None) -> None:
         """Note that ``path`` (absolute, resolved by name) was used as ``how``; ``where`` is
@@ -236,22 +238,25 @@ class Recorder:
     def _copy_tree(self, root: str, anon: Anonymizer | None) -> None:
         os.mkdir(root)
         with self._lock:
-            paths = sorted((p, how, self._where.get(p, p)) for p, how in self.paths.items())
+            paths = sorted(self.paths.items())
+        # Read as discovery read them: under the same root, every link resolved inside it.
+        reader = Context(env={}, platform="", root=self.root)
         total = 0
-        for logical, how, path in paths:
-            dest = os.path.join(root, logical.lstrip("/"))
+        for logical, how in paths:
+            # Names are anonymized as the files' text is (a cgroup folder named by a pod's UUID
+            # is found again through the anonymized /proc/self/cgroup).
+            dest = os.path.join(root, (anon.text(logical) if anon else logical).lstrip("/"))
+            if how == "link":
+                target = reader.read_link(logical)
+                if target is not None and not target.startswith("/"):
+                    _ensure_dir(os.path.dirname(dest))
+                    if not os.path.lexists(dest):
+                        os.symlink(anon.text(target) if anon else target, dest)
+                continue
             try:
-                info = os.lstat(path) if how == "link" else os.stat(path)
+                info = reader._stat(logical)
             except (OSError, ValueError):
                 continue  # missing then, missing in the recording
-            if how == "link":
-                if stat.S_ISLNK(info.st_mode):
-                    target = os.readlink(path)
-                    if not target.startswith("/"):
-                        _ensure_dir(os.path.dirname(dest))
-                        if not os.path.lexists(dest):
-                            os.symlink(target, dest)
-                continue
             if stat.S_ISDIR(info.st_mode):
                 _ensure_dir(dest)
             elif stat.S_ISREG(info.st_mode) and how not in ("file", "node"):
@@ -260,17 +265,17 @@ class Recorder:
                 if not os.path.lexists(dest):
                     _write_bytes(dest, b"")
             elif stat.S_ISREG(info.st_mode):
-                data = _bounded_read(path)
+                data = reader._read_bytes(logical)
                 if data is None or total + len(data) > MAX_TOTAL_BYTES:
                     continue  # over the read limit: a plugin would not have read it either
                 total += len(data)
                 _ensure_dir(os.path.dirname(dest))
                 if anon:
-                    data = anon.file(path, data)
+                    data = anon.file(logical, data)
                 _write_bytes(dest, data)
             elif stat.S_ISCHR(info.st_mode):
                 # A device node becomes a plain file: present and permitted, or "denied".
-                state = self._nodes.get(logical) or Context(env={}, platform="").device_node(path)
+                state = self._nodes.get(logical) or reader.device_node(logical)
                 if state != "missing":
                     _ensure_dir(os.path.dirname(dest))
                     denied = (
@@ -285,11 +290,6 @@ def _ensure_dir(path: str) -> None:
     if os.path.lexists(path):
         os.unlink(path)  # a name first seen as a file turned out to hold entries
     os.makedirs(path, exist_ok=True)
-
-
-def _bounded_read(path: str) -> bytes | None:
-    probe = Context(env={}, platform="", root="/")
-    return probe._read_bytes(path)
 
 
 def _write_bytes(path: str, data: bytes) -> None:
@@ -309,6 +309,7 @@ class RecordingContext(Context):
     def _seen(self, path: str, how: str) -> None:
         inside = self._inside(path) if path.startswith("/") else None
         if inside is not None and self.recorder is not None:
+            self.recorder.root = self.root
             # Names are kept relative to the root the recording is made on (``/`` when live).
             relative = os.path.relpath(inside, self.root or "/")
             self.recorder.saw("/" if relative == "." else "/" + relative, how, inside)

@@ -13,10 +13,14 @@ import os
 import re
 from typing import Any
 
+#: A UUID wherever it stands, glued to a word too (``pod<uuid>`` in a cgroup path: exactly
+#: eight hex digits before the first separator find its start), its groups joined by ``-`` or,
+#: as systemd's slice names write them, ``_``.
 _UUID = re.compile(
-    r"\b([0-9a-fA-F]{8})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-"
-    r"([0-9a-fA-F]{12})\b"
+    r"([0-9a-fA-F]{8})([-_])([0-9a-fA-F]{4})\2([0-9a-fA-F]{4})\2([0-9a-fA-F]{4})\2([0-9a-fA-F]{12})"
 )
+#: A long run of hex digits (a container's 64-digit id, a 32-digit machine id or deviceUUID).
+_HEX_RUN = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{32,64}(?![0-9a-fA-F])")
 #: Files whose whole content is an identifier (amdgpu, KFD, the kernel's host name).
 _ID_FILES = ("serial_number", "unique_id", "hostname", "product_serial", "board_serial")
 #: JSON keys whose values are identifiers.
@@ -38,15 +42,21 @@ class Anonymizer:
         return self._digest(hexdigits.lower()).hex()[: len(hexdigits)]
 
     def _uuid(self, match: re.Match[str]) -> str:
-        joined = "".join(match.groups())
+        groups = [match.group(i) for i in (1, 3, 4, 5, 6)]
+        joined = "".join(groups)
         new = self._hex(joined)
         if joined.isupper():
             new = new.upper()
         parts, at = [], 0
-        for group in match.groups():
+        for group in groups:
             parts.append(new[at : at + len(group)])
             at += len(group)
-        return "-".join(parts)
+        return match.group(2).join(parts)
+
+    def _run(self, match: re.Match[str]) -> str:
+        run = match.group(0)
+        new = self._hex(run)
+        return new.upper() if run.isupper() else new
 
     def _number(self, value: int) -> int:
         return int.from_bytes(self._digest(str(value))[:7], "big")
@@ -54,6 +64,7 @@ class Anonymizer:
     def text(self, text: str) -> str:
         """``text`` with every UUID and the host name replaced."""
         text = _UUID.sub(self._uuid, text)
+        text = _HEX_RUN.sub(self._run, text)
         if self._host:
             text = text.replace(self._host, "host-0")
         return text

@@ -19,7 +19,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -35,6 +35,10 @@ ANSWERS = "answers"
 #: The largest manifest and the largest answer file read.
 MAX_MANIFEST_BYTES = 1 << 20
 MAX_ANSWER_BYTES = 16 << 20
+#: The most bytes of all answer files read together (each file counted once, however many
+#: names link to it), and the most JSON objects one of them may hold (counted before decoding).
+MAX_ANSWERS_TOTAL = 64 << 20
+MAX_RECORDS = 100_000
 #: The most entries the tree under root/ may hold (a sysfs recording has a few thousand).
 MAX_TREE_ENTRIES = 200_000
 #: Plugin names an answer file may carry (the host compares names in lower case).
@@ -61,6 +65,38 @@ class Recording:
     env: Mapping[str, str]
     answers: Mapping[str, Mapping[str, Any]]
     manifest: Mapping[str, Any]
+    #: Each answer file by plugin name, checked (name, kind, size) but not yet read.
+    answer_files: Mapping[str, str] = attrs.field(factory=dict)
+
+    def with_answers(self, plugins: Iterable[str]) -> Recording:
+        """This recording with the answer files of ``plugins`` (names, any case) read and
+        checked, and only theirs: a file for a plugin that does not exist is never read. A
+        file linked under several names is read once; RecordingError for a bad one."""
+        wanted = {p.strip().lower() for p in plugins}
+        answers = dict(self.answers)
+        by_inode: dict[tuple[int, int], dict[str, Any]] = {}
+        total = 0
+        for plugin in sorted(wanted & self.answer_files.keys()):
+            if plugin in answers:
+                continue
+            where = self.answer_files[plugin]
+            try:
+                info = os.stat(where)
+            except OSError as exc:
+                raise RecordingError(f"{where}: cannot be read: {exc.strerror}") from None
+            key = (info.st_dev, info.st_ino)
+            if key not in by_inode:
+                total += info.st_size
+                if total > MAX_ANSWERS_TOTAL:
+                    raise RecordingError(
+                        f"{where}: the answer files hold more than {MAX_ANSWERS_TOTAL} bytes"
+                    )
+                data = _json(where, MAX_ANSWER_BYTES, f"plugin {plugin}'s driver answers", MAX_RECORDS)
+                if not isinstance(data, dict):
+                    raise RecordingError(f"{where}: expected a JSON object, got {type(data).__name__}")
+                by_inode[key] = data
+            answers[plugin] = by_inode[key]
+        return attrs.evolve(self, answers=answers)
 
     @property
     def root(self) -> str:
@@ -124,8 +160,13 @@ def _float(text: str) -> float:
     return value
 
 
-def _json(path: str, limit: int, what: str) -> Any:
+def _json(path: str, limit: int, what: str, records: int | None = None) -> Any:
     data = _read_file(path, limit, what)
+    if records is not None:
+        from gpuscout.wire import too_many_objects
+
+        if too_many_objects(data, records):
+            raise RecordingError(f"{path}: more than {records} JSON objects ({what})")
     try:
         return json.loads(
             data.decode("utf-8"), parse_constant=_reject_constant, parse_int=_int, parse_float=_float
@@ -174,7 +215,10 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
-def _answers(path: str) -> dict[str, dict[str, Any]]:
+def _answers(path: str) -> dict[str, str]:
+    """Each answer file by plugin name: named ``<plugin>.json``, a regular file of at most
+    MAX_ANSWER_BYTES (by its size: a sparse 2 GiB file is refused unread). Read later, and
+    only for the plugins a Scout has (``Recording.with_answers``)."""
     folder = os.path.join(path, ANSWERS)
     try:
         mode = os.lstat(folder).st_mode
@@ -184,16 +228,22 @@ def _answers(path: str) -> dict[str, dict[str, Any]]:
         raise RecordingError(f"{folder}: cannot be read: {exc.strerror}") from None
     if not stat.S_ISDIR(mode):
         raise RecordingError(f"{folder}: not a directory")
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, str] = {}
     for name in sorted(os.listdir(folder))[:10_000]:
         where = os.path.join(folder, name)
         plugin, dot, ext = name.rpartition(".")
         if not dot or ext != "json" or PLUGIN_NAME.fullmatch(plugin) is None:
             raise RecordingError(f"{where}: not <plugin>.json (a lower-case plugin name)")
-        data = _json(where, MAX_ANSWER_BYTES, f"plugin {plugin}'s driver answers")
-        if not isinstance(data, dict):
-            raise RecordingError(f"{where}: expected a JSON object, got {type(data).__name__}")
-        found[plugin] = data
+        try:
+            info = os.lstat(where)
+        except OSError as exc:
+            raise RecordingError(f"{where}: cannot be read: {exc.strerror}") from None
+        what = f"plugin {plugin}'s driver answers"
+        if not stat.S_ISREG(info.st_mode):
+            raise RecordingError(f"{where}: not a regular file ({what})")
+        if info.st_size > MAX_ANSWER_BYTES:
+            raise RecordingError(f"{where}: larger than {MAX_ANSWER_BYTES} bytes ({what})")
+        found[plugin] = where
     return found
 
 
@@ -275,8 +325,9 @@ def load(path: str | os.PathLike[str]) -> Recording:
         path=where,
         platform=manifest["platform"],
         env=dict(manifest.get("env", {})),
-        answers=answers,
+        answers={},
         manifest=manifest,
+        answer_files=answers,
     )
 
 

@@ -24,13 +24,13 @@ The live root (``/`` or ``""``) is the machine itself: paths are used as they ar
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import stat
 import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 #: The most links one path may go through (Linux's MAXSYMLINKS).
 MAX_LINKS = 40
@@ -52,12 +52,23 @@ _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_IN_ROOT = 0x10
 
 
-class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
-
-
 _lock = threading.Lock()
-_syscall: object = None  # None: not yet asked; False: not available; else libc's syscall
+_syscall: Any = None  # None: not yet asked; False: not available; else libc's syscall
+_how: Any = None  # struct open_how, made with ctypes when first needed (imported lazily)
+
+
+def _open_how(flags: int) -> Any:
+    """A ``struct open_how {u64 flags, mode, resolve}`` asking for in-root resolution."""
+    global _how
+    import ctypes
+
+    if _how is None:
+
+        class OpenHow(ctypes.Structure):
+            _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+        _how = OpenHow
+    return _how(flags | _CLOEXEC, 0, _RESOLVE_IN_ROOT | _RESOLVE_NO_MAGICLINKS)
 
 
 def _openat2_function() -> object:
@@ -67,13 +78,15 @@ def _openat2_function() -> object:
         if _syscall is not None:
             return _syscall
         _syscall = False
-        if not sys.platform.startswith("linux") or os.environ.get("GPUSCOUT_NO_OPENAT2"):
+        if not sys.platform.startswith("linux"):
             return _syscall
         try:
+            import ctypes
+
             libc = ctypes.CDLL(None, use_errno=True)
             function = libc.syscall
             function.restype = ctypes.c_long
-            how = _OpenHow(os.O_RDONLY | _DIRECTORY | _CLOEXEC, 0, _RESOLVE_IN_ROOT | _RESOLVE_NO_MAGICLINKS)
+            how = _open_how(os.O_RDONLY | _DIRECTORY)
             fd = function(
                 ctypes.c_long(_SYS_OPENAT2),
                 ctypes.c_int(-100),  # AT_FDCWD
@@ -91,9 +104,11 @@ def _openat2_function() -> object:
 
 def _openat2(dirfd: int, path: str, flags: int) -> int:
     """``openat2(dirfd, path, flags, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)``; OSError."""
+    import ctypes
+
     function = _openat2_function()
     assert callable(function)
-    how = _OpenHow(flags | _CLOEXEC, 0, _RESOLVE_IN_ROOT | _RESOLVE_NO_MAGICLINKS)
+    how = _open_how(flags)
     encoded = os.fsencode(path or ".")
     for _ in range(8):  # EAGAIN: a rename or mount raced the lookup; the kernel asks to retry
         fd = function(
@@ -145,7 +160,7 @@ def _walk(root_fd: int, parts: Sequence[str], follow_last: bool) -> tuple[int, s
     directory itself; the caller closes the descriptor. With ``follow_last`` the name is not
     a link (when looked at); without, a last component that is a link is returned as such.
     OSError for a missing component, a non-directory on the way or too many links."""
-    pending = [p for p in reversed(parts) if p not in ("", ".")]  # the next component last
+    pending = list(reversed(_components("/".join(parts))))  # the next component last
     names: list[str] = []  # the real directories from the root to ``current``
     current = os.dup(root_fd)
     links = 0

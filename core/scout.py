@@ -34,8 +34,9 @@ _log = get_logger(__name__)
 def _timeout(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise GpuscoutError(f"{name} must be a number of seconds, got {value!r:.60}")
-    if not math.isfinite(value) or value <= 0:
-        raise GpuscoutError(f"{name} must be finite and > 0 seconds, got {value!r}")
+    # Compared before float(): an int past a double's range (10**400) would raise OverflowError.
+    if not 0 < value < math.inf or value > sys.float_info.max:
+        raise GpuscoutError(f"{name} must be finite and > 0 seconds, got {value!r:.60}")
     return float(value)
 
 
@@ -130,6 +131,9 @@ class Scout(ModelMethods):
                     "replay and root exclude each other: a recording brings its own files (under root/)"
                 )
             root = self.replay.root
+        elif root not in ("", "/"):
+            # Absolute once: a relative tree stays the same tree whatever the cwd becomes later.
+            root = os.path.abspath(root)
         self.root = root
         from gpuscout.budgets import from_settings
 
@@ -152,6 +156,9 @@ class Scout(ModelMethods):
             # A recording's environment feeds discovery only; children run with this one's.
             process_env=os.environ if self.replay is not None else None,
         )
+        if self.replay is not None:
+            # Only the answers of plugins this Scout has are read (and the core's own).
+            self.replay = self.replay.with_answers([*self._host.loaded, "core"])
         #: Sentences for the user about this Scout's plugin lists (unknown names in a deny list).
         self.warnings: list[str] = list(self._host.warnings)
 

@@ -21,6 +21,7 @@ import itertools
 import json
 import math
 import operator
+import time
 from collections.abc import Mapping
 from functools import cache
 from typing import Any, TypeVar, get_args, get_origin, overload
@@ -216,6 +217,10 @@ def converter() -> cattrs.Converter:
 MAX_JSON_SIZE = 64 << 20
 #: Deepest nesting of arrays and objects ``from_json`` reads (wire records need 4).
 MAX_JSON_DEPTH = 64
+#: Most JSON objects one answer may hold (``from_json``, a runner's reply, an isolated worker's
+#: answer, a recording's answer file): no machine has that many devices, and decoding a
+#: million records takes seconds and hundreds of MB whatever the bytes were.
+MAX_JSON_RECORDS = 100_000
 # For the depth scan: every byte but brackets and quotes goes; openers become 1, closers -1
 # (as signed bytes).
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
@@ -227,19 +232,21 @@ _ROUNDS = 4
 
 
 @overload
-def from_json(text: str | bytes, cls: type[T]) -> T: ...
+def from_json(text: str | bytes, cls: type[T], *, deadline: float | None = None) -> T: ...
 
 
 @overload
-def from_json(text: str | bytes, cls: Any) -> Any: ...
+def from_json(text: str | bytes, cls: Any, *, deadline: float | None = None) -> Any: ...
 
 
-def from_json(text: str | bytes, cls: type[T] | Any) -> T | Any:
+def from_json(text: str | bytes, cls: type[T] | Any, *, deadline: float | None = None) -> T | Any:
     """Parse ``text`` (str, or UTF-8 bytes) into ``cls`` (a record type or ``list[Record]``).
 
     Raises GpuscoutError, and nothing else, for any bad input: naming the path of the first
     problem (``[2].total_memory: expected int, got 'abc'``), or saying that the text is not
-    UTF-8, not JSON, larger than ``MAX_JSON_SIZE`` or nested deeper than ``MAX_JSON_DEPTH``.
+    UTF-8, not JSON, larger than ``MAX_JSON_SIZE``, nested deeper than ``MAX_JSON_DEPTH`` or
+    holding more than ``MAX_JSON_RECORDS`` objects (counted before parsing). With
+    ``deadline`` (a ``time.monotonic()`` value), TimeoutError once decoding passes it.
     """
     _check_wire_type(cls)
     if isinstance(text, (bytes, bytearray)):
@@ -255,11 +262,13 @@ def from_json(text: str | bytes, cls: type[T] | Any) -> T | Any:
         raise _too_large(len(text), "characters")
     if _too_deep(text):
         raise GpuscoutError(f"not readable JSON: arrays and objects nested more than {MAX_JSON_DEPTH} deep")
+    if too_many_objects(text):
+        raise GpuscoutError(f"not readable JSON: more than {MAX_JSON_RECORDS} objects (records)")
     try:
         data = json.loads(text, parse_constant=_NonFinite)
     except (ValueError, TypeError, RecursionError) as exc:
         raise GpuscoutError(f"not valid JSON: {exc}") from None
-    result: T = structure(data, cls)
+    result: T = structure(data, cls, deadline=deadline)
     return result
 
 
@@ -278,16 +287,7 @@ def _too_deep(text: str) -> bool:
     """
     if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
         return False  # too few brackets to nest too deep
-    # UTF-8 never puts an ASCII byte inside a multi-byte character, so bytes scan exactly.
-    data = text.encode("utf-8", "surrogatepass")
-    # Escaped backslashes pair up from the left, so dropping each backslash pair and then each
-    # backslash-quote leaves only the quotes that open and close strings.
-    data = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
-    # An adjacent quote pair is an empty string or two strings with nothing between them.
-    data = data.replace(b'""', b"")
-    if b'"' in data:
-        data = b"".join(data.split(b'"')[::2])  # what lies outside the strings
-    steps = data.translate(_SIGNED_STEP)
+    steps = _structure(text).translate(_SIGNED_STEP)
     depth = 0
     for start in range(0, len(steps), _SCAN_CHUNK):
         chunk = steps[start : start + _SCAN_CHUNK]
@@ -298,6 +298,31 @@ def _too_deep(text: str) -> bool:
             return True
         depth += 2 * opens - len(chunk)
     return False
+
+
+def _structure(text: str | bytes | bytearray) -> bytes:
+    """The brackets of ``text`` that lie outside its string literals, in order (C-speed
+    passes; text that is not JSON may be judged either way, json.loads refuses it next)."""
+    # UTF-8 never puts an ASCII byte inside a multi-byte character, so bytes scan exactly.
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    # Escaped backslashes pair up from the left, so dropping each backslash pair and then each
+    # backslash-quote leaves only the quotes that open and close strings.
+    data = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+    # An adjacent quote pair is an empty string or two strings with nothing between them.
+    data = data.replace(b'""', b"")
+    if b'"' in data:
+        data = b"".join(data.split(b'"')[::2])  # what lies outside the strings
+    return data
+
+
+def too_many_objects(text: str | bytes | bytearray, limit: int = MAX_JSON_RECORDS) -> bool:
+    """Whether JSON ``text`` holds more than ``limit`` objects (``{`` outside its strings),
+    found before parsing, so that a small text of a million ``{}`` is refused before decoding
+    grows it (a million records cost seconds and hundreds of MB to build)."""
+    opening = b"{" if isinstance(text, (bytes, bytearray)) else "{"
+    if text.count(opening) <= limit:  # type: ignore[arg-type]
+        return False  # fewer braces in all, strings included
+    return _structure(text).count(b"{") > limit
 
 
 def _climb(steps: bytes, room: int) -> int:
@@ -348,15 +373,20 @@ def _check_wire_type(cls: Any) -> None:
     )
 
 
-def structure(data: Any, cls: type[T] | Any) -> T:
-    """Plain values (as parsed from JSON) into ``cls``; see ``from_json``."""
+def structure(data: Any, cls: type[T] | Any, *, deadline: float | None = None) -> T:
+    """Plain values (as parsed from JSON) into ``cls``; see ``from_json`` (TimeoutError once
+    ``deadline`` has passed, looked at every thousand records)."""
     _check_wire_type(cls)
     conv = converter()
     if get_origin(cls) is list:
         (item,) = get_args(cls)
         if not isinstance(data, list):
             raise GpuscoutError(f"$: expected list, got {_type_name(data)}")
-        out = [_structure_one(conv, v, item, f"[{i}]") for i, v in enumerate(data)]
+        out = []
+        for i, v in enumerate(data):
+            if deadline is not None and i % 1000 == 999 and time.monotonic() >= deadline:
+                raise TimeoutError(f"decoding {len(data)} records passed the deadline")
+            out.append(_structure_one(conv, v, item, f"[{i}]"))
         return GPULayersList(out) if item is GPULayers else out  # type: ignore[return-value]
     result: T = _structure_one(conv, data, cls, "")
     return result

@@ -1050,17 +1050,24 @@ MUTATIONS += [
     ),
     (
         _m,
-        '    if env.get(ROCR, ""):\n        return ""\n    return _first_numeric(env)',
-        "    return _first_numeric(env)",
+        '    if env.get(ROCR, ""):\n        return ""\n    return _hip_for_cuda(_first_numeric(env))',
+        "    return _hip_for_cuda(_first_numeric(env))",
         ROCM,
         "a set ROCR_VISIBLE_DEVICES still gets the seed's ordinal variable",
     ),
     (
         _m,
-        "    if hip_reads and hip_reads != written:",
+        "    if hip_reads and written != HIP:",
         "    if hip_reads:",
         ROCM,
         "HIP_VISIBLE_DEVICES is written twice when the seed already rewrote it",
+    ),
+    (
+        _m,
+        "    return HIP if name == CUDA else name",
+        "    return name",
+        ROCM,
+        "the child's HIP ordinal goes into CUDA_VISIBLE_DEVICES, where the CUDA runtime reads it",
     ),
     (
         _m,
@@ -1912,9 +1919,9 @@ MUTATIONS += [
         "an integrated GPU alone is noted as left idle beside a discrete one",
     ),
     (
-        "core/context.py",
-        "                    if len(names) == MAX_DIR_ENTRIES:",
-        "                    if len(names) > MAX_DIR_ENTRIES:",
+        "core/rootfs.py",  # the listing moved there with the read sandbox (issue 32)
+        "            if len(names) == limit:",
+        "            if len(names) > limit:",
         CONTEXT,
         "a directory of one entry more than MAX_DIR_ENTRIES is listed",
     ),

@@ -250,7 +250,7 @@ def _opened(root: Path, parts: list[str]) -> tuple[int, int] | None:
         os.close(fd)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     entries=st.lists(ENTRY, max_size=14),
     queries=st.lists(st.lists(st.sampled_from([*NAMES, "..", "."]), min_size=1, max_size=6), max_size=8),

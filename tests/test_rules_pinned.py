@@ -48,15 +48,18 @@ ALL_THREE = {"HIP_VISIBLE_DEVICES": "1", "GPU_DEVICE_ORDINAL": "2", "CUDA_VISIBL
     [
         ((), "HIP_VISIBLE_DEVICES", {"GPU_DEVICE_ORDINAL": "0"}),
         (("HIP_VISIBLE_DEVICES",), "GPU_DEVICE_ORDINAL", {"HIP_VISIBLE_DEVICES": "0"}),
-        (("HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"), "CUDA_VISIBLE_DEVICES", {}),
+        # The seed's CUDA_VISIBLE_DEVICES becomes HIP_VISIBLE_DEVICES (issue 32): HIP reads it
+        # first, and the CUDA runtime would take the AMD ordinal for an NVIDIA GPU.
+        (("HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"), "HIP_VISIBLE_DEVICES", {}),
     ],
 )
 def test_linux_ordinal_goes_to_the_first_numeric_variable_in_seed_order(
     unset: tuple[str, ...], chosen: str, also: dict[str, str]
 ) -> None:
-    """On Linux the child's ordinal goes to HIP_, else GPU_DEVICE_ORDINAL, else CUDA_; the
-    other inherited lists that would index into the child's ROCr list get it as well (``also``:
-    a set GPU_DEVICE_ORDINAL, and HIP_VISIBLE_DEVICES when HIP would read CUDA's list)."""
+    """On Linux the child's ordinal goes to HIP_, else GPU_DEVICE_ORDINAL, else (where the seed
+    writes CUDA_) HIP_ too; the other inherited lists that would index into the child's ROCr
+    list get it as well (``also``: a set GPU_DEVICE_ORDINAL, and HIP_VISIBLE_DEVICES when HIP
+    would read CUDA's list)."""
     env = {k: v for k, v in ALL_THREE.items() if k not in unset}
     assert rocm_env(env) == {"ROCR_VISIBLE_DEVICES": ROCM.filter_id, chosen: "0", **also}
 
@@ -66,13 +69,14 @@ def test_linux_ordinal_goes_to_the_first_numeric_variable_in_seed_order(
     [
         ((), "HIP_VISIBLE_DEVICES"),
         (("HIP_VISIBLE_DEVICES",), "GPU_DEVICE_ORDINAL"),
-        (("HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"), "CUDA_VISIBLE_DEVICES"),
+        (("HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"), "HIP_VISIBLE_DEVICES"),
     ],
 )
 def test_windows_selects_through_the_first_numeric_variable_in_seed_order(
     unset: tuple[str, ...], chosen: str
 ) -> None:
-    """Off Linux the device goes to HIP_, else GPU_DEVICE_ORDINAL, else CUDA_ (first numeric)."""
+    """Off Linux the device goes to HIP_, else GPU_DEVICE_ORDINAL (first numeric), and where the
+    seed would write CUDA_ to HIP_, which HIP reads first."""
     env = {k: v for k, v in ALL_THREE.items() if k not in unset}
     assert rocm_env(env, platform="win32") == {chosen: ROCM.filter_id}
 
@@ -93,21 +97,21 @@ def test_a_non_numeric_earlier_variable_passes_the_ordinal_on() -> None:
 
 @pytest.mark.parametrize("value", ["0,,1", " 0 , 1 ", "1,", ",2"])
 def test_blank_entries_do_not_stop_a_list_being_numeric(value: str) -> None:
-    """Empty and space-padded entries are skipped: "0,,1" and " 0 , 1 " are numeric lists."""
+    """Empty and space-padded entries are skipped: "0,,1" and " 0 , 1 " are numeric lists (the
+    child's ordinal then goes to HIP_VISIBLE_DEVICES, which HIP reads before CUDA's)."""
     assert rocm_env({"CUDA_VISIBLE_DEVICES": value}) == {
         "ROCR_VISIBLE_DEVICES": ROCM.filter_id,
-        "CUDA_VISIBLE_DEVICES": "0",
+        "HIP_VISIBLE_DEVICES": "0",
     }
 
 
-@pytest.mark.parametrize(
-    ("value", "also"), [(",", {"HIP_VISIBLE_DEVICES": "0"}), (" , ", {"HIP_VISIBLE_DEVICES": "0"}), ("", {})]
-)
-def test_a_list_of_only_blanks_is_not_numeric(value: str, also: dict[str, str]) -> None:
-    """A list needs one entry: only blanks leave the seed's ordinal to the next variable (a
-    non-empty HIP list, which HIP would apply instead of CUDA's, is rewritten too)."""
+@pytest.mark.parametrize("value", [",", " , ", ""])
+def test_a_list_of_only_blanks_is_not_numeric(value: str) -> None:
+    """A list needs one entry: only blanks leave the seed's ordinal to the next variable,
+    CUDA_VISIBLE_DEVICES's, which goes to HIP_VISIBLE_DEVICES (HIP reads it first) and leaves
+    CUDA's own list alone."""
     env = {"HIP_VISIBLE_DEVICES": value, "CUDA_VISIBLE_DEVICES": "0"}
-    assert rocm_env(env) == {"ROCR_VISIBLE_DEVICES": ROCM.filter_id, "CUDA_VISIBLE_DEVICES": "0", **also}
+    assert rocm_env(env) == {"ROCR_VISIBLE_DEVICES": ROCM.filter_id, "HIP_VISIBLE_DEVICES": "0"}
 
 
 # -- GPULayersList at a sum of exactly one ---------------------------------------------------------

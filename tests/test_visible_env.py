@@ -84,14 +84,16 @@ CASES = [
         [rocm("GPU-r", "GPU-r")],
         {"HIP_VISIBLE_DEVICES": "-1", "CUDA_VISIBLE_DEVICES": " 3 , "},
         "linux",
-        {"ROCR_VISIBLE_DEVICES": "GPU-r", "CUDA_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "0"},
+        {"ROCR_VISIBLE_DEVICES": "GPU-r", "HIP_VISIBLE_DEVICES": "0"},
     ),
     (
+        # The seed writes the HIP ordinal into CUDA_VISIBLE_DEVICES, where the CUDA runtime
+        # reads it too; HIP reads HIP_VISIBLE_DEVICES first (issue 32).
         "Linux: mixed box with numeric CUDA list",
         [cuda("GPU-a"), rocm("GPU-r", "GPU-r")],
         {"CUDA_VISIBLE_DEVICES": "0"},
         "linux",
-        {"ROCR_VISIBLE_DEVICES": "GPU-r", "CUDA_VISIBLE_DEVICES": "0"},
+        {"ROCR_VISIBLE_DEVICES": "GPU-r", "HIP_VISIBLE_DEVICES": "0"},
     ),
     (
         "Linux: ordinals skip non-ROCm devices",
@@ -115,11 +117,11 @@ CASES = [
         {"GPU_DEVICE_ORDINAL": "1"},
     ),
     (
-        "Windows: numeric CUDA list is shared with CUDA devices",
+        "Windows: a numeric CUDA list sends the ROCm device to HIP_VISIBLE_DEVICES",
         [rocm("1"), cuda("GPU-a", "GPU-a")],
         {"CUDA_VISIBLE_DEVICES": "0"},
         "win32",
-        {"CUDA_VISIBLE_DEVICES": "1"},
+        {"HIP_VISIBLE_DEVICES": "1"},
     ),
     (
         "Windows: one CUDA and one ROCm device share the variable in order",

@@ -93,11 +93,11 @@ def _load(args: argparse.Namespace, scout_factory: ScoutFactory, parent: int) ->
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     """Serve until SIGTERM, the parent's death or idleness; each request is one discovery by
     the same Scout."""
-    from gpuscout.runner.server import TOKEN_ENV, serve
+    from gpuscout.runner.server import TOKEN_ENV, check_token, serve
 
     parent = os.getppid()
     # The token is for the reply header alone: the Scout (os.environ) and its plugins never see it.
-    token = os.environ.pop(TOKEN_ENV, None) or None
+    token = check_token(os.environ.pop(TOKEN_ENV, None))  # before anything is served
     scout = _load(args, scout_factory, parent)
     isolated = bool(getattr(args, "isolated", False))
     return serve(

@@ -147,7 +147,7 @@ def inventory(
     if (
         isinstance(timeout, bool)
         or not isinstance(timeout, (int, float))
-        or not (math.isfinite(timeout) and timeout > 0)
+        or not 0 < timeout < math.inf  # compared, not converted: 10**400 overflows a float
     ):
         raise GpuscoutError(f"timeout must be a finite number of seconds > 0, got {timeout!r:.60}")
     options = {

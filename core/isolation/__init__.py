@@ -165,6 +165,13 @@ class Answer:
             del self._line[:]
 
     def _take(self, line: bytes) -> None:
+        from gpuscout.wire import MAX_JSON_RECORDS, too_many_objects
+
+        # The zygote fails a worker whose answer holds more records; a line with more was not
+        # written by it (a hostile import writing on its descriptor): refused before decoding.
+        if too_many_objects(line, MAX_JSON_RECORDS + 64):
+            self.broken = f"a line of more than {MAX_JSON_RECORDS} records"
+            return
         try:
             data = json.loads(line)
             if data == END:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import sys
 import time
@@ -34,11 +33,13 @@ from gpuscout.children import (
     kill_descendants,
     last_words,
     read_now,
+    wait_ready,
 )
 from gpuscout.context import Context
 from gpuscout.host import PluginHost, describe_exception, set_inline
 from gpuscout.isolation import END, MAX_ANSWER, MAX_LINE, encode_device, outcome
 from gpuscout.records import DeviceInfo
+from gpuscout.wire import MAX_JSON_RECORDS, too_many_objects
 
 #: How long the workers' pipes are waited on at once (deadlines are looked at in between).
 _POLL = 0.05
@@ -289,6 +290,12 @@ class _Worker:
             }
         if status != 0:
             return {**base, "status": "failed", "error": f"{exit_text(status)}{last}"}
+        if too_many_objects(self.answer):  # counted before decoding grows it: this plugin only
+            return {
+                **base,
+                "status": "failed",
+                "error": f"its answer holds more than {MAX_JSON_RECORDS} records",
+            }
         try:
             answer = json.loads(bytes(self.answer))
             if isinstance(answer, dict) and "elapsed" not in answer:
@@ -378,7 +385,7 @@ def _fork_all(
                 w.kill("timeout")
         fds = [fd for w in pending for fd in w.open]
         wait = min(_POLL, max(0.0, min(w.deadline for w in pending) - now))
-        ready = select.select(fds, [], [], wait)[0] if fds else []
+        ready = wait_ready(fds, (), wait)[0] if fds else []
         if not fds:
             time.sleep(wait or _POLL / 10)
         for fd in ready:

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 
 from gpuscout import children
-from gpuscout.children import STDERR_TAIL, boot_code, child_argv, exit_text, kill_group, last_line
+from gpuscout.children import STDERR_TAIL, boot_code, child_argv, exit_text, kill_group, last_line, wait_ready
 from gpuscout.isolation import START_ALLOWANCE
 
 _BOOT = boot_code("gpuscout.isolation.child", "probe_main")
@@ -34,12 +33,19 @@ _POLL = 0.05
 def probe_imports(names: Sequence[str], env: Mapping[str, str], timeout: float) -> dict[str, tuple[str, str]]:
     """Import ``names`` (built-ins and entry points, loadable by name) in child processes; for
     each plugin whose import killed its child or ran past ``timeout`` seconds, ``name ->
-    (status, reason)`` with status ``failed`` or ``timeout``. Plugins not named here came
-    through (or failed in a way the host reports itself)."""
+    (status, reason)`` with status ``failed`` or ``timeout``. A probe that cannot run at all
+    (its child does not start, answers garbage or ends early) fails every plugin it had not
+    yet probed: none of them is imported unprobed. Plugins not named here came through (or
+    failed in a way the host reports itself)."""
     bad: dict[str, tuple[str, str]] = {}
     remaining = list(names)
     while remaining:
-        done, culprit = _probe_once(remaining, env, timeout)
+        done, culprit, broken = _probe_once(remaining, env, timeout)
+        if broken:
+            for name in remaining:
+                if name not in done:
+                    bad[name] = ("failed", f"import not probed: {broken} (the plugin was not imported here)")
+            break
         if culprit is None:
             break
         name, status, reason = culprit
@@ -50,19 +56,20 @@ def probe_imports(names: Sequence[str], env: Mapping[str, str], timeout: float) 
 
 def _probe_once(
     names: list[str], env: Mapping[str, str], timeout: float
-) -> tuple[set[str], tuple[str, str, str] | None]:
-    """One child over ``names``: the plugins it got through, and the culprit that stopped it
-    (None when it finished). A child that cannot even start blames nobody."""
+) -> tuple[set[str], tuple[str, str, str] | None, str]:
+    """One child over ``names``: the plugins it got through, the culprit that stopped it (None
+    when it finished), and why the probe itself could not run ('' when it could)."""
     try:
         child = children.start(
             child_argv(_BOOT), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
-    except (OSError, ValueError):
-        return set(names), None
+    except (OSError, ValueError) as exc:
+        return set(), None, f"the import probe's child could not be started: {exc}"
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
     done: set[str] = set()
     current: str | None = None
     err = b""
+    status: int | None = None
     try:
         child.stdin.write(json.dumps({"plugins": names, "env": dict(env), "parent": os.getpid()}).encode())
         child.stdin.close()
@@ -74,16 +81,19 @@ def _probe_once(
         while open_fds:
             left = deadline - time.monotonic()
             if left <= 0:
-                if current is None:
-                    return set(names), None  # the child itself is stuck: blame no plugin
-                return done, (
-                    current,
-                    "timeout",
-                    f"import did not finish within {timeout:g} s (in a child, "
-                    f"which was killed; the plugin was not imported here)",
+                if current is None:  # the child itself is stuck: no plugin to blame, none passes
+                    return done, None, f"the import probe's child did not answer within {timeout:g} s"
+                return (
+                    done,
+                    (
+                        current,
+                        "timeout",
+                        f"import did not finish within {timeout:g} s (in a child, "
+                        f"which was killed; the plugin was not imported here)",
+                    ),
+                    "",
                 )
-            ready = select.select(list(open_fds), [], [], min(left, _POLL))[0]
-            for fd in ready:
+            for fd in wait_ready(open_fds, (), min(left, _POLL))[0]:
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     open_fds.discard(fd)
@@ -96,27 +106,36 @@ def _probe_once(
                         raise ValueError("the probe child's line is too long")
                     for line in lines:
                         event = json.loads(line)
+                        if not isinstance(event, dict):
+                            raise ValueError(f"the probe child wrote {line[:80]!r}, not an event")
                         if "start" in event:
                             current = str(event["start"])
                             deadline = time.monotonic() + timeout
                         elif "done" in event:
                             done.add(str(event["done"]))
                             current = None
-        status: int | None = child.wait(REAP_WAIT)
-    except (OSError, ValueError, subprocess.TimeoutExpired):
+        status = child.wait(REAP_WAIT)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
         status = child.poll()
-        if status is None:
-            return set(names), None
+        if status is None or current is None:
+            words = last_line(err)
+            return done, None, f"the import probe failed: {exc}{'; last stderr: ' + words if words else ''}"
     finally:
         kill_group(child)
     if current is None:
-        return done, None
+        if set(names) - done:
+            return done, None, f"the import probe's child {exit_text(status or 0)} before it probed them"
+        return done, None, ""
     words = last_line(err)
-    return done, (
-        current,
-        "failed",
-        f"import {exit_text(status or 0)} in a child (the plugin was "
-        f"not imported here){'; last stderr: ' + words if words else ''}",
+    return (
+        done,
+        (
+            current,
+            "failed",
+            f"import {exit_text(status or 0)} in a child (the plugin was "
+            f"not imported here){'; last stderr: ' + words if words else ''}",
+        ),
+        "",
     )
 
 

@@ -148,7 +148,10 @@ def poll_runner(
         if status != 200:
             raise RunnerError(f"runner error (status {status}): {body[:200].decode(errors='replace')}")
         try:
-            devices: list[DeviceInfo] = from_json(body, list[DeviceInfo])
+            # Bounded in records as well as bytes, and decoded under the exchange's deadline.
+            devices: list[DeviceInfo] = from_json(body, list[DeviceInfo], deadline=deadline)
+        except TimeoutError:
+            raise timed_out(timeout, "the reply was still being decoded") from None
         except (GpuscoutError, RecursionError) as exc:  # json.loads recurses on deep nesting
             # The seed keeps polling on an unparsable reply; so do we, until the deadline.
             last_problem = f"unparsable reply: {str(exc)[:200]}"

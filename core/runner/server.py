@@ -364,9 +364,32 @@ def _busy_reply(token: str | None, max_connections: int) -> bytes:
 
 
 def _seconds(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+    # Compared before float(): an int past a double's range (10**400) would raise OverflowError.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value < math.inf
+        or value > sys.float_info.max
+    ):
         raise GpuscoutError(f"{name} must be a finite number of seconds > 0, got {value!r:.80}")
     return float(value)
+
+
+#: What a token may hold: visible ASCII, so that it is one header value (no CR LF, no space).
+TOKEN_TEXT = re.compile(r"[!-~]{1,256}")
+
+
+def check_token(token: object) -> str | None:
+    """``token`` when it can go into a reply header as it is (1 to 256 visible ASCII
+    characters), None for no token; GpuscoutError for anything else (a CR LF would let it
+    write headers of its own)."""
+    if token is None or token == "":
+        return None
+    if not isinstance(token, str) or TOKEN_TEXT.fullmatch(token) is None:
+        raise GpuscoutError(
+            f"the runner token ({TOKEN_ENV}) must be 1 to 256 visible ASCII characters, got {token!r:.80}"
+        )
+    return token
 
 
 def serve(
@@ -393,6 +416,7 @@ def serve(
     Raises GpuscoutError for a port outside 0-65535 or one that cannot be bound."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise GpuscoutError(f"port {port} is out of range 0-65535")
+    token = check_token(token)
     idle_exit = _seconds(idle_exit, "idle_exit")
     read_timeout = _seconds(read_timeout, "read_timeout")
     if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
@@ -468,6 +492,8 @@ __all__ = [
     "READ_TIMEOUT",
     "TOKEN_ENV",
     "TOKEN_HEADER",
+    "TOKEN_TEXT",
+    "check_token",
     "die_with_parent",
     "serve",
 ]

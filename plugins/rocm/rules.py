@@ -39,11 +39,21 @@ def linux_ordinal_variable(env: Mapping[str, str]) -> str:
 
     None when the user set ROCR_VISIBLE_DEVICES (ROCr then renumbers); else the first of
     HIP_VISIBLE_DEVICES, GPU_DEVICE_ORDINAL, CUDA_VISIBLE_DEVICES that already holds a numeric
-    list, since HIP would otherwise apply the parent's numbers to the child's renumbered devices.
+    list, since HIP would otherwise apply the parent's numbers to the child's renumbered devices;
+    where that is CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES instead (``_hip_for_cuda``).
     """
     if env.get(ROCR, ""):
         return ""
-    return _first_numeric(env)
+    return _hip_for_cuda(_first_numeric(env))
+
+
+def _hip_for_cuda(name: str) -> str:
+    """``name``, except that the seed's CUDA_VISIBLE_DEVICES becomes HIP_VISIBLE_DEVICES: an
+    intended fix over the seed. HIP reads its own variable before CUDA's, so the ordinal there
+    selects the AMD GPU as well, while the CUDA runtime, which reads CUDA_VISIBLE_DEVICES too,
+    would take an AMD ordinal for an NVIDIA GPU (a Radeon's ``0`` showed an RTX 4090 to the
+    child, and ``--isolate`` could not hide it: the variable was the selection's)."""
+    return HIP if name == CUDA else name
 
 
 def inherited_ordinal_variables(env: Mapping[str, str], written: str) -> list[str]:
@@ -61,7 +71,7 @@ def inherited_ordinal_variables(env: Mapping[str, str], written: str) -> list[st
     """
     out: list[str] = []
     hip_reads = HIP if env.get(HIP, "") else CUDA if env.get(CUDA, "") else ""
-    if hip_reads and hip_reads != written:
+    if hip_reads and written != HIP:
         out.append(HIP)
     if env.get(OPENCL_ORDINAL, "") and written != OPENCL_ORDINAL:
         out.append(OPENCL_ORDINAL)
@@ -70,7 +80,7 @@ def inherited_ordinal_variables(env: Mapping[str, str], written: str) -> list[st
 
 def non_linux_variable(env: Mapping[str, str]) -> str:
     """Off Linux there is no ROCr filter: the first numeric candidate, else HIP_VISIBLE_DEVICES."""
-    return _first_numeric(env) or HIP
+    return _hip_for_cuda(_first_numeric(env)) or HIP
 
 
 def visible_entries(selection: Sequence[DeviceInfo], env: Mapping[str, str], platform: str) -> list[EnvEntry]:

@@ -199,11 +199,16 @@ ISOLATED: list[tuple[str, list[DeviceInfo], dict[str, str], list[str], dict[str,
         },
     ),
     (
-        "a ROCm ordinal in CUDA_VISIBLE_DEVICES is not overwritten",
+        "with CUDA_VISIBLE_DEVICES exported the ROCm ordinal goes to HIP and CUDA is hidden",
         MIXED,
         {"CUDA_VISIBLE_DEVICES": "0"},
         ["rocm:1"],
-        {"ROCR_VISIBLE_DEVICES": "GPU-6e4d0a1b", "CUDA_VISIBLE_DEVICES": "0", "GGML_VK_VISIBLE_DEVICES": ""},
+        {
+            "ROCR_VISIBLE_DEVICES": "GPU-6e4d0a1b",
+            "HIP_VISIBLE_DEVICES": "0",
+            "CUDA_VISIBLE_DEVICES": "",
+            "GGML_VK_VISIBLE_DEVICES": "",
+        },
     ),
 ]
 
@@ -222,12 +227,19 @@ def test_isolate_hides_every_other_vendor(
     assert env_json(gpuscout_cli, devices, "--isolate", *selectors, env=user_env) == expected
 
 
-def test_isolate_warns_when_a_vendor_cannot_be_hidden(gpuscout_cli: CliRunner) -> None:
-    """When the selection's own rule uses a hide variable, a warning says so on stderr."""
-    run = gpuscout_cli(["env", "--isolate", "rocm:0"], MIXED, env={"CUDA_VISIBLE_DEVICES": "0"})
+def test_isolate_hides_cuda_for_a_radeon_when_cuda_visible_devices_is_exported(
+    gpuscout_cli: CliRunner,
+) -> None:
+    """With CUDA_VISIBLE_DEVICES=0 exported, the Radeon's ordinal goes to HIP_VISIBLE_DEVICES
+    (which HIP reads first), so --isolate can set CUDA_VISIBLE_DEVICES= and hide the NVIDIA
+    GPU: no "cannot hide" warning (it used to write the ordinal into CUDA's variable)."""
+    run = gpuscout_cli(
+        ["env", "--isolate", "--format", "json", "rocm:0"], MIXED, env={"CUDA_VISIBLE_DEVICES": "0"}
+    )
     assert run.code == 0, run.err
-    err = run.err
-    assert "warning: cannot hide cuda devices: CUDA_VISIBLE_DEVICES already carries '0'" in err
+    assert "cannot hide" not in run.err
+    chosen = json.loads(run.out)
+    assert (chosen["CUDA_VISIBLE_DEVICES"], chosen["HIP_VISIBLE_DEVICES"]) == ("", "0")
 
 
 def test_sh_format_prints_single_quoted_export_lines(gpuscout_cli: CliRunner) -> None:
