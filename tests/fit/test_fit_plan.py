@@ -366,3 +366,28 @@ def test_a_token_list_of_numbers_is_refused_as_llama_cpp_refuses_it(tmp_path: Pa
     w.close()
     with pytest.raises(ModelError, match=r"tokenizer\.ggml\.tokens: must be an array of strings"):
         read_model(path)
+
+
+@pytest.mark.skipif(
+    __import__("platform").machine().lower() not in ("x86_64", "amd64"),
+    reason="the repack flags are read on x86-64 only",
+)
+def test_the_cpu_flags_of_a_recorded_root_are_read_inside_it(tmp_path: Path) -> None:
+    """fit's CPU flags come from the root's proc/cpuinfo through the read sandbox: a link that
+    leads out of the root reads as missing (no flags), a FIFO never blocks, a file inside is read."""
+    import os
+
+    from gpuscout.fit.placement import host_cpu_features
+
+    outside = tmp_path / "host-cpuinfo"
+    outside.write_text("flags\t\t: fpu avx2 avx512f\n")
+    root = tmp_path / "root"
+    (root / "proc").mkdir(parents=True)
+    (root / "proc" / "cpuinfo").symlink_to(outside)
+    assert host_cpu_features(str(root)) == frozenset()
+    (root / "proc" / "cpuinfo").unlink()
+    os.mkfifo(root / "proc" / "cpuinfo")
+    assert host_cpu_features(str(root)) == frozenset()
+    (root / "proc" / "cpuinfo").unlink()
+    (root / "proc" / "cpuinfo").write_text("flags\t\t: fpu avx2\n")
+    assert host_cpu_features(str(root)) == frozenset({"fpu", "avx2"})
