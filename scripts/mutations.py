@@ -2073,8 +2073,8 @@ MUTATIONS += [
     ),
     (
         "core/recording.py",
-        '    r"TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE|(^|_)KEY($|_)", re.IGNORECASE',
-        '    r"TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE|(^|_)KEY($|_)"',
+        'SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE|KEY", re.IGNORECASE)',
+        'SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE|KEY")',
         RECORDING,
         "secret-looking names are matched in upper case only (hf_token recorded)",
     ),
