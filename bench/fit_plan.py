@@ -35,48 +35,8 @@ CASES = ROOT / "tests" / "data" / "fit_plan" / "cases.json"
 MiB = 1 << 20
 
 
-#: Gemma 3 270M on lavapipe, as llama-fit-params printed it (tests/fit/test_fit_plan.py pins
-#: the same): the cases used when the recorded fixture is absent.
-GEMMA_CASES = {
-    "format": 1,
-    "device_free_mib": 2048,
-    "models": {
-        "gemma": {
-            "kind": "header",
-            "header": "../fit/gemma3-270m-q4_k_m.header.gguf.gz",
-            "file_size": 253113024,
-        }
-    },
-    "cases": [
-        {
-            "name": f"gemma-{n}",
-            "model": "gemma",
-            "devices": len(v.split(",")),
-            "env": {"GGML_VK_VISIBLE_DEVICES": v},
-            "options": o,
-            "rc": 0,
-            "printed": p,
-        }
-        for n, (v, o, p) in enumerate(
-            [
-                ("0", [], "-c 32768 -ngl -1"),
-                ("0", ["-fitt", "1990"], "-c 4096 -ngl 7"),
-                ("0", ["-fitt", "2040"], "-c 4096 -ngl 0"),
-                ("0", ["-c", "0", "-fitt", "1990"], "-c 32768 -ngl 0"),
-                ("0,0", ["-fitt", "1990"], "-c 4096 -ngl 13 -ts 6,7"),
-                ("0,0", ["-fitt", "1990", "-np", "2"], "-c 8192 -ngl 11 -ts 5,6"),
-                ("0", ["-c", "8192", "-fitt", "1990"], "-c 8192 -ngl 5"),
-                ("0,0,0", ["-fitt", "1990"], "-c 4096 -ngl 18 -ts 4,7,7"),
-            ]
-        )
-    ],
-}
-
-
 def load() -> dict[str, Any]:
-    """The recorded fixture (the Gemma cases above when it is absent)."""
-    if not CASES.exists():
-        return GEMMA_CASES
+    """The recorded fixture."""
     data: dict[str, Any] = json.loads(CASES.read_text())
     return data
 
