@@ -98,6 +98,12 @@ def lavapipe(free_mib: int) -> Any:
 
 def decide(fixture: dict[str, Any], case: dict[str, Any], model: Path) -> tuple[str, float, int]:
     """gpuscout's argument line for ``case``, the seconds it took, its exit code."""
+    line, seconds, code, _ = decide_full(fixture, case, model)
+    return line, seconds, code
+
+
+def decide_full(fixture: dict[str, Any], case: dict[str, Any], model: Path) -> tuple[str, float, int, Any]:
+    """``decide`` and the FitResult (None on an error)."""
     from gpuscout import Scout, SystemInfo
     from gpuscout.cli import common
     from gpuscout.cli.fit import add_fit_options, fit_model
@@ -116,9 +122,9 @@ def decide(fixture: dict[str, Any], case: dict[str, Any], model: Path) -> tuple[
     try:
         result = fit_model(scout, str(model), devices, system, args)
     except GpuscoutError as exc:
-        return f"error: {common.printable(exc)}", time.perf_counter() - start, 2
+        return f"error: {common.printable(exc)}", time.perf_counter() - start, 2, None
     code = 1 if result.gave_up or not result.fits else 0  # as --print-args exits
-    return shell_line(result.args), time.perf_counter() - start, code
+    return shell_line(result.args), time.perf_counter() - start, code, result
 
 
 def rerun(bin_dir: str, case: dict[str, Any], model: Path) -> str:
@@ -132,6 +138,47 @@ def rerun(bin_dir: str, case: dict[str, Any], model: Path) -> str:
         timeout=600,
     )
     return done.stdout.strip() if done.returncode == 0 else f"rc {done.returncode}"
+
+
+def measured(
+    bin_dir: str, fixture: dict[str, Any], case: dict[str, Any], model: Path
+) -> dict[str, Any] | None:
+    """llama.cpp's own no-alloc breakdown of gpuscout's decision (``--fit-print on`` with
+    gpuscout's -c, -ngl, -ts, -ot and -dev): per device its MiB and gpuscout's, and whether
+    the decision loads (every device within its free memory). None when nothing was decided."""
+    line, _, _code, result = decide_full(fixture, case, model)
+    if result is None or result.gave_up:
+        return None
+    words = shlex.split(line)
+    picked: list[str] = []
+    for flag in ("-c", "-ngl", "-ts", "-ot", "-dev"):
+        if flag in words:
+            picked += [flag, words[words.index(flag) + 1]]
+    env = {**os.environ, **case.get("env", {}), "LD_LIBRARY_PATH": bin_dir}
+    done = subprocess.run(
+        [f"{bin_dir}/llama-fit-params", "-m", str(model), *case["options"], *picked, "--fit-print", "on"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    rows = {}
+    for text in done.stdout.splitlines():
+        parts = text.split()
+        if len(parts) == 4 and parts[0].startswith("Vulkan"):
+            rows[parts[0]] = sum(int(x) for x in parts[1:])
+    ours: dict[str, float] = {}
+    for u in result.usage[:-1]:
+        name = u.id.split(":", 1)[1] if ":" in u.id else "Vulkan0"
+        ours[name] = u.total / MiB
+    free = fixture.get("device_free_mib", 2048)
+    return {
+        "name": case["name"],
+        "rc": done.returncode,
+        "llama": rows,
+        "ours": ours,
+        "loads": done.returncode == 0 and all(v <= free for v in rows.values()),
+    }
 
 
 def compare(fixture: dict[str, Any], case: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -149,15 +196,55 @@ def compare(fixture: dict[str, Any], case: dict[str, Any], folder: Path) -> dict
     return {"name": case["name"], "llama.cpp": theirs, "gpuscout": line, "agree": agree, "seconds": seconds}
 
 
+def memory_table(bin_dir: str, fixture: dict[str, Any], cases: list[dict[str, Any]]) -> int:
+    """Per case: does gpuscout's decision load, and how far is each device's figure from
+    llama.cpp's own breakdown of the same decision (MiB, llama.cpp's rounding down)."""
+    within, devices, loads, checked = 0, 0, 0, 0
+    worst: list[tuple[float, str, str, float, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in cases:
+            row = measured(bin_dir, fixture, case, materialize(fixture, case["model"], Path(tmp)))
+            if row is None:
+                continue
+            checked += 1
+            loads += row["loads"]
+            for name, theirs in row["llama"].items():
+                mine = row["ours"].get(name, 0.0)
+                if theirs < 1 and mine < 1:
+                    continue
+                devices += 1
+                off = abs(mine - theirs) / max(theirs, 1)
+                within += off <= 0.03 or abs(mine - theirs) <= 1.0
+                worst.append((off, row["name"], name, mine, theirs))
+            print(
+                f"{'ok ' if row['loads'] else 'NO '} {row['name']:<44} llama {row['llama']}  gpuscout "
+                f"{ {k: round(v) for k, v in row['ours'].items()} }"
+            )
+    print(f"decisions that load: {loads} of {checked}")
+    print(f"devices within 3 % (or 1 MiB) of llama.cpp's breakdown: {within} of {devices}")
+    for off, name, dev, mine, theirs in sorted(worst, reverse=True)[:8]:
+        print(
+            f"  worst: {name} {dev}: gpuscout {mine:.0f} MiB, llama.cpp {theirs:.0f} MiB ({100 * off:.1f} %)"
+        )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--bin", help="llama.cpp's vulkan build folder: run its fit again too")
     parser.add_argument("--only", nargs="*", default=[], help="case names")
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="with --bin: llama.cpp's own breakdown of each gpuscout decision against gpuscout's",
+    )
     opts = parser.parse_args(argv)
     fixture = load()
     cases = [c for c in fixture["cases"] if not opts.only or c["name"] in opts.only]
+    if opts.memory and opts.bin:
+        return memory_table(opts.bin, fixture, cases)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
