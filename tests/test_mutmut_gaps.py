@@ -25,9 +25,14 @@ def test_set_aside_ends_on_a_cycle_of_replaced_records() -> None:
     (a plugin reporting one id twice) end the walk instead of looping for ever, and both stay
     plain duplicates of records that are gone.
     Kills gpuscout.hidden.x__survivor_of__mutmut_7 (``seen.add(None)``)."""
-    dropped = [Dropped(VK_A, DUPLICATE_REASON, VK_B.device_id), Dropped(VK_B, DUPLICATE_REASON, VK_A.device_id)]
+    dropped = [
+        Dropped(VK_A, DUPLICATE_REASON, VK_B.device_id),
+        Dropped(VK_B, DUPLICATE_REASON, VK_A.device_id),
+    ]
     result: list[object] = []
-    worker = threading.Thread(target=lambda: result.append(set_aside([HIDDEN, VISIBLE], dropped)), daemon=True)
+    worker = threading.Thread(
+        target=lambda: result.append(set_aside([HIDDEN, VISIBLE], dropped)), daemon=True
+    )
     worker.start()
     worker.join(timeout=10)
     assert result, "set_aside did not return within 10 s on a cycle of duplicates"
