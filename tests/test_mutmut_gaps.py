@@ -330,18 +330,18 @@ def test_without_meminfo_the_cgroup_gives_total_and_free(tmp_path: Path) -> None
 
 
 def test_v1_unlimited_and_v2_max_are_no_limit(tmp_path: Path) -> None:
-    """cgroup v1's "unlimited" value (exactly 9223372036854771712) and v2's ``max`` are no limit,
-    the latter read without a note. Kills gpuscout.system.x__read_limit__mutmut_5/6/7/8/12."""
+    """cgroup v1's "unlimited" value (exactly 9223372036854771712) and v2's ``max`` are no limit
+    (without /proc/meminfo the total stays 0), the latter read without a note.
+    Kills gpuscout.system.x__read_limit__mutmut_5/6/7/8/12."""
     meminfo = f"MemTotal: {16 * GIB // 1024} kB\n"
     info, _ = _read(
         tmp_path / "a",
         {
-            "/proc/meminfo": meminfo,
             "/proc/self/cgroup": "4:memory:/ctr\n",
             "/sys/fs/cgroup/memory/ctr/memory.limit_in_bytes": f"{V1_UNLIMITED}\n",
         },
     )
-    assert info.total_memory == 16 * GIB
+    assert info.total_memory == 0
     info, notes = _read(
         tmp_path / "b",
         {
@@ -370,9 +370,9 @@ def test_proc_self_cgroup_paths_may_hold_colons_and_odd_lines_are_skipped(tmp_pa
             "/sys/fs/cgroup/memory/XboxX/memory.limit_in_bytes": f"{2 * GIB}\n",
             "/sys/fs/cgroup/XboxX/memory.max": f"{3 * GIB}\n",
             "/sys/fs/cgroup/memory/boxX/memory.limit_in_bytes": f"{GIB}\n",
-            "/sys/fs/cgroup/Xbo/memory.max": f"{GIB}\n",
+            "/sys/fs/cgroup/Xbox/memory.max": f"{GIB}\n",
             "/sys/fs/cgroup/boxX/memory.max": f"{GIB}\n",
-            "/sys/fs/cgroup/memory/Xbo/memory.limit_in_bytes": f"{GIB}\n",
+            "/sys/fs/cgroup/memory/Xbox/memory.limit_in_bytes": f"{GIB}\n",
         },
     )
     assert info.total_memory == 2 * GIB
@@ -435,3 +435,41 @@ def test_the_walk_up_reads_every_ancestor_and_takes_swap_from_the_tightest(tmp_p
     del files["/sys/fs/cgroup/a/memory.swap.current"]
     info, _ = _read(tmp_path / "b", files)
     assert info.free_swap == 2 * GIB
+
+
+def test_a_partition_of_the_own_group_never_cuts_off_the_heuristics() -> None:
+    """A new MIG instance never meets its own (library, plugin) group's other partitions: its
+    heuristic twin (a Vulkan view without PCI id, met after the first partition) still decides.
+    Kills gpuscout.merge.xǁ_Indexǁcandidates__mutmut_4/12 and x_merge__mutmut_26 (the own group
+    offered; the merge loop then skips the partition, but the heuristics were cut off at it)."""
+    pci = "0000:2a:00.0"
+    mig_a = DeviceInfo(id="MIG-a", library="CUDA", pci_id=pci)
+    view = DeviceInfo(id="0", library="Vulkan")
+    mig_b = mig_a.evolve(id="MIG-b")
+    kept, out = merge(
+        [("cuda", mig_a), ("vulkan", view), ("cuda", mig_b)],
+        lambda pairs: [(x.id, y.id) == ("0", "MIG-b") for x, y in pairs],
+        _cuda_first,
+    )
+    assert kept == [mig_a, mig_b]
+    assert [(d.device, d.duplicate_of) for d in out] == [(view, mig_b.device_id)]
+
+
+def test_a_replaced_survivor_with_pci_id_never_stands_in_for_its_old_card() -> None:
+    """A stale (PCI id, library, plugin, id) entry, whose position now holds a card of another
+    PCI id, never decides: the later record of the old card still meets its twin through the
+    heuristics. Kills gpuscout.merge.xǁ_Indexǁcandidates__mutmut_31 (``and`` -> ``or``)."""
+    rank = {"ROCm": 3, "CUDA": 2, "Vulkan": 1}
+    twins = {("0", "b"), ("b", "c"), ("e", "0")}
+    a = DeviceInfo(id="0", library="Vulkan", pci_id="0000:2a:00.0")
+    b = DeviceInfo(id="b", library="CUDA")
+    c = DeviceInfo(id="c", library="ROCm", pci_id="0000:3b:00.0")
+    e = DeviceInfo(id="e", library="CUDA")
+    again = a.evolve(name="second view")
+    kept, out = merge(
+        [("vulkan", a), ("cuda", b), ("rocm", c), ("cuda", e), ("vulkan", again)],
+        lambda pairs: [(x.id, y.id) in twins for x, y in pairs],
+        lambda x, y: rank[x.library] > rank[y.library],
+    )
+    assert kept == [c, e]
+    assert (out[-1].device, out[-1].duplicate_of) == (again, e.device_id)
