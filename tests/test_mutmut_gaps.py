@@ -39,14 +39,14 @@ def test_set_aside_ends_on_a_cycle_of_replaced_records() -> None:
         Dropped(VK_A, DUPLICATE_REASON, VK_B.device_id),
         Dropped(VK_B, DUPLICATE_REASON, VK_A.device_id),
     ]
-    result: list[object] = []
+    result: list[tuple[list[DeviceInfo], list[Dropped]]] = []
     worker = threading.Thread(
         target=lambda: result.append(set_aside([HIDDEN, VISIBLE], dropped)), daemon=True
     )
     worker.start()
     worker.join(timeout=10)
     assert result, "set_aside did not return within 10 s on a cycle of duplicates"
-    kept, out = result[0]  # type: ignore[misc]
+    kept, out = result[0]
     assert kept == [VISIBLE]
     assert [(d.device.id, d.reason) for d in out] == [
         ("GPU-0", "hidden by CUDA_VISIBLE_DEVICES=1"),
@@ -148,7 +148,12 @@ def test_compare_lets_pci_ids_decide_only_when_both_have_one() -> None:
     a = DeviceInfo(id="0", library="CUDA", pci_id="0000:2a:00.0")
     b = DeviceInfo(id="0", library="Vulkan")
     seen: list[tuple[DeviceInfo, DeviceInfo]] = []
-    assert compare(a, b, lambda x, y: seen.append((x, y)) is None) is DeviceComparison.DUPLICATE
+
+    def twins(x: DeviceInfo, y: DeviceInfo) -> bool:
+        seen.append((x, y))
+        return True
+
+    assert compare(a, b, twins) is DeviceComparison.DUPLICATE
     assert seen == [(a, b)]
 
 
