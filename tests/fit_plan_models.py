@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib.util
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
@@ -46,6 +48,22 @@ def _vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
     scores = [0.0] * 3 + [-1000.0] * 256 + [-float(i) for i in range(need)]
     assert len(tokens) == n_vocab == len(set(tokens))
     return tokens, scores, types
+
+
+def _conftest() -> Any:
+    """tests/fit/conftest.py, whose tensor helpers (``_attention_kv``, ``_attn``, ``_ffn``) write
+    through any writer with ``kv`` and ``tensor``: the header writer below is one."""
+    spec = importlib.util.spec_from_file_location(
+        "gpuscout_fit_conftest", Path(__file__).parent / "fit" / "conftest.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_SHARED = _conftest()
+_attention_kv, _attn, _ffn = _SHARED._attention_kv, _SHARED._attn, _SHARED._ffn
 
 
 class HeaderWriter:
@@ -77,8 +95,9 @@ class HeaderWriter:
         else:
             self.w.add_uint32(name, value)
 
-    def tensor(self, name: str, ne: tuple[int, ...], kind: str = "f32") -> None:
-        """Add the info of tensor ``name``, ggml shape ``ne``, type ``kind``; no data."""
+    def tensor(self, name: str, ne: tuple[int, ...], kind: str = "f32", value: float | None = None) -> None:
+        """Add the info of tensor ``name``, ggml shape ``ne``, type ``kind``; no data (``value``,
+        the fill conftest's writer takes, has nothing to fill here)."""
         qtype = _KINDS[kind]
         bsize, tsize = gguf.GGML_QUANT_SIZES[qtype]
         assert ne[0] % bsize == 0, (name, ne)
@@ -104,37 +123,11 @@ class HeaderWriter:
         return self.path
 
 
-def _attention_kv(
-    m: HeaderWriter, n_embd: int, n_layer: int, n_head: int, n_head_kv: int | list[int]
-) -> None:
-    m.kv("embedding_length", n_embd)
-    m.kv("block_count", n_layer)
-    m.kv("attention.head_count", n_head)
-    m.kv("attention.head_count_kv", n_head_kv)
-    m.kv("attention.layer_norm_rms_epsilon", 1e-6)
-    m.kv("rope.freq_base", 10000.0)
-
-
 def _embeddings(m: HeaderWriter, n_embd: int, embd: str, output: str | None) -> None:
     m.tensor("token_embd.weight", (n_embd, m.n_vocab), embd)
     m.norm("output_norm.weight", n_embd)
     if output is not None:
         m.tensor("output.weight", (n_embd, m.n_vocab), output)
-
-
-def _attn(
-    m: HeaderWriter, i: int, n_embd: int, n_q: int, n_kv: int, kinds: tuple[str, str, str, str]
-) -> None:
-    m.tensor(f"blk.{i}.attn_q.weight", (n_embd, n_q), kinds[0])
-    m.tensor(f"blk.{i}.attn_k.weight", (n_embd, n_kv), kinds[1])
-    m.tensor(f"blk.{i}.attn_v.weight", (n_embd, n_kv), kinds[2])
-    m.tensor(f"blk.{i}.attn_output.weight", (n_q, n_embd), kinds[3])
-
-
-def _ffn(m: HeaderWriter, i: int, n_embd: int, n_ff: int, kinds: tuple[str, str, str]) -> None:
-    m.tensor(f"blk.{i}.ffn_gate.weight", (n_embd, n_ff), kinds[0])
-    m.tensor(f"blk.{i}.ffn_up.weight", (n_embd, n_ff), kinds[1])
-    m.tensor(f"blk.{i}.ffn_down.weight", (n_ff, n_embd), kinds[2])
 
 
 def write_dense32(path: Path) -> Path:
@@ -244,16 +237,7 @@ _SSM = {"conv_kernel": 4, "inner_size": 4096, "state_size": 128, "time_step_rank
 
 
 def _ssm_block(m: HeaderWriter, i: int, n_embd: int, kinds: tuple[str, str]) -> None:
-    d_inner, d_state, n_group = _SSM["inner_size"], _SSM["state_size"], _SSM["group_count"]
-    n_ssm_head, conv_dim = _SSM["time_step_rank"], _SSM["inner_size"] + 2 * n_group * d_state
-    m.tensor(f"blk.{i}.ssm_in.weight", (n_embd, d_inner + conv_dim + n_ssm_head), kinds[0])
-    m.tensor(f"blk.{i}.ssm_conv1d.weight", (_SSM["conv_kernel"], conv_dim), "f32")
-    m.tensor(f"blk.{i}.ssm_conv1d.bias", (conv_dim,), "f32")
-    m.tensor(f"blk.{i}.ssm_dt.bias", (n_ssm_head,), "f32")
-    m.tensor(f"blk.{i}.ssm_a", (1, n_ssm_head), "f32")
-    m.tensor(f"blk.{i}.ssm_d", (1, n_ssm_head), "f32")
-    m.tensor(f"blk.{i}.ssm_norm.weight", (d_inner // n_group, n_group), "f32")
-    m.tensor(f"blk.{i}.ssm_out.weight", (d_inner, n_embd), kinds[1])
+    _SHARED._sized_ssm_block(m, i, n_embd, _SSM, kinds)
 
 
 def write_mamba2_24(path: Path) -> Path:
