@@ -1,6 +1,6 @@
 """Record llama.cpp's own ``--fit`` decisions as a test fixture (tests/data/fit_plan/cases.json).
 
-    python bench/fit_plan_record.py --bin "$LLAMA_BIN/vulkan"   # LLAMA_BIN: a folder with llama.cpp builds (cpu/, vulkan/)
+    python bench/fit_plan_record.py --bin "$LLAMA_BIN/vulkan"   # LLAMA_BIN: the llama.cpp builds
     python bench/fit_plan_record.py --bin DIR --only 'moe24' --probe     # print, write nothing
     python bench/fit_plan_record.py --bin DIR --only 'moe24' --out /tmp/part.json
 

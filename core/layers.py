@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, SupportsIndex
 
 import attrs
@@ -140,3 +140,15 @@ class GPULayersList(list[GPULayers]):
         if isinstance(index, slice):
             return GPULayersList(super().__getitem__(index))
         return super().__getitem__(index)
+
+
+def layer_ranges(layers: Sequence[int]) -> str:
+    """Layer indices as ranges (``0-3,5``); ``-`` for none."""
+    if not layers:
+        return "-"
+    out, start = [], layers[0]
+    for prev, cur in zip(layers, [*layers[1:], None], strict=True):
+        if cur != prev + 1:
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+            start = cur if cur is not None else start
+    return ",".join(out)

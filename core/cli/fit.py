@@ -454,17 +454,6 @@ def layers_document(
     }
 
 
-def _ranges(layers: list[int]) -> str:
-    if not layers:
-        return "-"
-    out, start = [], layers[0]
-    for prev, cur in zip(layers, [*layers[1:], None], strict=True):
-        if cur != prev + 1:
-            out.append(str(start) if start == prev else f"{start}-{prev}")
-            start = cur if cur is not None else start
-    return ",".join(out)
-
-
 def _bar(used: int, total: int) -> str:
     if total <= 0:
         return "[" + "?" * BAR_WIDTH + "]"
@@ -477,6 +466,7 @@ def print_fit(
 ) -> None:
     """The placement for people: a row per device (its name as ``list`` shows it, layers, need
     against free memory), the CPU row, the memory table, the notes, then the verdict."""
+    from gpuscout.layers import layer_ranges
     from gpuscout.sizes import human_bytes
 
     p = common.printable
@@ -502,12 +492,12 @@ def print_fit(
         usable = "usable " if d is not None and d.usable_memory is not None else ""
         free_text = "unknown free" if unknown else f"{human_bytes(room)} {usable}free"
         lines.append(
-            f"  {p(g['backend'])} {p(name)} ({p(g['id'])})  layers {_ranges(g['layers'])}  "
+            f"  {p(g['backend'])} {p(name)} ({p(g['id'])})  layers {layer_ranges(g['layers'])}  "
             f"{human_bytes(need)} / {free_text}  {_bar(need, 0 if unknown else room)}"
         )
     cpu = document["memory"][-1]
     lines.append(
-        f"  CPU  layers {_ranges(document['cpu_layers'])}  {human_bytes(cpu['total'])} "
+        f"  CPU  layers {layer_ranges(document['cpu_layers'])}  {human_bytes(cpu['total'])} "
         "(input weights and output buffer included)"
     )
     out = output()

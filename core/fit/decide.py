@@ -16,9 +16,10 @@ from gpuscout.fit.command import Launch, arguments
 from gpuscout.fit.ggml import GgmlDevices
 from gpuscout.fit.model import Model
 from gpuscout.fit.oracle import CPU, Oracle
-from gpuscout.fit.placement import FitResult
+from gpuscout.fit.placement import FitResult, decided_options, training_note
 from gpuscout.fit.reader import ModelError, quant_sizes
 from gpuscout.fit.verdict import verdict
+from gpuscout.layers import layer_ranges
 from gpuscout.records import DeviceInfo, SystemInfo
 
 
@@ -102,17 +103,8 @@ def fit_llamacpp(
     h = model.hparams
     notes = list(h.notes) + [f"llama.cpp would not use {x}" for x in ggml.left_out]
     devices = distinct(ggml)
-    if flash_attn is None:
-        flash_attn = flash_attention(devices)
-        notes.append(
-            f"flash attention auto: {'on' if flash_attn else 'off'} (as llama.cpp decides for these devices)"
-        )
-    if options.cache_type_v not in ("f16", "f32", "bf16") and not flash_attn:
-        raise ModelError(
-            f"--cache-type-v {options.cache_type_v} needs flash attention (llama.cpp: "
-            "V cache quantization requires flash_attn)"
-        )
-    opts = attrs.evolve(options, flash_attn=flash_attn)
+    opts = decided_options(options, flash_attn, flash_attention, devices, notes)
+    flash_attn = opts.flash_attn
     if request.split_mode == "none":
         devices, names = devices[:1], ggml.names[:1]  # llama.cpp keeps only the main GPU
     else:
@@ -166,11 +158,7 @@ def fit_llamacpp(
     cpu_layers = tuple(i for i in range(n + 1) if i not in placed)
     usage = [u for u in m.usage[:-1] if u.total] + [m.usage[-1]]
     ctx = m.context
-    if h.n_ctx_train and ctx.n_ctx_seq > h.n_ctx_train:
-        notes.append(
-            f"--ctx {ctx.n_ctx_seq} per sequence is more than the model was trained for "
-            f"({h.n_ctx_train}); llama.cpp warns of a possible training context overflow"
-        )
+    training_note(h, ctx, notes)
     kv = est.kv_bytes(h, ctx, opts, quant_sizes())
     L = model.layers
     layer_sizes = [L.blocks[i] + kv[i] for i in range(n)] + [L.output]
@@ -182,7 +170,7 @@ def fit_llamacpp(
     fits = verdict(placement, layer_sizes, devices, system, usage, reserve, platform, num_gpu, notes)
     if request.no_cpu_offload and (cpu_layers or m.moved):
         fits = False
-        what = f"layers {_ranges(cpu_layers)}" if cpu_layers else f"{len(m.moved)} tensors"
+        what = f"layers {layer_ranges(cpu_layers)}" if cpu_layers else f"{len(m.moved)} tensors"
         notes.append(
             f"--no-cpu-offload: {what} would stay on the CPU; llama.cpp would spill them, this fit refuses"
         )
@@ -218,16 +206,6 @@ def fit_llamacpp(
         dry_runs=decision.dry_runs,
         gave_up=decision.failure,
     )
-
-
-def _ranges(layers: Sequence[int]) -> str:
-    out: list[str] = []
-    for i in layers:
-        if out and out[-1].split("-")[-1] == str(i - 1):
-            out[-1] = f"{out[-1].split('-')[0]}-{i}"
-        else:
-            out.append(str(i))
-    return ",".join(out)
 
 
 __all__ = ["Request", "distinct", "fit_llamacpp", "user_overrides"]

@@ -18,6 +18,7 @@ import attrs
 
 from gpuscout.errors import GpuscoutError
 from gpuscout.fit import estimate as est
+from gpuscout.fit.hparams import Hparams
 from gpuscout.fit.model import Model, projector_graph, projector_weights, read_model, read_projector
 from gpuscout.fit.reader import ModelError, quant_sizes
 from gpuscout.fit.usage import OP_OFFLOAD_BATCH, Usage, account, device_graph
@@ -107,24 +108,11 @@ def fit(
     projector = mmproj if isinstance(mmproj, Model) or mmproj is None else read_projector(mmproj)
     h = model.hparams
     notes = list(h.notes)
-    if flash_attn is None:
-        flash_attn = flash_attention(devices)
-        notes.append(
-            f"flash attention auto: {'on' if flash_attn else 'off'} (as llama.cpp decides for these devices)"
-        )
     sizes = quant_sizes()
-    if options.cache_type_v not in ("f16", "f32", "bf16") and not flash_attn:
-        raise ModelError(
-            f"--cache-type-v {options.cache_type_v} needs flash attention (llama.cpp: "
-            "V cache quantization requires flash_attn)"
-        )
-    opts = attrs.evolve(options, flash_attn=flash_attn)
+    opts = decided_options(options, flash_attn, flash_attention, devices, notes)
+    flash_attn = opts.flash_attn
     ctx = est.context(h, opts)
-    if h.n_ctx_train and ctx.n_ctx_seq > h.n_ctx_train:
-        notes.append(
-            f"--ctx {ctx.n_ctx_seq} per sequence is more than the model was trained for "
-            f"({h.n_ctx_train}); llama.cpp warns of a possible training context overflow"
-        )
+    training_note(h, ctx, notes)
     kv = est.kv_bytes(h, ctx, opts, sizes)
     g = est.graph(h, ctx, opts)  # the host's (ggml-cpu) phases
     gd = est.graph(h, ctx, opts, device=True, float_down=est.float_ffn_down(model.layers))  # a GPU's
@@ -174,6 +162,37 @@ def fit(
         fits=fits,
         notes=tuple(notes),
     )
+
+
+def decided_options(
+    options: est.Options,
+    flash_attn: bool | None,
+    flash_attention: Callable[[Sequence[DeviceInfo]], bool],
+    devices: Sequence[DeviceInfo],
+    notes: list[str],
+) -> est.Options:
+    """``options`` with flash attention decided (auto: as llama.cpp decides for ``devices``,
+    said in ``notes``); ModelError for a quantized V cache without it, as llama.cpp refuses."""
+    if flash_attn is None:
+        flash_attn = flash_attention(devices)
+        notes.append(
+            f"flash attention auto: {'on' if flash_attn else 'off'} (as llama.cpp decides for these devices)"
+        )
+    if options.cache_type_v not in ("f16", "f32", "bf16") and not flash_attn:
+        raise ModelError(
+            f"--cache-type-v {options.cache_type_v} needs flash attention (llama.cpp: "
+            "V cache quantization requires flash_attn)"
+        )
+    return attrs.evolve(options, flash_attn=flash_attn)
+
+
+def training_note(h: Hparams, ctx: est.Context, notes: list[str]) -> None:
+    """A note when the context per sequence passes the training context (llama.cpp warns)."""
+    if h.n_ctx_train and ctx.n_ctx_seq > h.n_ctx_train:
+        notes.append(
+            f"--ctx {ctx.n_ctx_seq} per sequence is more than the model was trained for "
+            f"({h.n_ctx_train}); llama.cpp warns of a possible training context overflow"
+        )
 
 
 def _place(
