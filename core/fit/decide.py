@@ -126,10 +126,11 @@ def fit_llamacpp(
         cpu_features=cpu_features,
         extra=extra,
     )
+    margins = llamacpp.margins_for(len(devices), request.fit_target)
     decision = llamacpp.plan(
         oracle,
         host_total=system.total_memory,
-        margins=llamacpp.margins_for(len(devices), request.fit_target),
+        margins=margins,
         n_ctx=options.ctx,
         n_ctx_min=n_ctx_min,
         n_streams=max(1, options.parallel),
@@ -145,7 +146,6 @@ def fit_llamacpp(
     if decision.failure:
         notes.append(f"llama.cpp's fit gives up here ({decision.failure}); its parameters stay as they are")
     m = decision.measured
-    margins = llamacpp.margins_for(len(devices), request.fit_target)
     for k, d in enumerate(devices):
         if m.devices[k] > d.usable_free - margins[k]:
             notes.append(

@@ -128,9 +128,7 @@ def fit_with_llamacpp(
         )
 
     if auto_ctx:
-        return _largest_context(
-            main, options, lambda o: _run_with(run, ggml, o, request), run_options=options
-        )
+        return _largest_context(main, options, lambda o: run(ggml, o))
     if request.fewest_gpus and len(ggml.devices) > 1:
         return _fewest(ggml, run, scout.ggml_devices)
     result = run(ggml)
@@ -145,22 +143,15 @@ def fit_with_llamacpp(
     return result
 
 
-def _run_with(run: Any, ggml: GgmlDevices, options: est.Options, request: Request) -> FitResult:
-    result: FitResult = run(ggml, options)
-    return result
-
-
-def _largest_context(
-    model: Model, options: est.Options, attempt: Any, *, run_options: est.Options
-) -> FitResult:
+def _largest_context(model: Model, options: est.Options, attempt: Any) -> FitResult:
     """``ctx="auto"``: a search over contexts (multiples of 256 per sequence, up to the
     training context per sequence) for the largest whose decision keeps every layer on the
     devices; where none does, the largest that still fits; the smallest when nothing fits."""
-    seqs = max(1, run_options.parallel)
+    seqs = max(1, options.parallel)
     top = max(1, model.hparams.n_ctx_train // 256)
 
     def at(k: int) -> FitResult:
-        result: FitResult = attempt(attrs.evolve(run_options, ctx=k * 256 * seqs))
+        result: FitResult = attempt(attrs.evolve(options, ctx=k * 256 * seqs))
         return result
 
     def good(r: FitResult, whole: bool) -> bool:
