@@ -22,6 +22,10 @@ from gpuscout.fit.verdict import verdict
 from gpuscout.layers import layer_ranges
 from gpuscout.records import DeviceInfo, SystemInfo
 
+#: The longest ``-ot`` pattern taken (llama.cpp's own are under 60 characters).
+MAX_PATTERN = 512
+_NESTED_REPEAT = re.compile(r"\((?:[^()\\]|\\.)*[*+}](?:[^()\\]|\\.)*\)\s*[*+{]")
+
 
 @attrs.frozen
 class Request:
@@ -62,6 +66,13 @@ def user_overrides(request: Request, names: Sequence[str]) -> list[tuple[str, in
             pattern, eq, buft = part.partition("=")
             if not eq or not pattern:
                 raise GpuscoutError(f"fit: --override-tensor {part!r:.80}: expected PATTERN=BUFFER")
+            if len(pattern) > MAX_PATTERN or _NESTED_REPEAT.search(pattern):
+                # A repeat inside a repeated group can take exponential time on a tensor name
+                # (Python's re, like llama.cpp's std::regex, backtracks): refused, never run.
+                raise GpuscoutError(
+                    f"fit: --override-tensor {pattern!r:.80}: at most {MAX_PATTERN} characters and no "
+                    "repeated group that itself repeats, such as (a+)+"
+                )
             try:
                 re.compile(pattern)
             except re.error as exc:

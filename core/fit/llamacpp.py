@@ -36,7 +36,8 @@ DEFAULT_MARGIN = 1024 * MiB
 #: llama.cpp's --fit-ctx default.
 DEFAULT_FIT_CTX = 4096
 
-NONE, ATTN, UP, GATE, MOE = 0, 1, 2, 3, 4
+#: ``common_layer_fraction_t`` (LAYER_FRACTION_NONE, 0, is never used by the fit itself).
+ATTN, UP, GATE, MOE = 1, 2, 3, 4
 #: ``common_layer_fraction_t``'s patterns: the tensors of layer ``il`` that overflow.
 _FRACTION = {
     ATTN: r"blk\.{}\.ffn_(gate|up|gate_up|down).*",
@@ -74,7 +75,6 @@ class Decision:
     overrides: tuple[tuple[str, int | None], ...]
     measured: Measured
     failure: str = ""
-    changed: bool = False
     dry_runs: int = 0
 
 
@@ -135,13 +135,13 @@ def plan(
         ot=tuple(overrides or ()),
     )
     try:
-        changed = _fit(
+        _fit(
             oracle, state, host_total, list(margins), n_ctx_min, n_streams, n_ctx_train,
             n_gpu_layers is not None, split_mode, n_expert, n_layer, names,
         )  # fmt: skip
         failure = ""
     except _Abort as exc:
-        failure, changed = str(exc), True
+        failure = str(exc)
     final = oracle.measure(Config(state.n_ctx, state.ngl, state.ts, state.ot))
     return Decision(
         n_ctx=state.n_ctx,
@@ -150,7 +150,6 @@ def plan(
         overrides=state.ot,
         measured=final,
         failure=failure,
-        changed=changed,
         dry_runs=oracle.calls,
     )
 
@@ -176,8 +175,8 @@ def _fit(
     n_expert: int,
     hp_ngl: int,
     names: Sequence[str],
-) -> bool:
-    """Steps 1-4 on ``s`` (changed in place); True when anything changed."""
+) -> None:
+    """Steps 1-4 on ``s`` (changed in place)."""
     if split_mode == "tensor":
         raise _Abort("llama_params_fit is not implemented for SPLIT_MODE_TENSOR")
     nd = len(oracle.devices)
@@ -197,14 +196,14 @@ def _fit(
         free_sum = host_total
         projected_free = free_sum - used
         if projected_free >= margins[0]:
-            return False
+            return
     else:
         used = sum(full.devices)
         free_sum = sum(oracle.free)
         projected_free = free_sum - used
         per_device = [oracle.free[i] - full.devices[i] for i in range(nd)]
         if all(per_device[i] >= margins[i] for i in range(nd)):
-            return False
+            return
     # step 2: a smaller context
     surplus = projected_free - (margins[0] if nd == 0 else sum(margins[:nd]))
     if surplus < 0 and n_ctx_auto and n_ctx_max > n_ctx_min_total:
@@ -222,7 +221,7 @@ def _fit(
             align = 256 * n_streams
             s.n_ctx = max(n - n % align, n_ctx_min_total)
             if nd <= 1:
-                return True
+                return
     if nd == 0:
         raise _Abort("was unable to fit model into system memory by reducing context")
     if ngl_set:
@@ -235,7 +234,6 @@ def _fit(
     if s.ot:
         raise _Abort("model_params::tensor_buft_overrides already set by user")
     _fill(oracle, s, margins, n_expert, hp_ngl, names, full)
-    return True
 
 
 def _settings(

@@ -227,7 +227,8 @@ def test_exec_fit_runs_the_command_with_the_decision(
 
 
 def test_hostile_fit_options_are_one_line_and_exit_2(gemma: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Bad -fitt, -ts, -ot, -ncmoe, -ngl and --planner values: one line on stderr, exit 2."""
+    """Bad -fitt, -ts, -ot (a pattern that could backtrack for ever included), -ncmoe, -ngl and
+    --planner values: one line on stderr, exit 2, quickly."""
     for bad in (
         ["-fitt", "abc"],
         ["-fitt", "1,,x"],
@@ -235,6 +236,8 @@ def test_hostile_fit_options_are_one_line_and_exit_2(gemma: Path, capsys: pytest
         ["-ot", "(=CPU"],
         ["-ot", "blk=GPU9"],
         ["-ot", "noequals"],
+        ["-ot", "(.*)*x=CPU"],  # a nested repeat: exponential on a tensor name, refused unrun
+        ["-ot", "a" * 600 + "=CPU"],
         ["-ncmoe", "-1"],
         ["-ngl", "many"],
         ["--planner", "vllm"],
@@ -391,3 +394,34 @@ def test_the_cpu_flags_of_a_recorded_root_are_read_inside_it(tmp_path: Path) -> 
     (root / "proc" / "cpuinfo").unlink()
     (root / "proc" / "cpuinfo").write_text("flags\t\t: fpu avx2\n")
     assert host_cpu_features(str(root)) == frozenset({"fpu", "avx2"})
+
+
+def test_llama_cpps_argument_order_and_give_ups(
+    gemma: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As llama.cpp parses: "-c 0" asks for the full context (never reduced) unless a later
+    "-fitc N" lets the fit lower it again; -nkvo is handed on; where llama.cpp's fit gives up
+    (-sm tensor, a fixed -ngl that would have to move), --print-args exits 1 and says why."""
+
+    def line(options: list[str]) -> str:
+        return fitted(print_args(gemma, "0", ["-fitt", "1990", *options], capsys))
+
+    assert line(["-c", "0"]) == "-c 32768 -ngl 0"
+    assert line(["-c", "0", "-fitc", "4096"]) == "-c 4096 -ngl 7"
+    assert line(["-fitc", "4096", "-c", "0"]) == "-c 32768 -ngl 0"
+    assert "-nkvo" in print_args(gemma, "0", ["-c", "4096", "-nkvo"], capsys).split()
+    scout = vulkan_scout("0")
+    tensor = scout.fit(
+        str(gemma), devices=[lavapipe()], system=ROOMY, fit_target=1990 * MIB, split_mode="tensor"
+    )
+    assert "SPLIT_MODE_TENSOR" in tensor.gave_up
+    fixed = scout.fit(
+        str(gemma), devices=[lavapipe()], system=ROOMY, fit_target=1990 * MIB, ctx=4096, num_gpu=99
+    )
+    assert "n_gpu_layers already set by user to 99" in fixed.gave_up
+    # No device here (no driver): a margin no host has makes llama.cpp's fit give up.
+    monkeypatch.setenv("VK_DRIVER_FILES", "/nonexistent")
+    argv = ["--plugins", "vulkan", "fit", str(gemma), "--print-args", "-fitt", "100000000", "-c", "4096"]
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("-c 4096 -ngl -1 -dev none") and "gives up" in err
