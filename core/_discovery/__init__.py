@@ -1,0 +1,1 @@
+"""gpuscout._discovery: see docs/architecture.md."""

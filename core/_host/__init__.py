@@ -1,0 +1,1 @@
+"""gpuscout._host: see docs/architecture.md."""

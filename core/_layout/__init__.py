@@ -1,0 +1,1 @@
+"""gpuscout._layout: see docs/architecture.md."""

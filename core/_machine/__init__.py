@@ -1,0 +1,1 @@
+"""gpuscout._machine: see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""gpuscout._recording: see docs/architecture.md."""

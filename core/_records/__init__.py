@@ -1,0 +1,1 @@
+"""gpuscout._records: see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""gpuscout._selection: see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""gpuscout.cli._commands: see docs/architecture.md."""

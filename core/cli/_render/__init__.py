@@ -1,0 +1,1 @@
+"""gpuscout.cli._render: see docs/architecture.md."""
