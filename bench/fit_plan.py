@@ -105,10 +105,10 @@ def decide(fixture: dict[str, Any], case: dict[str, Any], model: Path) -> tuple[
 def decide_full(fixture: dict[str, Any], case: dict[str, Any], model: Path) -> tuple[str, float, int, Any]:
     """``decide`` and the FitResult (None on an error)."""
     from gpuscout import Scout, SystemInfo
-    from gpuscout.cli import common
-    from gpuscout.cli.fit import add_fit_options, fit_model
+    from gpuscout._fit.command import shell_line
+    from gpuscout.cli import _common as common
+    from gpuscout.cli._commands.fit import add_fit_options, fit_model
     from gpuscout.errors import GpuscoutError
-    from gpuscout.fit.command import shell_line
 
     parser = argparse.ArgumentParser(add_help=False)
     add_fit_options(parser)

@@ -1,6 +1,6 @@
 """Benchmark of the layer planner: 200 layers over 16 GPUs.
 
-Times whole plans (``gpuscout.plan.plan``) and counts capacity steps (greedyFit calls) to give
+Times whole plans (``gpuscout._layout.plan.plan``) and counts capacity steps (greedyFit calls) to give
 the time per step. Usage: ``python bench/plan.py [--runs N]``.
 """
 
@@ -11,7 +11,7 @@ import statistics
 import time
 
 from gpuscout import DeviceInfo, SystemInfo
-from gpuscout import plan as planner
+from gpuscout._layout import plan as planner
 
 MIB = 1024**2
 GIB = 1024**3

@@ -52,14 +52,14 @@ LIST = [PY, "-m", "gpuscout", "list", "--json"]
 LAZY = {
     "cuda": [
         "gpuscout.plugins.cuda",
-        "gpuscout.plugins.cuda.nvml",
+        "gpuscout.plugins.cuda.enumeration",
         "gpuscout.plugins.cuda.rules",
         "gpuscout.plugins.cuda.visibility",
         "gpuscout.plugins.cuda.order",
     ],
     "rocm": [
         "gpuscout.plugins.rocm",
-        "gpuscout.plugins.rocm.discover",
+        "gpuscout.plugins.rocm.enumeration",
         "gpuscout.plugins.rocm.rules",
         "gpuscout.plugins.rocm.sysfs",
         "gpuscout.plugins.rocm.smi",

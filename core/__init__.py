@@ -17,16 +17,13 @@ if __name__ != "gpuscout":
     raise ImportError(f"'{__name__}' is not importable: this folder is the package 'gpuscout'")
 
 if TYPE_CHECKING:
-    from gpuscout.context import Context, EnvEntry
-    from gpuscout.errors import GpuscoutError, RecordingError
-    from gpuscout.fit.placement import FitResult
-    from gpuscout.fit.reader import ModelError
-    from gpuscout.layers import GPULayers, GPULayersList
-    from gpuscout.load import Allocation, LoadOperation, LoadResult
-    from gpuscout.markers import hookimpl
-    from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
-    from gpuscout.ranking import by_library, by_performance, library_paths, rank
-    from gpuscout.records import (
+    from gpuscout._discovery.ranking import by_library, by_performance, library_paths, rank
+    from gpuscout._fit.placement import FitResult
+    from gpuscout._fit.reader import ModelError
+    from gpuscout._host.markers import hookimpl
+    from gpuscout._machine.context import Context, EnvEntry
+    from gpuscout._records.decode import from_json
+    from gpuscout._records.device import (
         DeviceComparison,
         DeviceID,
         DeviceInfo,
@@ -35,10 +32,13 @@ if TYPE_CHECKING:
         PeerLink,
         SystemInfo,
     )
-    from gpuscout.results import Discovery, Dropped, PluginReport, PluginStatus
+    from gpuscout._records.encode import to_json
+    from gpuscout._records.layers import GPULayers, GPULayersList
+    from gpuscout._records.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
+    from gpuscout._records.results import Discovery, Dropped, PluginReport, PluginStatus
+    from gpuscout.errors import GpuscoutError, RecordingError
+    from gpuscout.load import Allocation, LoadOperation, LoadResult
     from gpuscout.scout import Scout
-    from gpuscout.wire import from_json
-    from gpuscout.wire_encode import to_json
 
 from gpuscout.version import VERSION  # noqa: E402 (after the folder-name guard)
 
@@ -50,39 +50,39 @@ __version__ = VERSION
 # every submodule import pay for) loads nothing, and ``from gpuscout import Scout`` only what
 # the Scout needs (the wire format's cattrs, for one, waits for to_json/from_json).
 _LAZY = {
-    "Context": "gpuscout.context",
-    "EnvEntry": "gpuscout.context",
+    "Context": "gpuscout._machine.context",
+    "EnvEntry": "gpuscout._machine.context",
     "GpuscoutError": "gpuscout.errors",
     "RecordingError": "gpuscout.errors",
-    "FitResult": "gpuscout.fit.placement",
-    "ModelError": "gpuscout.fit.reader",
+    "FitResult": "gpuscout._fit.placement",
+    "ModelError": "gpuscout._fit.reader",
     "Allocation": "gpuscout.load",
     "LoadOperation": "gpuscout.load",
     "LoadResult": "gpuscout.load",
-    "GPULayers": "gpuscout.layers",
-    "GPULayersList": "gpuscout.layers",
-    "hookimpl": "gpuscout.markers",
-    "BackendMemory": "gpuscout.memory",
-    "DeviceMemory": "gpuscout.memory",
-    "InsufficientMemoryError": "gpuscout.memory",
-    "by_library": "gpuscout.ranking",
-    "by_performance": "gpuscout.ranking",
-    "library_paths": "gpuscout.ranking",
-    "rank": "gpuscout.ranking",
-    "DeviceComparison": "gpuscout.records",
-    "DeviceID": "gpuscout.records",
-    "DeviceInfo": "gpuscout.records",
-    "PcieLink": "gpuscout.records",
-    "PeerLink": "gpuscout.records",
-    "FlashAttention": "gpuscout.records",
-    "SystemInfo": "gpuscout.records",
-    "Discovery": "gpuscout.results",
-    "Dropped": "gpuscout.results",
-    "PluginReport": "gpuscout.results",
-    "PluginStatus": "gpuscout.results",
+    "GPULayers": "gpuscout._records.layers",
+    "GPULayersList": "gpuscout._records.layers",
+    "hookimpl": "gpuscout._host.markers",
+    "BackendMemory": "gpuscout._records.memory",
+    "DeviceMemory": "gpuscout._records.memory",
+    "InsufficientMemoryError": "gpuscout._records.memory",
+    "by_library": "gpuscout._discovery.ranking",
+    "by_performance": "gpuscout._discovery.ranking",
+    "library_paths": "gpuscout._discovery.ranking",
+    "rank": "gpuscout._discovery.ranking",
+    "DeviceComparison": "gpuscout._records.device",
+    "DeviceID": "gpuscout._records.device",
+    "DeviceInfo": "gpuscout._records.device",
+    "PcieLink": "gpuscout._records.device",
+    "PeerLink": "gpuscout._records.device",
+    "FlashAttention": "gpuscout._records.device",
+    "SystemInfo": "gpuscout._records.device",
+    "Discovery": "gpuscout._records.results",
+    "Dropped": "gpuscout._records.results",
+    "PluginReport": "gpuscout._records.results",
+    "PluginStatus": "gpuscout._records.results",
     "Scout": "gpuscout.scout",
-    "to_json": "gpuscout.wire_encode",
-    "from_json": "gpuscout.wire",
+    "to_json": "gpuscout._records.encode",
+    "from_json": "gpuscout._records.decode",
 }
 
 

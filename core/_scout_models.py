@@ -1,23 +1,23 @@
 """What a ``Scout`` does with a model: place its layers (``plan``), run the load loop with a
 host's runner (``load``) and say whether a GGUF file fits (``fit``). ``Scout`` inherits these
-methods from ``ModelMethods``; the work itself is in ``gpuscout.plan``, ``gpuscout.load`` and
-``gpuscout.fit``."""
+methods from ``ModelMethods``; the work itself is in ``gpuscout._layout.plan``, ``gpuscout.load`` and
+``gpuscout._fit``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from gpuscout._records.device import DeviceInfo, SystemInfo, device_list
+from gpuscout._records.layers import GPULayersList
 from gpuscout.errors import GpuscoutError
-from gpuscout.layers import GPULayersList
-from gpuscout.records import DeviceInfo, SystemInfo, device_list
 
 if TYPE_CHECKING:
-    from gpuscout.fit.ggml import GgmlDevices
-    from gpuscout.fit.placement import FitResult
+    from gpuscout._fit.ggml import GgmlDevices
+    from gpuscout._fit.placement import FitResult
+    from gpuscout._records.memory import BackendMemory
+    from gpuscout._records.results import Discovery
     from gpuscout.load import Allocate, LoadResult
-    from gpuscout.memory import BackendMemory
-    from gpuscout.results import Discovery
 
 
 class ModelMethods:
@@ -58,11 +58,11 @@ class ModelMethods:
         graph bytes (absent: 0); ``overhead`` is OLLAMA_GPU_OVERHEAD, ``spread``
         OLLAMA_SCHED_SPREAD, ``backoff`` in [0, 1]. Each device's reserve is
         ``minimum_memory``. Raises InsufficientMemoryError when the layout cannot load (see
-        ``gpuscout.plan.verify_layout``; the swap check is skipped when ``platform`` is darwin),
+        ``gpuscout._layout.plan.verify_layout``; the swap check is skipped when ``platform`` is darwin),
         GpuscoutError for bad arguments. What sits on ``shared_memory`` devices and what stays
-        on the CPU draw from one pool (``gpuscout.plan.shared_pool``): never counted twice.
+        on the CPU draw from one pool (``gpuscout._layout.plan.shared_pool``): never counted twice.
         """
-        import gpuscout.plan as planner
+        import gpuscout._layout.plan as planner
 
         sizes, gpus, table = planner.checked_arguments(
             layers, devices, system, num_gpu, require_full, spread, backoff, overhead, graphs
@@ -106,9 +106,9 @@ class ModelMethods:
         failure the runner is first asked to release what it holds (``LoadOperation.CLOSE``).
         What ``allocate`` itself raises passes through.
         """
+        import gpuscout._layout.plan as planner
         import gpuscout.load as loader
-        import gpuscout.plan as planner
-        from gpuscout.memory import BackendMemory
+        from gpuscout._records.memory import BackendMemory
 
         if not isinstance(memory, BackendMemory):
             raise GpuscoutError(f"load: memory must be a BackendMemory, got {type(memory).__name__}")
@@ -162,7 +162,7 @@ class ModelMethods:
         fewest_gpus: bool = False,
         kv_offload: bool = True,
     ) -> FitResult:
-        """Whether ``model`` (a GGUF path or a ``gpuscout.fit.Model``) fits here -> ``FitResult``.
+        """Whether ``model`` (a GGUF path or a ``gpuscout._fit.Model``) fits here -> ``FitResult``.
 
         The memory llama.cpp would allocate with these options (its long option names:
         ``ctx`` is the total context shared by ``parallel`` sequences; ``flash_attn`` None is
@@ -186,7 +186,7 @@ class ModelMethods:
         the CPU a "does not fit"; ``fewest_gpus`` hands llama.cpp the fewest GPUs that hold
         the model (one NUMA node and NVLink/xGMI peers first).
         """
-        from gpuscout.fit.placement import checked_options, fit, host_cpu_features
+        from gpuscout._fit.placement import checked_options, fit, host_cpu_features
 
         auto_ctx = ctx == "auto"
         if auto_ctx and planner != "llama.cpp":
@@ -216,12 +216,12 @@ class ModelMethods:
             raise GpuscoutError("fit: cpu_features must be a list of flags, not a bare string")
         import attrs
 
-        from gpuscout.budgets import budget_notes
+        from gpuscout._discovery.budgets import budget_notes
 
         if planner not in ("llama.cpp", "ollama"):
             raise GpuscoutError(f"fit: planner must be 'llama.cpp' or 'ollama', got {planner!r:.60}")
         if planner == "llama.cpp":
-            from gpuscout.fit.session import fit_with_llamacpp
+            from gpuscout._fit.session import fit_with_llamacpp
 
             result = fit_with_llamacpp(
                 self,

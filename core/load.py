@@ -30,11 +30,11 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from gpuscout._layout.plan import create_layout, f32, verify_layout
+from gpuscout._records.device import DeviceID, DeviceInfo, SystemInfo
+from gpuscout._records.layers import GPULayersList
+from gpuscout._records.memory import BackendMemory
 from gpuscout.errors import GpuscoutError
-from gpuscout.layers import GPULayersList
-from gpuscout.memory import BackendMemory
-from gpuscout.plan import create_layout, f32, verify_layout
-from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
 
 #: The backoff step after a failed allocation (float32, as the reference adds it).
 BACKOFF_STEP = f32(0.1)

@@ -16,7 +16,7 @@ package only; what is here keeps its meaning within one ``API_VERSION``::
     def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
         return True
 
-The hooks and what each may answer: ``gpuscout.hookspecs``; the guide: docs/plugins.md.
+The hooks and what each may answer: ``gpuscout._host.hookspecs``; the guide: docs/plugins.md.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from gpuscout.context import U64_LIMIT, Context, EnvEntry, GgmlOrder, parse_u64
+from gpuscout._host.hookspecs import HOOKS
+from gpuscout._host.markers import hookimpl
+from gpuscout._machine.context import U64_LIMIT, Context, EnvEntry, GgmlOrder, parse_u64
+from gpuscout._machine.osfacts import DXG_NODE, available_bytes, is_wsl2, sysctl_int, vm_statistics
+from gpuscout._machine.pcibus import PCI_DEVICES, PciGpu, binding_problem, module_loaded, pci_gpus
+from gpuscout._records.device import DeviceID, DeviceInfo, PcieLink, PeerLink, SystemInfo
 from gpuscout.errors import GpuscoutError, RecordingError, SelectionRefused
-from gpuscout.hookspecs import HOOKS
 from gpuscout.log import get_logger
-from gpuscout.markers import hookimpl
-from gpuscout.osfacts import DXG_NODE, available_bytes, is_wsl2, sysctl_int, vm_statistics
-from gpuscout.pcibus import PCI_DEVICES, PciGpu, binding_problem, module_loaded, pci_gpus
-from gpuscout.records import DeviceID, DeviceInfo, PcieLink, PeerLink, SystemInfo
 
 #: The version of the hook API (hook names, arguments, answers, the names in this module).
 #: It grows by one when something here changes in a way an existing plugin would notice. A
@@ -62,7 +62,7 @@ def for_library(library: str, **options: Any) -> Callable[[F], F]:
     For ``gpuscout_validate_init``, ``gpuscout_preferred_library``, ``gpuscout_flash_attention``
     and ``gpuscout_minimum_memory`` the function is called only when ``device.library`` is
     ``library`` (other devices get None, "not mine"); for ``gpuscout_refresh`` only when at
-    least one of ``devices`` is (each hook's ``gpuscout.hookspecs.HOOKS[name].guard``). Any
+    least one of ``devices`` is (each hook's ``gpuscout._host.hookspecs.HOOKS[name].guard``). Any
     other hook raises TypeError when decorated: those see a whole selection, or must answer
     for every library, and decide for themselves (use ``devices_of``).
     """
@@ -129,7 +129,7 @@ def visibility_setting(name: str, value: str) -> str:
 def system_memory(context: Context) -> SystemInfo:
     """System memory as this process may use it (cgroup limits applied), read through
     ``context`` (its root, deadline and notes): what a unified-memory device shares."""
-    from gpuscout.system import read_system
+    from gpuscout._machine.system import read_system
 
     return read_system(context)
 

@@ -10,21 +10,21 @@ import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from gpuscout.context import Context
+from gpuscout._discovery.merge import compare, merge
+from gpuscout._host.calls import PluginHost
+from gpuscout._machine.context import Context
+from gpuscout._records.device import CPU_LIBRARY, DeviceComparison, DeviceInfo, device_list
+from gpuscout._records.results import Discovery, Dropped, PluginReport, PluginStatus
+from gpuscout._scout_models import ModelMethods
 from gpuscout.errors import GpuscoutError
-from gpuscout.host import PluginHost
 from gpuscout.log import get_logger
-from gpuscout.merge import compare, merge
-from gpuscout.records import CPU_LIBRARY, DeviceComparison, DeviceInfo, device_list
-from gpuscout.results import Discovery, Dropped, PluginReport, PluginStatus
-from gpuscout.scout_models import ModelMethods
 from gpuscout.sizes import MIB
 
 if TYPE_CHECKING:
-    from gpuscout.affinity import Affinity
-    from gpuscout.fit.ggml import GgmlDevices
-    from gpuscout.recording import Recorder
-    from gpuscout.replay import Recording
+    from gpuscout._fit.ggml import GgmlDevices
+    from gpuscout._recording.record import Recorder
+    from gpuscout._recording.replay import Recording
+    from gpuscout._selection.affinity import Affinity
 
 #: The seed's MinimumMemory for every library that does not answer otherwise.
 DEFAULT_MINIMUM_MEMORY = 457 * MIB
@@ -43,7 +43,7 @@ def _timeout(value: Any, name: str) -> float:
 def _recording(replay: Any) -> Recording | None:
     if replay is None:
         return None
-    from gpuscout.replay import Recording, load  # only a replay pays for it
+    from gpuscout._recording.replay import Recording, load  # only a replay pays for it
 
     return replay if isinstance(replay, Recording) else load(replay)
 
@@ -75,7 +75,7 @@ class Scout(ModelMethods):
     file plugins read (a missing folder is fine: plugins find nothing there).
     ``enumerate_timeout`` bounds each plugin's import and enumerate, ``hook_timeout`` each call
     of a rule hook, in seconds (finite, > 0). ``isolate_imports`` imports the plugins in a child
-    process first (``gpuscout.isolation.probe``): one whose import crashes or hangs there is
+    process first (``gpuscout._host.isolation.probe``): one whose import crashes or hangs there is
     reported failed or timed out and never imported here (the command line's ``--isolated``).
     ``reserve`` and ``cap`` map selectors (docs/selection.md; ``all`` is every device) to bytes
     held back and bytes at most planned on per device, ``prefer`` lists selectors whose devices
@@ -112,7 +112,7 @@ class Scout(ModelMethods):
             platform = self.replay.platform
         self.recorder = recorder
         if recorder is not None:
-            from gpuscout.recording import TrackedEnv
+            from gpuscout._recording.record import TrackedEnv
 
             env = TrackedEnv(os.environ if env is None else env)
         self.env: Mapping[str, str] = _environment(env)
@@ -135,9 +135,9 @@ class Scout(ModelMethods):
             # Absolute once: a relative tree stays the same tree whatever the cwd becomes later.
             root = os.path.abspath(root)
         self.root = root
-        from gpuscout.budgets import from_settings
+        from gpuscout._discovery.budgets import from_settings
 
-        #: The budgets every discovery applies (``gpuscout.budgets.Budgets``).
+        #: The budgets every discovery applies (``gpuscout._discovery.budgets.Budgets``).
         self.budgets = from_settings(self.env, reserve=reserve, cap=cap, prefer=prefer)
         self.enumerate_timeout = _timeout(enumerate_timeout, "enumerate_timeout")
         self.hook_timeout = _timeout(hook_timeout, "hook_timeout")
@@ -174,7 +174,7 @@ class Scout(ModelMethods):
         and, while replaying, the plugin's recorded driver answers (while recording, the
         recorder that notes what it reads)."""
         if self.recorder is not None:
-            from gpuscout.recording import RecordingContext
+            from gpuscout._recording.record import RecordingContext
 
             return RecordingContext(
                 env=self.env,
@@ -225,14 +225,14 @@ class Scout(ModelMethods):
         With ``validate`` each device that needs it is initialised in a child process first and
         dropped when that fails (see ``gpuscout.runner``), all children at once under one
         deadline: ``enumerate_timeout`` plus 5 s for the child's own start
-        (``gpuscout.isolation.START_ALLOWANCE``). With ``isolated`` every plugin's
-        enumerate runs in a child process of its own (``gpuscout.isolation``), with this Scout's
+        (``gpuscout._host.isolation.START_ALLOWANCE``). With ``isolated`` every plugin's
+        enumerate runs in a child process of its own (``gpuscout._host.isolation``), with this Scout's
         env, platform, root and plugins: a driver that crashes or hangs there costs only its
         plugin, reported ``failed`` (with the signal and the child's last stderr line) or
         ``timeout``; merge and rank stay here. Never raises for a plugin's fault; on a replayed
         recording, raises ``RecordingError`` when a plugin found its recorded answers malformed.
         """
-        from gpuscout.discovery import discover
+        from gpuscout._discovery.pipeline import discover
 
         with self._lock:
             return discover(self, include_software, validate, isolated)
@@ -280,7 +280,7 @@ class Scout(ModelMethods):
         discovery asks it again, but while its overrun call is still running no second one is
         started: the next waits for it, up to its own deadline.
         """
-        from gpuscout.refresh import refresh
+        from gpuscout._discovery.refresh import refresh
 
         devices = device_list(devices, "refresh")
         with self._lock:
@@ -345,8 +345,8 @@ class Scout(ModelMethods):
         """The devices of ``devices`` a llama.cpp build would use, in ggml's order, with ggml's
         names and the environment that makes a child enumerate exactly them
         (``gpuscout_ggml_devices`` answers, then llama.cpp's default device selection:
-        ``gpuscout.fit.ggml``)."""
-        from gpuscout.fit.ggml import ggml_devices
+        ``gpuscout._fit.ggml``)."""
+        from gpuscout._fit.ggml import ggml_devices
 
         devices = device_list(devices, "ggml_devices")
         answers = self._host.each("gpuscout_ggml_devices", devices=tuple(devices))
@@ -360,7 +360,7 @@ class Scout(ModelMethods):
         Raises ``GpuscoutError`` for a device whose visible token (``filter_id or id``) is empty
         or holds the list separator ``,``, naming the device and the field.
         """
-        from gpuscout.visibility import visible_env
+        from gpuscout._selection.visibility import visible_env
 
         devices = device_list(devices, "visible_env")
         return visible_env(self._host, devices, self.log) if devices else {}
@@ -380,11 +380,11 @@ class Scout(ModelMethods):
 
     def cpu_affinity(self, devices: Sequence[DeviceInfo]) -> Affinity:
         """The CPUs a child using ``devices`` should run on: the union of their ``local_cpus``
-        within the CPUs this process may use, with a note (``gpuscout.affinity``). Start the
-        child inside ``gpuscout.affinity.pinned(result.cpus)`` (it inherits them), or pass
+        within the CPUs this process may use, with a note (``gpuscout._selection.affinity``). Start the
+        child inside ``gpuscout._selection.affinity.pinned(result.cpus)`` (it inherits them), or pass
         ``preexec_fn=lambda: os.sched_setaffinity(0, result.cpus)``; ``cpus`` None means
         leave them as they are (the note says why)."""
-        from gpuscout import affinity
+        from gpuscout._selection import affinity
 
         return affinity.for_devices(
             device_list(devices, "cpu_affinity"),
@@ -395,9 +395,9 @@ class Scout(ModelMethods):
     def select(
         self, selectors: Sequence[str], include_software: bool = False, isolated: bool = False
     ) -> list[DeviceInfo]:
-        """Devices matching ``selectors`` (see ``gpuscout.select``), in rank order, from one
+        """Devices matching ``selectors`` (see ``gpuscout._selection.selectors``), in rank order, from one
         discovery (``isolated`` as in ``discover``)."""
-        from gpuscout.select import select_devices
+        from gpuscout._selection.selectors import select_devices
 
         discovery = self.discover(include_software=include_software, isolated=isolated)
         return select_devices(self, discovery.devices, selectors)

@@ -68,8 +68,8 @@ METAL = ("tests/plugins/metal", RULES)
 
 MUTATIONS: list[tuple[str, str, str, tuple[str, ...], str]] = []
 
-# --- core/merge.py: the seed's Compare, IsBetter and the merge of duplicates
-_m = "core/merge.py"
+# --- core/_discovery/merge.py: the seed's Compare, IsBetter and the merge of duplicates
+_m = "core/_discovery/merge.py"
 MUTATIONS += [
     (
         _m,
@@ -160,8 +160,8 @@ def _same_card""",
     ),
 ]
 
-# --- core/ranking.py: the order of devices
-_m = "core/ranking.py"
+# --- core/_discovery/ranking.py: the order of devices
+_m = "core/_discovery/ranking.py"
 MUTATIONS += [
     (
         _m,
@@ -200,8 +200,8 @@ MUTATIONS += [
     ),
 ]
 
-# --- core/plan.py: LAYOUT.md's createLayout, assignLayers, findBestFit, greedyFit, verifyLayout
-_m = "core/plan.py"
+# --- core/_layout/plan.py: LAYOUT.md's createLayout, assignLayers, findBestFit, greedyFit, verifyLayout
+_m = "core/_layout/plan.py"
 MUTATIONS += [
     (
         _m,
@@ -345,8 +345,8 @@ MUTATIONS += [
     ),
 ]
 
-# --- core/fit/*: llama.cpp's memory per device
-_m = "core/fit/estimate.py"
+# --- core/_fit/*: llama.cpp's memory per device
+_m = "core/_fit/estimate.py"
 MUTATIONS += [
     (
         _m,
@@ -391,10 +391,10 @@ MUTATIONS += [
         "flash attention's f16 masks counted as f32",
     ),
 ]
-_m = "core/fit/placement.py"
+_m = "core/_fit/placement.py"
 MUTATIONS += [
     (
-        "core/fit/usage.py",
+        "core/_fit/usage.py",
         '    return device is not None and 0 < getattr(device, "max_allocation", 0) < t_bytes',
         '    return device is not None and 0 < getattr(device, "max_allocation", 0) <= t_bytes',
         FIT,
@@ -408,22 +408,22 @@ MUTATIONS += [
         "a q8_0 V cache is accepted without flash attention",
     ),
     (
-        "core/fit/verdict.py",
+        "core/_fit/verdict.py",
         "        if u.total > room:",
         "        if u.total > d.free_memory:",
         FIT,
         "a GPU's reserve is not held back in the verdict",
     ),
 ]
-_m = "core/fit/reader.py"
+_m = "core/_fit/reader.py"
 MUTATIONS += [
     (_m, "    if version not in (2, 3):", "    if version not in (1, 2, 3):", FIT, "GGUF version 1 is read"),
 ]
-_m = "core/fit/hparams.py"
+_m = "core/_fit/hparams.py"
 MUTATIONS += []
 
-# --- core/select.py: the selector language
-_m = "core/select.py"
+# --- core/_selection/selectors.py: the selector language
+_m = "core/_selection/selectors.py"
 MUTATIONS += [
     (_m, "MIN_PREFIX = 4", "MIN_PREFIX = 3", SELECT, "id prefixes of 3 characters are accepted"),
     (
@@ -498,8 +498,8 @@ MUTATIONS += [
     ),
 ]
 
-# --- core/visibility.py: the child's environment and its three formats
-_m = "core/visibility.py"
+# --- core/_selection/visibility.py: the child's environment and its three formats
+_m = "core/_selection/visibility.py"
 MUTATIONS += [
     (
         _m,
@@ -546,8 +546,8 @@ MUTATIONS += [
     (_m, '        if "\\0" in value:', "        if False:", VISIBILITY, "a NUL byte in a value is written"),
 ]
 
-# --- core/record_fields.py: what the records' fields accept
-_m = "core/record_fields.py"
+# --- core/_records/fields.py: what the records' fields accept
+_m = "core/_records/fields.py"
 MUTATIONS += [
     (
         _m,
@@ -565,8 +565,8 @@ MUTATIONS += [
     ),
 ]
 
-# --- core/records.py: the records and their invariants
-_m = "core/records.py"
+# --- core/_records/device.py: the records and their invariants
+_m = "core/_records/device.py"
 MUTATIONS += [
     (
         _m,
@@ -612,8 +612,8 @@ MUTATIONS += [
     ),
 ]
 
-# --- core/context.py: the plugin's window onto env and files
-_m = "core/context.py"
+# --- core/_machine/context.py: the plugin's window onto env and files
+_m = "core/_machine/context.py"
 MUTATIONS += [
     (
         _m,
@@ -674,7 +674,7 @@ MUTATIONS += [
 ]
 
 # --- core/runner/*: the child runner, its replies and the validation of devices
-_m = "core/runner/client.py"
+_m = "core/runner/_client.py"
 MUTATIONS += [
     (
         _m,
@@ -698,7 +698,7 @@ MUTATIONS += [
         "a busy runner (503) is an error, not asked again",
     ),
 ]
-_m = "core/runner/reply.py"
+_m = "core/runner/_reply.py"
 MUTATIONS += [
     (
         _m,
@@ -722,7 +722,7 @@ MUTATIONS += [
         "a body one byte short is accepted",
     ),
 ]
-_m = "core/runner/server.py"
+_m = "core/runner/_server.py"
 MUTATIONS += [
     (
         _m,
@@ -739,7 +739,7 @@ MUTATIONS += [
         "the runner's replies leave out the token",
     ),
 ]
-_m = "core/runner/validation.py"
+_m = "core/runner/_validation.py"
 MUTATIONS += [
     (
         _m,
@@ -757,8 +757,8 @@ MUTATIONS += [
     ),
 ]
 
-# --- core/isolation/*: enumeration in child processes
-_m = "core/isolation/__init__.py"
+# --- core/_host/isolation/*: enumeration in child processes
+_m = "core/_host/isolation/__init__.py"
 MUTATIONS += [
     (
         _m,
@@ -789,7 +789,7 @@ MUTATIONS += [
         "an answer for a plugin that was not asked for is believed",
     ),
 ]
-_m = "core/isolation/child.py"
+_m = "core/_host/isolation/child.py"
 MUTATIONS += [
     (
         _m,
@@ -868,8 +868,8 @@ MUTATIONS += [
     ),
 ]
 
-# --- core/cluster/nfd_file.py: the NFD feature file's rules
-_m = "core/cluster/nfd_file.py"
+# --- core/cluster/_nfd_file.py: the NFD feature file's rules
+_m = "core/cluster/_nfd_file.py"
 MUTATIONS += [
     (
         _m,
@@ -1131,7 +1131,7 @@ MUTATIONS += [
         "a discrete Vulkan GPU is merged with a Metal one by name",
     ),
 ]
-_m = "plugins/vulkan/visible.py"
+_m = "plugins/vulkan/visibility.py"
 MUTATIONS += [
     (
         _m,
@@ -1174,7 +1174,7 @@ MUTATIONS += [
 ]
 
 # --- plugins/metal: ggml-metal's device and memory view
-_m = "plugins/metal/discover.py"
+_m = "plugins/metal/enumeration.py"
 MUTATIONS += [
     (
         _m,
@@ -1229,21 +1229,21 @@ MUTATIONS += [
 SHARED = ("tests/test_shared_memory_plan.py", "tests/test_shared_memory_records.py", *PLAN)
 MUTATIONS += [
     (
-        "core/plan.py",
+        "core/_layout/plan.py",
         "    return free + sum(max(0, d.free_memory - free) for d in devices if d.shared_memory)",
         "    return free + sum(d.free_memory for d in devices if d.shared_memory)",
         SHARED,
         "a shared device's free bytes are counted on top of the system's (twice)",
     ),
     (
-        "core/plan.py",
+        "core/_layout/plan.py",
         "    host = cpu + on_shared_devices(layout, layers, devices, graphs)",
         "    host = cpu",
         SHARED,
         "what sits on shared-memory devices is not counted against system memory",
     ),
     (
-        "core/fit/verdict.py",
+        "core/_fit/verdict.py",
         "    host = usage[-1].total + on_shared",
         "    host = usage[-1].total",
         ("tests/test_shared_memory_plan.py", *FIT),
@@ -1278,7 +1278,7 @@ MUTATIONS += [
         "a unified-memory NVIDIA part is not marked shared",
     ),
     (
-        "plugins/cuda/nvml.py",
+        "plugins/cuda/enumeration.py",
         "        if _error_code(exc) == NOT_SUPPORTED:\n            return None\n        raise\n    return pci_location(",
         "        raise\n    return pci_location(",
         ("tests/plugins/cuda/test_cuda_unified_memory.py", *CUDA, "tests/test_machines.py"),
@@ -1304,98 +1304,98 @@ TOPOLOGY = (
 AFFINITY = ("tests/test_affinity.py", "tests/cli/test_cli_exec_affinity.py")
 MUTATIONS += [
     (
-        "core/budgets.py",
+        "core/_discovery/budgets.py",
         "if i not in caps or e.size < caps[i].size:",
         "if i not in caps or e.size > caps[i].size:",
         BUDGETS,
         "the largest of two matching caps holds",
     ),
     (
-        "core/budgets.py",
+        "core/_discovery/budgets.py",
         "if i not in reserves or e.size > reserves[i].size:",
         "if i not in reserves:",
         BUDGETS,
         "the first matching reserve holds, not the largest",
     ),
     (
-        "core/budgets.py",
+        "core/_discovery/budgets.py",
         "usable = max(0, min(base, cap.size if cap else base) - (reserve.size if reserve else 0))",
         "usable = max(0, min(base, cap.size if cap else base))",
         BUDGETS,
         "a reserve is not taken off the usable total",
     ),
     (
-        "core/budgets.py",
+        "core/_discovery/budgets.py",
         "usable = max(0, min(base, cap.size if cap else base) - (reserve.size if reserve else 0))",
         "usable = max(0, max(base, cap.size if cap else base) - (reserve.size if reserve else 0))",
         BUDGETS,
         "a cap above nothing: the larger of total and cap is usable",
     ),
     (
-        "core/budgets.py",
+        "core/_discovery/budgets.py",
         "                preference.setdefault(devices[i].device_id, position)",
         "                preference[devices[i].device_id] = position",
         BUDGETS,
         "a device matched by two prefer selectors takes the later place",
     ),
     (
-        "core/topology.py",
+        "core/_machine/topology.py",
         "    slower = bool(link.speed and link.max_speed and link.speed < link.max_speed)",
         "    slower = bool(link.speed and link.max_speed and link.speed <= link.max_speed)",
         TOPOLOGY,
         "a link at its maximum speed is noted as slow",
     ),
     (
-        "core/topology.py",
+        "core/_machine/topology.py",
         "    return bool(link.width and link.max_width and link.width < link.max_width)",
         "    return bool(link.max_width and link.width < link.max_width)",
         TOPOLOGY,
         "an unknown current width (0) counts as a narrower link",
     ),
     (
-        "core/topology.py",
+        "core/_machine/topology.py",
         "    if device.numa_node == -1 and found.numa_node is not None:",
         "    if found.numa_node is not None:",
         TOPOLOGY,
         "sysfs overrides the NUMA node a plugin reported",
     ),
     (
-        "core/topology.py",
+        "core/_machine/topology.py",
         "            if key in known and key != (device.id, device.library) and key not in kept:",
         "            if key != (device.id, device.library) and key not in kept:",
         TOPOLOGY,
         "peers that the discovery did not keep are reported",
     ),
     (
-        "core/topology.py",
+        "core/_machine/topology.py",
         "    return speed if speed in GENERATIONS else None",
         "    return speed",
         TOPOLOGY,
         "a speed that is no PCIe generation's is taken",
     ),
     (
-        "core/cpulist.py",
+        "core/_machine/cpulist.py",
         "        if ranges and low <= ranges[-1][1] + 1:",
         "        if ranges and low <= ranges[-1][1]:",
         TOPOLOGY,
         "touching ranges (0-3,4-7), which the kernel never prints, are accepted",
     ),
     (
-        "core/cpulist.py",
+        "core/_machine/cpulist.py",
         "        if low > high or high >= MAX_CPU:",
         "        if high >= MAX_CPU:",
         TOPOLOGY,
         "a backwards range (3-1) is accepted",
     ),
     (
-        "core/affinity.py",
+        "core/_selection/affinity.py",
         "    chosen = local_union if allowed is None else local_union & allowed",
         "    chosen = local_union",
         AFFINITY,
         "CPUs the process may not use are chosen",
     ),
     (
-        "core/affinity.py",
+        "core/_selection/affinity.py",
         "    os.sched_setaffinity(0, chosen)\n    try:\n        yield\n    finally:\n        os.sched_setaffinity(0, previous)",
         "    os.sched_setaffinity(0, chosen)\n    yield",
         AFFINITY,
@@ -1609,63 +1609,63 @@ MUTATIONS += [
         "the UUID is no duplicate key: twins by UUID with other names or memory are never asked about",
     ),
     (
-        "core/merge.py",
+        "core/_discovery/merge.py",
         "    if len(a_split) < 2 or len(b_split) < 2 or a_split[0] != b_split[0]:",
         "    if len(a_split) < 2 or len(b_split) < 2:",
         MERGE,
         "library variants of different libraries (cuda_v12, rocm_v6) are compared as versions",
     ),
     (
-        "core/merge.py",
+        "core/_discovery/merge.py",
         "            if i != last and (not d.pci_id or not self.kept[i][1].pci_id):",
         "            if i != last:",
         MERGE,
         "the heuristics may merge two devices whose different PCI ids say they are two cards",
     ),
     (
-        "core/ranking.py",
+        "core/_discovery/ranking.py",
         '    Criterion("free_memory", lambda d: -d.usable_free),',
         '    Criterion("free_memory", lambda d: -d.free_memory),',
         RANKING_BUDGETS,
         "ranking ignores a budget's cap (free memory as reported)",
     ),
     (
-        "core/ranking.py",
+        "core/_discovery/ranking.py",
         "    unmatched = max(preference.values()) + 1",
         "    unmatched = max(preference.values())",
         RANKING_BUDGETS,
         "a device no prefer selector names ties with the last preferred one",
     ),
     (
-        "core/plan.py",
+        "core/_layout/plan.py",
         "                usable_free(d.usable_free, backoff, reserve(d), overhead, graphs.get(d.id, 0)),",
         "                usable_free(d.free_memory, backoff, reserve(d), overhead, graphs.get(d.id, 0)),",
         PLAN_BUDGETS,
         "the planner ignores a budget's cap and reserve",
     ),
     (
-        "core/plan.py",
+        "core/_layout/plan.py",
         "        if sum(len(p) for _, p in placement) > sum(len(p) for _, p in best):",
         "        if sum(len(p) for _, p in placement) >= sum(len(p) for _, p in best):",
         PLAN,
         "of two libraries placing as many layers, the later one wins",
     ),
     (
-        "core/plan.py",
+        "core/_layout/plan.py",
         "        low, high = 0.0, 1000.0 if requested >= 0 and force else 1.0",
         "        low, high = 0.0, 1000.0 if force else 1.0",
         PLAN,
         "the automatic layer count may overfill the last GPU (capacity up to 1000)",
     ),
     (
-        "core/plan.py",
+        "core/_layout/plan.py",
         "    stop = -1 if requested < 0 else max(len(layers) - 1 - requested, -1)",
         "    stop = -1 if requested < 0 else max(len(layers) - requested, -1)",
         PLAN,
         "a requested layer count places one layer fewer",
     ),
     (
-        "core/plan.py",
+        "core/_layout/plan.py",
         "                force = k == len(gpus) - 1 and not require_full",
         "                force = k == len(gpus) - 1",
         PLAN,
@@ -1700,126 +1700,126 @@ MUTATIONS += [
         "a forced count is taken without its own report confirming it",
     ),
     (
-        "core/select.py",
+        "core/_selection/selectors.py",
         "        if not d.free_memory_unknown and d.usable_free - reserve.minimum_memory(d) >= size",
         "        if not d.free_memory_unknown and d.free_memory - reserve.minimum_memory(d) >= size",
         SELECT_BUDGETS,
         "fits: ignores a budget's cap",
     ),
     (
-        "core/select.py",
+        "core/_selection/selectors.py",
         "    if len(hits) > 1:\n        # Several records on one card (MIG instances): the caller must name one.\n        raise _ambiguous(selector, hits, devices)\n",
         "",
         SELECT,
         "a PCI id of a partitioned card selects every partition",
     ),
     (
-        "core/select.py",
+        "core/_selection/selectors.py",
         "    if index >= len(order):",
         "    if index > len(order):",
         SELECT,
         "LIBRARY:N one past the last device is an IndexError, not NoMatchError",
     ),
     (
-        "core/select.py",
+        "core/_selection/selectors.py",
         "    return f\"{int(domain or '0', 16):04x}:{bus}:{dev}.{fn}\".lower()",
         "    return f\"{domain or '0000'}:{bus}:{dev}.{fn}\".lower()",
         SELECT,
         "a PCI id with an 8-digit domain (00000000:c4:00.0) matches nothing",
     ),
     (
-        "core/select.py",
+        "core/_selection/selectors.py",
         "    if len(exact) > 1:\n        raise _ambiguous(selector, exact, devices)\n",
         "",
         SELECT,
         "an id or UUID two unmerged records share selects both",
     ),
     (
-        "core/records.py",
+        "core/_records/device.py",
         "        return max(0, self.free_memory - (self.total_memory - self.usable_total))",
         "        return min(self.free_memory, self.usable_total)",
         RECORDS_BUDGETS,
         "usable free is free capped at the cap, so memory already used does not count against it",
     ),
     (
-        "core/records.py",
+        "core/_records/device.py",
         '        if usable > fields["total_memory"]:',
         '        if usable >= fields["total_memory"]:',
         RECORDS_BUDGETS,
         "a plugin's usable_memory equal to the total is refused",
     ),
     (
-        "core/records.py",
+        "core/_records/device.py",
         "        return min(self.usable_memory, self.total_memory)",
         "        return self.usable_memory",
         RECORDS_BUDGETS,
         "usable_total may exceed the total",
     ),
     (
-        "core/budgets.py",
+        "core/_discovery/budgets.py",
         "            base = d.usable_total",
         "            base = d.total_memory",
         BUDGETS,
         "a cap starts from the total, forgetting the plugin's smaller usable total",
     ),
     (
-        "core/budgets.py",
+        "core/_discovery/budgets.py",
         "    return new.evolve(usable_memory=old.usable_memory, notes=(*new.notes, *notes))",
         "    return new.evolve(notes=(*new.notes, *notes))",
         (*BUDGETS, "tests/test_refresh.py"),
         "a refresh forgets the budget's usable total",
     ),
     (
-        "core/budgets.py",
+        "core/_discovery/budgets.py",
         '        selector, equals, size = part.rpartition("=")',
         '        selector, equals, size = part.partition("=")',
         BUDGETS,
         "library=NAME=SIZE splits at the first '=' (no such selector)",
     ),
     (
-        "core/budgets.py",
+        "core/_discovery/budgets.py",
         '_RANKED = re.compile(r"best|[0-9]+|fits:.*", re.ASCII | re.IGNORECASE | re.DOTALL)',
         '_RANKED = re.compile(r"best|[0-9]+", re.ASCII | re.IGNORECASE | re.DOTALL)',
         BUDGETS,
         "a fits: selector, which the budget itself changes, is accepted in a budget",
     ),
     (
-        "core/topology.py",
+        "core/_machine/topology.py",
         "    if not device.local_cpus and found.local_cpus:",
         "    if found.local_cpus:",
         TOPOLOGY,
         "sysfs overrides the local CPUs a plugin reported",
     ),
     (
-        "core/topology.py",
+        "core/_machine/topology.py",
         "        speed=speeds[0] or 0.0, width=widths[0] or 0, max_speed=speeds[1] or 0.0, max_width=widths[1] or 0",
         "        speed=speeds[1] or 0.0, width=widths[0] or 0, max_speed=speeds[0] or 0.0, max_width=widths[1] or 0",
         TOPOLOGY,
         "current and maximum link speed swapped",
     ),
     (
-        "core/topology.py",
+        "core/_machine/topology.py",
         "    return number if number is not None and number <= MAX_NUMA_NODE else None",
         "    return number",
         TOPOLOGY,
         "a NUMA node above the largest one is taken",
     ),
     (
-        "core/cpulist.py",
+        "core/_machine/cpulist.py",
         "    return frozenset(cpu for low, high in ranges for cpu in range(low, high + 1))",
         "    return frozenset(cpu for low, high in ranges for cpu in range(low, high))",
         (*TOPOLOGY, *AFFINITY),
         "the last CPU of each range is left out",
     ),
     (
-        "core/cpulist.py",
+        "core/_machine/cpulist.py",
         "        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:",
         "        while j + 1 < len(ordered) and ordered[j + 1] <= ordered[j] + 2:",
         (*TOPOLOGY, *AFFINITY),
         "a one-CPU gap is written inside a range (0,2 as 0-2)",
     ),
     (
-        "core/affinity.py",
+        "core/_selection/affinity.py",
         "    if not chosen:\n",
         "    if chosen is None:\n",
         AFFINITY,
@@ -1847,21 +1847,21 @@ MUTATIONS += [
         "an unknown compute (-1.-1, Vulkan) becomes the compute range's minimum",
     ),
     (
-        "plugins/metal/discover.py",
+        "plugins/metal/enumeration.py",
         "    if working_set == wired_limit_mb * MIB:",
         "    if working_set == wired_limit_mb * 1000 * 1000:",
         METAL,
         "iogpu.wired_limit_mb read as 10^6 bytes: a raised limit Metal took is called not taken",
     ),
     (
-        "core/wire.py",
+        "core/_records/decode.py",
         '            text = bytes(text).decode("utf-8-sig")',
         '            text = bytes(text).decode("utf-8")',
         WIRE,
         "JSON bytes starting with a UTF-8 byte order mark are refused",
     ),
     (
-        "core/wire.py",
+        "core/_records/decode.py",
         '    if not math.isfinite(number):\n        raise ValueError(f"expected a finite number, got {value!r:.60}")\n',
         "",
         WIRE,
@@ -1919,21 +1919,21 @@ MUTATIONS += [
         "an integrated GPU alone is noted as left idle beside a discrete one",
     ),
     (
-        "core/rootfs.py",  # the listing moved there with the read sandbox (issue 32)
+        "core/_machine/rootfs.py",  # the listing moved there with the read sandbox (issue 32)
         "            if len(names) == limit:",
         "            if len(names) > limit:",
         CONTEXT,
         "a directory of one entry more than MAX_DIR_ENTRIES is listed",
     ),
     (
-        "core/budgets.py",
+        "core/_discovery/budgets.py",
         "        if not 0 <= size <= MAX_SIZE:",
         "        if not 0 < size <= MAX_SIZE:",
         (*BUDGETS, RULES),
         "a budget of 0 bytes given as an int is refused",
     ),
     (
-        "core/plan.py",
+        "core/_layout/plan.py",
         '    if (require_full and (short or host > free)) or (platform != "darwin" and host > free + system.free_swap):',
         '    if (require_full and (short or host >= free)) or (platform != "darwin" and host > free + system.free_swap):',
         PLAN,
@@ -1945,21 +1945,21 @@ MUTATIONS += [
 NUMA = ("tests/test_select_numa.py", *SELECT)
 MUTATIONS += [
     (
-        "core/select.py",
+        "core/_selection/selectors.py",
         "    hits = [i for i, d in enumerate(devices) if d.numa_node == number]",
         "    hits = [i for i, d in enumerate(devices) if d.numa_node in (number, -1)]",
         NUMA,
         "a device whose NUMA node is unknown is taken to be on every node",
     ),
     (
-        "core/select.py",
+        "core/_selection/selectors.py",
         "        return _numa(selector, text[5:].strip(), devices)",
         "        return _numa(selector, text[5:].strip(), devices[:1])",
         NUMA,
         "numa=N looks at the first ranked device only",
     ),
     (
-        "core/budgets.py",
+        "core/_discovery/budgets.py",
         '        near = suggest(head.strip(), ["library", "numa"])',
         '        near = suggest(head.strip(), ["library"])',
         ("tests/test_select_numa.py", *BUDGETS),
@@ -1980,14 +1980,14 @@ MUTATIONS += [
         "KB (decimal) read as KiB",
     ),
     (
-        "plugins/vulkan/discover.py",
+        "plugins/vulkan/enumeration.py",
         "        if not heaps:\n",
         "        if heaps is None:\n",
         VULKAN,
         "a recorded device with an empty heap list replays as 0 B",
     ),
     (
-        "plugins/vulkan/discover.py",
+        "plugins/vulkan/enumeration.py",
         "        if any(len(heap) != 2 for heap in heaps):",
         "        if any(len(heap) < 2 for heap in heaps):",
         VULKAN,
@@ -2010,7 +2010,7 @@ MUTATIONS += [
         "the usable smallest label is the hardware's smallest",
     ),
     (
-        "core/cli/fit.py",
+        "core/cli/_commands/fit.py",
         "    fits = verdict(",
         "    fits = True or verdict(",
         ("tests/test_fit_layers_verdict.py", "tests/test_shared_memory_fit_layers.py"),
@@ -2023,56 +2023,56 @@ MUTATIONS += [
 RECORDING = ("tests/test_recordings.py", RULES)
 MUTATIONS += [
     (
-        "core/fit/verdict.py",
+        "core/_fit/verdict.py",
         "        room = d.usable_free - reserve(d)  # under the device's budget (docs/budgets.md)",
         "        room = d.free_memory - reserve(d)  # under the device's budget (docs/budgets.md)",
         FIT,
         "fit's verdict gives a GPU its whole free memory, not the budget's",
     ),
     (
-        "core/fit/verdict.py",
+        "core/_fit/verdict.py",
         "        room = d.usable_free - reserve(d)  # under the device's budget (docs/budgets.md)",
         "        room = d.usable_free  # under the device's budget (docs/budgets.md)",
         FIT,
         "fit's verdict forgets the reserve",
     ),
     (
-        "core/fit/estimate.py",
+        "core/_fit/estimate.py",
         "            total += (h.n_embd_r + h.n_embd_s) * F32 * max(1, c.n_seq)",
         "            total += (h.n_embd_r + h.n_embd_s) * F32",
         FIT,
         "recurrent state kept once, not once per sequence",
     ),
     (
-        "core/fit/estimate.py",
+        "core/_fit/estimate.py",
         "t.shape[1] % 8 == 0",
         "t.shape[0] % 8 == 0",
         FIT,
         "the CPU repack rule tests ne[0] instead of ne[1]",
     ),
     (
-        "core/runner/server.py",
+        "core/runner/_server.py",
         "            return 0.0 if self.active else now - self.last_activity",
         "            return now - self.last_activity",
         RUNNER,
         "the runner's idle clock runs while a request is being answered",
     ),
     (
-        "core/visibility.py",
+        "core/_selection/visibility.py",
         "        bad = [e for e in answer if not 0 <= e[0] < len(devices)]",
         "        bad = [e for e in answer if not 0 <= e[0] <= len(devices)]",
         VISIBILITY,
         "a visibility position one past the selection is taken (IndexError)",
     ),
     (
-        "core/recording.py",
+        "core/_recording/record.py",
         '            if self.paths.get(path) in (None, "path", "name"):',
         '            if self.paths.get(path) in (None, "path"):',
         RECORDING,
         "a name seen in a listing beats a later read: the file is recorded empty",
     ),
     (
-        "core/recording.py",
+        "core/_recording/record.py",
         'SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE|KEY", re.IGNORECASE)',
         'SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE|KEY")',
         RECORDING,
@@ -2086,35 +2086,35 @@ MUTATIONS += [
         "a twin whose driver ties in ggml's priority replaces the kept one",
     ),
     (
-        "core/hidden.py",
+        "core/_discovery/hidden.py",
         "    while ref not in kept and ref in parents and ref not in seen:",
         "    while ref not in kept and ref in parents and ref not in seen and False:",
         MERGE,
         "a twin of a replaced twin of a hidden card is not followed to it",
     ),
     (
-        "core/replay.py",
+        "core/_recording/replay.py",
         "    if size > limit:",
         "    if size >= limit:",
         RECORDING,
         "a recorded manifest or answer file of exactly the limit is refused",
     ),
     (
-        "core/replay.py",
+        "core/_recording/replay.py",
         "                if info.st_size > MAX_READ_BYTES:",
         "                if info.st_size >= MAX_READ_BYTES:",
         RECORDING,
         "a recorded tree file of exactly the read limit is refused",
     ),
     (
-        "core/budgets.py",
+        "core/_discovery/budgets.py",
         "                preference.setdefault(devices[i].device_id, position)",
         "                preference[devices[i].device_id] = position",
         (RULES, *BUDGETS),
         "a device prefer names twice takes its last position",
     ),
     (
-        "core/merge.py",
+        "core/_discovery/merge.py",
         "        return d.pci_id.lower(), (d.library, source)",
         "        return d.pci_id.lower(), (d.library, d.library)",
         MERGE,

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gpuscout._records.device import DeviceInfo, SystemInfo
+from gpuscout._records.results import Discovery, PluginReport
 from gpuscout.cluster.inventory import NodeResult, NodeStatus
-from gpuscout.records import DeviceInfo, SystemInfo
-from gpuscout.results import Discovery, PluginReport
 from gpuscout.sizes import GIB
 
 H100 = "NVIDIA H100 80GB HBM3"

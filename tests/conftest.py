@@ -379,7 +379,7 @@ def _machine_as(
     """Point the built-ins' seams at another machine: NVML answers ``nvml_answer(context)``
     (off macOS, where the plugin never looks), the live root reads as ``rocm_tree``."""
     if nvml_answer is not None:
-        from gpuscout.plugins.cuda import nvml
+        from gpuscout.plugins.cuda import enumeration as nvml
 
         real = nvml._load_nvml
         # A replay asks no driver: its recorded answers are hermetic already.
@@ -391,7 +391,7 @@ def _machine_as(
             ),
         )
     if rocm_tree is not None:
-        from gpuscout.plugins.rocm import discover
+        from gpuscout.plugins.rocm import enumeration as discover
 
         monkeypatch.setattr(
             discover, "enumerate_devices", _live_root_read_as(discover.enumerate_devices, rocm_tree)
@@ -449,7 +449,7 @@ def _worker_ports() -> Callable[[], int]:
 def _own_ports(monkeypatch: pytest.MonkeyPatch, _worker_ports: Callable[[], int]) -> None:
     """Custom ``{port}`` runners get ports no other xdist worker is handed (tests/ports.py);
     ``gpuscout.runner.free_port`` stays the real one."""
-    monkeypatch.setattr("gpuscout.runner.client.free_port", _worker_ports)
+    monkeypatch.setattr("gpuscout.runner._client.free_port", _worker_ports)
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""CPU affinity for a child (``gpuscout.affinity``, ``Scout.cpu_affinity``): the union of the
+"""CPU affinity for a child (``gpuscout._selection.affinity``, ``Scout.cpu_affinity``): the union of the
 selected devices' local CPUs, within what the process may use, or nothing changed with a note."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from gpuscout import DeviceInfo, GpuscoutError
-from gpuscout.affinity import Affinity, allowed_cpus, for_devices, pinned, supported
+from gpuscout._selection.affinity import Affinity, allowed_cpus, for_devices, pinned, supported
 
 NODE0 = DeviceInfo(id="GPU-a", library="CUDA", pci_id="0000:19:00.0", numa_node=0, local_cpus="0-3,8-11")
 NODE1 = DeviceInfo(id="GPU-b", library="CUDA", pci_id="0000:9a:00.0", numa_node=1, local_cpus="4-7,12-15")

@@ -13,12 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo, GpuscoutError, Scout, SystemInfo, from_json, to_json
+from gpuscout._records.device import RecordError
+from gpuscout._records.layers import GPULayers, GPULayersList
+from gpuscout._records.memory import BackendMemory, DeviceMemory
+from gpuscout._records.results import Discovery, PluginReport
 from gpuscout.cli import main
-from gpuscout.layers import GPULayers, GPULayersList
 from gpuscout.load import Allocation, LoadOperation
-from gpuscout.memory import BackendMemory, DeviceMemory
-from gpuscout.records import RecordError
-from gpuscout.results import Discovery, PluginReport
 
 HUGE = 10**400
 DOCUMENT = '{"devices":[],"dropped":[],"system":{},"plugins":[{"name":"x","elapsed_ms":%s}]}'
@@ -124,7 +124,7 @@ def test_to_json_never_writes_nan() -> None:
 
 def test_print_json_never_writes_nan() -> None:
     """The CLI's JSON printer refuses NaN with a GpuscoutError."""
-    from gpuscout.cli.common import print_json
+    from gpuscout.cli._common import print_json
 
     with pytest.raises(GpuscoutError, match="JSON"):
         print_json({"elapsed_ms": math.inf})

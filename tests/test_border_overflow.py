@@ -23,7 +23,7 @@ def test_a_timeout_past_a_floats_range_is_a_gpuscout_error(name: str) -> None:
 
 def test_a_runner_idle_exit_past_a_floats_range_is_a_gpuscout_error() -> None:
     """serve(idle_exit=10**400) raises GpuscoutError before binding anything."""
-    from gpuscout.runner.server import serve
+    from gpuscout.runner._server import serve
 
     with pytest.raises(GpuscoutError, match="idle_exit"):
         serve(lambda: [], 0, idle_exit=10**400)
@@ -32,7 +32,7 @@ def test_a_runner_idle_exit_past_a_floats_range_is_a_gpuscout_error() -> None:
 @pytest.mark.parametrize("token", ["abc\r\nX-Evil: 1", "two words", "é", "x" * 257])
 def test_a_runner_token_that_is_not_one_header_value_is_refused(token: str) -> None:
     """serve(token=...) with a CR LF, a space, non-ASCII or 257 characters raises GpuscoutError."""
-    from gpuscout.runner.server import serve
+    from gpuscout.runner._server import serve
 
     with pytest.raises(GpuscoutError, match="visible ASCII"):
         serve(lambda: [], 0, token=token)

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo, GpuscoutError, Scout, from_json, to_json
-from gpuscout.budgets import (
+from gpuscout._discovery.budgets import (
     NOTE_PREFIX,
     BudgetError,
     Budgets,
@@ -24,11 +24,11 @@ from gpuscout.budgets import (
     parse_entries,
     prefer_from,
 )
-from gpuscout.markers import hookimpl
+from gpuscout._discovery.ranking import deciding_criterion, rank
+from gpuscout._host.markers import hookimpl
+from gpuscout._records.device import RecordError, check_device
+from gpuscout._selection.selectors import NoMatchError
 from gpuscout.plugin import Context
-from gpuscout.ranking import deciding_criterion, rank
-from gpuscout.records import RecordError, check_device
-from gpuscout.select import NoMatchError
 from gpuscout.sizes import GIB, MIB
 from gpuscout.testing import ScoutFactory, injected
 

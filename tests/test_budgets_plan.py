@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo, GPULayersList, Scout, SystemInfo
-from gpuscout import plan as planner
-from gpuscout.budgets import Budgets, Entry
+from gpuscout._discovery.budgets import Budgets, Entry
+from gpuscout._layout import plan as planner
 from gpuscout.sizes import GIB, MIB
 
 MINIMUM = 457 * MIB

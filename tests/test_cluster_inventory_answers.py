@@ -14,7 +14,10 @@ from typing import Any
 import attrs
 import pytest
 
-from gpuscout.cli.cluster import node_heading, summary_lines
+from gpuscout._records.device import SystemInfo
+from gpuscout._records.encode import unstructure
+from gpuscout._records.results import PluginReport
+from gpuscout.cli._commands.cluster import node_heading, summary_lines
 from gpuscout.cluster.inventory import (
     Inventory,
     NodeResult,
@@ -24,10 +27,7 @@ from gpuscout.cluster.inventory import (
     summarize,
 )
 from gpuscout.cluster.ray import MAX_ANSWER, read_answer
-from gpuscout.records import SystemInfo
-from gpuscout.results import PluginReport
 from gpuscout.sizes import GIB
-from gpuscout.wire_encode import unstructure
 from tests.cluster_inventory_kit import H100, found, gpu
 
 # -- read_answer ----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The node side of the cluster inventory (``gpuscout.cluster.node``: the environment it
+"""The node side of the cluster inventory (``gpuscout.cluster._node``: the environment it
 restores from Ray's override, and one real in-process ``report`` over lavapipe) and the driver's
 edges that need no cluster: addresses, ``import_ray``, the timeout, the child ending badly.
 
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from gpuscout.cluster import node as cluster_node
+from gpuscout._records.results import PluginStatus
+from gpuscout.cluster import _node as cluster_node
+from gpuscout.cluster._node import RAY_OVERRIDE_ON_ZERO, node_env, report, start_environ
+from gpuscout.cluster._ray_driver import _is_loopback, _split
 from gpuscout.cluster.inventory import NodeResult, NodeStatus, disagreements
-from gpuscout.cluster.node import RAY_OVERRIDE_ON_ZERO, node_env, report, start_environ
 from gpuscout.cluster.ray import DEFAULT_PORT, RAY_LOOPBACK_ENV, RayMissing, import_ray, read_answer
-from gpuscout.cluster.ray_driver import _is_loopback, _split
 from gpuscout.errors import GpuscoutError
-from gpuscout.results import PluginStatus
 
 # -- node_env and start_environ -------------------------------------------------------------------
 

@@ -13,7 +13,10 @@ import json
 import attrs
 import pytest
 
-from gpuscout.cli.cluster import node_heading, summary_lines
+from gpuscout._records.device import DeviceInfo, SystemInfo
+from gpuscout._records.encode import unstructure
+from gpuscout._records.results import Discovery, PluginReport, PluginStatus
+from gpuscout.cli._commands.cluster import node_heading, summary_lines
 from gpuscout.cluster.inventory import (
     RAY_GPU_LIBRARIES,
     Inventory,
@@ -24,10 +27,7 @@ from gpuscout.cluster.inventory import (
     summarize,
     type_matches,
 )
-from gpuscout.records import DeviceInfo, SystemInfo
-from gpuscout.results import Discovery, PluginReport, PluginStatus
 from gpuscout.sizes import GIB
-from gpuscout.wire_encode import unstructure
 from tests.cluster_inventory_kit import A100, H100, MI300X, cluster, cudas, found, gpu, node
 
 # -- type_matches ---------------------------------------------------------------------------------

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
+from gpuscout._records.device import DeviceInfo, PcieLink, PeerLink, SystemInfo
+from gpuscout._records.encode import unstructure
+from gpuscout._records.results import Discovery
 from gpuscout.cluster.inventory import NodeResult, NodeStatus, node_json
 from gpuscout.cluster.ray import read_answer
-from gpuscout.records import DeviceInfo, PcieLink, PeerLink, SystemInfo
-from gpuscout.results import Discovery
 from gpuscout.sizes import GIB
-from gpuscout.wire_encode import unstructure
 
 BASE = NodeResult(node_id="node-x", ray_resources={"GPU": 2.0}, accelerator_type="H200")
 PLACED = [

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpuscout import Scout
-from gpuscout.plugins.cuda import nvml
+from gpuscout.plugins.cuda import enumeration as nvml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "device_check.py"

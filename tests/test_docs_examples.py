@@ -305,8 +305,8 @@ def test_shell_command_runs(
 
 def test_the_readme_names_every_device_key_list_json_can_write() -> None:
     """Each wire key of DeviceInfo is in README.md's `list --json` section, the optional ones too."""
-    from gpuscout.records import DeviceInfo
-    from gpuscout.wire_encode import KEYS, NEVER
+    from gpuscout._records.device import DeviceInfo
+    from gpuscout._records.encode import KEYS, NEVER
 
     text = (ROOT / "README.md").read_text()
     section = text[text.index("`gpuscout list --json` prints:") :][:3000]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuscout.entrypoints import entry_points, parse_entry_points
+from gpuscout._host.entrypoints import entry_points, parse_entry_points
 
 
 def test_an_ini_group_is_read_line_by_line() -> None:
@@ -52,6 +52,6 @@ def test_missing_folders_and_files_are_skipped(tmp_path: Path) -> None:
 
 def test_an_entry_point_loads_a_module_attribute() -> None:
     """load() imports the module and follows the attribute path."""
-    from gpuscout.entrypoints import EntryPoint
+    from gpuscout._host.entrypoints import EntryPoint
 
     assert EntryPoint("j", "json:dumps").load()([1]) == "[1]"

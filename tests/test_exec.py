@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuscout import DeviceInfo, Scout, execute
+from gpuscout import DeviceInfo, Scout
+from gpuscout._selection import execute
 from gpuscout.cli import main
 from gpuscout.testing import CliRunner
 
@@ -286,7 +287,7 @@ def test_exec_verify_mismatch_exits_3_and_runs_nothing(
     gpuscout_cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """When the verification child sees no device, the command is not started and exit is 3."""
-    from gpuscout import verify
+    from gpuscout._selection import verify
 
     monkeypatch.setattr(
         verify, "child_command", lambda *a: [sys.executable, "-c", "print('{\"devices\": []}')"]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from gpuscout import SystemInfo
-from gpuscout.context import MAX_READ_BYTES, Context
+from gpuscout._machine.context import MAX_READ_BYTES, Context
+from gpuscout._machine.system import read_system
 from gpuscout.sizes import KIB
-from gpuscout.system import read_system
 from gpuscout.testing import FIFO, Content, promptly, write_tree
 
 #: What str.isdigit() accepts and the kernel never writes: a superscript, Arabic-Indic twelve.

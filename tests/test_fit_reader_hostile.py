@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from gpuscout.fit import reader
-from gpuscout.fit.reader import MAX_TENSORS, ModelError, read_gguf
-from gpuscout.fit.stream import open_regular
+from gpuscout._fit import reader
+from gpuscout._fit.reader import MAX_TENSORS, ModelError, read_gguf
+from gpuscout._fit.stream import open_regular
 from gpuscout.sizes import MIB
 from gpuscout.testing import promptly
 
@@ -354,7 +354,7 @@ def test_a_read_that_ends_early_is_refused_as_shrunk(tmp_path: Path, monkeypatch
         calls.append(n)
         return real_read(fd, n) if len(calls) == 1 else b""
 
-    monkeypatch.setattr("gpuscout.fit.reader.os.read", read_once)
+    monkeypatch.setattr("gpuscout._fit.reader.os.read", read_once)
     assert "(it shrank while being read)" in refusal(path)
 
 

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpuscout._fit import reader
+from gpuscout._fit.hparams import read_hparams
+from gpuscout._fit.reader import MAX_TENSORS, GGUFFile, ModelError, read_gguf
 from gpuscout.cli import main
-from gpuscout.fit import reader
-from gpuscout.fit.hparams import read_hparams
-from gpuscout.fit.reader import MAX_TENSORS, GGUFFile, ModelError, read_gguf
 from gpuscout.sizes import MIB
 from gpuscout.testing import injected, scout_of
 from tests.test_fit_reader_hostile import (

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceID, DeviceInfo, Discovery, Scout, from_json, to_json
-from gpuscout.context import Context
-from gpuscout.isolation import decode_device, encode_device
-from gpuscout.merge import merge
-from gpuscout.plugins.cuda import nvml
-from gpuscout.plugins.vulkan import discover as vk_discover
+from gpuscout._discovery.merge import merge
+from gpuscout._host.isolation import decode_device, encode_device
+from gpuscout._machine.context import Context
+from gpuscout.plugins.cuda import enumeration as nvml
+from gpuscout.plugins.vulkan import enumeration as vk_discover
 from gpuscout.plugins.vulkan.loader import ProbeResult, RawDevice
 from gpuscout.testing import CliRunner, ScoutFactory
 

@@ -1,4 +1,4 @@
-"""The one table of hook facts (``gpuscout.hookspecs.HOOKS``): it matches the specs pluggy reads
+"""The one table of hook facts (``gpuscout._host.hookspecs.HOOKS``): it matches the specs pluggy reads
 and the README's hook table, and the host, the Scout, ``for_library`` and ``check_plugin`` act
 on it."""
 
@@ -13,10 +13,10 @@ import attrs
 import pluggy
 import pytest
 
-import gpuscout.hookspecs as hookspecs
+import gpuscout._host.hookspecs as hookspecs
 from gpuscout import DeviceInfo, hookimpl
-from gpuscout.hookspecs import HOOKS, HookFacts
-from gpuscout.markers import PROJECT
+from gpuscout._host.hookspecs import HOOKS, HookFacts
+from gpuscout._host.markers import PROJECT
 from gpuscout.plugin import for_library
 from gpuscout.testing import check_plugin, scout_of
 

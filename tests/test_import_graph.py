@@ -124,13 +124,13 @@ def test_the_graph_sees_the_whole_package() -> None:
     """A sanity check that the walk finds what the cycle test relies on."""
     assert {
         "gpuscout.scout",
-        "gpuscout.host",
+        "gpuscout._host.calls",
         "gpuscout.plugin",
         "gpuscout.plugins.cuda",
         "gpuscout.plugins.rocm.sysfs",
     } <= MODULES.keys()
     assert "gpuscout.plugin" in GRAPH["gpuscout.plugins.cuda"]
-    assert "gpuscout.hookspecs" in GRAPH["gpuscout.host"]
+    assert "gpuscout._host.hookspecs" in GRAPH["gpuscout._host.calls"]
 
 
 def test_no_import_cycles_among_core_modules() -> None:
@@ -174,7 +174,7 @@ def test_importing_the_package_loads_nothing_until_a_name_is_used() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-    import gpuscout.ranking  # a submodule loaded first must not shadow a lazy name
+    import gpuscout._discovery.ranking  # a submodule loaded first must not shadow a lazy name
 
     for name in gpuscout.__all__:
         assert getattr(gpuscout, name) is not None, name

@@ -23,7 +23,7 @@ import pytest
 
 from gpuscout import Scout
 from gpuscout.cli import main
-from gpuscout.plugins.cuda import nvml
+from gpuscout.plugins.cuda import enumeration as nvml
 from gpuscout.testing import CliRunner
 
 TESTS = pathlib.Path(__file__).parent
@@ -69,7 +69,7 @@ fakes = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(fakes)
 from gpuscout import Scout
 from gpuscout.cli import main
-from gpuscout.plugins.cuda import nvml
+from gpuscout.plugins.cuda import enumeration as nvml
 fake = fakes.FakeNvmlRecorded(json.loads(open(sys.argv[2]).read()))
 nvml._load_nvml = lambda context: fake
 sys.exit(main(["list", "--json"], scout_factory=lambda args: Scout(
@@ -82,7 +82,7 @@ def slurm_node(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> Calla
     """``slurm_node(cuda_visible, no_permission=())``: a Scout with the cuda plugin alone on the
     four-GPU node, in a job whose environment has CUDA_VISIBLE_DEVICES=``cuda_visible``; a
     `--verify` child replays the same node."""
-    from gpuscout import verify
+    from gpuscout._selection import verify
 
     def make(cuda_visible: str, no_permission: tuple[int, ...] = ()) -> Scout:
         answers = four_gpu_node(no_permission)

@@ -334,7 +334,7 @@ def test_a_worker_dies_with_its_zygote_however_the_zygote_dies(
         return [
             p
             for p in processes_with_env("GPUSCOUT_TEST_MARK", marker)
-            if p != host.pid and b"gpuscout.isolation.child" in cmdline(p)
+            if p != host.pid and b"gpuscout._host.isolation.child" in cmdline(p)
         ]
 
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpuscout import Scout
-from gpuscout.isolation import MAX_ANSWER
+from gpuscout._host.isolation import MAX_ANSWER
 from gpuscout.testing import eventually, processes_with_env
 
 GOOD = """
@@ -64,7 +64,7 @@ ATTACKS = {
 NEAR_CAP = """
     import json
     from gpuscout.plugin import DeviceInfo, hookimpl
-    from gpuscout.isolation import MAX_ANSWER, encode_device
+    from gpuscout._host.isolation import MAX_ANSWER, encode_device
 
     @hookimpl
     def gpuscout_enumerate(context):

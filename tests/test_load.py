@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo, Scout, SystemInfo
+from gpuscout._records.layers import GPULayersList
+from gpuscout._records.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
 from gpuscout.errors import GpuscoutError
-from gpuscout.layers import GPULayersList
 from gpuscout.load import MAX_CALLS, Allocation, LoadOperation, layer_sizes
-from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
 from gpuscout.sizes import GIB, MIB
 
 RESERVE = 457 * MIB  # CUDA's minimum memory

@@ -22,8 +22,8 @@ import attrs
 import pytest
 
 from gpuscout import DeviceInfo, Discovery, Scout
+from gpuscout._records.encode import unstructure
 from gpuscout.cli import main
-from gpuscout.wire_encode import unstructure
 
 MACHINES = pathlib.Path(__file__).parent / "machines"
 #: Every folder of the zoo: a machine is a folder with a recording or an expectation.

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from gpuscout.affinity import allowed_cpus, supported
-from gpuscout.cpulist import cpulist, cpus
+from gpuscout._machine.cpulist import cpulist, cpus
+from gpuscout._selection.affinity import allowed_cpus, supported
 from gpuscout.sizes import GIB, MIB
 
 MACHINES = pathlib.Path(__file__).parent / "machines"

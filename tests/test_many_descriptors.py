@@ -133,7 +133,7 @@ def test_an_import_probe_that_cannot_run_is_a_reported_failure(
 ) -> None:
     """A probe child that answers garbage fails the plugins it was to probe, which are then not
     imported in the host: never a silent skip."""
-    from gpuscout.isolation import probe
+    from gpuscout._host.isolation import probe
 
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setattr(probe, "_BOOT", "print('not an event'); import sys; sys.stdout.flush()")

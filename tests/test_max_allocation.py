@@ -8,7 +8,7 @@ import json
 import pytest
 
 from gpuscout import DeviceInfo, GpuscoutError, from_json, to_json
-from gpuscout.records import RecordError, check_device
+from gpuscout._records.device import RecordError, check_device
 from gpuscout.sizes import MIB
 from gpuscout.testing import CliRunner, ScoutFactory, injected
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
+from gpuscout._records.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
 from gpuscout.sizes import GIB
 
 MEMORY = BackendMemory(

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscout import DeviceComparison, DeviceInfo
-from gpuscout.merge import merge
-from gpuscout.results import DUPLICATE_REASON
+from gpuscout._discovery.merge import merge
+from gpuscout._records.results import DUPLICATE_REASON
 from gpuscout.sizes import GIB
 from gpuscout.testing import scout_of
 

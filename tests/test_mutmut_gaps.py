@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from gpuscout import SystemInfo
-from gpuscout.context import Context
-from gpuscout.hidden import set_aside
-from gpuscout.merge import compare, is_better, merge
-from gpuscout.records import DeviceComparison, DeviceInfo
-from gpuscout.results import DUPLICATE_REASON, SOFTWARE_REASON, Dropped
+from gpuscout._discovery.hidden import set_aside
+from gpuscout._discovery.merge import compare, is_better, merge
+from gpuscout._machine.context import Context
+from gpuscout._machine.system import parse_meminfo, read_system
+from gpuscout._records.device import DeviceComparison, DeviceInfo
+from gpuscout._records.results import DUPLICATE_REASON, SOFTWARE_REASON, Dropped
 from gpuscout.sizes import GIB
-from gpuscout.system import parse_meminfo, read_system
 from gpuscout.testing import write_tree
 
 # -- hidden.set_aside -----------------------------------------------------------------------------
@@ -34,7 +34,7 @@ def test_set_aside_ends_on_a_cycle_of_replaced_records() -> None:
     """The walk along replaced records stops at a record it has seen: two drops naming each other
     (a plugin reporting one id twice) end the walk instead of looping for ever, and both stay
     plain duplicates of records that are gone.
-    Kills gpuscout.hidden.x__survivor_of__mutmut_7 (``seen.add(None)``)."""
+    Kills gpuscout._discovery.hidden.x__survivor_of__mutmut_7 (``seen.add(None)``)."""
     dropped = [
         Dropped(VK_A, DUPLICATE_REASON, VK_B.device_id),
         Dropped(VK_B, DUPLICATE_REASON, VK_A.device_id),
@@ -59,7 +59,7 @@ def test_set_aside_passes_a_drop_that_is_not_a_duplicate_through() -> None:
     """Only a duplicate (reason ``duplicate``) follows the hidden device it names: a record dropped
     for another reason leaves set_aside as it came, even when it names the hidden device and
     even when it names none.
-    Kills gpuscout.hidden.x_set_aside__mutmut_22 (``owner = ""``) and _23 (``and`` -> ``or``)."""
+    Kills gpuscout._discovery.hidden.x_set_aside__mutmut_22 (``owner = ""``) and _23 (``and`` -> ``or``)."""
     other = Dropped(VK_A, SOFTWARE_REASON, HIDDEN.device_id)
     plain = Dropped(VK_B, SOFTWARE_REASON)
     kept, out = set_aside([HIDDEN, VISIBLE], [other, plain])
@@ -99,7 +99,7 @@ def _lib(name: str, variant: str) -> DeviceInfo:
 def test_a_single_duplicate_key_is_one_key_not_its_characters() -> None:
     """A plugin's ``duplicate_keys`` answer that is not a frozenset is one key: "ab" and "bc"
     share no key (their characters are not keys), so the heuristics are never asked.
-    Kills gpuscout.merge.x__as_keys__mutmut_3."""
+    Kills gpuscout._discovery.merge.x__as_keys__mutmut_3."""
     asked = Asked(True)
     a = DeviceInfo(id="0", library="Vulkan")
     b = DeviceInfo(id="1", library="OpenCL")
@@ -113,7 +113,7 @@ def test_a_single_duplicate_key_is_one_key_not_its_characters() -> None:
 def test_an_answer_list_of_the_wrong_length_is_an_error() -> None:
     """``duplicate_keys`` answers one entry per device and ``is_duplicate`` one bool per pair: a
     shorter answer is an error (ValueError), never read as fewer devices or as "no twin".
-    Kills gpuscout.merge.x_merge__mutmut_20/23/24 and x__first_twin__mutmut_14/17/18."""
+    Kills gpuscout._discovery.merge.x_merge__mutmut_20/23/24 and x__first_twin__mutmut_14/17/18."""
     a = DeviceInfo(id="0", library="Vulkan")
     b = DeviceInfo(id="1", library="OpenCL")
     with pytest.raises(ValueError):
@@ -125,7 +125,8 @@ def test_an_answer_list_of_the_wrong_length_is_an_error() -> None:
 def test_the_heuristics_are_asked_in_small_then_growing_batches() -> None:
     """When the first candidate is the twin, one batch of at most 4 pairs is asked; 600 near
     misses cost a handful of batches (growing), not one per few pairs.
-    Kills gpuscout.merge.x__first_twin__mutmut_6 (all at once), _3 (5 first), _19 (never growing)."""
+    Kills gpuscout._discovery.merge.x__first_twin__mutmut_6 (all at once), _3 (5 first),
+    _19 (never growing)."""
     olds = [DeviceInfo(id=str(i), library="Vulkan") for i in range(600)]
     first = Asked(True)
     merge(
@@ -144,7 +145,7 @@ def test_the_heuristics_are_asked_in_small_then_growing_batches() -> None:
 def test_compare_lets_pci_ids_decide_only_when_both_have_one() -> None:
     """The seed's Compare: a record with a PCI id and one without are left to the plugins'
     heuristics, which are asked about exactly that pair (a, b).
-    Kills gpuscout.merge.x_compare__mutmut_1, _9 and _10."""
+    Kills gpuscout._discovery.merge.x_compare__mutmut_1, _9 and _10."""
     a = DeviceInfo(id="0", library="CUDA", pci_id="0000:2a:00.0")
     b = DeviceInfo(id="0", library="Vulkan")
     seen: list[tuple[DeviceInfo, DeviceInfo]] = []
@@ -175,7 +176,7 @@ def test_the_library_variant_is_everything_after_the_first_underscore(
     """is_better compares the variants after the first ``_`` (``v12_8`` whole), digit runs as
     numbers that sort before text; no suffix on either side is "not better", and variants equal
     as numbers (``v12``, ``v012``) are a tie, where the earlier stays.
-    Kills gpuscout.merge.x_is_better__mutmut_16/17/19/23/24/26 (splits), _28 (``and``), _43
+    Kills gpuscout._discovery.merge.x_is_better__mutmut_16/17/19/23/24/26 (splits), _28 (``and``), _43
     (``>=``), x__version_key__mutmut_4 (digits tagged as text: a TypeError)."""
     assert is_better(_lib(old, old), _lib(new, new)) is better
 
@@ -183,7 +184,7 @@ def test_the_library_variant_is_everything_after_the_first_underscore(
 def test_of_two_hidden_views_of_one_card_the_newer_variant_stays() -> None:
     """Two hidden records of one card (same library, two plugins) are SAME_BACKEND: the newer
     library variant survives (and leaves first, as the hidden device), the older is its twin.
-    Kills gpuscout.merge.x_merge__mutmut_87 (both hidden: the later always replacing)."""
+    Kills gpuscout._discovery.merge.x_merge__mutmut_87 (both hidden: the later always replacing)."""
     pci, mask = "0000:2a:00.0", "CUDA_VISIBLE_DEVICES=1"
     newer = DeviceInfo(id="GPU-0", library="CUDA", pci_id=pci, hidden_by=mask, library_path=("cuda_v13",))
     older = newer.evolve(library_path=("cuda_v12",))
@@ -196,7 +197,7 @@ def test_of_two_hidden_views_of_one_card_the_newer_variant_stays() -> None:
 
 def test_the_heuristics_never_hear_a_pair_twice() -> None:
     """A survivor matching a new device through two duplicate keys is asked about once.
-    Kills gpuscout.merge.xǁ_Indexǁ_heuristic__mutmut_25 (no de-duplication of positions)."""
+    Kills gpuscout._discovery.merge.xǁ_Indexǁ_heuristic__mutmut_25 (no de-duplication of positions)."""
     asked = Asked(False)
     a = DeviceInfo(id="0", library="Vulkan")
     b = DeviceInfo(id="1", library="OpenCL")
@@ -208,7 +209,7 @@ def test_the_heuristics_hear_only_pairs_of_two_libraries_whose_keys_match() -> N
     """After a survivor is replaced, its old index entries never make it a candidate: the
     replacement of another library is not asked about a new device of its own library, and one
     whose keys changed is not asked about a key it no longer has.
-    Kills gpuscout.merge.xǁ_Indexǁ_holds__mutmut_3 (library) and _10 (``and`` -> ``or``)."""
+    Kills gpuscout._discovery.merge.xǁ_Indexǁ_holds__mutmut_3 (library) and _10 (``and`` -> ``or``)."""
     keys = {"a": "k", "b": "k", "c": "k"}
     vk = DeviceInfo(id="a", library="Vulkan")
     cuda = DeviceInfo(id="b", library="CUDA")
@@ -238,7 +239,7 @@ def test_the_heuristics_hear_only_pairs_of_two_libraries_whose_keys_match() -> N
 def test_the_heuristics_are_not_asked_past_the_first_decisive_survivor() -> None:
     """The first survivor that is not UNIQUE decides: once the PCI id finds the card at an
     earlier position, no later survivor is put to the heuristics.
-    Kills gpuscout.merge.xǁ_Indexǁcandidates__mutmut_63."""
+    Kills gpuscout._discovery.merge.xǁ_Indexǁcandidates__mutmut_63."""
     pci = "0000:2a:00.0"
     card = DeviceInfo(id="GPU-0", library="CUDA", pci_id=pci)
     later = DeviceInfo(id="7", library="OpenCL")
@@ -255,7 +256,7 @@ def test_a_replaced_survivor_without_pci_id_is_met_through_the_heuristics() -> N
     """A stale DeviceID entry (its position now holds the other library's twin) never stands in
     for a survivor: a later record with the replaced record's id still meets the replacement
     through the heuristics and is dropped as its duplicate.
-    Kills gpuscout.merge.xǁ_Indexǁcandidates__mutmut_48."""
+    Kills gpuscout._discovery.merge.xǁ_Indexǁcandidates__mutmut_48."""
     vk = DeviceInfo(id="0", library="Vulkan")
     cuda = DeviceInfo(id="0", library="CUDA")
     again = vk.evolve(name="second view")
@@ -277,14 +278,14 @@ def _read(tmp_path: Path, files: dict[str, str]) -> tuple[SystemInfo, list[str]]
 def test_meminfo_values_without_a_unit_are_bytes_and_odd_lines_are_skipped() -> None:
     """A /proc/meminfo value without ``kB`` is a plain count (HugePages_Total); a line without a
     colon or without a value is skipped, and so is an unreadable value, without ending the file.
-    Kills gpuscout.system.x__parse_meminfo__mutmut_8, _11, _15, _25 and _37."""
+    Kills gpuscout._machine.system.x__parse_meminfo__mutmut_8, _11, _15, _25 and _37."""
     text = "garbage line\nEmpty:\nMemFree: x kB\nHugePages_Total:       5\nMemTotal: 2 kB\n"
     assert parse_meminfo(text) == {"HugePages_Total": 5, "MemTotal": 2048}
 
 
 def test_a_meminfo_value_of_2_to_the_64_bytes_is_unreadable() -> None:
     """The limit is "below 2**64 bytes" after the kB scale: 2**54 kB is exactly 2**64 bytes and
-    leaves its key out. Kills gpuscout.system.x__parse_meminfo__mutmut_31 (``/``) and _32 (``>``)."""
+    leaves its key out. Kills gpuscout._machine.system.x__parse_meminfo__mutmut_31 (``/``) and _32 (``>``)."""
     assert parse_meminfo(f"MemTotal: {2**54} kB\nMemFree: {2**54 - 1} kB\n") == {
         "MemFree": (2**54 - 1) * 1024
     }
@@ -293,7 +294,7 @@ def test_a_meminfo_value_of_2_to_the_64_bytes_is_unreadable() -> None:
 def test_the_last_meminfo_line_for_a_key_wins_readable_or_not(tmp_path: Path) -> None:
     """A later unreadable line for a key makes it unknown (with a note naming the keys, in
     _MEMINFO_KEYS order); a later readable one makes it known again (without a note).
-    Kills gpuscout.system.x__parse_meminfo__mutmut_33/36/40, x_read_system__mutmut_17/19/21."""
+    Kills gpuscout._machine.system.x__parse_meminfo__mutmut_33/36/40, x_read_system__mutmut_17/19/21."""
     assert parse_meminfo("MemTotal: 1 kB\nMemTotal: x kB\n") == {}
     info, notes = _read(
         tmp_path,
@@ -308,7 +309,7 @@ def test_the_last_meminfo_line_for_a_key_wins_readable_or_not(tmp_path: Path) ->
 
 def test_free_is_memfree_without_memavailable_and_capped_by_total(tmp_path: Path) -> None:
     """Without MemAvailable, free is MemFree; free never exceeds total, and without a total it
-    stands as it is. Kills gpuscout.system.x_read_system__mutmut_39/43/44/45, _115 and _116."""
+    stands as it is. Kills gpuscout._machine.system.x_read_system__mutmut_39/43/44/45, _115 and _116."""
     info, _ = _read(tmp_path / "a", {"/proc/meminfo": "MemTotal: 8 kB\nMemFree: 3 kB\n"})
     assert info.free_memory == 3 * 1024
     info, _ = _read(tmp_path / "b", {"/proc/meminfo": "MemTotal: 8 kB\nMemAvailable: 9 kB\n"})
@@ -320,7 +321,7 @@ def test_free_is_memfree_without_memavailable_and_capped_by_total(tmp_path: Path
 def test_without_meminfo_the_cgroup_gives_total_and_free(tmp_path: Path) -> None:
     """With no /proc/meminfo, the cgroup's limit is the total and its headroom the free memory;
     with meminfo's free below the cgroup's headroom, meminfo's stands.
-    Kills gpuscout.system.x_read_system__mutmut_61, _68 and _69."""
+    Kills gpuscout._machine.system.x_read_system__mutmut_61, _68 and _69."""
     cg = {
         "/proc/self/cgroup": "0::/ctr\n",
         "/sys/fs/cgroup/ctr/memory.max": f"{8 * GIB}\n",
@@ -337,7 +338,7 @@ def test_without_meminfo_the_cgroup_gives_total_and_free(tmp_path: Path) -> None
 def test_v1_unlimited_and_v2_max_are_no_limit(tmp_path: Path) -> None:
     """cgroup v1's "unlimited" value (exactly 9223372036854771712) and v2's ``max`` are no limit
     (without /proc/meminfo the total stays 0), the latter read without a note.
-    Kills gpuscout.system.x__read_limit__mutmut_5/6/7/8/12."""
+    Kills gpuscout._machine.system.x__read_limit__mutmut_5/6/7/8/12."""
     meminfo = f"MemTotal: {16 * GIB // 1024} kB\n"
     info, _ = _read(
         tmp_path / "a",
@@ -362,7 +363,8 @@ def test_proc_self_cgroup_paths_may_hold_colons_and_odd_lines_are_skipped(tmp_pa
     """A line of /proc/self/cgroup splits at its first two colons (a path may hold more); a line
     without three fields is skipped, not the end of the file; a cgroup named with X at either end
     is read under its own name.
-    Kills gpuscout.system.x__cgroup_paths__mutmut_12/13/15/18, x_cgroup_memory__mutmut_18/19/38/39."""
+    Kills gpuscout._machine.system.x__cgroup_paths__mutmut_12/13/15/18,
+    x_cgroup_memory__mutmut_18/19/38/39."""
     info, _ = _read(
         tmp_path / "a",
         {"/proc/self/cgroup": "garbage\n0::/pod:a\n", "/sys/fs/cgroup/pod:a/memory.max": f"{GIB}\n"},
@@ -386,7 +388,7 @@ def test_proc_self_cgroup_paths_may_hold_colons_and_odd_lines_are_skipped(tmp_pa
 def test_a_cgroup_path_of_path_max_is_read_and_one_leading_out_is_noted(tmp_path: Path) -> None:
     """A cgroup path of exactly PATH_MAX (4096) characters is a path; one with ``..`` is
     ignored with a note quoting its first 80 characters.
-    Kills gpuscout.system.x__cgroup_path__mutmut_13, _14 and _15."""
+    Kills gpuscout._machine.system.x__cgroup_path__mutmut_13, _14 and _15."""
     long = "/" + "/".join(["c" * 63] * 64)
     long = long + "d" * (4096 - len(long))
     assert len(long) == 4096
@@ -401,7 +403,7 @@ def test_memory_stat_lines_blank_odd_and_repeated(tmp_path: Path) -> None:
     """In memory.stat a blank line is skipped; a value of more than one field is unreadable,
     noted with its fields joined by a space (the first 40 characters); the last line for a key
     wins, readable or not, and a readable last line takes its note back.
-    Kills gpuscout.system.x__inactive_file__mutmut_7/16/22/27/30/34."""
+    Kills gpuscout._machine.system.x__inactive_file__mutmut_7/16/22/27/30/34."""
     base = {
         "/proc/self/cgroup": "0::/ctr\n",
         "/sys/fs/cgroup/ctr/memory.max": f"{8 * GIB}\n",
@@ -422,7 +424,7 @@ def test_the_walk_up_reads_every_ancestor_and_takes_swap_from_the_tightest(tmp_p
     """Every ancestor's limit is read, past one with a larger limit; free is the smallest
     headroom among those whose usage is readable; swap left (swap.max less swap.current, 0
     without it) comes from the first cgroup with the smallest limit.
-    Kills gpuscout.system.x_cgroup_memory__mutmut_71, _79, _80, _94 and _104."""
+    Kills gpuscout._machine.system.x_cgroup_memory__mutmut_71, _79, _80, _94 and _104."""
     files = {
         "/proc/meminfo": f"MemTotal: {64 * GIB // 1024} kB\nSwapFree: {64 * GIB // 1024} kB\n",
         "/proc/self/cgroup": "0::/a/b/c\n",
@@ -445,7 +447,7 @@ def test_the_walk_up_reads_every_ancestor_and_takes_swap_from_the_tightest(tmp_p
 def test_a_partition_of_the_own_group_never_cuts_off_the_heuristics() -> None:
     """A new MIG instance never meets its own (library, plugin) group's other partitions: its
     heuristic twin (a Vulkan view without PCI id, met after the first partition) still decides.
-    Kills gpuscout.merge.xǁ_Indexǁcandidates__mutmut_4/12 and x_merge__mutmut_26 (the own group
+    Kills gpuscout._discovery.merge.xǁ_Indexǁcandidates__mutmut_4/12 and x_merge__mutmut_26 (the own group
     offered; the merge loop then skips the partition, but the heuristics were cut off at it)."""
     pci = "0000:2a:00.0"
     mig_a = DeviceInfo(id="MIG-a", library="CUDA", pci_id=pci)
@@ -463,7 +465,7 @@ def test_a_partition_of_the_own_group_never_cuts_off_the_heuristics() -> None:
 def test_a_replaced_survivor_with_pci_id_never_stands_in_for_its_old_card() -> None:
     """A stale (PCI id, library, plugin, id) entry, whose position now holds a card of another
     PCI id, never decides: the later record of the old card still meets its twin through the
-    heuristics. Kills gpuscout.merge.xǁ_Indexǁcandidates__mutmut_31 (``and`` -> ``or``)."""
+    heuristics. Kills gpuscout._discovery.merge.xǁ_Indexǁcandidates__mutmut_31 (``and`` -> ``or``)."""
     rank = {"ROCm": 3, "CUDA": 2, "Vulkan": 1}
     twins = {("0", "b"), ("b", "c"), ("e", "0")}
     a = DeviceInfo(id="0", library="Vulkan", pci_id="0000:2a:00.0")

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from gpuscout._records.device import DeviceInfo
 from gpuscout.cluster import nfd
 from gpuscout.errors import GpuscoutError
-from gpuscout.records import DeviceInfo
 from gpuscout.scout import Scout
 from gpuscout.sizes import GIB, MIB
 

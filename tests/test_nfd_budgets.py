@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpuscout._records.device import DeviceInfo
 from gpuscout.cli import main
 from gpuscout.cluster import nfd
-from gpuscout.records import DeviceInfo
 from gpuscout.sizes import GIB, MIB
 
 H200X8 = str(Path(__file__).parent / "machines" / "h200x8")

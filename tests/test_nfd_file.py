@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpuscout._records.device import DeviceInfo
 from gpuscout.cluster import nfd
 from gpuscout.errors import GpuscoutError
-from gpuscout.records import DeviceInfo
 from gpuscout.sizes import GIB
 from tests.test_nfd import MIXED, labels_of, nfd_file_problems, parse, prefix_problems
 

@@ -3,8 +3,8 @@ node the kernel said, and ``numa.nodes``; nothing when no node is known."""
 
 from __future__ import annotations
 
+from gpuscout._records.device import DeviceInfo
 from gpuscout.cluster import nfd
-from gpuscout.records import DeviceInfo
 from gpuscout.sizes import GIB
 
 

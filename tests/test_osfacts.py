@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from gpuscout import Scout
-from gpuscout.osfacts import available_bytes, is_wsl2, sysctl_int, vm_statistics
+from gpuscout._machine.osfacts import available_bytes, is_wsl2, sysctl_int, vm_statistics
+from gpuscout._machine.system import DARWIN_UNRECORDED_NOTE, WSL2_NOTE, read_system
+from gpuscout._recording.record import Recorder
 from gpuscout.plugin import Context, RecordingError
-from gpuscout.recording import Recorder
 from gpuscout.sizes import GIB
-from gpuscout.system import DARWIN_UNRECORDED_NOTE, WSL2_NOTE, read_system
 from gpuscout.testing import FIFO, write_tree
 
 WSL2_VERSION = (
@@ -211,7 +211,7 @@ def test_recorder_merges_items_of_one_answer() -> None:
 def test_a_recorded_mac_replays_its_system_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`gpuscout record` on macOS keeps hw.memsize and the VM statistics in answers/core.json,
     and the replay finds the same system memory."""
-    import gpuscout.osfacts as osfacts
+    import gpuscout._machine.osfacts as osfacts
 
     monkeypatch.setattr(osfacts, "_live_sysctl", lambda name: {"hw.memsize": 32 << 30}.get(name))
     monkeypatch.setattr(osfacts, "_live_vm_statistics", lambda: dict(STATS))
@@ -242,8 +242,8 @@ def test_the_plain_listing_prints_the_system_notes_after_the_system_line(
 
 def test_a_live_mac_without_sysctl_still_has_its_total(monkeypatch: pytest.MonkeyPatch) -> None:
     """When sysctlbyname answers nothing on a live Mac, sysconf's page count gives the total."""
-    import gpuscout.osfacts as osfacts
-    import gpuscout.system as system
+    import gpuscout._machine.osfacts as osfacts
+    import gpuscout._machine.system as system
 
     monkeypatch.setattr(osfacts, "_live_sysctl", lambda name: None)
     monkeypatch.setattr(osfacts, "_live_vm_statistics", lambda: None)

@@ -1,4 +1,4 @@
-"""gpuscout.pcibus: GPUs on the PCI bus and their bound drivers, read from recorded sysfs trees.
+"""gpuscout._machine.pcibus: GPUs on the PCI bus and their bound drivers, read from recorded sysfs trees.
 
 Trees are written in the kernel's formats (Documentation/ABI/testing/sysfs-bus-pci): ``vendor``
 and ``class`` as ``0x....\\n``, ``driver`` as a link to ``../../../bus/pci/drivers/<name>``.
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuscout import pcibus
-from gpuscout.context import MAX_DIR_ENTRIES, Context
-from gpuscout.pcibus import PciGpu, binding_problem, bound_driver, module_loaded, pci_gpus
+from gpuscout._machine import pcibus
+from gpuscout._machine.context import MAX_DIR_ENTRIES, Context
+from gpuscout._machine.pcibus import PciGpu, binding_problem, bound_driver, module_loaded, pci_gpus
 from gpuscout.testing import FIFO, Content, Symlink, promptly, write_tree
 
 DEVICES = "/sys/bus/pci/devices"

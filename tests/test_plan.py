@@ -1,4 +1,4 @@
-"""The layer planner (``Scout.plan``, ``gpuscout.plan``): LAYOUT.md's examples, one test per
+"""The layer planner (``Scout.plan``, ``gpuscout._layout.plan``): LAYOUT.md's examples, one test per
 rule, argument checks, and properties over random machines."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo, GPULayers, GpuscoutError, InsufficientMemoryError, Scout, SystemInfo
-from gpuscout import plan as planner
+from gpuscout._layout import plan as planner
 from gpuscout.sizes import GIB, MIB
 
 RESERVE = 457 * MIB

@@ -112,7 +112,7 @@ def test_cuda_short_path_reports_what_the_full_path_reports() -> None:
     to nvml's no-driver path (another note, a recorded answer) must be made in
     ``gpuscout.plugins.cuda._surely_no_driver`` too."""
     short = discover(["cuda"])["reports"]
-    full = discover(["cuda"], ["gpuscout.plugins.cuda.nvml"])["reports"]
+    full = discover(["cuda"], ["gpuscout.plugins.cuda.enumeration"])["reports"]
     assert short == full, "plugins/cuda/__init__.py _surely_no_driver no longer matches nvml.py"
 
 
@@ -123,7 +123,7 @@ def test_rocm_short_path_reports_what_the_full_path_reports() -> None:
     change to discover's no-topology path must be made in
     ``gpuscout.plugins.rocm._surely_no_gpu`` too."""
     short = discover(["rocm"])["reports"]
-    full = discover(["rocm"], ["gpuscout.plugins.rocm.discover"])["reports"]
+    full = discover(["rocm"], ["gpuscout.plugins.rocm.enumeration"])["reports"]
     assert short == full, "plugins/rocm/__init__.py _surely_no_gpu no longer matches discover.py"
 
 
@@ -143,10 +143,10 @@ def test_list_json_loads_only_the_names_modules_of_cuda_and_rocm() -> None:
     loaded = set(json.loads(last.removeprefix("MODULES ")))
     assert sorted(m for m in loaded if m.startswith(("gpuscout.plugins.cuda", "gpuscout.plugins.rocm"))) == [
         "gpuscout.plugins.cuda",
-        "gpuscout.plugins.cuda.diagnose",
+        "gpuscout.plugins.cuda.diagnosis",
         "gpuscout.plugins.cuda.names",
         "gpuscout.plugins.rocm",
-        "gpuscout.plugins.rocm.diagnose",
+        "gpuscout.plugins.rocm.diagnosis",
         "gpuscout.plugins.rocm.names",
     ]
     assert loaded & {"pynvml", "amdsmi"} == set()

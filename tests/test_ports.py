@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import gpuscout.runner
-from gpuscout.runner import client
+from gpuscout.runner import _client as client
 from tests import ports
 
 

@@ -593,7 +593,7 @@ def test_select_returns_the_best_device(gpuscout_scout: ScoutFactory) -> None:
 
 def test_a_selector_matching_nothing_is_a_gpuscout_error(gpuscout_scout: ScoutFactory) -> None:
     """A well-formed selector that matches nothing raises ``NoMatchError``, a GpuscoutError."""
-    from gpuscout.select import NoMatchError
+    from gpuscout._selection.selectors import NoMatchError
 
     with pytest.raises(NoMatchError) as caught:
         host_scout(gpuscout_scout, cuda_card(0)).select(["fits:1TiB"])
@@ -1036,8 +1036,9 @@ def test_a_discovery_read_back_has_zero_elapsed_and_plugin_times_in_seconds(
 
 
 def test_an_unknown_report_name_raises_unknown_report_error(gpuscout_scout: ScoutFactory) -> None:
-    """``Discovery.report(unknown)`` raises ``gpuscout.results.UnknownReportError``, a GpuscoutError."""
-    from gpuscout.results import UnknownReportError
+    """``Discovery.report(unknown)`` raises ``gpuscout._records.results.UnknownReportError``, a
+    GpuscoutError."""
+    from gpuscout._records.results import UnknownReportError
 
     found = host_scout(gpuscout_scout, cuda_card(0)).discover()
     with pytest.raises(UnknownReportError, match="nosuch"):
@@ -1068,8 +1069,8 @@ def test_the_cli_runs_in_process_with_the_hosts_scout(
 
 
 def test_hooks_facts_name_every_hook_of_the_contract() -> None:
-    """``gpuscout.hookspecs.HOOKS`` holds the hooks DESIGN.md names."""
-    from gpuscout.hookspecs import HOOKS
+    """``gpuscout._host.hookspecs.HOOKS`` holds the hooks DESIGN.md names."""
+    from gpuscout._host.hookspecs import HOOKS
 
     names = {
         "gpuscout_enumerate",

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from gpuscout import Scout
+from gpuscout._recording.anonymize import Anonymizer
+from gpuscout._recording.record import Recorder, TrackedEnv
 from gpuscout.cli import main
-from gpuscout.recording import Recorder, TrackedEnv
-from gpuscout.recording_anonymize import Anonymizer
 from gpuscout.testing import write_tree
 
 POD = "8f2c6a1e-4b3d-4e5f-9a7b-1c2d3e4f5a6b"

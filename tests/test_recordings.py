@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceInfo, GpuscoutError, Scout
+from gpuscout._machine.context import Context
+from gpuscout._recording.record import Recorder, TrackedEnv
+from gpuscout._recording.replay import MAX_ANSWER_BYTES, load
 from gpuscout.cli import main
-from gpuscout.context import Context
 from gpuscout.plugin import RecordingError, hookimpl
-from gpuscout.recording import Recorder, TrackedEnv
-from gpuscout.replay import MAX_ANSWER_BYTES, load
 from gpuscout.testing import FIFO, ReplayFactory, Symlink, write_tree
 
 
@@ -141,7 +141,7 @@ def test_a_tracked_environment_notes_lookups_but_not_copies() -> None:
 
 def test_the_built_in_plugins_declare_the_variables_that_change_what_they_find() -> None:
     """cuda, rocm, vulkan and metal name their families; the recorder reads them off the Scout."""
-    from gpuscout.recording import declared_families
+    from gpuscout._recording.record import declared_families
 
     scout = Scout(entry_points=False, env={})
     families = declared_families(scout.plugin_manager.get_plugins())

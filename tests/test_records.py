@@ -5,13 +5,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from gpuscout import (
-    DeviceComparison,
-    DeviceID,
-    DeviceInfo,
-    FlashAttention,
-    SystemInfo,
-)
+from gpuscout import DeviceComparison, DeviceID, DeviceInfo, FlashAttention, SystemInfo
 
 
 def test_every_field_defaults_to_the_go_zero_value() -> None:

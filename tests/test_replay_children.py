@@ -100,7 +100,7 @@ def test_scout_argv_of_a_replay_sets_the_selection_for_the_child() -> None:
     """The child command of a replay repeats the recording and sets the selection's variables
     in the environment its discovery sees (--replay-set), not in its process environment."""
     from gpuscout.cli import build_parser
-    from gpuscout.cli.common import scout_argv
+    from gpuscout.cli._common import scout_argv
 
     parser, _ = build_parser("env")
     args = parser.parse_args(["env", "--replay", str(MACHINES / "docker_nvidia")])
@@ -114,7 +114,7 @@ def test_import_probe_of_a_replay_runs_with_this_environment(
     """Scout(replay=..., isolate_imports=True) starts its import probe with this process's
     environment, never the recording's."""
     from gpuscout import Scout
-    from gpuscout.isolation import probe
+    from gpuscout._host.isolation import probe
 
     rec, _ = _hostile_copy(tmp_path)
     seen: list[dict[str, str]] = []
@@ -129,7 +129,7 @@ def test_import_probe_of_a_replay_runs_with_this_environment(
     fake_plugin.parent.mkdir()
     fake_plugin.write_text("")
     monkeypatch.syspath_prepend(str(fake_plugin.parent))
-    from gpuscout import plugin_loading
+    from gpuscout._host import loading as plugin_loading
 
     monkeypatch.setattr(
         plugin_loading,

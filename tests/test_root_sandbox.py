@@ -1,6 +1,6 @@
 """A root or a replay is a read sandbox: every path is resolved inside it at read time, as a
 chroot resolves it, so no file outside can be read, listed or looked at, however its links are
-made or changed (docs/containment.md, "Files"; ``gpuscout.rootfs``)."""
+made or changed (docs/containment.md, "Files"; ``gpuscout._machine.rootfs``)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuscout import Scout, SystemInfo, rootfs
-from gpuscout.context import Context
-from gpuscout.system import read_system
+from gpuscout import Scout, SystemInfo
+from gpuscout._machine import rootfs
+from gpuscout._machine.context import Context
+from gpuscout._machine.system import read_system
 from gpuscout.testing import Symlink, write_tree
 
 SECRET = "MemTotal: 77777 kB\nMemAvailable: 55555 kB\n"
@@ -160,7 +161,7 @@ def _recording(where: Path) -> Path:
 def test_a_root_1500_folders_deep_is_walked_without_recursion(tmp_path: Path, backend: str) -> None:
     """A file 1500 folders deep is read, and a recording that deep is checked and replayed
     (no RecursionError: every walk is iterative)."""
-    from gpuscout.replay import load
+    from gpuscout._recording.replay import load
 
     rec = _recording(tmp_path / "rec")
     deep = rec / "root"

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from gpuscout import Scout, workers
+from gpuscout import Scout
+from gpuscout._host import workers
 
 
 def test_an_empty_allow_list_allows_no_plugin() -> None:

@@ -1,4 +1,4 @@
-"""Rules of isolated discovery's per-plugin workers (``gpuscout.isolation``), each stated once."""
+"""Rules of isolated discovery's per-plugin workers (``gpuscout._host.isolation``), each stated once."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def gpuscout_enumerate(context):
 OVER_CAP = """
 import json
 from gpuscout.plugin import DeviceInfo, hookimpl
-from gpuscout.isolation import MAX_ANSWER, encode_device
+from gpuscout._host.isolation import MAX_ANSWER, encode_device
 
 @hookimpl
 def gpuscout_enumerate(context):

@@ -7,10 +7,10 @@ from collections.abc import Callable
 import pytest
 
 from gpuscout import DeviceInfo, Scout
+from gpuscout._discovery.ranking import library_paths
+from gpuscout._layout.plan import Slot, assign_layers
 from gpuscout.errors import GpuscoutError
 from gpuscout.load import LoadOperation
-from gpuscout.plan import Slot, assign_layers
-from gpuscout.ranking import library_paths
 from gpuscout.sizes import MIB
 from tests.test_load import RESERVE, SYSTEM, FakeRunner, gpu
 

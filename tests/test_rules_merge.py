@@ -1,11 +1,11 @@
-"""Rules of the merge's duplicate keys (``gpuscout.merge.merge``), each stated once."""
+"""Rules of the merge's duplicate keys (``gpuscout._discovery.merge.merge``), each stated once."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from gpuscout import DeviceInfo
-from gpuscout.merge import merge
+from gpuscout._discovery.merge import merge
 
 
 def always(pairs: Sequence[tuple[DeviceInfo, DeviceInfo]]) -> list[bool]:

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from gpuscout import DeviceInfo, Scout, SystemInfo
+from gpuscout._discovery.merge import merge
+from gpuscout._discovery.ranking import library_paths, rank
+from gpuscout._layout.plan import create_layout, usable_free
+from gpuscout._records.memory import BackendMemory, DeviceMemory
+from gpuscout._selection.selectors import NoMatchError, select_devices
 from gpuscout.load import layer_sizes
-from gpuscout.memory import BackendMemory, DeviceMemory
-from gpuscout.merge import merge
-from gpuscout.plan import create_layout, usable_free
-from gpuscout.ranking import library_paths, rank
-from gpuscout.select import NoMatchError, select_devices
 from gpuscout.sizes import GIB, MIB
 
 
@@ -161,7 +161,7 @@ class Isolating:
 
 def test_isolation_never_overwrites_a_variable_the_selection_sets() -> None:
     """The selection's CUDA_VISIBLE_DEVICES stays; the plugin that wanted it says so in a note."""
-    from gpuscout.visibility import isolation_env
+    from gpuscout._selection.visibility import isolation_env
 
     out = isolation_env(Isolating({"CUDA_VISIBLE_DEVICES": "-1"}), [], {"CUDA_VISIBLE_DEVICES": "0"})
     assert out.env == {"CUDA_VISIBLE_DEVICES": "0"}
@@ -170,7 +170,7 @@ def test_isolation_never_overwrites_a_variable_the_selection_sets() -> None:
 
 def test_isolation_that_agrees_with_the_selection_is_no_conflict() -> None:
     """A hide value equal to what the selection already sets adds no note."""
-    from gpuscout.visibility import isolation_env
+    from gpuscout._selection.visibility import isolation_env
 
     out = isolation_env(Isolating({"HIP_VISIBLE_DEVICES": "0"}), [], {"HIP_VISIBLE_DEVICES": "0"})
     assert out.env == {"HIP_VISIBLE_DEVICES": "0"} and out.notes == ()
@@ -178,7 +178,7 @@ def test_isolation_that_agrees_with_the_selection_is_no_conflict() -> None:
 
 def test_a_selection_without_isolate_hides_no_other_vendor() -> None:
     """selection_env adds the plugins' hide values only when asked to isolate."""
-    from gpuscout.visibility import selection_env
+    from gpuscout._selection.visibility import selection_env
 
     scout = Isolating({"HIP_VISIBLE_DEVICES": "-1"})
     assert selection_env(scout, []).env == {}
@@ -187,7 +187,7 @@ def test_a_selection_without_isolate_hides_no_other_vendor() -> None:
 
 def test_the_border_refuses_a_size_that_int64_cannot_hold() -> None:
     """The wire format is Go's int64: a plugin's 2**63-byte card is refused, 2**63-1 is kept."""
-    from gpuscout.records import RecordError, check_device
+    from gpuscout._records.device import RecordError, check_device
 
     assert check_device(card(0, total_memory=2**63 - 1)).total_memory == 2**63 - 1
     with pytest.raises(RecordError, match="total_memory"):
@@ -196,7 +196,7 @@ def test_the_border_refuses_a_size_that_int64_cannot_hold() -> None:
 
 def test_the_border_refuses_a_pci_id_with_trailing_text() -> None:
     """``0000:01:00.0x`` is no PCI id: the whole text must be one."""
-    from gpuscout.records import RecordError, check_device
+    from gpuscout._records.device import RecordError, check_device
 
     with pytest.raises(RecordError, match="pci_id"):
         check_device(card(0, pci_id="0000:01:00.0x"))
@@ -204,7 +204,7 @@ def test_the_border_refuses_a_pci_id_with_trailing_text() -> None:
 
 def test_a_bool_is_no_byte_count() -> None:
     """``is_size``: True is an int to Python but not a size of 1 byte."""
-    from gpuscout.records import is_size
+    from gpuscout._records.device import is_size
 
     assert is_size(1) and not is_size(True)
 
@@ -216,7 +216,7 @@ def test_a_file_read_in_short_chunks_is_still_refused_past_the_limit(
     refused with a note, never returned cut at the limit."""
     import os
 
-    from gpuscout.context import MAX_READ_BYTES, Context
+    from gpuscout._machine.context import MAX_READ_BYTES, Context
 
     (tmp_path / "big").write_bytes(b"7" * (MAX_READ_BYTES + 1))
     real_read = os.read
@@ -228,7 +228,7 @@ def test_a_file_read_in_short_chunks_is_still_refused_past_the_limit(
 
 def test_an_allowed_word_reads_as_no_number_without_a_note(tmp_path: Path) -> None:
     """cgroup's ``max`` in a limit file is no number and no garbage: None, and nothing noted."""
-    from gpuscout.context import Context
+    from gpuscout._machine.context import Context
 
     (tmp_path / "memory.max").write_text("max\n")
     ctx = Context(env={}, platform="linux", root=str(tmp_path))
@@ -238,7 +238,7 @@ def test_an_allowed_word_reads_as_no_number_without_a_note(tmp_path: Path) -> No
 
 def test_a_reply_cut_short_of_its_content_length_is_an_error() -> None:
     """A runner that closes after 4 of 5 announced body bytes gave no reply."""
-    from gpuscout.runner.reply import RunnerError, parse_whole_reply
+    from gpuscout.runner._reply import RunnerError, parse_whole_reply
 
     head = b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\n"
     assert parse_whole_reply(head + b"abcde")[1] == b"abcde"
@@ -251,8 +251,8 @@ def _served_status(path: str) -> int:
     import socket
     import threading
 
-    from gpuscout.runner.reply import parse_whole_reply
-    from gpuscout.runner.server import serve
+    from gpuscout.runner._reply import parse_whole_reply
+    from gpuscout.runner._server import serve
     from gpuscout.testing import eventually
 
     ports: list[int] = []
@@ -284,7 +284,7 @@ def _line(**fields: object) -> bytes:
 
 def test_an_outcome_needs_a_status_of_ok_failed_or_timeout() -> None:
     """A worker's line with any other status is unreadable, not believed."""
-    from gpuscout.isolation import outcome
+    from gpuscout._host.isolation import outcome
 
     assert outcome({"name": "cuda", "status": "timeout"}).status == "timeout"
     with pytest.raises(ValueError, match="status"):
@@ -294,7 +294,7 @@ def test_an_outcome_needs_a_status_of_ok_failed_or_timeout() -> None:
 def test_the_first_line_for_a_plugin_counts_and_unasked_plugins_are_ignored() -> None:
     """The zygote's answer: a second line for a plugin is ignored, as is one for a plugin that
     was not asked for."""
-    from gpuscout.isolation import Answer
+    from gpuscout._host.isolation import Answer
 
     answer = Answer(["cuda"])
     answer.add(
@@ -309,7 +309,7 @@ def test_the_first_line_for_a_plugin_counts_and_unasked_plugins_are_ignored() ->
 def test_an_answer_line_over_max_line_breaks_the_answer() -> None:
     """A line that grows past MAX_LINE without its newline is not buffered on: the answer is
     broken and nothing more is believed."""
-    from gpuscout.isolation import MAX_LINE, Answer
+    from gpuscout._host.isolation import MAX_LINE, Answer
 
     answer = Answer(["cuda"])
     answer.add(b"x" * (MAX_LINE + 1))
@@ -340,8 +340,8 @@ def _validated(
     import os
     import sys
 
-    from gpuscout.runner.validation import validate_devices
-    from gpuscout.wire_encode import to_json
+    from gpuscout._records.encode import to_json
+    from gpuscout.runner._validation import validate_devices
 
     script = tmp_path / "runner.py"
     script.write_text(FAKE_RUNNER)
@@ -403,7 +403,7 @@ def test_an_isolated_worker_that_exits_1_failed(quitters: Path, monkeypatch: pyt
 def test_a_reply_with_two_different_content_lengths_is_an_error() -> None:
     """Two Content-Lengths that disagree make the body's end unknowable (request smuggling's
     trick): the reply is refused; the same value twice is accepted."""
-    from gpuscout.runner.reply import RunnerError, parse_whole_reply
+    from gpuscout.runner._reply import RunnerError, parse_whole_reply
 
     same = b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n[]"
     assert parse_whole_reply(same)[1] == b"[]"
@@ -417,7 +417,7 @@ def test_after_going_up_to_a_count_in_between_earlier_layouts_may_be_tried_again
     """Once a count in between is taken, the tried layouts are forgotten: when allocating it
     then fails, the smaller layout the fit pass had already tried is tried again, before any
     backoff holds memory back (7 layers, not the 5 a backoff of 0.1 leaves)."""
-    from gpuscout.layers import GPULayersList
+    from gpuscout._records.layers import GPULayersList
     from gpuscout.load import Allocation, LoadOperation
 
     gpu = card(0, free_memory=457 * MIB + 1000 * MIB, total_memory=2 * GIB, compute_major=9, driver_major=12)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuscout.merge import is_better
-from gpuscout.select import NoMatchError, SelectionError, select_devices
+from gpuscout._discovery.merge import is_better
+from gpuscout._selection.selectors import NoMatchError, SelectionError, select_devices
 from gpuscout.sizes import GIB
 from tests.test_rules_mutation_core import NoReserve, card
 
@@ -46,7 +46,7 @@ def test_an_id_that_names_two_devices_is_ambiguous_not_a_union() -> None:
 def test_a_plugins_usable_memory_may_equal_the_total_but_not_exceed_it() -> None:
     """At the plugin border usable_memory is at most total_memory: equal passes as it is, one
     byte more is a RecordError naming the field."""
-    from gpuscout.records import RecordError, check_device
+    from gpuscout._records.device import RecordError, check_device
 
     assert check_device(card(0, usable_memory=24 * GIB)).usable_memory == 24 * GIB
     with pytest.raises(RecordError, match=r"\.usable_memory: .* more than total_memory"):
@@ -65,8 +65,8 @@ def test_a_directory_is_listed_up_to_max_dir_entries_and_refused_one_past(
 ) -> None:
     """A folder of exactly MAX_DIR_ENTRIES names is listed; one name more is not listed (None)
     and the note says why (the bound of Context.list_dir, here lowered to 3)."""
-    import gpuscout.context as context_module
-    from gpuscout.context import Context
+    import gpuscout._machine.context as context_module
+    from gpuscout._machine.context import Context
 
     monkeypatch.setattr(context_module, "MAX_DIR_ENTRIES", 3)
     for name in ("a", "b", "c"):
@@ -81,7 +81,7 @@ def test_a_directory_is_listed_up_to_max_dir_entries_and_refused_one_past(
 def test_a_budget_of_zero_bytes_is_a_budget_and_2_to_the_64_the_largest() -> None:
     """A budget's int size is bytes in 0..2**64 (docs/budgets.md): 0 and 2**64 are read, -1 and
     2**64 + 1 are a BudgetError naming the entry."""
-    from gpuscout.budgets import BudgetError, entries_from
+    from gpuscout._discovery.budgets import BudgetError, entries_from
 
     assert [e.size for e in entries_from({"all": 0, "cuda:0": 2**64}, "reserve")] == [0, 2**64]
     for bad in (-1, 2**64 + 1):
@@ -93,9 +93,9 @@ def test_require_full_accepts_a_cpu_share_exactly_equal_to_free_memory() -> None
     """verifyLayout with require_full: the CPU's share fails only when it is more than free
     system memory; exactly equal loads (LAYOUT.md step 6, "cpu > system free")."""
     from gpuscout import SystemInfo
-    from gpuscout.layers import GPULayersList
-    from gpuscout.memory import InsufficientMemoryError
-    from gpuscout.plan import verify_layout
+    from gpuscout._layout.plan import verify_layout
+    from gpuscout._records.layers import GPULayersList
+    from gpuscout._records.memory import InsufficientMemoryError
 
     def verify(free: int) -> None:
         system = SystemInfo(total_memory=8 * GIB, free_memory=free, free_swap=0)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpuscout import DeviceInfo
-from gpuscout.context import MAX_NOTES, Context
-from gpuscout.records import RecordError, check_device, is_size
+from gpuscout._machine.context import MAX_NOTES, Context
+from gpuscout._records.device import RecordError, check_device, is_size
 
 
 def test_the_border_accepts_a_number_of_2_to_the_63_minus_1() -> None:

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from gpuscout.runner import MAX_BODY, RunnerError, discover_in_child, parse_reply
-from gpuscout.runner.reply import read_port_line
+from gpuscout.runner._reply import read_port_line
 from tests.test_runner_hostile import fake
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="fake runners as in test_runner_hostile")

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceID, DeviceInfo, Scout
-from gpuscout.context import MAX_READ_BYTES, Context, EnvEntry
-from gpuscout.hidden import set_aside
-from gpuscout.merge import merge
+from gpuscout._discovery.hidden import set_aside
+from gpuscout._discovery.merge import merge
+from gpuscout._machine.context import MAX_READ_BYTES, Context, EnvEntry
+from gpuscout._recording.record import SECRET_NAME, Recorder, TrackedEnv
+from gpuscout._recording.replay import MANIFEST, MAX_ANSWER_BYTES, MAX_MANIFEST_BYTES, load
+from gpuscout._records.results import Dropped
 from gpuscout.plugin import hookimpl
 from gpuscout.plugins.vulkan.default_set import DRIVER_MESA_RADV, DRIVER_NVIDIA_PROPRIETARY, ggml_default_set
 from gpuscout.plugins.vulkan.loader import RawDevice
-from gpuscout.recording import SECRET_NAME, Recorder, TrackedEnv
-from gpuscout.replay import MANIFEST, MAX_ANSWER_BYTES, MAX_MANIFEST_BYTES, load
-from gpuscout.results import Dropped
 from gpuscout.sizes import GIB
 from gpuscout.testing import ScoutFactory, write_tree
 

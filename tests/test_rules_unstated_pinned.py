@@ -8,9 +8,9 @@ import http.client
 import threading
 
 from gpuscout import DeviceInfo
-from gpuscout.budgets import Budgets
-from gpuscout.merge import merge
-from gpuscout.ranking import rank
+from gpuscout._discovery.budgets import Budgets
+from gpuscout._discovery.merge import merge
+from gpuscout._discovery.ranking import rank
 from gpuscout.runner import serve
 from gpuscout.sizes import GIB
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gpuscout import DeviceInfo, GpuscoutError, from_json
-from gpuscout.results import Discovery
+from gpuscout._records.results import Discovery
 
 SYSTEM = {"total_memory": 0, "free_memory": 0, "free_swap": 0}
 

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuscout._records.device import DeviceInfo
 from gpuscout.cli import main
 from gpuscout.errors import GpuscoutError
-from gpuscout.records import DeviceInfo
 from gpuscout.runner import MAX_BODY, RunnerError, discover_in_child, parse_reply, serve
-from gpuscout.runner import client as runner_module
-from gpuscout.runner.reply import read_reply
+from gpuscout.runner import _client as runner_module
+from gpuscout.runner._reply import read_reply
 from gpuscout.testing import eventually, running
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc to find leftovers")

@@ -20,8 +20,8 @@ import pytest
 
 from gpuscout import DeviceInfo
 from gpuscout.runner import MAX_PORT_LINE, TOKEN_ENV, RunnerError, discover_in_child, serve
-from gpuscout.runner import client as runner_module
-from gpuscout.runner.reply import ReplyHead, parse_whole_reply
+from gpuscout.runner import _client as runner_module
+from gpuscout.runner._reply import ReplyHead, parse_whole_reply
 from gpuscout.testing import eventually, promptly, running
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc to find leftovers")

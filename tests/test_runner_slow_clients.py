@@ -15,7 +15,7 @@ import pytest
 
 from gpuscout import DeviceInfo
 from gpuscout.runner import TOKEN_ENV, serve
-from gpuscout.runner.reply import ReplyHead, parse_whole_reply
+from gpuscout.runner._reply import ReplyHead, parse_whole_reply
 from gpuscout.testing import eventually, promptly
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="loopback timing, Linux CI only")

@@ -1,4 +1,4 @@
-"""Selectors (gpuscout.select) over an injected mixed CUDA + MIG + ROCm + Vulkan machine."""
+"""Selectors (gpuscout._selection.selectors) over an injected mixed CUDA + MIG + ROCm + Vulkan machine."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from gpuscout import DeviceInfo, Scout
-from gpuscout.select import NoMatchError, SelectionError, parse_size, select_devices
+from gpuscout._selection.selectors import NoMatchError, SelectionError, parse_size, select_devices
 from gpuscout.sizes import GIB, MIB
 
 RESERVE = 457 * MIB
@@ -217,7 +217,7 @@ def test_units_are_case_insensitive() -> None:
 
 def test_an_empty_selector_is_an_error() -> None:
     """A blank selector is rejected by match_one with the grammar."""
-    from gpuscout.select import match_one
+    from gpuscout._selection.selectors import match_one
 
     with pytest.raises(SelectionError, match="empty selector; expected one of"):
         match_one(" ", ranked(), Reserve())

@@ -1,4 +1,4 @@
-"""Selectors (gpuscout.select) given hostile text: huge numbers, non-ASCII digits, absurd sizes,
+"""Selectors (gpuscout._selection.selectors) given hostile text: huge numbers, non-ASCII digits, absurd sizes,
 non-str values. Every outcome is a list of the given devices or a SelectionError."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo
-from gpuscout.select import (
+from gpuscout._selection.selectors import (
     MAX_SELECTOR,
     SelectionError,
     library_order,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpuscout import DeviceInfo
-from gpuscout.budgets import BudgetError, Budgets, parse_entries
-from gpuscout.select import GRAMMAR, NoMatchError, SelectionError, select_devices
+from gpuscout._discovery.budgets import BudgetError, Budgets, parse_entries
+from gpuscout._selection.selectors import GRAMMAR, NoMatchError, SelectionError, select_devices
 from gpuscout.sizes import GIB
 
 

@@ -8,7 +8,7 @@ import string
 import subprocess
 from pathlib import Path
 
-from gpuscout.visibility import render, sh_quote
+from gpuscout._selection.visibility import render, sh_quote
 
 PAGE = (Path(__file__).resolve().parents[1] / "docs" / "selection.md").read_text()
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo, GPULayersList, InsufficientMemoryError, Scout, SystemInfo
-from gpuscout.plan import create_layout, shared_pool
+from gpuscout._layout.plan import create_layout, shared_pool
 from gpuscout.sizes import GIB, MIB
 
 MINIMUM = 457 * MIB  # the core's per-device reserve (no plugin answers for library "Acme")

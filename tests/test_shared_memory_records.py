@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo, from_json, to_json
+from gpuscout._records.device import RecordError, check_device
 from gpuscout.errors import GpuscoutError
-from gpuscout.records import RecordError, check_device
 
 
 def test_shared_memory_is_on_the_wire_only_when_set() -> None:

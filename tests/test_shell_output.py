@@ -1,4 +1,4 @@
-"""`gpuscout env` output (gpuscout.visibility.render) evaluated by real shells: whatever the values
+"""`gpuscout env` output (gpuscout._selection.visibility.render) evaluated by real shells: whatever the values
 hold, `eval` of sh output and sourcing of dotenv output give back the exact bytes and run nothing."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuscout._selection.visibility import EnvFormatError, render
 from gpuscout.errors import GpuscoutError
-from gpuscout.visibility import EnvFormatError, render
 
 # A marker file that a command smuggled into a value would create (relative to the shell's cwd).
 MARK = "pwned"

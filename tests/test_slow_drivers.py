@@ -13,7 +13,7 @@ import pytest
 
 import gpuscout.runner
 from gpuscout import DeviceInfo, Scout, hookimpl
-from gpuscout.isolation import START_ALLOWANCE
+from gpuscout._host.isolation import START_ALLOWANCE
 from gpuscout.sizes import GIB
 from gpuscout.testing import ScoutFactory, eventually
 

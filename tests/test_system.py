@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from gpuscout import SystemInfo
-from gpuscout.context import Context
+from gpuscout._machine.context import Context
+from gpuscout._machine.system import read_system
 from gpuscout.sizes import GIB, KIB, MIB
-from gpuscout.system import read_system
 from gpuscout.testing import FIFO, Content, RootFactory, ScoutFactory, write_tree
 
 MEMINFO = """MemTotal:       65536000 kB

@@ -8,9 +8,9 @@ import tempfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscout.context import Context, parse_u64
+from gpuscout._machine.context import Context, parse_u64
+from gpuscout._machine.system import _cgroup_paths, cgroup_memory, parse_meminfo, read_system
 from gpuscout.sizes import KIB
-from gpuscout.system import _cgroup_paths, cgroup_memory, parse_meminfo, read_system
 from gpuscout.testing import in_u64, write_tree
 
 U64 = 1 << 64

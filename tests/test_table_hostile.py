@@ -11,9 +11,10 @@ import pytest
 from rich.console import Console
 
 from gpuscout import DeviceInfo, PluginReport, Scout
-from gpuscout.cli import main, table
-from gpuscout.cli.labels import memory_bar, memory_label
-from gpuscout.cli.table import print_discovery, print_plugins
+from gpuscout.cli import main
+from gpuscout.cli._render import table
+from gpuscout.cli._render.labels import memory_bar, memory_label
+from gpuscout.cli._render.table import print_discovery, print_plugins
 from gpuscout.sizes import GIB, human_bytes
 
 #: The ``machine`` fixture: devices (and an environment) in, a Scout factory for ``main`` out.

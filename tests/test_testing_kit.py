@@ -122,7 +122,7 @@ def test_a_third_party_test_file_uses_the_fixtures(pytester: pytest.Pytester) ->
 def test_importing_the_kit_loads_no_wire_format_or_logging_library() -> None:
     """pytest imports the kit in every run: it must not pull in cattrs, structlog or the wire."""
     code = (
-        "import sys, gpuscout.testing; print([m for m in ('cattrs', 'structlog', 'gpuscout.wire',"
+        "import sys, gpuscout.testing; print([m for m in ('cattrs', 'structlog', 'gpuscout._records.decode',"
         " 'rich', 'pynvml', 'gpuscout.plugins.cuda') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -255,7 +255,7 @@ def test_the_cli_hides_the_devices_a_builtin_would_find_here(
     gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With NVML answering for an H200, a plain Scout finds it and the kit's command does not."""
-    from gpuscout.plugins.cuda import nvml
+    from gpuscout.plugins.cuda import enumeration as nvml
     from tests.conftest import fake_nvml
 
     h200 = fake_nvml(["h200"])
@@ -531,10 +531,10 @@ def test_check_plugin_names_each_problem(plugin: Any, problem: str) -> None:
 
 def test_check_plugin_names_a_record_the_wire_format_changes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A record that does not read back equal (here: a wire format that loses names) is named."""
-    import gpuscout.wire
+    import gpuscout._records.decode
 
-    real = gpuscout.wire.to_json
-    monkeypatch.setattr(gpuscout.wire, "to_json", lambda obj: real(obj.evolve(description="")))
+    real = gpuscout._records.decode.to_json
+    monkeypatch.setattr(gpuscout._records.decode, "to_json", lambda obj: real(obj.evolve(description="")))
     card = _with(
         Card, "gpuscout_enumerate", "context", [DeviceInfo(id="0", library="Mine", description="Acme")]
     )

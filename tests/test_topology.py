@@ -11,10 +11,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from gpuscout import DeviceInfo, Scout
-from gpuscout.context import Context
-from gpuscout.records import PcieLink, PeerLink
-from gpuscout.testing import FIFO, Content, injected, promptly, scout_of, write_tree
-from gpuscout.topology import (
+from gpuscout._machine.context import Context
+from gpuscout._machine.topology import (
     link_note,
     parse_link_speed,
     parse_link_width,
@@ -22,6 +20,8 @@ from gpuscout.topology import (
     parse_numa_node,
     read_placement,
 )
+from gpuscout._records.device import PcieLink, PeerLink
+from gpuscout.testing import FIFO, Content, injected, promptly, scout_of, write_tree
 
 ADDRESS = "0000:19:00.0"
 BASE = f"/sys/bus/pci/devices/{ADDRESS}"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from gpuscout import DeviceInfo, Scout
+from gpuscout._recording.record import Recorder
+from gpuscout._records.device import PcieLink
 from gpuscout.cli import main
-from gpuscout.recording import Recorder
-from gpuscout.records import PcieLink
 from gpuscout.testing import injected, write_tree
 
 ADDRESS = "0000:41:00.0"

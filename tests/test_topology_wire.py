@@ -11,7 +11,7 @@ import attrs
 import pytest
 
 from gpuscout import DeviceInfo, GpuscoutError, from_json, to_json
-from gpuscout.records import PcieLink, PeerLink, RecordError, check_device
+from gpuscout._records.device import PcieLink, PeerLink, RecordError, check_device
 
 PLACED = DeviceInfo(
     id="GPU-1",
@@ -123,7 +123,7 @@ def test_the_border_copies_a_peer_subclass_into_plain_values() -> None:
 
 def test_an_isolated_plugins_topology_crosses_the_child_boundary_unchanged() -> None:
     """The isolation child's encoding (every field as JSON) brings the link and peers back."""
-    from gpuscout.isolation import decode_device, encode_device
+    from gpuscout._host.isolation import decode_device, encode_device
 
     text = json.dumps(encode_device(PLACED))
     assert decode_device(json.loads(text), "[0]") == PLACED

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 from gpuscout import DeviceInfo, from_json, rank, to_json
-from gpuscout.cli.explain import explain, explain_lines
-from gpuscout.records import RecordError, SystemInfo
-from gpuscout.results import Discovery
+from gpuscout._records.device import RecordError, SystemInfo
+from gpuscout._records.results import Discovery
+from gpuscout.cli._render.explain import explain, explain_lines
 from gpuscout.sizes import GIB
 
 USED = DeviceInfo(id="0", library="Vulkan", integrated=True, free_memory=4 * GIB)

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceInfo, Scout, hookimpl
+from gpuscout._selection.visibility import selection_env
 from gpuscout.errors import GpuscoutError
 from gpuscout.testing import ScoutFactory
-from gpuscout.visibility import selection_env
 
 GOOD = DeviceInfo(id="GPU-1", library="CUDA", filter_id="GPU-1")
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import attrs
 
+from gpuscout._records.device import DeviceID, DeviceInfo, show_value
 from gpuscout.errors import GpuscoutError
-from gpuscout.records import DeviceID, DeviceInfo, show_value
 from gpuscout.sizes import GIB, KIB, MIB
 
 #: The environment variables, one per kind of budget.
@@ -110,7 +110,7 @@ _RANKED = re.compile(r"best|[0-9]+|fits:.*", re.ASCII | re.IGNORECASE | re.DOTAL
 def check_selector(selector: str, where: str) -> str:
     """``selector`` stripped, when it can name devices in a budget; BudgetError naming ``where``
     otherwise (a ranking word, an unknown word with its did-you-mean, an empty one)."""
-    from gpuscout.select import MAX_SELECTOR, NoMatchError, SelectionError, match_one
+    from gpuscout._selection.selectors import MAX_SELECTOR, NoMatchError, SelectionError, match_one
 
     if not isinstance(selector, str):
         raise BudgetError(f"{where}: a selector must be a str, got {type(selector).__name__}")
@@ -142,7 +142,7 @@ def check_selector(selector: str, where: str) -> str:
 
 def _did_you_mean(text: str) -> str:
     """``; did you mean 'library=cuda'?`` for a misspelled budget selector word, else ''."""
-    from gpuscout.suggest import did_you_mean, suggest
+    from gpuscout._selection.suggest import did_you_mean, suggest
 
     head, equals, rest = text.partition("=")
     if equals:
@@ -161,8 +161,8 @@ _NO_RESERVE = _NoReserve()
 
 def parse_size(text: str, where: str) -> int:
     """A budget's size (``20GiB``; as ``fits:`` sizes) -> bytes; BudgetError naming ``where``."""
-    from gpuscout.select import SelectionError
-    from gpuscout.select import parse_size as parse
+    from gpuscout._selection.selectors import SelectionError
+    from gpuscout._selection.selectors import parse_size as parse
 
     try:
         return parse(text)
@@ -312,7 +312,7 @@ class Budgets:
 
 
 def _match(selector: str, devices: Sequence[DeviceInfo], kind: str) -> list[int]:
-    from gpuscout.select import NoMatchError, SelectionError, match_one
+    from gpuscout._selection.selectors import NoMatchError, SelectionError, match_one
 
     if selector.lower() == "all":
         return list(range(len(devices)))

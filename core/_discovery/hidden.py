@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuscout.records import DeviceID, DeviceInfo
-from gpuscout.results import DUPLICATE_REASON, Dropped, hidden_reason
+from gpuscout._records.device import DeviceID, DeviceInfo
+from gpuscout._records.results import DUPLICATE_REASON, Dropped, hidden_reason
 
 
 def _survivor_of(ref: DeviceID, kept: set[DeviceID], parents: dict[DeviceID, DeviceID]) -> DeviceID:

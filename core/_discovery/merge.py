@@ -9,9 +9,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from gpuscout.hidden import set_aside
-from gpuscout.records import DeviceComparison, DeviceID, DeviceInfo
-from gpuscout.results import DUPLICATE_REASON, Dropped
+from gpuscout._discovery.hidden import set_aside
+from gpuscout._records.device import DeviceComparison, DeviceID, DeviceInfo
+from gpuscout._records.results import DUPLICATE_REASON, Dropped
 
 
 def compare(
@@ -92,7 +92,7 @@ def merge(
     hidden one, else the newer library variant, else the earlier one; except that two devices
     with different ids from the same plugin are partitions of one card (MIG instances, MI300
     compute partitions), which share the card's PCI id and are all kept. Hidden survivors and
-    their duplicates then leave the list together (``gpuscout.hidden``).
+    their duplicates then leave the list together (``gpuscout._discovery.hidden``).
     """
     items = list(found)
     raw_keys = duplicate_keys([d for _, d in items]) if duplicate_keys else [None] * len(items)

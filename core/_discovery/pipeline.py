@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from gpuscout.ranking import rank
-from gpuscout.records import DeviceInfo
-from gpuscout.results import SOFTWARE_REASON, Discovery, Dropped
-from gpuscout.system import read_system
+from gpuscout._discovery.ranking import rank
+from gpuscout._machine.system import read_system
+from gpuscout._records.device import DeviceInfo
+from gpuscout._records.results import SOFTWARE_REASON, Discovery, Dropped
 
 if TYPE_CHECKING:
     from gpuscout.scout import Scout
@@ -38,7 +38,7 @@ def discover(scout: Scout, include_software: bool, validate: bool, isolated: boo
             reason="replaying a recording: there is no driver to initialise",
         )
     elif validate:
-        from gpuscout.isolation import START_ALLOWANCE
+        from gpuscout._host.isolation import START_ALLOWANCE
         from gpuscout.runner import validate_devices
 
         # Each child initialises a driver (seconds without persistence mode) in a discovery
@@ -72,9 +72,9 @@ def discover(scout: Scout, include_software: bool, validate: bool, isolated: boo
 
 def placed(scout: Scout, devices: list[DeviceInfo], deadline: float) -> list[DeviceInfo]:
     """``devices`` with their NUMA node, near CPUs and PCIe link read from sysfs where the
-    plugin left them empty (``gpuscout.topology``, under the enumerate deadline, at least
+    plugin left them empty (``gpuscout._machine.topology``, under the enumerate deadline, at least
     1 s of it left), and peers only among themselves."""
-    from gpuscout.topology import add_topology, keep_known_peers
+    from gpuscout._machine.topology import add_topology, keep_known_peers
 
     if not any(d.pci_id or d.peers or d.pcie_link for d in devices):
         return devices

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
+from gpuscout._records.device import DeviceID, DeviceInfo, device_list
 from gpuscout.errors import GpuscoutError
-from gpuscout.records import DeviceID, DeviceInfo, device_list
 
 T = TypeVar("T")
 
@@ -61,7 +61,7 @@ def rank(devices: Iterable[DeviceInfo], preference: Mapping[DeviceID, int] | Non
 
     Deterministic for any input order. Software devices, when present, come after the rest, and
     before them devices the runtime would not use unless selected (``unused_reason``). With a
-    ``preference`` (``gpuscout.budgets``: device -> index of the first prefer selector it
+    ``preference`` (``gpuscout._discovery.budgets``: device -> index of the first prefer selector it
     matches), devices come in that order first, every unmatched one after them, each group in
     the usual order.
     """

@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from gpuscout.border import checked_devices
+from gpuscout._host.border import checked_devices
+from gpuscout._records.device import DeviceInfo
 from gpuscout.errors import GpuscoutError
-from gpuscout.records import DeviceInfo
 
 if TYPE_CHECKING:
     from gpuscout.scout import Scout
@@ -42,7 +42,7 @@ def refresh(scout: Scout, devices: list[DeviceInfo]) -> list[DeviceInfo]:
                 )
                 continue
             answers.setdefault(_identity(d), []).append(d)
-    from gpuscout.budgets import keep_budget
+    from gpuscout._discovery.budgets import keep_budget
 
     out: list[DeviceInfo] = []
     for d in devices:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from gpuscout.fit import estimate as est
+from gpuscout._fit import estimate as est
 
 
 @attrs.frozen

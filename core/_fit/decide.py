@@ -1,5 +1,5 @@
 """``Scout.fit`` under the llama.cpp planner: llama.cpp's fit computed on the devices a llama.cpp
-build would use (``gpuscout.fit.ggml``), judged by gpuscout's verdict, with the llama.cpp
+build would use (``gpuscout._fit.ggml``), judged by gpuscout's verdict, with the llama.cpp
 arguments and the environment that run exactly that decision."""
 
 from __future__ import annotations
@@ -9,18 +9,18 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from gpuscout._fit import estimate as est
+from gpuscout._fit import llamacpp
+from gpuscout._fit.command import Launch, arguments
+from gpuscout._fit.ggml import GgmlDevices
+from gpuscout._fit.model import Model
+from gpuscout._fit.oracle import CPU, Oracle
+from gpuscout._fit.placement import FitResult, decided_options, training_note
+from gpuscout._fit.reader import ModelError, quant_sizes
+from gpuscout._fit.verdict import verdict
+from gpuscout._records.device import DeviceInfo, SystemInfo
+from gpuscout._records.layers import layer_ranges
 from gpuscout.errors import GpuscoutError
-from gpuscout.fit import estimate as est
-from gpuscout.fit import llamacpp
-from gpuscout.fit.command import Launch, arguments
-from gpuscout.fit.ggml import GgmlDevices
-from gpuscout.fit.model import Model
-from gpuscout.fit.oracle import CPU, Oracle
-from gpuscout.fit.placement import FitResult, decided_options, training_note
-from gpuscout.fit.reader import ModelError, quant_sizes
-from gpuscout.fit.verdict import verdict
-from gpuscout.layers import layer_ranges
-from gpuscout.records import DeviceInfo, SystemInfo
 
 #: The longest ``-ot`` pattern taken (llama.cpp's own are under 60 characters).
 MAX_PATTERN = 512
@@ -174,7 +174,7 @@ def fit_llamacpp(
     L = model.layers
     layer_sizes = [L.blocks[i] + kv[i] for i in range(n)] + [L.output]
     non_empty = [x for x in layout if x.layers]
-    from gpuscout.layers import GPULayersList
+    from gpuscout._records.layers import GPULayersList
 
     placement = GPULayersList(non_empty)
     num_gpu = decision.n_gpu_layers if decision.n_gpu_layers >= 0 else n + 1

@@ -34,8 +34,8 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from gpuscout.fit.hparams import Hparams
-from gpuscout.fit.reader import GGUFFile, ModelError, TensorInfo
+from gpuscout._fit.hparams import Hparams
+from gpuscout._fit.reader import GGUFFile, ModelError, TensorInfo
 
 F32 = 4
 #: Cache element types llama.cpp accepts for --cache-type-k / --cache-type-v (common/arg.cpp).

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
-from gpuscout.context import GgmlOrder
-from gpuscout.records import DeviceInfo
+from gpuscout._machine.context import GgmlOrder
+from gpuscout._records.device import DeviceInfo
 
 #: The registry position of a backend whose plugin does not say (after every built-in).
 DEFAULT_RANK = 50

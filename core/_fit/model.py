@@ -7,9 +7,9 @@ import os
 
 import attrs
 
-from gpuscout.fit import estimate as est
-from gpuscout.fit.hparams import Hparams, read_hparams
-from gpuscout.fit.reader import GGUFFile, read_gguf
+from gpuscout._fit import estimate as est
+from gpuscout._fit.hparams import Hparams, read_hparams
+from gpuscout._fit.reader import GGUFFile, read_gguf
 
 
 @attrs.frozen
@@ -27,7 +27,7 @@ class Model:
 
 
 def read_model(path: str | os.PathLike[str], *, timeout: float = 30.0) -> Model:
-    """Read ``path`` (bounded, see ``gpuscout.fit.reader``); ModelError when it cannot be used."""
+    """Read ``path`` (bounded, see ``gpuscout._fit.reader``); ModelError when it cannot be used."""
     file = read_gguf(path, timeout=timeout)
     hparams = read_hparams(file)
     return Model(file=file, hparams=hparams, layers=est.split_tensors(file, hparams))
@@ -36,7 +36,7 @@ def read_model(path: str | os.PathLike[str], *, timeout: float = 30.0) -> Model:
 def read_projector(path: str | os.PathLike[str]) -> Model:
     """A multimodal projector file (``--mmproj``): read like a model, any architecture."""
     file = read_gguf(path)
-    from gpuscout.fit.hparams import architecture
+    from gpuscout._fit.hparams import architecture
 
     arch = architecture(file)
     h = Hparams(

@@ -1,5 +1,5 @@
 """What llama.cpp would allocate per device for one set of its parameters: the memory oracle of
-the llama.cpp planner (``gpuscout.fit.llamacpp``), standing where llama.cpp's fit makes a dry run
+the llama.cpp planner (``gpuscout._fit.llamacpp``), standing where llama.cpp's fit makes a dry run
 (``common/fit.cpp`` ``common_get_device_memory_data_impl``: a no-alloc load, then
 ``llama_get_memory_breakdown``).
 
@@ -21,12 +21,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
-from gpuscout.fit import estimate as est
-from gpuscout.fit.model import Model, projector_graph, projector_weights
-from gpuscout.fit.usage import Usage, account
-from gpuscout.layers import GPULayers, GPULayersList
-from gpuscout.memory import BackendMemory
-from gpuscout.records import DeviceInfo
+from gpuscout._fit import estimate as est
+from gpuscout._fit.model import Model, projector_graph, projector_weights
+from gpuscout._fit.usage import Usage, account
+from gpuscout._records.device import DeviceInfo
+from gpuscout._records.layers import GPULayers, GPULayersList
+from gpuscout._records.memory import BackendMemory
 
 #: Where an override sends a tensor: a device's position in the planner's list, or the CPU.
 CPU = None

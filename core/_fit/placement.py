@@ -1,11 +1,11 @@
 """``Scout.fit``: where a model's layers land, what each device then holds, and whether it fits.
 
-The estimate (``gpuscout.fit.estimate``) gives each layer's bytes and each device's compute
-buffer; the reference planner (``gpuscout.plan``) places layers, reserving a graph only on
+The estimate (``gpuscout._fit.estimate``) gives each layer's bytes and each device's compute
+buffer; the reference planner (``gpuscout._layout.plan``) places layers, reserving a graph only on
 devices that hold layers (so a small model lands on as few GPUs as it needs); the verdict is
 the planner's, with the real system memory. What each backend then holds is counted in
-``gpuscout.fit.usage``, the verdict given in ``gpuscout.fit.verdict``; the model files are read
-in ``gpuscout.fit.model`` (their names are importable from here as well).
+``gpuscout._fit.usage``, the verdict given in ``gpuscout._fit.verdict``; the model files are read
+in ``gpuscout._fit.model`` (their names are importable from here as well).
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from typing import Any
 
 import attrs
 
+from gpuscout._fit import estimate as est
+from gpuscout._fit.hparams import Hparams
+from gpuscout._fit.model import Model, projector_graph, projector_weights, read_model, read_projector
+from gpuscout._fit.reader import ModelError, quant_sizes
+from gpuscout._fit.usage import OP_OFFLOAD_BATCH, Usage, account, device_graph
+from gpuscout._fit.verdict import shared_verdict, verdict
+from gpuscout._records.device import DeviceInfo, SystemInfo
+from gpuscout._records.layers import GPULayers, GPULayersList
+from gpuscout._records.memory import BackendMemory
 from gpuscout.errors import GpuscoutError
-from gpuscout.fit import estimate as est
-from gpuscout.fit.hparams import Hparams
-from gpuscout.fit.model import Model, projector_graph, projector_weights, read_model, read_projector
-from gpuscout.fit.reader import ModelError, quant_sizes
-from gpuscout.fit.usage import OP_OFFLOAD_BATCH, Usage, account, device_graph
-from gpuscout.fit.verdict import shared_verdict, verdict
-from gpuscout.layers import GPULayers, GPULayersList
-from gpuscout.memory import BackendMemory
-from gpuscout.records import DeviceInfo, SystemInfo
 
 #: Rounds of "plan, then reserve the graphs of the devices that hold layers, plan again".
 _ROUNDS = 8
@@ -72,7 +72,7 @@ def host_cpu_features(root: str = "/") -> frozenset[str]:
 
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return frozenset()
-    from gpuscout.context import Context
+    from gpuscout._machine.context import Context
 
     # Through a Context: a recorded root is a read sandbox (no link leads out, no FIFO waits).
     head = Context(env={}, platform="linux", root=root).read_text("/proc/cpuinfo") or ""
@@ -101,7 +101,7 @@ def fit(
     for name, value in (("model", model), ("mmproj", mmproj)):
         if not (isinstance(value, (Model, str, os.PathLike)) or (name == "mmproj" and value is None)):
             raise GpuscoutError(
-                f"fit: {name} must be a path or a gpuscout.fit.Model, got {type(value).__name__}"
+                f"fit: {name} must be a path or a gpuscout._fit.Model, got {type(value).__name__}"
             )
     if not isinstance(model, Model):
         model = read_model(model)
@@ -212,7 +212,7 @@ def _place(
     them, by the planner (forced, so a GPU may be overfilled: the verdict then says so), on the
     discrete devices while they can take them, integrated ones only if they cannot.
     """
-    from gpuscout.plan import create_layout
+    from gpuscout._layout.plan import create_layout
 
     first = 0
     sizes = layer_sizes

@@ -31,8 +31,8 @@ from typing import Any
 
 import attrs
 
-from gpuscout.fit.errors import ModelError, shown
-from gpuscout.fit.stream import Stream, open_regular
+from gpuscout._fit.errors import ModelError, shown
+from gpuscout._fit.stream import Stream, open_regular
 
 #: The largest header (metadata and tensor table) read: bigger than any real model's.
 MAX_HEADER_BYTES = 256 << 20

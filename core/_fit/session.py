@@ -1,6 +1,6 @@
 """``Scout.fit(planner="llama.cpp")``: the arguments checked, the files read, the devices a
 llama.cpp build would use (or, with ``fewest_gpus``, the fewest of them that hold the model),
-then the decision (``gpuscout.fit.decide``)."""
+then the decision (``gpuscout._fit.decide``)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from typing import Any
 
 import attrs
 
+from gpuscout._fit import estimate as est
+from gpuscout._fit.decide import Request, distinct, fit_llamacpp
+from gpuscout._fit.ggml import GgmlDevices
+from gpuscout._fit.model import Model, read_model, read_projector
+from gpuscout._fit.oracle import Oracle
+from gpuscout._fit.placement import FitResult
+from gpuscout._fit.reader import quant_sizes
+from gpuscout._records.device import DeviceInfo, SystemInfo
 from gpuscout.errors import GpuscoutError
-from gpuscout.fit import estimate as est
-from gpuscout.fit.decide import Request, distinct, fit_llamacpp
-from gpuscout.fit.ggml import GgmlDevices
-from gpuscout.fit.model import Model, read_model, read_projector
-from gpuscout.fit.oracle import Oracle
-from gpuscout.fit.placement import FitResult
-from gpuscout.fit.reader import quant_sizes
-from gpuscout.records import DeviceInfo, SystemInfo
 
 #: The most device sets ``fewest_gpus`` tries (8 GPUs have 255 non-empty subsets).
 MAX_SETS = 255
@@ -32,7 +32,7 @@ def _read(value: Any, what: str, reader: Any) -> tuple[Model | None, str | None]
         return value, value.path
     if isinstance(value, (str, os.PathLike)):
         return reader(value), os.fspath(value)
-    raise GpuscoutError(f"fit: {what} must be a path or a gpuscout.fit.Model, got {type(value).__name__}")
+    raise GpuscoutError(f"fit: {what} must be a path or a gpuscout._fit.Model, got {type(value).__name__}")
 
 
 def _request(kw: dict[str, Any], num_gpu: int, mmproj_path: str | None, draft_path: str | None) -> Request:

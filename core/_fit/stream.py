@@ -1,4 +1,4 @@
-"""Bounded sequential reads of a file's header: the only place ``gpuscout.fit.reader`` touches
+"""Bounded sequential reads of a file's header: the only place ``gpuscout._fit.reader`` touches
 the file. Regular files only, opened without blocking; every read within the size left, a cap
 and a deadline; no memory map, so a file that shrinks while read is an error, not SIGBUS."""
 
@@ -10,8 +10,8 @@ import struct
 import time
 from typing import Any
 
-from gpuscout.context import READ_FLAGS
-from gpuscout.fit.errors import ModelError, shown
+from gpuscout._fit.errors import ModelError, shown
+from gpuscout._machine.context import READ_FLAGS
 
 _CHUNK = 1 << 16
 

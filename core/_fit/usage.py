@@ -9,14 +9,14 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from gpuscout.fit import estimate as est
-from gpuscout.fit.hparams import Hparams
-from gpuscout.fit.model import Model, projector_graph, projector_weights
-from gpuscout.fit.reader import TensorInfo
-from gpuscout.layers import GPULayersList
-from gpuscout.memory import BackendMemory, DeviceMemory
-from gpuscout.plan import order
-from gpuscout.records import CPU_LIBRARY, DeviceInfo
+from gpuscout._fit import estimate as est
+from gpuscout._fit.hparams import Hparams
+from gpuscout._fit.model import Model, projector_graph, projector_weights
+from gpuscout._fit.reader import TensorInfo
+from gpuscout._layout.plan import order
+from gpuscout._records.device import CPU_LIBRARY, DeviceInfo
+from gpuscout._records.layers import GPULayersList
+from gpuscout._records.memory import BackendMemory, DeviceMemory
 
 #: ggml backends offload a host weight's operation to a GPU from this many tokens on
 #: (ggml-cuda and ggml-vulkan ``offload_op``: batch size >= 32).

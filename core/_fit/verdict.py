@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from gpuscout.fit.usage import Usage
-from gpuscout.layers import GPULayersList
-from gpuscout.memory import InsufficientMemoryError
-from gpuscout.records import DeviceInfo, SystemInfo
+from gpuscout._fit.usage import Usage
+from gpuscout._records.device import DeviceInfo, SystemInfo
+from gpuscout._records.layers import GPULayersList
+from gpuscout._records.memory import InsufficientMemoryError
 
 
 def verdict(
@@ -25,7 +25,7 @@ def verdict(
 ) -> bool:
     """The planner's verdict on the CPU side (verify_layout with the real system memory),
     and every GPU's share within its free memory less its reserve."""
-    from gpuscout.plan import verify_layout
+    from gpuscout._layout.plan import verify_layout
 
     cpu = usage[-1]
     on_gpu = {i for x in layout for i in x.layers}
@@ -81,7 +81,7 @@ def shared_verdict(
     """Whether the CPU's share and everything on ``shared_memory`` devices (weights, cache and
     graph) fit the one pool they draw from (``plan.shared_pool``, plus swap off darwin); a note
     when they do not. The planner's check counts layers only; this counts every buffer."""
-    from gpuscout.plan import shared_pool
+    from gpuscout._layout.plan import shared_pool
 
     shared = {(d.id, d.library) for d in devices if d.shared_memory}
     on_shared = sum(u.total for u in usage[:-1] if (u.id, u.library) in shared)

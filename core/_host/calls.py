@@ -4,7 +4,7 @@ each plugin's report. Nothing a plugin does here can raise into, hang or change 
 
 Every call runs on a daemon thread that the host waits for with a deadline: imports,
 ``gpuscout_enumerate`` and ``gpuscout_refresh`` (both may talk to a driver) get
-``enumerate_timeout``, every rule hook ``hook_timeout`` per call (``gpuscout.workers``). A
+``enumerate_timeout``, every rule hook ``hook_timeout`` per call (``gpuscout._host.workers``). A
 plugin that overruns is reported ``timeout``, treated as not answering, and not called again for
 the rest of that run (a discovery, or a refresh); its thread is abandoned. The next run asks it
 again, its report's note saying that it overran before, since a slow driver may well answer then.
@@ -14,9 +14,9 @@ in time; so a plugin that hangs for good costs its deadline once per run, on one
 one hook over many items (one per device in a merge) run as one batch on one thread, each call
 timed on its own.
 
-Which plugins load and how they are imported is in ``gpuscout.plugin_loading``, the enumerate of
-every plugin at once in ``gpuscout.enumeration``, the check of a plugin's device list in
-``gpuscout.border``; the host calls them, and re-exports their names that others import from here.
+Which plugins load and how they are imported is in ``gpuscout._host.loading``, the enumerate of
+every plugin at once in ``gpuscout._host.enumeration``, the check of a plugin's device list in
+``gpuscout._host.border``; the host calls them, and re-exports their names that others import from here.
 """
 
 from __future__ import annotations
@@ -28,15 +28,11 @@ from typing import Any
 import attrs
 import pluggy
 
-import gpuscout.hookspecs as hookspecs
-from gpuscout.border import VISIBILITY_SEPARATOR, checked_devices, visibility_id_problem
-from gpuscout.context import Context
-from gpuscout.enumeration import enumerate_plugins
-from gpuscout.errors import RecordingError, SelectionRefused, describe_exception
-from gpuscout.hookspecs import HOOKS, HookFacts
-from gpuscout.log import get_logger
-from gpuscout.markers import PROJECT
-from gpuscout.plugin_loading import (
+import gpuscout._host.hookspecs as hookspecs
+from gpuscout._host.border import VISIBILITY_SEPARATOR, checked_devices, visibility_id_problem
+from gpuscout._host.enumeration import enumerate_plugins
+from gpuscout._host.hookspecs import HOOKS, HookFacts
+from gpuscout._host.loading import (
     ALLOW_ENV,
     BUILTINS,
     DENY_ENV,
@@ -46,9 +42,13 @@ from gpuscout.plugin_loading import (
     name_list,
     normal_name,
 )
-from gpuscout.records import DeviceInfo
-from gpuscout.results import PluginReport, PluginStatus
-from gpuscout.workers import Batch, run_inline, set_inline
+from gpuscout._host.markers import PROJECT
+from gpuscout._host.workers import Batch, run_inline, set_inline
+from gpuscout._machine.context import Context
+from gpuscout._records.device import DeviceInfo
+from gpuscout._records.results import PluginReport, PluginStatus
+from gpuscout.errors import RecordingError, SelectionRefused, describe_exception
+from gpuscout.log import get_logger
 
 #: Rule hooks that the built-in plugins answer with pure functions of their arguments (no file,
 #: driver or clock; ``HookFacts.pure``): the host calls the built-ins' answers inline, since a
@@ -316,7 +316,7 @@ class PluginHost:
         A plugin whose enumerate from an earlier discovery is still running is not called
         again: that call is waited for, up to this deadline, and its answer used if it comes.
         With ``isolated`` each plugin a child can load by name runs in a child process of its
-        own instead (``gpuscout.isolation``), where a crash costs only that plugin; plugins
+        own instead (``gpuscout._host.isolation``), where a crash costs only that plugin; plugins
         passed in-process (``extra``) still run here, and their report's note says so.
         """
         return enumerate_plugins(self, isolated)

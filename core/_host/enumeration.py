@@ -1,5 +1,5 @@
 """Every plugin's ``gpuscout_enumerate`` at once: each on a worker thread of its own under the
-enumerate deadline, or (isolated) in a child process of its own (``gpuscout.isolation``); the
+enumerate deadline, or (isolated) in a child process of its own (``gpuscout._host.isolation``); the
 answers checked at the border, the reports written. ``PluginHost.enumerate`` calls
 ``enumerate_plugins``."""
 
@@ -11,21 +11,21 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from gpuscout.border import checked_devices
-from gpuscout.context import Context
+from gpuscout._host.border import checked_devices
+from gpuscout._host.hookspecs import HOOKS
+from gpuscout._host.workers import Batch
+from gpuscout._machine.context import Context
+from gpuscout._records.device import DeviceInfo, RecordError
+from gpuscout._records.results import PluginReport, PluginStatus
 from gpuscout.errors import RecordingError, describe_exception
-from gpuscout.hookspecs import HOOKS
-from gpuscout.records import DeviceInfo, RecordError
-from gpuscout.results import PluginReport, PluginStatus
-from gpuscout.workers import Batch
 
 if TYPE_CHECKING:
-    from gpuscout.host import PluginHost, _Call
+    from gpuscout._host.calls import PluginHost, _Call
 
 #: The hook a discovery calls first; the host calls it itself, all plugins at once.
 _ENUMERATE = HOOKS["gpuscout_enumerate"]
 
-#: Seconds an isolated discovery's child may take to start (``gpuscout.isolation``).
+#: Seconds an isolated discovery's child may take to start (``gpuscout._host.isolation``).
 _START_ALLOWANCE = 5.0
 #: The note of an in-process plugin in an isolated discovery.
 _NOT_ISOLATED = "ran in this process: a plugin passed as an object cannot be loaded in a child"
@@ -99,7 +99,7 @@ def enumerate_plugins(host: PluginHost, isolated: bool = False) -> list[tuple[st
 
 def enumerate_in_children(host: PluginHost, names: list[str]) -> dict[str, list[DeviceInfo]]:
     """Run ``names``' enumerate in child processes; write their reports; their devices."""
-    from gpuscout.isolation import IsolationError, decode_device, enumerate_isolated
+    from gpuscout._host.isolation import IsolationError, decode_device, enumerate_isolated
 
     probe = host.context("", None)
     start = time.monotonic()

@@ -47,11 +47,11 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
 
-from gpuscout.markers import PROJECT, hookspec
-from gpuscout.records import DeviceInfo, is_size
+from gpuscout._host.markers import PROJECT, hookspec
+from gpuscout._records.device import DeviceInfo, is_size
 
 if TYPE_CHECKING:
-    from gpuscout.context import Context, EnvEntry, GgmlOrder
+    from gpuscout._machine.context import Context, EnvEntry, GgmlOrder
 
 
 # -- The facts of each hook: how the core calls it and what it accepts back ---------------------
@@ -161,7 +161,7 @@ def _is_entry_list(value: Any) -> bool:
 
 
 def _is_ggml_order(value: Any) -> bool:
-    from gpuscout.context import GgmlOrder
+    from gpuscout._machine.context import GgmlOrder
 
     return (
         isinstance(value, GgmlOrder)

@@ -12,15 +12,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from gpuscout._host.hookspecs import HOOKS
+from gpuscout._host.markers import PROJECT
+from gpuscout._host.workers import Batch
+from gpuscout._records.results import PluginReport, PluginStatus
 from gpuscout.errors import GpuscoutError, UnknownPluginError, describe_exception
-from gpuscout.hookspecs import HOOKS
-from gpuscout.markers import PROJECT
 from gpuscout.plugin import check_api_version
-from gpuscout.results import PluginReport, PluginStatus
-from gpuscout.workers import Batch
 
 if TYPE_CHECKING:
-    from gpuscout.host import PluginHost
+    from gpuscout._host.calls import PluginHost
 
 #: Built-in backends: short name and module. Registered with the same ``hookimpl`` a third party
 #: uses, so they can be allowed or blocked by name like any other plugin.
@@ -99,7 +99,7 @@ def load_plugins(
     check_names(host, {normal_name(c[0]) for c in candidates}, allow_from)
     probed: dict[str, tuple[str, str]] = {}
     if contain_imports:
-        from gpuscout.isolation.probe import probe_imports
+        from gpuscout._host.isolation.probe import probe_imports
 
         # Third-party entry points. The built-ins import nothing native when imported
         # (tests/test_isolation.py checks it), so a child for them would only cost time.
@@ -116,7 +116,7 @@ def load_plugins(
 
 def check_names(host: PluginHost, known: set[str], allow_from: str) -> None:
     """Raise UnknownPluginError for an allow-list name not in ``known``; warn of deny-list ones."""
-    from gpuscout.suggest import did_you_mean
+    from gpuscout._selection.suggest import did_you_mean
 
     listed = ", ".join(sorted(known)) or "none"
     unknown = sorted(set(host.allow or ()) - known)
@@ -136,7 +136,7 @@ def check_names(host: PluginHost, known: set[str], allow_from: str) -> None:
 
 def entry_point_candidates(host: PluginHost) -> list[tuple[str, Callable[[], Any], str, str]]:
     """The installed ``gpuscout`` entry points as candidates; none when they cannot be read."""
-    from gpuscout.entrypoints import entry_points
+    from gpuscout._host.entrypoints import entry_points
 
     try:
         eps = entry_points(ENTRY_POINT_GROUP)

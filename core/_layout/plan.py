@@ -12,10 +12,10 @@ import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
+from gpuscout._records.device import CPU_LIBRARY, DeviceInfo, SystemInfo, device_list, is_size
+from gpuscout._records.layers import GPULayers, GPULayersList
+from gpuscout._records.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
 from gpuscout.errors import GpuscoutError
-from gpuscout.layers import GPULayers, GPULayersList
-from gpuscout.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
-from gpuscout.records import CPU_LIBRARY, DeviceInfo, SystemInfo, device_list, is_size
 
 _F32 = struct.Struct("f")
 

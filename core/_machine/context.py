@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import attrs
 
-from gpuscout import rootfs
+from gpuscout._machine import rootfs
 from gpuscout.log import get_logger
 
 
@@ -123,7 +123,7 @@ class Context:
         above the root gets a name no system accepts, so using it fails as a missing file does.
         The name is not resolved in the root: the kernel follows a recorded tree's links out of
         it. Read through ``read_text``, ``list_dir``, ``read_link``, ``exists``, ``is_dir``
-        and ``device_node``, which resolve every link inside the root (``gpuscout.rootfs``).
+        and ``device_node``, which resolve every link inside the root (``gpuscout._machine.rootfs``).
         """
         inside = self._inside(path)
         return os.path.join(self.root or "/", _OUTSIDE_ROOT) if inside is None else inside
@@ -164,7 +164,7 @@ class Context:
         return self.replaying
 
     def _stat(self, path: str) -> os.stat_result:
-        """``os.stat`` of ``path`` resolved inside the root (``gpuscout.rootfs``); OSError,
+        """``os.stat`` of ``path`` resolved inside the root (``gpuscout._machine.rootfs``); OSError,
         ValueError for a NUL in the name. On the live root, of ``self.path(path)``: the one
         mapping of names to files there, so a subclass can redirect it."""
         if rootfs.live(self.root):

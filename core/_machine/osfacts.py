@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpuscout.context import U64_LIMIT, Context
+from gpuscout._machine.context import U64_LIMIT, Context
 from gpuscout.errors import RecordingError
 
 #: Where WSL2's kernel says what it is (``5.15.153.1-microsoft-standard-WSL2``).

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from gpuscout.context import Context
+from gpuscout._machine.context import Context
 
 PCI_DEVICES = "/sys/bus/pci/devices"
 MODULES = "/sys/module"

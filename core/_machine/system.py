@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 
-from gpuscout.context import U64_LIMIT, Context, parse_u64
-from gpuscout.osfacts import available_bytes, is_wsl2, sysctl_int, vm_statistics
-from gpuscout.records import SystemInfo
+from gpuscout._machine.context import U64_LIMIT, Context, parse_u64
+from gpuscout._machine.osfacts import available_bytes, is_wsl2, sysctl_int, vm_statistics
+from gpuscout._records.device import SystemInfo
 from gpuscout.sizes import human_bytes
 
 #: cgroup v1 writes this for "no limit" (LONG_MAX rounded down to a page).
@@ -255,7 +255,7 @@ DARWIN_UNRECORDED_NOTE = (
 
 def darwin_system(ctx: Context) -> SystemInfo:
     """macOS system memory: total ``hw.memsize``, free the host VM statistics' free and
-    inactive pages (``gpuscout.osfacts.available_bytes``, what ``vm_stat`` reads), through the
+    inactive pages (``gpuscout._machine.osfacts.available_bytes``, what ``vm_stat`` reads), through the
     context, so a recording replays it. Zeros for what is not known; swap is not read."""
     total = sysctl_int(ctx, "hw.memsize") or 0
     if not total and not ctx.replaying:

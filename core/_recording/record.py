@@ -6,7 +6,7 @@ passes what its driver answered to ``Context.record``. The environment is a ``Tr
 that notes the names read through it. Afterwards ``Recorder.write`` copies the noted files
 (each at most ``MAX_READ_BYTES``, as a plugin would read them) into ``root/``, writes the
 answers and the manifest, and renames the finished folder into place, so a recording is never
-seen half-written. The format is in ``gpuscout.replay`` and docs/recordings.md.
+seen half-written. The format is in ``gpuscout._recording.replay`` and docs/recordings.md.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from gpuscout.context import Context
+from gpuscout._machine.context import Context
+from gpuscout._recording.anonymize import Anonymizer
+from gpuscout._recording.replay import ANSWERS, FORMAT, MANIFEST, PLUGIN_NAME, ROOT
 from gpuscout.errors import GpuscoutError
-from gpuscout.recording_anonymize import Anonymizer
-from gpuscout.replay import ANSWERS, FORMAT, MANIFEST, PLUGIN_NAME, ROOT
 from gpuscout.version import VERSION
 
 #: Names of variables that are never recorded, whoever reads them: they may hold secrets.

@@ -1,6 +1,6 @@
 """JSON wire format: the same keys Ollama's runner uses in its ``/info`` reply.
 
-Writing (``to_json``, ``unstructure``) lives in ``gpuscout.wire_encode``, which needs no cattrs;
+Writing (``to_json``, ``unstructure``) lives in ``gpuscout._records.encode``, which needs no cattrs;
 reading is one cattrs converter, built by ``make_converter()`` from the same key tables. Reading
 is strict about types (``"5"`` is not an int) and lenient about absence (a missing key or
 ``null`` reads as the field's default, as Go's decoder does); unknown keys are ignored so newer
@@ -31,14 +31,14 @@ import cattrs
 from cattrs.errors import IterableValidationNote
 from cattrs.gen import make_dict_structure_fn, override
 
+from gpuscout._records.device import DeviceInfo, PeerLink, RecordError
+from gpuscout._records.encode import KEYS as _KEYS
+from gpuscout._records.encode import NEVER as _NEVER
+from gpuscout._records.encode import to_json, unstructure
+from gpuscout._records.layers import GPULayers, GPULayersList
+from gpuscout._records.memory import BackendMemory, DeviceMemory
+from gpuscout._records.results import Discovery, Dropped, PluginReport, PluginStatus
 from gpuscout.errors import GpuscoutError
-from gpuscout.layers import GPULayers, GPULayersList
-from gpuscout.memory import BackendMemory, DeviceMemory
-from gpuscout.records import DeviceInfo, PeerLink, RecordError
-from gpuscout.results import Discovery, Dropped, PluginReport, PluginStatus
-from gpuscout.wire_encode import KEYS as _KEYS
-from gpuscout.wire_encode import NEVER as _NEVER
-from gpuscout.wire_encode import to_json, unstructure
 
 T = TypeVar("T")
 

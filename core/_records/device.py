@@ -1,9 +1,9 @@
 """Device records: the seed's DeviceID, DeviceInfo, SystemInfo and the comparison enums.
 
 Records are frozen attrs classes. Fields default to Go's zero values, so any record the seed can
-express can be built here by keyword, and the wire format (``gpuscout.wire``) round-trips them.
+express can be built here by keyword, and the wire format (``gpuscout._records.decode``) round-trips them.
 What each field accepts, ``RecordError`` and the link records (``PcieLink``, ``PeerLink``) live in
-``gpuscout.record_fields`` and are importable from here as well.
+``gpuscout._records.fields`` and are importable from here as well.
 """
 
 from __future__ import annotations
@@ -15,18 +15,17 @@ from typing import Any
 
 import attrs
 
-from gpuscout.cpulist import MAX_CPULIST, is_cpulist
-from gpuscout.errors import GpuscoutError
-from gpuscout.record_fields import LINK_KIND as LINK_KIND
-from gpuscout.record_fields import MAX_BYTES as MAX_BYTES
-from gpuscout.record_fields import MAX_LINK_SPEED as MAX_LINK_SPEED
-from gpuscout.record_fields import MAX_LINK_WIDTH as MAX_LINK_WIDTH
-from gpuscout.record_fields import MAX_NUMA_NODE as MAX_NUMA_NODE
-from gpuscout.record_fields import MAX_PEERS as MAX_PEERS
-from gpuscout.record_fields import PcieLink as PcieLink
-from gpuscout.record_fields import PeerLink as PeerLink
-from gpuscout.record_fields import RecordError as RecordError
-from gpuscout.record_fields import (
+from gpuscout._machine.cpulist import MAX_CPULIST, is_cpulist
+from gpuscout._records.fields import LINK_KIND as LINK_KIND
+from gpuscout._records.fields import MAX_BYTES as MAX_BYTES
+from gpuscout._records.fields import MAX_LINK_SPEED as MAX_LINK_SPEED
+from gpuscout._records.fields import MAX_LINK_WIDTH as MAX_LINK_WIDTH
+from gpuscout._records.fields import MAX_NUMA_NODE as MAX_NUMA_NODE
+from gpuscout._records.fields import MAX_PEERS as MAX_PEERS
+from gpuscout._records.fields import PcieLink as PcieLink
+from gpuscout._records.fields import PeerLink as PeerLink
+from gpuscout._records.fields import RecordError as RecordError
+from gpuscout._records.fields import (
     as_env_overrides,
     as_library_path,
     as_notes,
@@ -39,9 +38,10 @@ from gpuscout.record_fields import (
     number_field,
     text_field,
 )
-from gpuscout.record_fields import is_bytes as is_bytes
-from gpuscout.record_fields import is_int64 as is_int64
-from gpuscout.record_fields import show_value as show_value
+from gpuscout._records.fields import is_bytes as is_bytes
+from gpuscout._records.fields import is_int64 as is_int64
+from gpuscout._records.fields import show_value as show_value
+from gpuscout.errors import GpuscoutError
 
 #: The library name the seed uses for the CPU in its rules (flash attention).
 CPU_LIBRARY = "cpu"

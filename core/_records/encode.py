@@ -2,7 +2,7 @@
 cattrs: ``gpuscout list --json`` and a runner's reply need no converter, and importing cattrs
 and generating one cost a fifth of the command's start-up.
 
-The key tables here are the wire format's one statement: ``gpuscout.wire`` reads with the same
+The key tables here are the wire format's one statement: ``gpuscout._records.decode`` reads with the same
 tables (through cattrs, for its strict types and error paths).
 """
 
@@ -14,11 +14,11 @@ from typing import Any
 
 import attrs
 
+from gpuscout._records.device import DeviceID, DeviceInfo, PcieLink, PeerLink, SystemInfo
+from gpuscout._records.layers import GPULayers
+from gpuscout._records.memory import BackendMemory, DeviceMemory
+from gpuscout._records.results import Discovery, Dropped, PluginReport
 from gpuscout.errors import GpuscoutError
-from gpuscout.layers import GPULayers
-from gpuscout.memory import BackendMemory, DeviceMemory
-from gpuscout.records import DeviceID, DeviceInfo, PcieLink, PeerLink, SystemInfo
-from gpuscout.results import Discovery, Dropped, PluginReport
 
 #: Python field -> wire key, per wire record; fields not named keep their name.
 KEYS: dict[type, dict[str, str]] = {

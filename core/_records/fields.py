@@ -1,5 +1,5 @@
 """What the records' fields accept: ``RecordError``, the validators, converters and field
-makers the records in ``gpuscout.records`` are built with, and the two small records a
+makers the records in ``gpuscout._records.device`` are built with, and the two small records a
 DeviceInfo holds (``PcieLink``, ``PeerLink``) with their limits."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from gpuscout.cpulist import is_cpulist
+from gpuscout._machine.cpulist import is_cpulist
 from gpuscout.errors import GpuscoutError
 
 

@@ -8,9 +8,9 @@ import enum
 
 import attrs
 
-from gpuscout.budgets import Outcome
+from gpuscout._discovery.budgets import Outcome
+from gpuscout._records.device import DeviceID, DeviceInfo, SystemInfo
 from gpuscout.errors import GpuscoutError
-from gpuscout.records import DeviceID, DeviceInfo, SystemInfo
 
 #: Why a device left the ranked list.
 DUPLICATE_REASON = "duplicate"

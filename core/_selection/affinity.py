@@ -19,9 +19,9 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
-from gpuscout.cpulist import cpulist, cpus
-from gpuscout.records import DeviceInfo
-from gpuscout.select import describe
+from gpuscout._machine.cpulist import cpulist, cpus
+from gpuscout._records.device import DeviceInfo
+from gpuscout._selection.selectors import describe
 
 
 @attrs.frozen

@@ -49,7 +49,7 @@ def child_environment(extra: Mapping[str, str], base: Mapping[str, str] | None =
 
 def run(command: Sequence[str], env: Mapping[str, str], cpus: frozenset[int] | None = None) -> int:
     """Run ``command`` with exactly ``env`` (and on ``cpus``, when given: the child starts
-    pinned there, see ``gpuscout.affinity``); return its shell-style exit status.
+    pinned there, see ``gpuscout._selection.affinity``); return its shell-style exit status.
 
     Raises ``CommandError`` (code 127 or 126) when it cannot be started, 126 too when the
     CPUs cannot be set.
@@ -64,8 +64,8 @@ def run(command: Sequence[str], env: Mapping[str, str], cpus: frozenset[int] | N
 
 @contextlib.contextmanager
 def _on(cpus: frozenset[int] | None) -> Iterator[None]:
-    from gpuscout.affinity import pinned
-    from gpuscout.cpulist import cpulist
+    from gpuscout._machine.cpulist import cpulist
+    from gpuscout._selection.affinity import pinned
 
     stack = contextlib.ExitStack()
     try:

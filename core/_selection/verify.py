@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from gpuscout._records.device import DeviceInfo
+from gpuscout._selection.selectors import describe
 from gpuscout.errors import GpuscoutError
-from gpuscout.records import DeviceInfo
-from gpuscout.select import describe
 
 #: Exit status of ``gpuscout env --verify`` / ``exec --verify`` when the child sees something else.
 VERIFY_FAILED = 3
@@ -101,7 +101,7 @@ def _run(
 ) -> subprocess.CompletedProcess[str]:
     """``command`` run with exactly ``env`` (on ``cpus``, None: unchanged), its output captured;
     VerifyError naming ``what`` when it cannot start or overruns ``timeout``."""
-    from gpuscout.affinity import pinned
+    from gpuscout._selection.affinity import pinned
 
     try:
         with pinned(cpus):
@@ -124,7 +124,7 @@ def child_view(
     env: Mapping[str, str], command: Sequence[str], timeout: float = DEFAULT_TIMEOUT
 ) -> list[DeviceInfo]:
     """Run the discovery ``command`` with exactly ``env`` and return the devices it lists."""
-    from gpuscout.wire import structure
+    from gpuscout._records.decode import structure
 
     done = _run(command, env, timeout, "verification child", None)
     if done.returncode != 0:
@@ -158,7 +158,7 @@ def child_cpus(
 def cpus_report(chosen: frozenset[int], seen: frozenset[int], unchanged: bool = False) -> tuple[bool, str]:
     """(whether a child runs on exactly ``chosen``, the line that says so); ``unchanged``: the
     affinity was left as it was, so ``chosen`` is this process's own set, not a choice."""
-    from gpuscout.cpulist import cpulist
+    from gpuscout._machine.cpulist import cpulist
 
     which = "this process's own (affinity unchanged)" if unchanged else "the ones chosen"
     if seen == chosen:

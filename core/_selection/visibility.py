@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from gpuscout.border import visibility_id_problem
-from gpuscout.context import EnvEntry
+from gpuscout._host.border import visibility_id_problem
+from gpuscout._machine.context import EnvEntry
+from gpuscout._records.device import DeviceInfo
 from gpuscout.errors import GpuscoutError
-from gpuscout.records import DeviceInfo
 
 if TYPE_CHECKING:
-    from gpuscout.host import PluginHost
+    from gpuscout._host.calls import PluginHost
 
 FORMATS = ("sh", "json", "dotenv")
 

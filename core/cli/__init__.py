@@ -1,9 +1,9 @@
 """The ``gpuscout`` command.
 
-One module per command (``gpuscout.cli.list``, ``.plugins``, ``.env``, ``.exec``, ``.runner``,
+One module per command (``gpuscout.cli._commands.list``, ``.plugins``, ``.env``, ``.exec``, ``.runner``,
 ``.fit``, ``.cluster``, ``.nfd``, ``.record``),
 each with ``add_parser(sub, help)`` and ``run(args, scout_factory)``; what they share is in
-``gpuscout.cli.common``, the stdout guard in ``gpuscout.cli.output``. Only the command named on
+``gpuscout.cli._common``, the stdout guard in ``gpuscout.cli._output``. Only the command named on
 the command line is imported and given a parser, so start-up costs argparse and that module.
 
 Note: importing a submodule binds its name in this module's globals, so ``list`` and ``exec``
@@ -19,11 +19,12 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn
 
-from gpuscout.cli import common, output
+from gpuscout.cli import _common as common
+from gpuscout.cli import _output as output
 from gpuscout.version import VERSION
 
 if TYPE_CHECKING:
-    from gpuscout.cli.common import ScoutFactory
+    from gpuscout.cli._common import ScoutFactory
 
 #: Every command with its one-line help (``gpuscout --help``); its code is gpuscout.cli.<name>.
 COMMANDS = {
@@ -121,39 +122,39 @@ def command_module(command: str) -> ModuleType:
     """The module of ``command``, imported now. The imports are spelled out (not importlib) so
     that import tools (``-X importtime``, import graphs) see them."""
     if command == "list":
-        import gpuscout.cli.list as list_command
+        import gpuscout.cli._commands.list as list_command
 
         return list_command
     if command == "plugins":
-        import gpuscout.cli.plugins as plugins_command
+        import gpuscout.cli._commands.plugins as plugins_command
 
         return plugins_command
     if command == "env":
-        import gpuscout.cli.env as env_command
+        import gpuscout.cli._commands.env as env_command
 
         return env_command
     if command == "exec":
-        import gpuscout.cli.exec as exec_command
+        import gpuscout.cli._commands.exec as exec_command
 
         return exec_command
     if command == "runner":
-        import gpuscout.cli.runner as runner_command
+        import gpuscout.cli._commands.runner as runner_command
 
         return runner_command
     if command == "fit":
-        import gpuscout.cli.fit as fit_command
+        import gpuscout.cli._commands.fit as fit_command
 
         return fit_command
     if command == "cluster":
-        import gpuscout.cli.cluster as cluster_command
+        import gpuscout.cli._commands.cluster as cluster_command
 
         return cluster_command
     if command == "nfd":
-        import gpuscout.cli.nfd as nfd_command
+        import gpuscout.cli._commands.nfd as nfd_command
 
         return nfd_command
     if command == "record":
-        import gpuscout.cli.record as record_command
+        import gpuscout.cli._commands.record as record_command
 
         return record_command
     raise KeyError(f"no command {command!r}")
@@ -166,7 +167,7 @@ def main(argv: Sequence[str] | None = None, scout_factory: ScoutFactory | None =
     options describe); hosts and tests pass their own. Ctrl-C ends it with 130, a reader that
     goes away (``| head``) quietly; a usage or input error is one line on stderr and 2; a
     selector that matches no device 1 (``EPILOG`` lists every exit code). While a
-    command runs, stdout is gpuscout's alone (see ``gpuscout.cli.output``): what anything else
+    command runs, stdout is gpuscout's alone (see ``gpuscout.cli._output``): what anything else
     prints there goes to stderr.
     """
     for name in ("stdout", "stderr"):

@@ -1,10 +1,10 @@
 """The budget options every command takes (``--reserve``, ``--cap``, ``--prefer``; see
 docs/budgets.md): how they are declared and checked, the Scout keywords they make, how a child
-``gpuscout`` is given the same (``gpuscout.cli.common.warn_budgets`` warns of an entry that
+``gpuscout`` is given the same (``gpuscout.cli._common.warn_budgets`` warns of an entry that
 matched no device).
 
-Imported with ``gpuscout.cli.common`` (argparse only); the parsing itself is
-``gpuscout.budgets``, imported when a value is checked.
+Imported with ``gpuscout.cli._common`` (argparse only); the parsing itself is
+``gpuscout._discovery.budgets``, imported when a value is checked.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _entries(name: str) -> Callable[[str], str]:
     usage error naming the entry and what is wrong."""
 
     def convert(text: str) -> str:
-        from gpuscout.budgets import parse_entries
+        from gpuscout._discovery.budgets import parse_entries
         from gpuscout.errors import GpuscoutError
 
         try:
@@ -73,7 +73,7 @@ def _entries(name: str) -> Callable[[str], str]:
 
 
 def _prefer(text: str) -> str:
-    from gpuscout.budgets import prefer_text
+    from gpuscout._discovery.budgets import prefer_text
     from gpuscout.errors import GpuscoutError
 
     try:

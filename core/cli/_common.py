@@ -16,19 +16,19 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
-from gpuscout.cli.budgets import add_budget_options, budget_argv, budget_options
-from gpuscout.cli.output import output
+from gpuscout.cli._budget_options import add_budget_options, budget_argv, budget_options
+from gpuscout.cli._output import output
 from gpuscout.errors import GpuscoutError
 
 if TYPE_CHECKING:
-    from gpuscout.results import Discovery, PluginReport
+    from gpuscout._records.results import Discovery, PluginReport
     from gpuscout.scout import Scout
 
     #: Builds the Scout a command uses from its parsed arguments (tests pass their own).
     ScoutFactory: TypeAlias = Callable[[argparse.Namespace], Scout]
     Subcommands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
-# Exit codes shared by every command (``--verify`` mismatches: gpuscout.verify.VERIFY_FAILED).
+# Exit codes shared by every command (``--verify`` mismatches: gpuscout._selection.verify.VERIFY_FAILED).
 SUCCESS = 0
 NO_MATCH = 1  # a well-formed selector matched no device
 USAGE_ERROR = 2
@@ -85,7 +85,7 @@ class Parser(argparse.ArgumentParser):
         return found
 
     def _did_you_mean(self, message: str) -> str:
-        from gpuscout.suggest import did_you_mean
+        from gpuscout._selection.suggest import did_you_mean
 
         choice = _INVALID_CHOICE.search(message)
         if choice is not None:
@@ -187,7 +187,7 @@ def check_selectors(selectors: Sequence[str], where: str) -> None:
     naming it: dropped silently, it would leave no selector, and no selector means all."""
     for position, text in enumerate(selectors, 1):
         if not any(part.strip() for part in text.split(",")):
-            from gpuscout.select import GRAMMAR
+            from gpuscout._selection.selectors import GRAMMAR
 
             raise UsageError(
                 f"empty selector {printable(repr(text))[:80]} ({where} {position}): "
@@ -378,7 +378,7 @@ def default_scout(args: argparse.Namespace) -> Scout:
     env: Mapping[str, str] | None = os.environ if replay is not None and process_env else None
     settings = getattr(args, "replay_set", None) or ()
     if replay is not None and settings:
-        from gpuscout.replay import load
+        from gpuscout._recording.replay import load
 
         replay = load(replay)
         env = dict(os.environ if process_env else replay.env)
@@ -416,7 +416,7 @@ def warn(text: object) -> None:
 
 def warn_failed_plugins(reports: Sequence[PluginReport]) -> None:
     """One line on stderr for each plugin that failed or timed out, with its reason."""
-    from gpuscout.results import PluginStatus
+    from gpuscout._records.results import PluginStatus
 
     for r in reports:
         if r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT):
@@ -438,7 +438,7 @@ def every_plugin_failed(reports: Sequence[PluginReport]) -> bool:
     reporting a device (a disabled plugin did not run; one whose enumerate answered and whose
     rule hook then timed out did report): then no device list can be trusted, not even an
     empty one."""
-    from gpuscout.results import PluginStatus
+    from gpuscout._records.results import PluginStatus
 
     ran = [r for r in reports if r.status != PluginStatus.DISABLED]
     return bool(ran) and all(

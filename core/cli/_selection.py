@@ -14,11 +14,11 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from gpuscout.cli import common
+from gpuscout.cli import _common as common
 
 if TYPE_CHECKING:
-    from gpuscout.cli.common import ScoutFactory
-    from gpuscout.records import DeviceInfo
+    from gpuscout._records.device import DeviceInfo
+    from gpuscout.cli._common import ScoutFactory
     from gpuscout.scout import Scout
 
 
@@ -41,17 +41,17 @@ def prepare(
     cpu_affinity: bool = False,
 ) -> tuple[dict[str, str], dict[str, str], int, frozenset[int] | None]:
     """Select, compute the child's environment (and with ``cpu_affinity`` its CPUs, see
-    ``gpuscout.affinity``), verify when asked.
+    ``gpuscout._selection.affinity``), verify when asked.
 
     Returns the added variables, the child's whole environment (the one gpuscout's plugins
     saw, plus the added variables; on a replay this process's own, plus the added ones), 0
     and the child's CPUs (None: unchanged), or empty mappings, the exit status to stop with
     and None.
     """
-    from gpuscout.cli import hints
-    from gpuscout.execute import child_environment
-    from gpuscout.select import NoMatchError, select_devices
-    from gpuscout.visibility import selection_env
+    from gpuscout._selection.execute import child_environment
+    from gpuscout._selection.selectors import NoMatchError, select_devices
+    from gpuscout._selection.visibility import selection_env
+    from gpuscout.cli._render import hints
 
     scout = common.open_scout(args, scout_factory)
     # Scout.select, with the discovery kept for the hints that follow a selection of nothing.
@@ -72,7 +72,7 @@ def prepare(
     child_env = child_environment(chosen.env, os.environ if scout.replay is not None else scout.env)
     cpus = _affinity(scout, devices) if cpu_affinity else None
     if args.verify:
-        from gpuscout.verify import VERIFY_FAILED, VerifyError, child_command, report, verify
+        from gpuscout._selection.verify import VERIFY_FAILED, VerifyError, child_command, report, verify
 
         command = child_command(args.include_software, common.scout_argv(args, chosen.env))
         try:
@@ -101,8 +101,8 @@ def _affinity(scout: Scout, devices: Sequence[DeviceInfo]) -> frozenset[int] | N
 def _verify_cpus(cpus: frozenset[int] | None, env: dict[str, str]) -> bool:
     """Whether a child started on ``cpus`` runs there (a line on stderr says either way);
     with ``cpus`` None the check is that nothing was changed."""
-    from gpuscout.affinity import allowed_cpus
-    from gpuscout.verify import VerifyError, child_cpus, cpus_report
+    from gpuscout._selection.affinity import allowed_cpus
+    from gpuscout._selection.verify import VerifyError, child_cpus, cpus_report
 
     expected = cpus if cpus is not None else allowed_cpus()
     if expected is None:

@@ -85,9 +85,9 @@ def report(options: Mapping[str, Any], node_id: str = "") -> str:
     """Run one discovery on this node as ``options`` say and return the answer as JSON text:
     ``{"format", "node_id", "hostname", "pid", "version", "elapsed", "notes", "visible_env",
     "discovery"}`` (``discovery`` is the ``gpuscout list --json`` document)."""
+    from gpuscout._records.encode import unstructure
     from gpuscout.scout import Scout
     from gpuscout.version import VERSION
-    from gpuscout.wire_encode import unstructure
 
     start = time.monotonic()
     env, notes = node_env(os.environ, start_environ())

@@ -207,7 +207,7 @@ def _node_task() -> Callable[[Mapping[str, Any]], str]:
             "python": sys.executable,
         }
         try:
-            from gpuscout.cluster.node import report
+            from gpuscout.cluster._node import report
         except ImportError as exc:
             return json.dumps({**who, "missing": f"{type(exc).__name__}: {exc}"})
         try:
@@ -371,7 +371,7 @@ def gathered_json(found: Sequence[Gathered]) -> list[dict[str, Any]]:
 def child_main() -> int:
     """The inventory's child: request on stdin, ``{"nodes": [...]}`` or ``{"error", "kind"}``
     on the stdout it had at start."""
-    from gpuscout.children import die_with_parent
+    from gpuscout._host.children import die_with_parent
 
     die_with_parent(signal.SIGKILL)  # the host gone: Ray ends this job's tasks with its driver
     answer = os.fdopen(os.dup(1), "w")

@@ -12,8 +12,8 @@ from typing import Any
 
 import attrs
 
-from gpuscout.records import DeviceInfo, model_name
-from gpuscout.results import Discovery, PluginStatus
+from gpuscout._records.device import DeviceInfo, model_name
+from gpuscout._records.results import Discovery, PluginStatus
 
 #: Libraries whose devices Ray itself counts as its ``GPU`` resource (NVIDIA through NVML, AMD
 #: through amdsmi, Apple's GPU through MPS). Vulkan-only devices (an Intel GPU, which Ray counts
@@ -249,7 +249,7 @@ def summarize(nodes: Sequence[NodeResult]) -> Summary:
 
 def node_json(node: NodeResult) -> dict[str, Any]:
     """One node as the ``nodes`` entry of ``gpuscout cluster --json``."""
-    from gpuscout.wire_encode import unstructure
+    from gpuscout._records.encode import unstructure
 
     found = node.discovery
     return {

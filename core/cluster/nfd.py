@@ -3,7 +3,7 @@
 NFD's worker reads every file in ``/etc/kubernetes/node-feature-discovery/features.d/`` (its
 ``local`` source): one ``<prefix>/<name>=<value>`` label per line, ``# +expiry-time=<RFC3339>``
 as a directive, dot-files and files over 64 kB ignored. This module computes the labels
-(``labels``); ``gpuscout.cluster.nfd_file`` renders and checks the file (``render``,
+(``labels``); ``gpuscout.cluster._nfd_file`` renders and checks the file (``render``,
 ``check_labels``, ``check_prefix``) and writes it atomically (``write``): a temporary dot-file in
 the same directory, fsync, rename, so NFD never reads half a file. Those names are importable
 from here as well. See docs/nfd.md for every label.
@@ -21,7 +21,8 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from gpuscout.cluster.nfd_file import (
+from gpuscout._records.device import model_name
+from gpuscout.cluster._nfd_file import (
     DEFAULT_NAME,
     DEFAULT_PREFIX,
     MAX_FILE_BYTES,
@@ -36,14 +37,13 @@ from gpuscout.cluster.nfd_file import (
     render,
     write,
 )
-from gpuscout.cluster.nfd_file import MAX_PREFIX as MAX_PREFIX
+from gpuscout.cluster._nfd_file import MAX_PREFIX as MAX_PREFIX
 from gpuscout.errors import GpuscoutError
-from gpuscout.records import model_name
 from gpuscout.version import VERSION
 
 if TYPE_CHECKING:
-    from gpuscout.records import DeviceInfo
-    from gpuscout.results import Discovery
+    from gpuscout._records.device import DeviceInfo
+    from gpuscout._records.results import Discovery
     from gpuscout.scout import Scout
 
 _MIB = 1 << 20
@@ -256,8 +256,8 @@ def _numa_labels(out: dict[str, str], devices: Sequence[DeviceInfo]) -> None:
 def labels(discovery: Discovery, scout: Scout) -> dict[str, str]:
     """The labels of ``discovery`` (names without prefix), flash attention as ``scout`` rules:
     every built-in library's count (0 without devices), and the labels docs/nfd.md lists."""
-    from gpuscout.host import BUILTINS
-    from gpuscout.results import PluginStatus
+    from gpuscout._host.calls import BUILTINS
+    from gpuscout._records.results import PluginStatus
 
     problems = sum(r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT) for r in discovery.plugins)
     return device_labels(discovery.devices, scout.flash_attention, [name for name, _ in BUILTINS], problems)

@@ -3,7 +3,7 @@
 ``inventory()`` runs one discovery on each alive node as a Ray task that asks for no CPU and no
 GPU (so it never waits behind real work) and is pinned to its node
 (``NodeAffinitySchedulingStrategy(node_id, soft=False)``: it runs there or not at all). The task
-carries no gpuscout code: a few lines sent by value import ``gpuscout.cluster.node`` from the
+carries no gpuscout code: a few lines sent by value import ``gpuscout.cluster._node`` from the
 gpuscout installed on the node, so a node without it answers "missing" instead of failing to
 unpickle. Answers are JSON, read back with the wire format's checks.
 
@@ -12,7 +12,7 @@ that lacks gpuscout is reported with the reason; the others still count. Every t
 running at the deadline is cancelled (its worker killed) before the call returns, and an
 interrupt cancels them too.
 
-Ray's side (``gpuscout.cluster.ray_driver``) runs in a child process of its own unless this
+Ray's side (``gpuscout.cluster._ray_driver``) runs in a child process of its own unless this
 process is already attached to Ray: Ray ends a driver whose cluster head stays unreachable, and
 that must never be the host.
 """
@@ -31,10 +31,9 @@ from typing import Any
 
 import attrs
 
-from gpuscout import children
-from gpuscout.children import Bounded, Tail, boot_code, child_argv, exit_text, kill_group, last_words
-from gpuscout.cluster.inventory import Inventory, NodeResult, NodeStatus, summarize
-from gpuscout.cluster.ray_driver import (
+from gpuscout._host import children
+from gpuscout._host.children import Bounded, Tail, boot_code, child_argv, exit_text, kill_group, last_words
+from gpuscout.cluster._ray_driver import (
     CANCEL_GRACE,
     CONNECT_TIMEOUT,
     DEFAULT_PORT,
@@ -50,6 +49,7 @@ from gpuscout.cluster.ray_driver import (
     ray_address_file,
     resolve_address,
 )
+from gpuscout.cluster.inventory import Inventory, NodeResult, NodeStatus, summarize
 from gpuscout.errors import GpuscoutError
 
 #: The largest answer read from one node.
@@ -57,14 +57,14 @@ MAX_ANSWER = 16 << 20
 #: Seconds the inventory's child may take beyond the timeout: its own start (an interpreter,
 #: Ray's import, attaching) and the cancellations.
 CHILD_ALLOWANCE = 20.0
-_BOOT = boot_code("gpuscout.cluster.ray_driver", "child_main")
+_BOOT = boot_code("gpuscout.cluster._ray_driver", "child_main")
 
 
 def read_answer(base: NodeResult, text: Any, elapsed: float) -> NodeResult:
     """``base`` completed with a node's JSON answer ``text``; an answer that is unreadable, from
     another node or in an unknown format makes the node ``failed`` with what was wrong."""
-    from gpuscout.results import Discovery
-    from gpuscout.wire import structure
+    from gpuscout._records.decode import structure
+    from gpuscout._records.results import Discovery
 
     def failed(reason: str, status: NodeStatus = NodeStatus.FAILED) -> NodeResult:
         return attrs.evolve(base, status=status, reason=reason, elapsed=elapsed)
@@ -159,7 +159,7 @@ def inventory(
         "timeout": timeout,
     }
     if _attached():
-        from gpuscout.cluster.ray_driver import gather
+        from gpuscout.cluster._ray_driver import gather
 
         found = gather(address, start + timeout, options)
     else:

@@ -6,10 +6,10 @@ child to have, polls every 10 ms until a deadline, and tells a crash, a 404 (a r
 runs each device that needs it in such a child, with only that device visible, all at once.
 
 The child may be hostile or broken, so the host speaks HTTP over a plain socket
-(``gpuscout.runner.reply``): one deadline covers the whole exchange, replies are bounded, every
+(``gpuscout.runner._reply``): one deadline covers the whole exchange, replies are bounded, every
 failure is a RunnerError, and the child's whole process group is killed when the call ends.
 
-gpuscout's own runner (``gpuscout runner --port 0``, see ``gpuscout.runner.server``) binds its
+gpuscout's own runner (``gpuscout runner --port 0``, see ``gpuscout.runner._server``) binds its
 port itself and announces it as ``{"port": N}`` on the first line of its stdout, which the host
 reads (at most MAX_PORT_LINE bytes) before polling; each child gets a fresh token in
 ``GPUSCOUT_RUNNER_TOKEN`` and must send it back in an ``X-Gpuscout-Token`` header, so that a
@@ -30,12 +30,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO
 
-from gpuscout import children
-from gpuscout.children import Tail, exit_code, exit_text, kill_group, last_line
+from gpuscout._host import children
+from gpuscout._host.children import Tail, exit_code, exit_text, kill_group, last_line
+from gpuscout._records.device import DeviceInfo
 from gpuscout.errors import GpuscoutError
 from gpuscout.log import get_logger
-from gpuscout.records import DeviceInfo
-from gpuscout.runner.reply import (
+from gpuscout.runner._reply import (
     CRASH_GRACE,
     ReplyHead,
     RunnerError,
@@ -44,7 +44,7 @@ from gpuscout.runner.reply import (
     remaining,
     timed_out,
 )
-from gpuscout.runner.server import HOST, TOKEN_ENV, TOKEN_HEADER
+from gpuscout.runner._server import HOST, TOKEN_ENV, TOKEN_HEADER
 
 _log = get_logger(__name__)
 
@@ -115,7 +115,7 @@ def poll_runner(
     ``timeout`` is the limit the timeout message names. A reply whose ``X-Gpuscout-Token`` is
     not ``token`` (or is missing, with ``require_token``) is refused; a 503 (busy) is polled
     past. Raises RunnerError."""
-    from gpuscout.wire import from_json
+    from gpuscout._records.decode import from_json
 
     last_problem = ""
     while True:

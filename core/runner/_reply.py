@@ -18,7 +18,7 @@ import subprocess
 import time
 from typing import NamedTuple
 
-from gpuscout.children import exit_code, exit_text
+from gpuscout._host.children import exit_code, exit_text
 from gpuscout.errors import GpuscoutError
 
 #: Most bytes of status line and headers the host reads from a runner.

@@ -42,10 +42,10 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import FrameType
 from typing import Any
 
-from gpuscout.children import become_subreaper, die_with_parent, kill_descendants
+from gpuscout._host.children import become_subreaper, die_with_parent, kill_descendants
+from gpuscout._records.device import DeviceInfo
 from gpuscout.errors import GpuscoutError
 from gpuscout.log import get_logger
-from gpuscout.records import DeviceInfo
 
 _log = get_logger(__name__)
 
@@ -302,7 +302,7 @@ class _Server(HTTPServer):
 def _handler(
     devices: Callable[[], Sequence[DeviceInfo]], token: str | None, read_timeout: float
 ) -> type[BaseHTTPRequestHandler]:
-    from gpuscout.wire_encode import to_json
+    from gpuscout._records.encode import to_json
 
     class Handler(BaseHTTPRequestHandler):
         timeout = read_timeout  # each read and write on the connection

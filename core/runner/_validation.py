@@ -1,5 +1,5 @@
 """Init validation (the seed's): each device that needs it is initialised in a runner child
-that sees only it (``gpuscout.runner.client``), every child at once, under one deadline."""
+that sees only it (``gpuscout.runner._client``), every child at once, under one deadline."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from gpuscout.children import REAP_GRACE
-from gpuscout.records import DeviceInfo
-from gpuscout.results import Dropped
-from gpuscout.runner.client import check_timeout, discover_under
-from gpuscout.runner.reply import RunnerError
+from gpuscout._host.children import REAP_GRACE
+from gpuscout._records.device import DeviceInfo
+from gpuscout._records.results import Dropped
+from gpuscout.runner._client import check_timeout, discover_under
+from gpuscout.runner._reply import RunnerError
 
 #: ``progress(device, state, elapsed)``: state "started", then "ok" or "failed"; elapsed seconds
 #: since the validation began.

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pytest
 
 from gpuscout.sizes import GIB, KIB, MIB
-from gpuscout.testing_check import check_plugin
-from gpuscout.testing_cli import CliRun, CliRunner, gpuscout_cli, hide_live_topology
-from gpuscout.testing_scouts import (
+from gpuscout.testing._check import check_plugin
+from gpuscout.testing._cli import CliRun, CliRunner, gpuscout_cli, hide_live_topology
+from gpuscout.testing._scouts import (
     DEFAULT_ENV,
     TEST_ENV_ATTRIBUTE,
     InjectedDevices,
@@ -46,11 +46,11 @@ from gpuscout.testing_scouts import (
     replay_scout,
     scout_of,
 )
-from gpuscout.testing_trees import FIFO, Content, Symlink, in_u64, write_tree
-from gpuscout.testing_waits import eventually as eventually
-from gpuscout.testing_waits import processes_with_env as processes_with_env
-from gpuscout.testing_waits import promptly
-from gpuscout.testing_waits import running as running
+from gpuscout.testing._trees import FIFO, Content, Symlink, in_u64, write_tree
+from gpuscout.testing._waits import eventually as eventually
+from gpuscout.testing._waits import processes_with_env as processes_with_env
+from gpuscout.testing._waits import promptly
+from gpuscout.testing._waits import running as running
 
 if TYPE_CHECKING:
     from gpuscout.scout import Scout

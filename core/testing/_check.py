@@ -8,11 +8,11 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from gpuscout.testing_scouts import isolated_scout
-from gpuscout.testing_waits import promptly
+from gpuscout.testing._scouts import isolated_scout
+from gpuscout.testing._waits import promptly
 
 if TYPE_CHECKING:
-    from gpuscout.records import DeviceInfo
+    from gpuscout._records.device import DeviceInfo
     from gpuscout.scout import Scout
 
 #: Devices the rule hooks are asked about (the first ones a plugin reports).
@@ -33,7 +33,7 @@ def check_plugin(
     """Problems found with ``plugin`` (an empty list when there are none), each naming its hook
     or device.
 
-    Without running it: every ``gpuscout_*`` attribute must be a hook of ``gpuscout.hookspecs``
+    Without running it: every ``gpuscout_*`` attribute must be a hook of ``gpuscout._host.hookspecs``
     (a misspelling gets a "did you mean"), every hook function must carry ``hookimpl``, there
     must be at least one hook, and a declared ``GPUSCOUT_API_VERSION`` must be one this gpuscout
     speaks. Then, alone in a Scout (``env``, default empty; ``platform``; ``root``): enumerate
@@ -46,8 +46,8 @@ def check_plugin(
     problems, loadable = _static_problems(plugin)
     if not loadable:
         return problems
+    from gpuscout._records.results import PluginStatus
     from gpuscout.errors import GpuscoutError
-    from gpuscout.results import PluginStatus
 
     try:
         scout = isolated_scout(
@@ -70,8 +70,8 @@ def _static_problems(plugin: Any) -> tuple[list[str], bool]:
 
     import pluggy
 
-    from gpuscout.hookspecs import HOOKS
-    from gpuscout.markers import PROJECT
+    from gpuscout._host.hookspecs import HOOKS
+    from gpuscout._host.markers import PROJECT
     from gpuscout.plugin import API_VERSION_ATTRIBUTE, check_api_version
 
     problems: list[str] = []
@@ -106,7 +106,7 @@ def _static_problems(plugin: Any) -> tuple[list[str], bool]:
     if not implemented:
         problems.append(
             "implements no gpuscout hook (functions named after a hook of "
-            "gpuscout.hookspecs, decorated with gpuscout.hookimpl)"
+            "gpuscout._host.hookspecs, decorated with gpuscout.hookimpl)"
         )
         loadable = False
     return problems, loadable
@@ -115,8 +115,8 @@ def _static_problems(plugin: Any) -> tuple[list[str], bool]:
 def _record_problems(devices: Sequence[DeviceInfo], hooks: Sequence[str]) -> list[str]:
     from collections import Counter
 
-    from gpuscout.records import DeviceInfo
-    from gpuscout.wire import from_json, to_json
+    from gpuscout._records.decode import from_json, to_json
+    from gpuscout._records.device import DeviceInfo
 
     problems: list[str] = []
     for d in devices:
@@ -147,10 +147,10 @@ def _record_problems(devices: Sequence[DeviceInfo], hooks: Sequence[str]) -> lis
 def _rule_problems(scout: Scout, name: str, hooks: Sequence[str], devices: Sequence[DeviceInfo]) -> list[str]:
     """Ask each rule hook ``plugin`` implements about its own devices; what the Scout refused
     (and wrote into the plugin's report) comes back as problems."""
+    from gpuscout._host.hookspecs import HOOKS
+    from gpuscout._records.device import DeviceInfo
+    from gpuscout._records.results import PluginStatus
     from gpuscout.errors import GpuscoutError
-    from gpuscout.hookspecs import HOOKS
-    from gpuscout.records import DeviceInfo
-    from gpuscout.results import PluginStatus
 
     report = next(r for r in scout.reports if r.name == name)
     problems: list[str] = []

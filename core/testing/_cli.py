@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import pytest
 
-from gpuscout.markers import hookimpl
-from gpuscout.testing_scouts import injected, scout_of
+from gpuscout._host.markers import hookimpl
+from gpuscout.testing._scouts import injected, scout_of
 
 if TYPE_CHECKING:
-    from gpuscout.context import Context
-    from gpuscout.records import DeviceInfo
+    from gpuscout._machine.context import Context
+    from gpuscout._records.device import DeviceInfo
 
 
 class CliRun(NamedTuple):
@@ -68,7 +68,7 @@ def _hide_builtin_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     (``exec``'s command, ``--isolated``, ``--verify``) sees the machine as it is."""
     import importlib
 
-    from gpuscout.host import BUILTINS
+    from gpuscout._host.calls import BUILTINS
 
     hide_live_topology(monkeypatch)
     for _, module_name in BUILTINS:
@@ -85,7 +85,7 @@ def hide_live_topology(monkeypatch: pytest.MonkeyPatch) -> None:
     """For this test, the core reads no device placement (NUMA node, CPUs, PCIe link) from this
     machine's own ``/sys``: a device a test hands over with a PCI address that happens to exist
     here keeps its topology unknown. A recorded root or a replay is still read."""
-    import gpuscout.topology as topology
+    import gpuscout._machine.topology as topology
 
     real = topology.read_placement
 
@@ -151,7 +151,7 @@ def gpuscout_cli(
         def factory(args: Any) -> Any:
             if given is not None:
                 return given
-            from gpuscout.cli.budgets import budget_options
+            from gpuscout.cli._budget_options import budget_options
 
             return scout_of(
                 injected(devices),

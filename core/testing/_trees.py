@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from gpuscout.context import U64_LIMIT
+from gpuscout._machine.context import U64_LIMIT
 
 
 class _Fifo:

@@ -32,7 +32,7 @@ GPUSCOUT_TEST_ENV = {VISIBLE_ENV: "", ORDER_ENV: "PCI_BUS_ID"}
 
 
 #: The module that holds the NVML seam (``_load_nvml``); see ``_surely_no_driver``.
-_NVML_MODULE = f"{__name__}.nvml"
+_NVML_MODULE = f"{__name__}.enumeration"
 #: The library ``nvml`` loads on Linux (``nvml.LINUX_LIBRARY``, said again so as not to import it).
 _LINUX_LIBRARY = "libnvidia-ml.so.1"
 
@@ -85,12 +85,12 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     """NVIDIA GPUs (and MIG instances) through NVML; none, with a note, without a driver."""
     missing = _surely_no_driver(context)
     if missing is not None:
-        from gpuscout.plugins.cuda.diagnose import explain_missing_library
+        from gpuscout.plugins.cuda.diagnosis import explain_missing_library
 
         context.note(missing)
         explain_missing_library(context)  # as nvml.enumerate_devices does after this note
         return []
-    from gpuscout.plugins.cuda.nvml import enumerate_devices
+    from gpuscout.plugins.cuda.enumeration import enumerate_devices
 
     return enumerate_devices(context)
 
@@ -175,6 +175,6 @@ def gpuscout_ggml_devices(devices: Sequence[DeviceInfo], context: Context) -> Gg
 @for_library(LIBRARY)
 def gpuscout_refresh(devices: Sequence[DeviceInfo], context: Context) -> list[DeviceInfo] | None:
     """CUDA devices with free memory read again from NVML (system memory for unified parts)."""
-    from gpuscout.plugins.cuda.nvml import refresh_devices
+    from gpuscout.plugins.cuda.enumeration import refresh_devices
 
     return refresh_devices(devices, context)

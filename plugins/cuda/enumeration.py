@@ -13,15 +13,11 @@ from typing import Any
 import attrs
 
 from gpuscout.plugin import Context, DeviceInfo, SystemInfo, parse_u64, system_memory
-from gpuscout.plugins.cuda import diagnose, wsl
+from gpuscout.plugins.cuda import diagnosis as diagnose
+from gpuscout.plugins.cuda import wsl
 from gpuscout.plugins.cuda.names import LIBRARY, VISIBLE_ENV
 from gpuscout.plugins.cuda.nvlink import peer_map, read_links, with_peers
-from gpuscout.plugins.cuda.order import (
-    DriverProbe,
-    cuda_order,
-    integrated_by_address,
-    probe_driver,
-)
+from gpuscout.plugins.cuda.order import DriverProbe, cuda_order, integrated_by_address, probe_driver
 from gpuscout.plugins.cuda.readings import (
     DriverReading,
     GpuReading,

@@ -24,7 +24,7 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     if context.platform != "darwin":
         context.note(f"Metal: only on macOS (platform {context.platform!r})")
         return []
-    from gpuscout.plugins.metal.discover import enumerate_devices
+    from gpuscout.plugins.metal.enumeration import enumerate_devices
 
     return enumerate_devices(context)
 

@@ -36,7 +36,7 @@ GPUSCOUT_TEST_ENV = {ROCR: ""}
 #: ``smi.import_amdsmi``, ``sysfs.read_kfd_gpu_nodes``, ``hsakmt.kfd_failure``): once one is
 #: imported it may have been replaced (the tests' fake machines do), and only the full path
 #: answers. See ``_surely_no_gpu``.
-_SEAMS = tuple(f"{__name__}.{m}" for m in ("discover", "smi", "sysfs", "hsakmt"))
+_SEAMS = tuple(f"{__name__}.{m}" for m in ("enumeration", "smi", "sysfs", "hsakmt"))
 #: Where the KFD topology lives (``sysfs.TOPOLOGY``, said again so as not to import it).
 _TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
 
@@ -81,12 +81,12 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     """AMD GPUs: amdsmi when it works and the root is live, else the KFD topology in sysfs."""
     missing = _surely_no_gpu(context)
     if missing is not None:
-        from gpuscout.plugins.rocm.diagnose import explain_no_topology
+        from gpuscout.plugins.rocm.diagnosis import explain_no_topology
 
         context.note(missing)
         explain_no_topology(context, topology=False)  # as discover.enumerate_devices does
         return []
-    from gpuscout.plugins.rocm.discover import enumerate_devices
+    from gpuscout.plugins.rocm.enumeration import enumerate_devices
 
     return enumerate_devices(context)
 
@@ -150,6 +150,6 @@ def gpuscout_ggml_devices(devices: Sequence[DeviceInfo], context: Context) -> Gg
 @for_library(LIBRARY)
 def gpuscout_refresh(devices: Sequence[DeviceInfo], context: Context) -> list[DeviceInfo] | None:
     """ROCm devices with free memory re-read (sysfs counters or amdsmi: cheap)."""
-    from gpuscout.plugins.rocm.discover import refresh_devices
+    from gpuscout.plugins.rocm.enumeration import refresh_devices
 
     return refresh_devices([d for _, d in devices_of(devices, LIBRARY)], context)

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import attrs
 
 from gpuscout.plugin import Context, DeviceInfo, is_wsl2, system_memory
-from gpuscout.plugins.rocm import devices, diagnose, gfx, hsakmt, smi, sysfs, visibility, xgmi
+from gpuscout.plugins.rocm import devices, gfx, hsakmt, smi, sysfs, visibility, xgmi
+from gpuscout.plugins.rocm import diagnosis as diagnose
 from gpuscout.plugins.rocm.names import LIBRARY
 
 

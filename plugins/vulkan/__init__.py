@@ -22,7 +22,7 @@ GPUSCOUT_TEST_ENV = {"VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json"}
 @hookimpl
 def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     """Every physical device the loader lists; none, with a note, without a loader or driver."""
-    from gpuscout.plugins.vulkan.discover import enumerate_devices
+    from gpuscout.plugins.vulkan.enumeration import enumerate_devices
 
     return enumerate_devices(context)
 
@@ -88,7 +88,7 @@ def gpuscout_ggml_devices(devices: Sequence[DeviceInfo], context: Context) -> Gg
     marked unused), then any software device among ``devices`` (there only when the caller
     asked for software devices). Named ``Vulkan<n>`` in that order, with the variable that
     makes a child enumerate exactly those."""
-    from gpuscout.plugins.vulkan.visible import parse_indices
+    from gpuscout.plugins.vulkan.visibility import parse_indices
 
     mine = devices_of(devices, LIBRARY)
     if not mine:

@@ -37,7 +37,7 @@ from gpuscout.plugins.vulkan.devices import (
 )
 from gpuscout.plugins.vulkan.loader import RawDevice
 from gpuscout.plugins.vulkan.names import VISIBLE_ENV
-from gpuscout.plugins.vulkan.visible import select_indices
+from gpuscout.plugins.vulkan.visibility import select_indices
 
 #: VkDriverId values ggml ranks.
 (

@@ -23,13 +23,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuscout.plugin import Context, DeviceInfo, RecordingError
-from gpuscout.plugins.vulkan import diagnose, loader
+from gpuscout.plugins.vulkan import diagnosis as diagnose
+from gpuscout.plugins.vulkan import loader
 from gpuscout.plugins.vulkan.default_set import hidden_indices, reported_indices
 from gpuscout.plugins.vulkan.devices import to_device_info
 from gpuscout.plugins.vulkan.intel import with_sysfs_vram
 from gpuscout.plugins.vulkan.loader import ProbeResult
 from gpuscout.plugins.vulkan.names import VISIBLE_ENV
-from gpuscout.plugins.vulkan.visible import select_indices
+from gpuscout.plugins.vulkan.visibility import select_indices
 
 #: Variables gpuscout itself reads; a difference in them does not need a child.
 _OWN_VARIABLES = (VISIBLE_ENV,)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from gpuscout.plugin import Context, DeviceInfo
 from gpuscout.plugins.vulkan.default_set import reported_indices
 from gpuscout.plugins.vulkan.devices import device_memory, format_uuid, pci_address
-from gpuscout.plugins.vulkan.discover import probe
+from gpuscout.plugins.vulkan.enumeration import probe
 from gpuscout.plugins.vulkan.loader import RawDevice
 from gpuscout.plugins.vulkan.names import LIBRARY, VISIBLE_ENV
 from gpuscout.plugins.vulkan.vkstructs import EXT_MEMORY_BUDGET

@@ -13,7 +13,7 @@ import pytest
 
 from gpuscout import DeviceInfo
 from gpuscout.cli import main
-from gpuscout.cli.common import scout_argv
+from gpuscout.cli._common import scout_argv
 from gpuscout.sizes import GIB, MIB
 from gpuscout.testing import CliRunner
 

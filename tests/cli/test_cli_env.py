@@ -335,7 +335,7 @@ def test_selector_matching_nothing_exits_1_with_one_line(
 def test_the_verify_child_gets_the_scout_options_given(tmp_path: Any) -> None:
     """The child's command line repeats the scout options that differ from their defaults."""
     from gpuscout.cli import build_parser
-    from gpuscout.cli.common import scout_argv
+    from gpuscout.cli._common import scout_argv
 
     parser, _ = build_parser("env")
     given = ["--plugins", "cuda,vulkan", "--disable", "rocm", "--root", str(tmp_path), "--timeout", "2.5"]
@@ -347,7 +347,8 @@ def test_verify_mismatch_exits_3_with_a_report_and_no_environment(
     gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A real child that sees another device makes `env --verify` exit 3, printing no env."""
-    from gpuscout import verify, wire
+    from gpuscout._records import decode as wire
+    from gpuscout._selection import verify
 
     seen = json.dumps({"devices": wire.unstructure([CUDA_B])})
     monkeypatch.setattr(verify, "child_command", lambda *a: [sys.executable, "-c", f"print({seen!r})"])
@@ -361,7 +362,7 @@ def test_verify_mismatch_exits_3_with_a_report_and_no_environment(
 
 def test_verify_child_failure_exits_3(gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     """A verification child that crashes is a failed verification (exit 3) with its reason."""
-    from gpuscout import verify
+    from gpuscout._selection import verify
 
     monkeypatch.setattr(
         verify, "child_command", lambda *a: [sys.executable, "-c", "import sys; sys.exit('driver exploded')"]
@@ -375,7 +376,8 @@ def test_verify_child_gets_the_selection_environment(
     gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The verification child runs with the computed variables added to the environment."""
-    from gpuscout import verify, wire
+    from gpuscout._records import decode as wire
+    from gpuscout._selection import verify
 
     # The child answers with the device named by its own CUDA_VISIBLE_DEVICES, if KEEP_ME came too.
     doc = {"devices": wire.unstructure([CUDA_A, CUDA_B])}
@@ -408,7 +410,7 @@ def test_compare_views_matches_by_uuid_then_pci_then_filter_id(
     selected: list[DeviceInfo], seen: list[DeviceInfo], ok: bool
 ) -> None:
     """Devices are the same across processes by UUID, PCI id, or library and filter id."""
-    from gpuscout.verify import compare_views
+    from gpuscout._selection.verify import compare_views
 
     assert compare_views(selected, seen).ok is ok
 

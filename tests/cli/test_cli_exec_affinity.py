@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from gpuscout import DeviceInfo
-from gpuscout.affinity import allowed_cpus, supported
+from gpuscout._selection.affinity import allowed_cpus, supported
 from gpuscout.testing import CliRunner
 
 pytestmark = pytest.mark.skipif(not supported(), reason="this platform has no sched_setaffinity")
@@ -83,7 +83,8 @@ def test_local_cpus_outside_the_process_s_set_leave_it_unchanged(gpuscout_cli: C
 
 def _child_sees(monkeypatch: pytest.MonkeyPatch, device: DeviceInfo) -> None:
     """The verification child lists ``device`` (a real child, printing a recorded answer)."""
-    from gpuscout import verify, wire
+    from gpuscout._records import decode as wire
+    from gpuscout._selection import verify
 
     seen = json.dumps({"devices": wire.unstructure([device])})
     monkeypatch.setattr(verify, "child_command", lambda *a: [sys.executable, "-c", f"print({seen!r})"])
@@ -106,7 +107,7 @@ def test_a_child_on_other_cpus_fails_verify_and_nothing_runs(
     gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """When the check child runs elsewhere than chosen, exec exits 3 before the command starts."""
-    from gpuscout import verify
+    from gpuscout._selection import verify
 
     cpu = min(_allowed())
     device = _device(str(cpu))
@@ -122,7 +123,7 @@ def test_verify_with_the_affinity_unchanged_does_not_call_the_cpus_chosen(
     gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without locality the CPUs stay as they are: --verify calls them the process's own, not chosen."""
-    from gpuscout.cpulist import cpulist
+    from gpuscout._machine.cpulist import cpulist
 
     device = _device("", numa_node=-1)
     _child_sees(monkeypatch, device)

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo, hookimpl, rank
-from gpuscout.ranking import deciding_criterion
+from gpuscout._discovery.ranking import deciding_criterion
 from gpuscout.sizes import GIB
 from gpuscout.testing import CliRun, CliRunner
 

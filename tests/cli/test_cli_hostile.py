@@ -16,7 +16,7 @@ import pytest
 
 from gpuscout import DeviceInfo, Scout
 from gpuscout.cli import main
-from gpuscout.cli.common import plugin_names
+from gpuscout.cli._common import plugin_names
 from gpuscout.testing import CliRunner
 from tests.conftest import with_default_sigint
 

@@ -15,7 +15,7 @@ import pytest
 import gpuscout.cli
 from gpuscout.cli import COMMANDS
 
-COMMAND_MODULES = [f"gpuscout.cli.{name}" for name in COMMANDS]
+COMMAND_MODULES = [f"gpuscout.cli._commands.{name}" for name in COMMANDS]
 
 
 # Runs ``python -m gpuscout ARGS``, then reports every module loaded (on its last stderr line):
@@ -46,23 +46,23 @@ def imported(out: subprocess.CompletedProcess[str]) -> set[str]:
 
 
 def test_list_json_imports_only_the_list_command() -> None:
-    """`list --json --plugins cuda` loads gpuscout.cli.list, and neither env, exec, rich nor
+    """`list --json --plugins cuda` loads gpuscout.cli._commands.list, and neither env, exec, rich nor
     cattrs (writing JSON needs no converter) nor structlog (nothing was logged)."""
     out = run_gpuscout("list", "--json", "--plugins", "cuda")
     assert out.returncode == 0, out.stderr
     assert "devices" in json.loads(out.stdout)
     modules = imported(out)
-    assert "gpuscout.cli.list" in modules
+    assert "gpuscout.cli._commands.list" in modules
     unwanted = {
-        "gpuscout.cli.env",
-        "gpuscout.cli.exec",
-        "gpuscout.cli.selection",
-        "gpuscout.cli.plugins",
-        "gpuscout.cli.runner",
-        "gpuscout.cli.table",
+        "gpuscout.cli._commands.env",
+        "gpuscout.cli._commands.exec",
+        "gpuscout.cli._selection",
+        "gpuscout.cli._commands.plugins",
+        "gpuscout.cli._commands.runner",
+        "gpuscout.cli._render.table",
         "rich",
         "cattrs",
-        "gpuscout.wire",
+        "gpuscout._records.decode",
         "structlog",
     }
     assert modules & unwanted == set()
@@ -74,7 +74,7 @@ def test_the_plain_formats_import_no_rich(fmt: str) -> None:
     out = run_gpuscout("list", "--format", fmt, "--plugins", "cuda")
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("rank\tlibrary" if fmt == "tsv" else "rank,library")
-    assert imported(out) & {"rich", "gpuscout.cli.table"} == set()
+    assert imported(out) & {"rich", "gpuscout.cli._render.table"} == set()
 
 
 def test_help_lists_every_command_with_its_help_line() -> None:
@@ -96,7 +96,7 @@ def test_a_command_help_page_imports_that_command_alone() -> None:
     """`gpuscout env --help` loads the env module and no other command."""
     out = run_gpuscout("env", "--help")
     assert out.returncode == 0 and "--isolate" in out.stdout, out.stderr
-    assert imported(out) & set(COMMAND_MODULES) == {"gpuscout.cli.env"}
+    assert imported(out) & set(COMMAND_MODULES) == {"gpuscout.cli._commands.env"}
 
 
 def test_cluster_help_does_not_import_ray() -> None:
@@ -104,7 +104,7 @@ def test_cluster_help_does_not_import_ray() -> None:
     out = run_gpuscout("cluster", "--help")
     assert out.returncode == 0 and "--ray" in out.stdout, out.stderr
     modules = imported(out)
-    assert "gpuscout.cli.cluster" in modules
+    assert "gpuscout.cli._commands.cluster" in modules
     assert {"ray", "gpuscout.cluster.ray"} & modules == set()
 
 
@@ -120,9 +120,9 @@ def _named_modules(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("module", ["common", "output", "table", "explain"])
+@pytest.mark.parametrize("module", ["_common", "_output", "_render/table", "_render/explain"])
 def test_shared_modules_import_no_command_and_not_the_package(module: str) -> None:
     """What the commands share never imports a command, ``gpuscout.cli`` or ``gpuscout``."""
     path = Path(gpuscout.cli.__file__).parent / f"{module}.py"
     named = _named_modules(path)
-    assert named & {*COMMAND_MODULES, "gpuscout.cli.selection", "gpuscout.cli", "gpuscout"} == set()
+    assert named & {*COMMAND_MODULES, "gpuscout.cli._selection", "gpuscout.cli", "gpuscout"} == set()

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceInfo, Discovery, Dropped, PluginReport, SystemInfo
-from gpuscout.cli import table as table_module
-from gpuscout.cli.table import render_discovery, render_plugins
-from gpuscout.records import DeviceID
+from gpuscout._records.device import DeviceID
+from gpuscout.cli._render import table as table_module
+from gpuscout.cli._render.table import render_discovery, render_plugins
 from gpuscout.sizes import GIB
 from gpuscout.testing import CliRunner
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from gpuscout import DeviceInfo, Discovery, SystemInfo
-from gpuscout.cli.explain import explain, explain_lines
-from gpuscout.cli.table import render_discovery
+from gpuscout.cli._render.explain import explain, explain_lines
+from gpuscout.cli._render.table import render_discovery
 from gpuscout.sizes import GIB
 
 GB10 = DeviceInfo(

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from gpuscout import DeviceInfo
-from gpuscout.cli.table import render_discovery
-from gpuscout.records import PcieLink, PeerLink, SystemInfo
-from gpuscout.results import Discovery
+from gpuscout._machine.topology import link_note
+from gpuscout._records.device import PcieLink, PeerLink, SystemInfo
+from gpuscout._records.results import Discovery
+from gpuscout.cli._render.table import render_discovery
 from gpuscout.sizes import GIB
 from gpuscout.testing import CliRunner
-from gpuscout.topology import link_note
 
 NO_VULKAN_ENV = {"VK_DRIVER_FILES": "/nonexistent/gpuscout-test-icd.json"}
 SLOW = PcieLink(speed=8.0, width=4, max_speed=16.0, max_width=16)

@@ -15,11 +15,13 @@ import sys
 
 import pytest
 
-from gpuscout import DeviceInfo, verify, wire
+from gpuscout import DeviceInfo
+from gpuscout._records import decode as wire
+from gpuscout._selection import verify
+from gpuscout._selection.suggest import did_you_mean, suggest
 from gpuscout.cli import build_parser
-from gpuscout.cli.list import watch
+from gpuscout.cli._commands.list import watch
 from gpuscout.sizes import GIB
-from gpuscout.suggest import did_you_mean, suggest
 from gpuscout.testing import CliRunner, injected, plugin_test_env, scout_of
 
 CUDA_A = DeviceInfo(

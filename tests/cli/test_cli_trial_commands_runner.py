@@ -17,7 +17,7 @@ import pytest
 
 from gpuscout import DeviceInfo
 from gpuscout.runner import serve
-from gpuscout.runner.reply import parse_whole_reply
+from gpuscout.runner._reply import parse_whole_reply
 from gpuscout.testing import plugin_test_env, promptly
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="signals and /proc as on Linux")

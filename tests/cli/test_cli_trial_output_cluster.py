@@ -15,9 +15,9 @@ import pytest
 
 from gpuscout import DeviceInfo, Discovery, SystemInfo
 from gpuscout.cli import main
-from gpuscout.cli.cluster import RAY_DISAGREES, _progress, summary_lines
+from gpuscout.cli._commands.cluster import RAY_DISAGREES, _progress, summary_lines
+from gpuscout.cluster._ray_driver import first_line
 from gpuscout.cluster.inventory import Inventory, NodeResult, NodeStatus, summarize
-from gpuscout.cluster.ray_driver import first_line
 from gpuscout.sizes import GIB
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceInfo, Discovery, Dropped, PluginReport, PluginStatus, SystemInfo
-from gpuscout.cli.hints import PREFIX, format_hints, hints, print_for, terminal_width
+from gpuscout.cli._render.hints import PREFIX, format_hints, hints, print_for, terminal_width
 from gpuscout.sizes import GIB
 from gpuscout.testing import CliRunner
 

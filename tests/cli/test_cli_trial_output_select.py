@@ -10,7 +10,7 @@ import pytest
 
 import gpuscout
 from gpuscout import DeviceInfo, Scout
-from gpuscout.select import NoMatchError
+from gpuscout._selection.selectors import NoMatchError
 from gpuscout.sizes import GIB
 from gpuscout.testing import CliRunner
 

@@ -9,9 +9,9 @@ import re
 import pytest
 
 from gpuscout import DeviceInfo, Discovery, Dropped, SystemInfo
-from gpuscout.cli import table as table_module
-from gpuscout.cli.labels import UNKNOWN_LEGEND, devices_free_of_total, system_line
-from gpuscout.cli.table import CELL_CAP, render_discovery
+from gpuscout.cli._render import table as table_module
+from gpuscout.cli._render.labels import UNKNOWN_LEGEND, devices_free_of_total, system_line
+from gpuscout.cli._render.table import CELL_CAP, render_discovery
 from gpuscout.sizes import GIB
 from gpuscout.testing import CliRunner
 
@@ -203,7 +203,7 @@ def test_the_table_follows_columns_on_a_terminal(
 
 def test_explain_says_an_unknown_free_figure_is_unknown() -> None:
     """`--explain` writes `free memory unknown`, never `2.0 GiB?`, and what the ranking counted."""
-    from gpuscout.cli.explain import explain, explain_lines
+    from gpuscout.cli._render.explain import explain, explain_lines
 
     lines = explain_lines(explain(FOUND))
     [igpu] = [line for line in lines if line.startswith("  #1 ")]
@@ -213,7 +213,7 @@ def test_explain_says_an_unknown_free_figure_is_unknown() -> None:
 def test_plugins_at_50_columns_name_what_they_left_out_and_keep_the_whole_error() -> None:
     """The plugins table says which columns left; a long path in an error is folded, not cut."""
     from gpuscout import PluginReport
-    from gpuscout.cli.table import render_plugins
+    from gpuscout.cli._render.table import render_plugins
 
     path = "/sys/bus/pci/devices/0000:01:00.0/driver"
     out = render_plugins(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gpuscout import DeviceInfo, Scout
+from gpuscout._selection.selectors import NoMatchError, SelectionError, select_devices
 from gpuscout.errors import GpuscoutError
-from gpuscout.select import NoMatchError, SelectionError, select_devices
 from gpuscout.sizes import GIB
 from gpuscout.testing import CliRunner, injected, scout_of
 

@@ -19,8 +19,8 @@ import pytest
 
 from gpuscout import DeviceInfo, Scout, hookimpl
 from gpuscout.cli import build_parser
-from gpuscout.cli.hints import hints
-from gpuscout.cli.list import watch
+from gpuscout.cli._commands.list import watch
+from gpuscout.cli._render.hints import hints
 from gpuscout.sizes import GIB
 from gpuscout.testing import CliRunner, injected, scout_of
 from tests.conftest import with_default_sigint

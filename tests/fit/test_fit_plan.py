@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from gpuscout import DeviceInfo, GpuscoutError, Scout, SystemInfo
+from gpuscout._fit.command import merge, shell_line
+from gpuscout._fit.llamacpp import margins_for
+from gpuscout._fit.oracle import layer_devices
 from gpuscout.cli import main
-from gpuscout.fit.command import merge, shell_line
-from gpuscout.fit.llamacpp import margins_for
-from gpuscout.fit.oracle import layer_devices
 from gpuscout.sizes import GIB, MIB
 
 pytest.importorskip("gguf")
@@ -71,7 +71,7 @@ def vulkan_scout(visible: str) -> Scout:
 
 def print_args(gemma: Path, visible: str, options: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     """``gpuscout fit MODEL --print-args OPTIONS`` on lavapipe listed as ``visible`` says."""
-    from gpuscout.cli import fit as fit_cli
+    from gpuscout.cli._commands import fit as fit_cli
 
     scout = vulkan_scout(visible)
     found = [lavapipe()]
@@ -81,7 +81,7 @@ def print_args(gemma: Path, visible: str, options: list[str], capsys: pytest.Cap
 
 
 def _parse(options: list[str]) -> argparse.Namespace:
-    from gpuscout.cli.fit import add_fit_options
+    from gpuscout.cli._commands.fit import add_fit_options
 
     parser = argparse.ArgumentParser()
     add_fit_options(parser)
@@ -353,7 +353,7 @@ def test_a_token_list_of_numbers_is_refused_as_llama_cpp_refuses_it(tmp_path: Pa
     refuses the file (ModelError naming the key) instead of answering "fits"."""
     import gguf
 
-    from gpuscout.fit import ModelError, read_model
+    from gpuscout._fit import ModelError, read_model
 
     path = tmp_path / "u32-tokens.gguf"
     w = gguf.GGUFWriter(str(path), "llama")
@@ -380,7 +380,7 @@ def test_the_cpu_flags_of_a_recorded_root_are_read_inside_it(tmp_path: Path) -> 
     leads out of the root reads as missing (no flags), a FIFO never blocks, a file inside is read."""
     import os
 
-    from gpuscout.fit.placement import host_cpu_features
+    from gpuscout._fit.placement import host_cpu_features
 
     outside = tmp_path / "host-cpuinfo"
     outside.write_text("flags\t\t: fpu avx2 avx512f\n")

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gpuscout.fit.hparams import read_hparams
-from gpuscout.fit.reader import read_gguf
+from gpuscout._fit.hparams import read_hparams
+from gpuscout._fit.reader import read_gguf
 
 gguf = pytest.importorskip("gguf")
 np = pytest.importorskip("numpy")

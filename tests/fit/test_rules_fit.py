@@ -1,4 +1,4 @@
-"""Rules of how a GGUF model's tensors are split into layers (``gpuscout.fit.estimate``)."""
+"""Rules of how a GGUF model's tensors are split into layers (``gpuscout._fit.estimate``)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuscout.fit.estimate import split_tensors
-from gpuscout.fit.hparams import read_hparams
-from gpuscout.fit.reader import ModelError, read_gguf
+from gpuscout._fit.estimate import split_tensors
+from gpuscout._fit.hparams import read_hparams
+from gpuscout._fit.reader import ModelError, read_gguf
 from tests.test_fit_reader_hostile import F32, LLAMA, LLAMA_TENSORS, gguf_bytes, write
 
 

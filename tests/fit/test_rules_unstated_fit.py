@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from gpuscout import Scout, SystemInfo
+from gpuscout._fit.estimate import repacked
+from gpuscout._fit.reader import TensorInfo
 from gpuscout.cli import main
-from gpuscout.fit.estimate import repacked
-from gpuscout.fit.reader import TensorInfo
 from gpuscout.sizes import GIB, MIB
 
 H200X8 = str(Path(__file__).parents[1] / "machines" / "h200x8")

@@ -1,6 +1,6 @@
 """Isolated discovery, the host's side: every plugin's enumerate in a child process of its own.
 
-One child (the "zygote", ``gpuscout.isolation.child``) is started from a fresh interpreter with
+One child (the "zygote", ``gpuscout._host.isolation.child``) is started from a fresh interpreter with
 exactly the Scout's environment. It imports gpuscout and the plugins once, then forks one worker
 per plugin before any driver is loaded. Each worker runs under a small supervisor process of its
 own (its parent, in a process group of its own) and holds no descriptor but its own answer and
@@ -10,7 +10,7 @@ zygote reports each plugin as soon as its worker is done, with the signal name o
 and the worker's last stderr line, or kills it at the deadline. Merge and rank stay in the host.
 
 The zygote runs in its own session and is a child subreaper; its whole process group, and all
-that left it, is killed when the call ends, however it ends (``gpuscout.children``). Where
+that left it, is killed when the call ends, however it ends (``gpuscout._host.children``). Where
 ``os.fork`` does not exist (Windows) one child per plugin is started instead.
 
 The exchange is JSON: the host writes the request on the child's stdin and reads one JSON line
@@ -31,8 +31,8 @@ from typing import Any
 
 import attrs
 
-from gpuscout import children
-from gpuscout.children import (
+from gpuscout._host import children
+from gpuscout._host.children import (
     Tail,
     boot_code,
     child_argv,
@@ -41,7 +41,7 @@ from gpuscout.children import (
     kill_group,
     last_words,
 )
-from gpuscout.records import DeviceInfo, PcieLink, PeerLink
+from gpuscout._records.device import DeviceInfo, PcieLink, PeerLink
 
 #: Seconds the zygote may take for its own start (interpreter, gpuscout, the plugins' imports)
 #: beyond the enumerate deadline, before the host gives up on it.
@@ -54,7 +54,7 @@ MAX_LINE = MAX_ANSWER + (64 << 10)
 #: The line that ends the zygote's answer.
 END = {"end": True}
 
-_BOOT = boot_code("gpuscout.isolation.child", "main")
+_BOOT = boot_code("gpuscout._host.isolation.child", "main")
 
 
 class IsolationError(Exception):
@@ -165,7 +165,7 @@ class Answer:
             del self._line[:]
 
     def _take(self, line: bytes) -> None:
-        from gpuscout.wire import MAX_JSON_RECORDS, too_many_objects
+        from gpuscout._records.decode import MAX_JSON_RECORDS, too_many_objects
 
         # The zygote fails a worker whose answer holds more records; a line with more was not
         # written by it (a hostile import writing on its descriptor): refused before decoding.

@@ -1,4 +1,4 @@
-"""Isolated discovery, the child's side (see ``gpuscout.isolation``): load the plugins once,
+"""Isolated discovery, the child's side (see ``gpuscout._host.isolation``): load the plugins once,
 fork one worker per plugin, say what each one found or how it died as soon as it is known.
 
 Started as ``python -I -c ...`` with the Scout's environment; reads the request (plugins, env,
@@ -25,7 +25,8 @@ import sys
 import time
 from typing import Any
 
-from gpuscout.children import (
+from gpuscout._host.calls import PluginHost, describe_exception, set_inline
+from gpuscout._host.children import (
     Tail,
     become_subreaper,
     die_with_parent,
@@ -35,11 +36,10 @@ from gpuscout.children import (
     read_now,
     wait_ready,
 )
-from gpuscout.context import Context
-from gpuscout.host import PluginHost, describe_exception, set_inline
-from gpuscout.isolation import END, MAX_ANSWER, MAX_LINE, encode_device, outcome
-from gpuscout.records import DeviceInfo
-from gpuscout.wire import MAX_JSON_RECORDS, too_many_objects
+from gpuscout._host.isolation import END, MAX_ANSWER, MAX_LINE, encode_device, outcome
+from gpuscout._machine.context import Context
+from gpuscout._records.decode import MAX_JSON_RECORDS, too_many_objects
+from gpuscout._records.device import DeviceInfo
 
 #: How long the workers' pipes are waited on at once (deadlines are looked at in between).
 _POLL = 0.05
@@ -402,7 +402,7 @@ def _fork_all(
 
 
 def probe_main() -> int:
-    """The import probe's child (``gpuscout.isolation.probe``): import each named plugin alone, in
+    """The import probe's child (``gpuscout._host.isolation.probe``): import each named plugin alone, in
     order, saying ``{"start": name}`` before and ``{"done": name}`` after on the stdout it had
     at start. A plugin that kills this process is found by its missing ``done``."""
     answer_fd, request = start_child()

@@ -21,11 +21,19 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 
-from gpuscout import children
-from gpuscout.children import STDERR_TAIL, boot_code, child_argv, exit_text, kill_group, last_line, wait_ready
-from gpuscout.isolation import START_ALLOWANCE
+from gpuscout._host import children
+from gpuscout._host.children import (
+    STDERR_TAIL,
+    boot_code,
+    child_argv,
+    exit_text,
+    kill_group,
+    last_line,
+    wait_ready,
+)
+from gpuscout._host.isolation import START_ALLOWANCE
 
-_BOOT = boot_code("gpuscout.isolation.child", "probe_main")
+_BOOT = boot_code("gpuscout._host.isolation.child", "probe_main")
 #: How often the host looks at the child while it imports.
 _POLL = 0.05
 

@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TextIO
 
-from gpuscout.cli import common
-from gpuscout.cli.output import output
+from gpuscout.cli import _common as common
+from gpuscout.cli._output import output
 
 if TYPE_CHECKING:
-    from gpuscout.cli.common import ScoutFactory, Subcommands
+    from gpuscout.cli._common import ScoutFactory, Subcommands
     from gpuscout.cluster.inventory import Inventory, NodeResult
 
 #: The nodes' deadline (``--node-timeout``) when none is given: this, or the plugins'
@@ -168,7 +168,7 @@ def node_heading(node: NodeResult) -> str:
 def summary_lines(found: Inventory) -> list[str]:
     """The cluster summary as lines: nodes, models, memory per library (an unknown free figure
     never counted as free), disagreements."""
-    from gpuscout.cli.labels import free_of_total
+    from gpuscout.cli._render.labels import free_of_total
 
     s = found.summary
     states = ", ".join(f"{n} {state}" for state, n in s.nodes_by_status.items() if n)
@@ -189,7 +189,7 @@ def summary_lines(found: Inventory) -> list[str]:
 
 
 def _print(found: Inventory, color: str) -> None:
-    from gpuscout.cli.table import print_discovery
+    from gpuscout.cli._render.table import print_discovery
 
     stream = output()
     for node in found.nodes:

@@ -6,19 +6,20 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from gpuscout.cli import common, selection
-from gpuscout.cli.output import output
+from gpuscout.cli import _common as common
+from gpuscout.cli import _selection as selection
+from gpuscout.cli._output import output
 
 if TYPE_CHECKING:
-    from gpuscout.cli.common import ScoutFactory, Subcommands
-    from gpuscout.results import Discovery
+    from gpuscout._records.results import Discovery
+    from gpuscout.cli._common import ScoutFactory, Subcommands
     from gpuscout.scout import Scout
 
 
 def add_parser(sub: Subcommands, help: str) -> None:
     """Add ``env`` and its options to ``gpuscout``'s parser."""
-    from gpuscout.select import GRAMMAR
-    from gpuscout.visibility import FORMATS
+    from gpuscout._selection.selectors import GRAMMAR
+    from gpuscout._selection.visibility import FORMATS
 
     p = common.command_parser(
         sub,
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     A machine without devices is exit 1 with a line on stderr, as a selector that matches
     nothing: printing nothing would leave ``eval "$(gpuscout env)"`` restricting nothing, and a
     script that goes on should hear that there was nothing to choose from."""
-    from gpuscout.visibility import check_env, render
+    from gpuscout._selection.visibility import check_env, render
 
     common.check_selectors(args.selectors, "SELECTOR")
     seen: list[tuple[Scout, Discovery]] = []
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     if code:
         return code
     if seen and not seen[-1][1].devices:
-        from gpuscout.cli.hints import print_for
+        from gpuscout.cli._render.hints import print_for
 
         sys.stderr.write("gpuscout: error: no device was found, so there is nothing to select\n")
         print_for(seen[-1][1], seen[-1][0].env)

@@ -12,16 +12,17 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from gpuscout.cli import common, selection
-from gpuscout.cli.output import release_stdout
+from gpuscout.cli import _common as common
+from gpuscout.cli import _selection as selection
+from gpuscout.cli._output import release_stdout
 
 if TYPE_CHECKING:
-    from gpuscout.cli.common import ScoutFactory, Subcommands
+    from gpuscout.cli._common import ScoutFactory, Subcommands
 
 
 def add_parser(sub: Subcommands, help: str) -> None:
     """Add ``exec`` and its options to ``gpuscout``'s parser."""
-    from gpuscout.select import GRAMMAR
+    from gpuscout._selection.selectors import GRAMMAR
 
     p = common.command_parser(
         sub,
@@ -57,7 +58,7 @@ def add_parser(sub: Subcommands, help: str) -> None:
         help="decide as llama.cpp's fit does for this model (the fit options below) and add the "
         "decision's llama.cpp arguments and environment to the command (a flag it already has wins)",
     )
-    from gpuscout.cli.fit import add_fit_options
+    from gpuscout.cli._commands.fit import add_fit_options
 
     add_fit_options(p)
     # Shown as "-- CMD [ARG ...]": argparse would write REMAINDER's usage as a bare "...".
@@ -87,8 +88,8 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     )
     if code:
         return code
-    from gpuscout.execute import CommandError
-    from gpuscout.execute import run as run_child
+    from gpuscout._selection.execute import CommandError
+    from gpuscout._selection.execute import run as run_child
 
     release_stdout()  # the child inherits the real stdout, not the guard's stderr
     try:
@@ -101,11 +102,11 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
 def _run_fit(args: argparse.Namespace, command: list[str], scout_factory: ScoutFactory) -> int:
     """``exec --fit MODEL``: fit the model on the selected devices, then run ``command`` with the
     decision's environment and arguments added (exit 1, nothing started, when it does not fit)."""
-    from gpuscout.cli.fit import INSTALL_HINT, fit_model
+    from gpuscout._fit.command import merge
+    from gpuscout._selection.execute import CommandError, child_environment
+    from gpuscout._selection.execute import run as run_child
+    from gpuscout.cli._commands.fit import INSTALL_HINT, fit_model
     from gpuscout.errors import GpuscoutError
-    from gpuscout.execute import CommandError, child_environment
-    from gpuscout.execute import run as run_child
-    from gpuscout.fit.command import merge
 
     try:
         import gguf  # noqa: F401  (an optional extra)
@@ -113,8 +114,8 @@ def _run_fit(args: argparse.Namespace, command: list[str], scout_factory: ScoutF
         sys.stderr.write(INSTALL_HINT)
         return common.USAGE_ERROR
     try:
-        from gpuscout.fit.placement import read_model
-        from gpuscout.select import NoMatchError, select_devices
+        from gpuscout._fit.placement import read_model
+        from gpuscout._selection.selectors import NoMatchError, select_devices
 
         model = read_model(args.fit)
         scout = common.open_scout(args, scout_factory)

@@ -6,14 +6,14 @@ import argparse
 import re
 from typing import TYPE_CHECKING, Any
 
-from gpuscout.cli import common
-from gpuscout.cli.output import output
+from gpuscout.cli import _common as common
+from gpuscout.cli._output import output
 from gpuscout.sizes import scaled
 
 if TYPE_CHECKING:
-    from gpuscout.cli.common import ScoutFactory, Subcommands
-    from gpuscout.fit.placement import FitResult
-    from gpuscout.records import DeviceInfo, SystemInfo
+    from gpuscout._fit.placement import FitResult
+    from gpuscout._records.device import DeviceInfo, SystemInfo
+    from gpuscout.cli._common import ScoutFactory, Subcommands
 
 DESCRIPTION = (
     "Read a GGUF model's header and tensor table (bounded: no file can hang or crash "
@@ -129,7 +129,7 @@ def add_parser(sub: Subcommands, help: str) -> None:
 
 def add_fit_options(p: argparse.ArgumentParser) -> None:
     """The options of a fit (shared by ``fit`` and ``exec --fit``), llama.cpp's spellings first."""
-    from gpuscout.fit.estimate import CACHE_TYPES
+    from gpuscout._fit.estimate import CACHE_TYPES
 
     p.add_argument(
         "-c",
@@ -256,7 +256,7 @@ def fit_model(
     scout: Any, model: Any, devices: list[DeviceInfo], system: SystemInfo, args: argparse.Namespace
 ) -> FitResult:
     """``Scout.fit`` with the command line's options (``add_fit_options``)."""
-    from gpuscout.fit.placement import read_model, read_projector
+    from gpuscout._fit.placement import read_model, read_projector
 
     mmproj = read_projector(args.mmproj) if args.mmproj else None
     common_options: dict[str, Any] = dict(
@@ -300,7 +300,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     """Read the model (or ``--layers``), place it, print where it lands; exit 0 / 1 / 2."""
     import sys
 
-    from gpuscout.budgets import budget_notes
+    from gpuscout._discovery.budgets import budget_notes
     from gpuscout.errors import GpuscoutError
 
     common.check_selectors(args.device, "--device")
@@ -316,7 +316,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     try:
         model = None
         if args.model is not None:
-            from gpuscout.fit.placement import read_model
+            from gpuscout._fit.placement import read_model
 
             model = read_model(args.model)
         scout = common.open_scout(args, scout_factory)
@@ -325,7 +325,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
         common.warn_budgets(found, args)
         devices = found.devices
         if args.device:
-            from gpuscout.select import select_devices
+            from gpuscout._selection.selectors import select_devices
 
             devices = select_devices(scout, devices, args.device)
             if not devices:
@@ -341,13 +341,13 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
             document = fit_document(result)
         document["notes"] += budget_notes(devices, document["notes"])
     except GpuscoutError as exc:
-        from gpuscout.select import NoMatchError
+        from gpuscout._selection.selectors import NoMatchError
 
         sys.stderr.write(f"gpuscout: error: {common.printable(exc)[:400]}\n")
         # A well-formed --device selector that matches nothing is exit 1, as for env and exec.
         return common.NO_MATCH if isinstance(exc, NoMatchError) else common.USAGE_ERROR
     if args.print_args:
-        from gpuscout.fit.command import shell_line
+        from gpuscout._fit.command import shell_line
 
         if result is None:
             sys.stderr.write("gpuscout: error: --print-args needs MODEL.gguf (not --layers)\n")
@@ -367,7 +367,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
 
 def fit_document(result: FitResult) -> dict[str, Any]:
     """The ``--json`` object for a model (DESIGN.md's fit contract)."""
-    from gpuscout.fit.placement import layout_rows
+    from gpuscout._fit.placement import layout_rows
 
     m, h = result.model, result.model.hparams
     n = h.n_layer
@@ -411,9 +411,9 @@ def layers_document(
     judged as ``fit MODEL`` judges a placement (``fit.verdict``): the CPU's share against free
     system memory, the one pool of shared-memory devices, and every GPU's share within its room
     (a forced ``--num-gpu`` may overfill one)."""
-    from gpuscout.fit.usage import Usage
-    from gpuscout.fit.verdict import verdict
-    from gpuscout.plan import create_layout
+    from gpuscout._fit.usage import Usage
+    from gpuscout._fit.verdict import verdict
+    from gpuscout._layout.plan import create_layout
 
     num_gpu = len(layers) if args.num_gpu == -2 else args.num_gpu
     layout = create_layout(layers, devices, scout.minimum_memory, num_gpu=num_gpu, spread=args.spread)
@@ -466,7 +466,7 @@ def print_fit(
 ) -> None:
     """The placement for people: a row per device (its name as ``list`` shows it, layers, need
     against free memory), the CPU row, the memory table, the notes, then the verdict."""
-    from gpuscout.layers import layer_ranges
+    from gpuscout._records.layers import layer_ranges
     from gpuscout.sizes import human_bytes
 
     p = common.printable
@@ -503,7 +503,7 @@ def print_fit(
     out = output()
     out.write("".join(f"{line}\n" for line in lines))
     if result is not None:
-        from gpuscout.cli.table import print_memory
+        from gpuscout.cli._render.table import print_memory
 
         print_memory(result.memory, color=color)  # a table on a terminal; the lines below always
     for r in document["memory"]:

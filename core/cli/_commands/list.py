@@ -7,13 +7,13 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from gpuscout.cli import common
-from gpuscout.cli.output import output
+from gpuscout.cli import _common as common
+from gpuscout.cli._output import output
 
 if TYPE_CHECKING:
-    from gpuscout.cli.common import ScoutFactory, Subcommands
-    from gpuscout.records import DeviceInfo
-    from gpuscout.results import Discovery
+    from gpuscout._records.device import DeviceInfo
+    from gpuscout._records.results import Discovery
+    from gpuscout.cli._common import ScoutFactory, Subcommands
     from gpuscout.scout import Scout
 
 DESCRIPTION = (
@@ -123,7 +123,7 @@ def _list(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     found = _discover(args, scout)
     code = _print(args, found)
     if not found.devices:
-        from gpuscout.cli.hints import print_for
+        from gpuscout.cli._render.hints import print_for
 
         print_for(found, scout.env, listed=True)
     if code == common.SUCCESS and common.every_plugin_failed(found.plugins):
@@ -167,11 +167,11 @@ def _print(args: argparse.Namespace, found: Discovery, timestamp: str | None = N
     table (and explanation); ``timestamp`` (a watch) goes into the document, or first on a line
     of its own."""
     if args.json:
-        from gpuscout.wire_encode import unstructure  # no cattrs: writing needs no converter
+        from gpuscout._records.encode import unstructure  # no cattrs: writing needs no converter
 
         document = unstructure(found)
         if args.explain:
-            from gpuscout.cli.explain import explain
+            from gpuscout.cli._render.explain import explain
 
             document["explain"] = explain(found)
         if timestamp is not None:
@@ -188,15 +188,15 @@ def _print(args: argparse.Namespace, found: Discovery, timestamp: str | None = N
         output().write(csv_discovery(found))
         return common.SUCCESS
     if fmt == "tsv":
-        from gpuscout.cli.plain import plain_discovery  # no rich for the plain form
+        from gpuscout.cli._render.plain import plain_discovery  # no rich for the plain form
 
         output().write(plain_discovery(found))
         return _explained(args, found)
-    from gpuscout.cli.table import print_discovery
+    from gpuscout.cli._render.table import print_discovery
 
     color = getattr(args, "color", "auto")
     if fmt == "table":
-        from gpuscout.cli.table import stdout_console, use_color
+        from gpuscout.cli._render.table import stdout_console, use_color
 
         print_discovery(found, console=stdout_console(use_color(color, _on_terminal(output()))))
     else:
@@ -207,7 +207,7 @@ def _print(args: argparse.Namespace, found: Discovery, timestamp: str | None = N
 def _explained(args: argparse.Namespace, found: Discovery) -> int:
     """With ``--explain``, the explanation after the table; SUCCESS."""
     if args.explain:
-        from gpuscout.cli.explain import explain, explain_lines
+        from gpuscout.cli._render.explain import explain, explain_lines
 
         output().write("".join(f"{line}\n" for line in explain_lines(explain(found))))
     return common.SUCCESS
@@ -223,7 +223,7 @@ def csv_discovery(found: Discovery) -> str:
     import csv
     import io
 
-    from gpuscout.cli.plain import DEVICE_COLUMNS, plain_discovery
+    from gpuscout.cli._render.plain import DEVICE_COLUMNS, plain_discovery
 
     lines = plain_discovery(found).splitlines()
     rows: list[list[str]] = [list(DEVICE_COLUMNS)]
@@ -321,14 +321,14 @@ def _next_listing(
         return _discover(args, scout), 0
     import attrs
 
-    from gpuscout.ranking import rank
-    from gpuscout.system import read_system
+    from gpuscout._discovery.ranking import rank
+    from gpuscout._machine.system import read_system
 
     return attrs.evolve(found, devices=rank(fresh), system=read_system(scout.context())), since + 1
 
 
 def _watch_hints(scout: Scout, found: Discovery, shown: list[str] | None) -> list[str]:
-    from gpuscout.cli.hints import hints, write_hints
+    from gpuscout.cli._render.hints import hints, write_hints
 
     lines = [] if found.devices else hints(found, scout.env, listed=True)
     if lines and lines != shown:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from gpuscout.cli import common
-from gpuscout.cli.output import output
+from gpuscout.cli import _common as common
+from gpuscout.cli._output import output
 from gpuscout.errors import GpuscoutError
 
 if TYPE_CHECKING:
-    from gpuscout.cli.common import ScoutFactory, Subcommands
+    from gpuscout.cli._common import ScoutFactory, Subcommands
 
 # Spelled out here so that building the parser imports no more than argparse (gpuscout.cli).
 NFD_DIR = "/etc/kubernetes/node-feature-discovery/features.d"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from gpuscout.cli import common
+from gpuscout.cli import _common as common
 
 if TYPE_CHECKING:
-    from gpuscout.cli.common import ScoutFactory, Subcommands
+    from gpuscout.cli._common import ScoutFactory, Subcommands
 
 DESCRIPTION = (
     "Run one discovery and show each plugin: status (ok, failed, timeout, disabled), "
@@ -29,11 +29,11 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     """Discover, then print one report per plugin."""
     found = common.open_scout(args, scout_factory).discover(isolated=args.isolated)
     if args.json:
-        from gpuscout.wire_encode import unstructure
+        from gpuscout._records.encode import unstructure
 
         common.print_json(unstructure(found.plugins))
     else:
-        from gpuscout.cli.table import print_plugins
+        from gpuscout.cli._render.table import print_plugins
 
         print_plugins(found.plugins, color=getattr(args, "color", "auto"))
     return common.PLUGINS_FAILED if common.every_plugin_failed(found.plugins) else common.SUCCESS

@@ -6,10 +6,10 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from gpuscout.cli import common
+from gpuscout.cli import _common as common
 
 if TYPE_CHECKING:
-    from gpuscout.cli.common import ScoutFactory, Subcommands
+    from gpuscout.cli._common import ScoutFactory, Subcommands
 
 DESCRIPTION = (
     "Run one discovery in this process and write what it used to DIR (which must not exist, "
@@ -37,7 +37,7 @@ def add_parser(sub: Subcommands, help: str) -> None:
 
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     """Discover with a recorder, then write the recording; one line says where it went."""
-    from gpuscout.recording import Recorder, declared_families
+    from gpuscout._recording.record import Recorder, declared_families
 
     if getattr(args, "replay", None):
         raise common.UsageError(

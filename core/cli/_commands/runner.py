@@ -1,9 +1,9 @@
 """``gpuscout runner``: the isolated-discovery child, serving ``GET /info`` on 127.0.0.1.
 
 Its one line on stdout, ``{"port": N}`` (the port it bound; with ``--port 0`` one the system
-picked), is written to ``gpuscout.cli.output.output()``, since ``sys.stdout`` leads to stderr
+picked), is written to ``gpuscout.cli._output.output()``, since ``sys.stdout`` leads to stderr
 while it runs. The protocol (token header, limits, lifetime) is described in
-``gpuscout.runner.server``.
+``gpuscout.runner._server``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import threading
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from gpuscout.cli import common
+from gpuscout.cli import _common as common
 
 if TYPE_CHECKING:
-    from gpuscout.cli.common import ScoutFactory, Subcommands
+    from gpuscout.cli._common import ScoutFactory, Subcommands
     from gpuscout.scout import Scout
 
 DESCRIPTION = (
@@ -36,7 +36,7 @@ DESCRIPTION = (
 
 def add_parser(sub: Subcommands, help: str) -> None:
     """Add ``runner`` and its options to ``gpuscout``'s parser."""
-    from gpuscout.runner.server import IDLE_EXIT, READ_TIMEOUT
+    from gpuscout.runner._server import IDLE_EXIT, READ_TIMEOUT
 
     p = common.command_parser(sub, "runner", help, DESCRIPTION, color=False)
     common.add_scout_options(p)
@@ -62,7 +62,7 @@ def add_parser(sub: Subcommands, help: str) -> None:
 
 
 def _announce(port: int) -> None:
-    from gpuscout.cli.output import output
+    from gpuscout.cli._output import output
 
     stream = output()
     stream.write(json.dumps({"port": port}) + "\n")
@@ -76,7 +76,7 @@ def _leave(signum: int, frame: FrameType | None) -> None:
 def _load(args: argparse.Namespace, scout_factory: ScoutFactory, parent: int) -> Scout:
     """The Scout, its plugins loaded. SIGTERM or the parent's death while plugins load (which
     may take seconds) ends the runner with 0, as it does once it serves."""
-    from gpuscout.children import die_with_parent
+    from gpuscout._host.children import die_with_parent
 
     on_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _leave) if on_main else None
@@ -93,7 +93,7 @@ def _load(args: argparse.Namespace, scout_factory: ScoutFactory, parent: int) ->
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     """Serve until SIGTERM, the parent's death or idleness; each request is one discovery by
     the same Scout."""
-    from gpuscout.runner.server import TOKEN_ENV, check_token, serve
+    from gpuscout.runner._server import TOKEN_ENV, check_token, serve
 
     parent = os.getppid()
     # The token is for the reply header alone: the Scout (os.environ) and its plugins never see it.

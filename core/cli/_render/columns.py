@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuscout.cli.common import printable
+from gpuscout.cli._common import printable
 
 #: How a column gives way to a narrow terminal: ``whole`` never (its cells are printed entire),
 #: ``short`` by ending its one line in "…" (at most ``CELL_CAP`` wide: the whole text is in the

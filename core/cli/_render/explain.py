@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpuscout.cli.common import printable
-from gpuscout.ranking import criteria, deciding_criterion
-from gpuscout.results import DUPLICATE_REASON
+from gpuscout._discovery.ranking import criteria, deciding_criterion
+from gpuscout._records.results import DUPLICATE_REASON
+from gpuscout.cli._common import printable
 from gpuscout.sizes import human_bytes
 
 if TYPE_CHECKING:
-    from gpuscout.records import DeviceID, DeviceInfo
-    from gpuscout.results import Discovery
+    from gpuscout._records.device import DeviceID, DeviceInfo
+    from gpuscout._records.results import Discovery
 
 
 def _ref(device: DeviceID | DeviceInfo) -> dict[str, str]:
@@ -116,7 +116,7 @@ def explain(found: Discovery) -> dict[str, Any]:
 
 def link_text(device: DeviceInfo) -> str:
     """The device's PCIe link as ``list`` shows it (``Gen5 x16``), "" when unknown."""
-    from gpuscout.topology import describe
+    from gpuscout._machine.topology import describe
 
     return describe(device.pcie_link) if device.pcie_link is not None else ""
 

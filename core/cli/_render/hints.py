@@ -24,10 +24,10 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from gpuscout.cli.common import printable
+from gpuscout.cli._common import printable
 
 if TYPE_CHECKING:
-    from gpuscout.results import Discovery, Dropped, PluginReport
+    from gpuscout._records.results import Discovery, Dropped, PluginReport
     from gpuscout.scout import Scout
 
 #: What starts every hint line on stderr.
@@ -48,7 +48,7 @@ def hints(found: Discovery, env: Mapping[str, str], *, listed: bool = False) -> 
 def _lines(
     dropped: Sequence[Dropped], reports: Sequence[PluginReport], env: Mapping[str, str], listed: bool = False
 ) -> list[str]:
-    from gpuscout.results import SOFTWARE_REASON
+    from gpuscout._records.results import SOFTWARE_REASON
 
     lines: list[str] = []
     software = [drop.device for drop in dropped if drop.reason == SOFTWARE_REASON]
@@ -77,7 +77,7 @@ def _lines(
 
 
 def _plugin_hints(reports: Sequence[PluginReport], env: Mapping[str, str]) -> list[str]:
-    from gpuscout.results import PluginStatus
+    from gpuscout._records.results import PluginStatus
 
     lines: list[str] = []
     if not any(r.status is not PluginStatus.DISABLED for r in reports):
@@ -161,7 +161,7 @@ def print_for(
     list, not a selector that missed the devices there are); a Scout gives its plugins' notes
     as its last discovery left them (not the devices it dropped), without running another one.
     """
-    from gpuscout.results import Discovery
+    from gpuscout._records.results import Discovery
 
     if isinstance(target, Discovery):
         if target.devices:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from gpuscout.sizes import human_bytes
 
 if TYPE_CHECKING:
-    from gpuscout.records import DeviceInfo, SystemInfo
+    from gpuscout._records.device import DeviceInfo, SystemInfo
 
 #: The mark of an unknown free figure in a table, and the legend line printed below one that
 #: shows it.
@@ -59,7 +59,7 @@ def numa_label(d: DeviceInfo) -> str:
 
 def link_label(d: DeviceInfo) -> str:
     """The PCIe link: ``Gen5 x16``, ``Gen3 x4 of Gen4 x16`` below its maximum, ``-`` unknown."""
-    from gpuscout.topology import describe
+    from gpuscout._machine.topology import describe
 
     return (describe(d.pcie_link) if d.pcie_link is not None else "") or "-"
 

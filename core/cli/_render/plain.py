@@ -2,7 +2,7 @@
 line, then one line per device or plugin, fields separated by one tab; no value holds a tab or a
 line break, and an unknown one is ``-``. After the devices, each dropped device is a line starting
 with ``# dropped``, and the last line is ``System memory: ...``. Also the summary and dropped-device
-lines that the terminal table prints under it (``gpuscout.cli.table``). No rich here.
+lines that the terminal table prints under it (``gpuscout.cli._render.table``). No rich here.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from gpuscout.cli.common import printable
-from gpuscout.cli.labels import (
+from gpuscout._records.results import DUPLICATE_REASON
+from gpuscout.cli._common import printable
+from gpuscout.cli._render.labels import (
     compute_label,
     devices_free_of_total,
     driver_label,
@@ -20,11 +21,10 @@ from gpuscout.cli.labels import (
     numa_label,
     system_line,
 )
-from gpuscout.results import DUPLICATE_REASON
 from gpuscout.sizes import human_bytes
 
 if TYPE_CHECKING:
-    from gpuscout.results import Discovery, Dropped, PluginReport
+    from gpuscout._records.results import Discovery, Dropped, PluginReport
 
 #: The plain form's columns.
 DEVICE_COLUMNS = (
@@ -57,7 +57,7 @@ def _plain(value: object) -> str:
 
 def summary_line(found: Discovery) -> str:
     """``2 devices: 1 CUDA, 1 ROCm; 104.0 GiB free of 112.0 GiB; 1 dropped`` (a free figure
-    that is unknown is never added in: see ``gpuscout.cli.labels``)."""
+    that is unknown is never added in: see ``gpuscout.cli._render.labels``)."""
     devices = found.devices
     libraries: dict[str, int] = {}
     for d in devices:

@@ -1,5 +1,5 @@
 """What ``gpuscout list`` and ``gpuscout plugins`` print for people: a rich table on a terminal,
-plain tab-separated lines in a pipe (rich is imported here and in ``gpuscout.cli.columns``, which
+plain tab-separated lines in a pipe (rich is imported here and in ``gpuscout.cli._render.columns``, which
 fits the table to the terminal, and nowhere else).
 
 Text from plugins and devices is data: every cell is a ``rich.text.Text``, so rich never reads
@@ -8,9 +8,9 @@ terminal: a description is one line, ended with "…" when long (``CELL_CAP``), 
 important columns drop, and a line under the table names them; ids and PCI ids are never cut
 (too narrow for even the smallest table, each device gets a block of lines). The lines after
 the table wrap between words. Unknown free memory shows as ``?`` with a legend line
-(``gpuscout.cli.labels``).
+(``gpuscout.cli._render.labels``).
 
-The plain form (``render_discovery(..., terminal=False)``) is ``gpuscout.cli.plain``'s; its names
+The plain form (``render_discovery(..., terminal=False)``) is ``gpuscout.cli._render.plain``'s; its names
 are importable from here as well.
 """
 
@@ -26,12 +26,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuscout.cli.columns import CELL_CAP as CELL_CAP
-from gpuscout.cli.columns import SHORT as SHORT
-from gpuscout.cli.columns import WHOLE, WRAP, Column, cell, fitted_table
-from gpuscout.cli.columns import left_out_line as left_out_line
-from gpuscout.cli.common import printable
-from gpuscout.cli.labels import (
+from gpuscout.cli._common import printable
+from gpuscout.cli._output import output
+from gpuscout.cli._render.columns import CELL_CAP as CELL_CAP
+from gpuscout.cli._render.columns import SHORT as SHORT
+from gpuscout.cli._render.columns import WHOLE, WRAP, Column, cell, fitted_table
+from gpuscout.cli._render.columns import left_out_line as left_out_line
+from gpuscout.cli._render.labels import (
     UNKNOWN_LEGEND,
     compute_label,
     driver_label,
@@ -42,20 +43,19 @@ from gpuscout.cli.labels import (
     numa_label,
     system_line,
 )
-from gpuscout.cli.output import output
-from gpuscout.cli.plain import DEVICE_COLUMNS as DEVICE_COLUMNS
-from gpuscout.cli.plain import DROPPED_COLUMNS as DROPPED_COLUMNS
-from gpuscout.cli.plain import PLUGIN_COLUMNS as PLUGIN_COLUMNS
-from gpuscout.cli.plain import dropped_line
-from gpuscout.cli.plain import plain_discovery as plain_discovery
-from gpuscout.cli.plain import plain_plugins as plain_plugins
-from gpuscout.cli.plain import summary_line as summary_line
+from gpuscout.cli._render.plain import DEVICE_COLUMNS as DEVICE_COLUMNS
+from gpuscout.cli._render.plain import DROPPED_COLUMNS as DROPPED_COLUMNS
+from gpuscout.cli._render.plain import PLUGIN_COLUMNS as PLUGIN_COLUMNS
+from gpuscout.cli._render.plain import dropped_line
+from gpuscout.cli._render.plain import plain_discovery as plain_discovery
+from gpuscout.cli._render.plain import plain_plugins as plain_plugins
+from gpuscout.cli._render.plain import summary_line as summary_line
 from gpuscout.sizes import human_bytes
 
 if TYPE_CHECKING:
-    from gpuscout.memory import BackendMemory
-    from gpuscout.records import DeviceInfo
-    from gpuscout.results import Discovery, PluginReport
+    from gpuscout._records.device import DeviceInfo
+    from gpuscout._records.memory import BackendMemory
+    from gpuscout._records.results import Discovery, PluginReport
 
 #: ``--color`` choices; "auto" colours a terminal unless ``NO_COLOR`` is set (to anything).
 COLOR_CHOICES = ("never", "auto", "always")
@@ -173,7 +173,7 @@ def _any_link(devices: Sequence[DeviceInfo]) -> bool:
 
 
 def _link_cell(d: DeviceInfo) -> Text:
-    from gpuscout.topology import below_maximum
+    from gpuscout._machine.topology import below_maximum
 
     slow = d.pcie_link is not None and below_maximum(d.pcie_link)
     return cell(link_label(d), "yellow" if slow else "")

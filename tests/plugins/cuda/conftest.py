@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from gpuscout import Scout
-from gpuscout.plugins.cuda import nvml, order
+from gpuscout.plugins.cuda import enumeration as nvml
+from gpuscout.plugins.cuda import order
 from gpuscout.plugins.cuda.replay import ReplayedNvml
 from gpuscout.testing import ScoutFactory
 

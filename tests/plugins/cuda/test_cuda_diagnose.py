@@ -16,7 +16,8 @@ import pytest
 
 from gpuscout import Discovery, Scout
 from gpuscout.plugin import Context
-from gpuscout.plugins.cuda import diagnose, nvml
+from gpuscout.plugins.cuda import diagnosis as diagnose
+from gpuscout.plugins.cuda import enumeration as nvml
 from gpuscout.testing import FIFO, Content, RootFactory, Symlink, promptly
 
 DEVICES = "/sys/bus/pci/devices"

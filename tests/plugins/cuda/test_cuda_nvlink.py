@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
+from gpuscout._records.device import PeerLink
 from gpuscout.plugins.cuda.nvlink import (
     REMOTE_GPU,
     REMOTE_NPU,
@@ -15,7 +16,6 @@ from gpuscout.plugins.cuda.nvlink import (
     read_links,
 )
 from gpuscout.plugins.cuda.replay import ReplayedNvml
-from gpuscout.records import PeerLink
 
 if TYPE_CHECKING:
     from tests.plugins.cuda.conftest import CudaScout, FakeNvml, Recording

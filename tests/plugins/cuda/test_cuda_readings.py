@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuscout.plugins.cuda.readings import (
-    cuda_version,
-    kernel_driver_major,
-    pci_location,
-    text,
-)
+from gpuscout.plugins.cuda.readings import cuda_version, kernel_driver_major, pci_location, text
 
 
 @pytest.mark.parametrize(

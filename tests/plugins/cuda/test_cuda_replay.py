@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from gpuscout import Scout
-from gpuscout.context import Context
+from gpuscout._machine.context import Context
 from gpuscout.plugin import RecordingError
-from gpuscout.plugins.cuda import nvml
+from gpuscout.plugins.cuda import enumeration as nvml
 from gpuscout.plugins.cuda.replay import ReplayedNvml, capture
 
 RECORDED = Path(__file__).parent / "recorded"

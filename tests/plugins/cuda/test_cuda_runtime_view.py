@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from gpuscout import Scout
+from gpuscout._selection.verify import compare_views
 from gpuscout.plugin import SelectionRefused
 from gpuscout.plugins.cuda.visibility import GpuSlot, MigSlot, one_process
 from gpuscout.sizes import GIB
 from gpuscout.testing import RootFactory
-from gpuscout.verify import compare_views
 
 if TYPE_CHECKING:
     from tests.plugins.cuda.conftest import CudaScout, FakeNvml, RecordedProbe, Recording

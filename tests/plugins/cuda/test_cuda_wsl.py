@@ -12,7 +12,7 @@ import pytest
 from gpuscout import Scout
 from gpuscout.plugin import Context
 from gpuscout.plugins.cuda import wsl
-from gpuscout.plugins.cuda.diagnose import explain_init_failure, explain_missing_library, explain_no_gpu
+from gpuscout.plugins.cuda.diagnosis import explain_init_failure, explain_missing_library, explain_no_gpu
 from gpuscout.testing import write_tree
 
 MACHINE = Path(__file__).parents[2] / "machines" / "wsl2_rtx4090"

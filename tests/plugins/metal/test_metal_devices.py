@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 
 from gpuscout import Scout
-from gpuscout.plugins.metal.discover import all_devices, device_info
+from gpuscout.plugins.metal.enumeration import all_devices, device_info
 from gpuscout.sizes import GIB, MIB
 from gpuscout.testing import ScoutFactory
 

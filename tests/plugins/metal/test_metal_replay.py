@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from gpuscout import Scout
+from gpuscout._recording.record import Recorder
 from gpuscout.plugin import RecordingError
-from gpuscout.plugins.metal.discover import working_set_note
-from gpuscout.recording import Recorder
+from gpuscout.plugins.metal.enumeration import working_set_note
 from gpuscout.sizes import GIB, MIB
 
 MACHINES = Path(__file__).parents[2] / "machines"
@@ -123,7 +123,7 @@ def test_recording_a_mac_keeps_metal_sysctls_and_vm_statistics(
 ) -> None:
     """`gpuscout record` on macOS writes metal.json (Metal and its sysctls) and core.json (the
     system's), and the replay finds the same device, note and system memory."""
-    import gpuscout.osfacts as osfacts
+    import gpuscout._machine.osfacts as osfacts
 
     sysctls = {"hw.memsize": 16 * GIB, "iogpu.wired_limit_mb": 12288}
     stats = {"page_size": 16384, "free_count": 131072, "inactive_count": 196608}

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceInfo
-from gpuscout.context import Context
-from gpuscout.plugins.rocm import discover, hsakmt, smi, sysfs
+from gpuscout._machine.context import Context
+from gpuscout.plugins.rocm import enumeration as discover
+from gpuscout.plugins.rocm import hsakmt, smi, sysfs
 from gpuscout.sizes import GIB
 from gpuscout.testing import ScoutFactory
 

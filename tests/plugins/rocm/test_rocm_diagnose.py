@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpuscout import Discovery
-from gpuscout.plugins.rocm import diagnose
+from gpuscout.plugins.rocm import diagnosis as diagnose
 from gpuscout.testing import FIFO, Content, RootFactory, ScoutFactory, Symlink, promptly
 
 TREES = Path(__file__).parent / "trees"

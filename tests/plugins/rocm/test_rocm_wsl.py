@@ -9,7 +9,7 @@ import pytest
 
 from gpuscout import Scout
 from gpuscout.plugin import Context
-from gpuscout.plugins.rocm.diagnose import explain_no_topology
+from gpuscout.plugins.rocm.diagnosis import explain_no_topology
 from gpuscout.plugins.rocm.wsl import DXG_ENV, wsl_sentence
 from gpuscout.testing import write_tree
 

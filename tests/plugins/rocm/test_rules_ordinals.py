@@ -4,7 +4,7 @@ number of non-blank entries already in ROCR_VISIBLE_DEVICES when a device is app
 from __future__ import annotations
 
 from gpuscout import DeviceInfo
-from gpuscout.context import EnvEntry
+from gpuscout._machine.context import EnvEntry
 from gpuscout.plugins.rocm.rules import visible_entries
 
 HIP_LIST = {"HIP_VISIBLE_DEVICES": "0,1"}

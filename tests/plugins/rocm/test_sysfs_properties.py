@@ -9,7 +9,7 @@ import tempfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscout.context import Context
+from gpuscout._machine.context import Context
 from gpuscout.plugins.rocm import devices, sysfs
 from gpuscout.testing import in_u64, write_tree
 

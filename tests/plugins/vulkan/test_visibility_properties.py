@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscout.plugins.vulkan.visible import parse_indices, select_indices
+from gpuscout.plugins.vulkan.visibility import parse_indices, select_indices
 
 SIZE_T = 2**64
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceComparison, DeviceInfo, Scout
-from gpuscout.context import Context
-from gpuscout.plugins.vulkan import discover as vk_discover
+from gpuscout._machine.context import Context
+from gpuscout.plugins.vulkan import enumeration as vk_discover
 from gpuscout.plugins.vulkan.default_set import ggml_default_set, reported_indices
 from gpuscout.plugins.vulkan.loader import ProbeResult, RawDevice
 from gpuscout.sizes import GIB

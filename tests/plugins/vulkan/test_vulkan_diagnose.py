@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuscout.plugin import Context
-from gpuscout.plugins.vulkan.diagnose import intel_problems
+from gpuscout.plugins.vulkan.diagnosis import intel_problems
 from gpuscout.testing import Content, RootFactory, ScoutFactory, Symlink, promptly
 
 DEVICES = "/sys/bus/pci/devices"

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from gpuscout import Scout
-from gpuscout.context import Context
-from gpuscout.plugins.vulkan import discover as vk_discover
+from gpuscout._machine.context import Context
+from gpuscout.plugins.vulkan import enumeration as vk_discover
 from gpuscout.plugins.vulkan.default_set import hidden_indices, reported_indices
 from gpuscout.plugins.vulkan.loader import ProbeResult, RawDevice
-from gpuscout.plugins.vulkan.visible import select_indices
+from gpuscout.plugins.vulkan.visibility import select_indices
 from gpuscout.sizes import GIB
 from gpuscout.testing import ScoutFactory
 

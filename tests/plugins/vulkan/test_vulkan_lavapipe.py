@@ -12,8 +12,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from gpuscout import Scout
-from gpuscout.context import Context
-from gpuscout.plugins.vulkan import discover as vk_discover
+from gpuscout._machine.context import Context
+from gpuscout.plugins.vulkan import enumeration as vk_discover
 from gpuscout.plugins.vulkan.loader import RawDevice
 from gpuscout.plugins.vulkan.vkstructs import EXT_MEMORY_BUDGET
 from gpuscout.sizes import GIB

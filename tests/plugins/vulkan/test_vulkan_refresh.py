@@ -13,8 +13,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from gpuscout import DeviceInfo, Scout
-from gpuscout.context import Context
-from gpuscout.plugins.vulkan import discover as vk_discover
+from gpuscout._machine.context import Context
+from gpuscout.plugins.vulkan import enumeration as vk_discover
 from gpuscout.plugins.vulkan import refresh as vk_refresh
 from gpuscout.plugins.vulkan.loader import ProbeResult, RawDevice
 from gpuscout.plugins.vulkan.vkstructs import EXT_MEMORY_BUDGET

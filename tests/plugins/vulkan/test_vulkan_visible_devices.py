@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuscout.plugins.vulkan.visible import parse_indices, select_indices
+from gpuscout.plugins.vulkan.visibility import parse_indices, select_indices
 
 HUGE = 2**64
 

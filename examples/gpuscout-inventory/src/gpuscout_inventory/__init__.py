@@ -17,15 +17,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from gpuscout.plugin import (
-    Context,
-    DeviceInfo,
-    EnvEntry,
-    devices_of,
-    for_library,
-    get_logger,
-    hookimpl,
-)
+from gpuscout.plugin import Context, DeviceInfo, EnvEntry, devices_of, for_library, get_logger, hookimpl
 from gpuscout_inventory.rules import RuleBook
 from gpuscout_inventory.visibility import visible_indices
 
