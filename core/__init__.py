@@ -18,21 +18,14 @@ if __name__ != "gpuscout":
 
 if TYPE_CHECKING:
     from gpuscout._discovery.ranking import by_library, by_performance, library_paths, rank
+    from gpuscout._fit.errors import ModelError
     from gpuscout._fit.placement import FitResult
-    from gpuscout._fit.reader import ModelError
     from gpuscout._host.markers import hookimpl
     from gpuscout._machine.context import Context, EnvEntry
     from gpuscout._records.decode import from_json
-    from gpuscout._records.device import (
-        DeviceComparison,
-        DeviceID,
-        DeviceInfo,
-        FlashAttention,
-        PcieLink,
-        PeerLink,
-        SystemInfo,
-    )
+    from gpuscout._records.device import DeviceComparison, DeviceID, DeviceInfo, FlashAttention, SystemInfo
     from gpuscout._records.encode import to_json
+    from gpuscout._records.fields import PcieLink, PeerLink
     from gpuscout._records.layers import GPULayers, GPULayersList
     from gpuscout._records.memory import BackendMemory, DeviceMemory, InsufficientMemoryError
     from gpuscout._records.results import Discovery, Dropped, PluginReport, PluginStatus

@@ -27,23 +27,20 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from gpuscout._host.hookspecs import HOOKS
-from gpuscout._host.markers import hookimpl
+from gpuscout._host.markers import (
+    API_VERSION,
+    API_VERSION_ATTRIBUTE,
+    check_api_version,
+    declared_api_version,
+    hookimpl,
+)
 from gpuscout._machine.context import U64_LIMIT, Context, EnvEntry, GgmlOrder, parse_u64
 from gpuscout._machine.osfacts import DXG_NODE, available_bytes, is_wsl2, sysctl_int, vm_statistics
 from gpuscout._machine.pcibus import PCI_DEVICES, PciGpu, binding_problem, module_loaded, pci_gpus
-from gpuscout._records.device import DeviceID, DeviceInfo, PcieLink, PeerLink, SystemInfo
+from gpuscout._records.device import DeviceID, DeviceInfo, SystemInfo
+from gpuscout._records.fields import PcieLink, PeerLink
 from gpuscout.errors import GpuscoutError, RecordingError, SelectionRefused
 from gpuscout.log import get_logger
-
-#: The version of the hook API (hook names, arguments, answers, the names in this module).
-#: It grows by one when something here changes in a way an existing plugin would notice. A
-#: plugin may declare the version it was written for as a module (or object) attribute
-#: ``GPUSCOUT_API_VERSION``; one written for a later version than this gpuscout's is refused
-#: with a report that says so, instead of being called with arguments it does not expect.
-API_VERSION = 1
-
-#: The attribute a plugin declares its API version with.
-API_VERSION_ATTRIBUTE = "GPUSCOUT_API_VERSION"
 
 #: Hooks whose first argument is one device: ``for_library`` answers None for any other library
 #: (``HookFacts.guard`` is ``device``).
@@ -132,34 +129,6 @@ def system_memory(context: Context) -> SystemInfo:
     from gpuscout._machine.system import read_system
 
     return read_system(context)
-
-
-def declared_api_version(plugin: Any) -> int | None:
-    """The API version ``plugin`` declares (None: it declares none); GpuscoutError when the
-    declaration is not a whole number of at least 1."""
-    value = getattr(plugin, API_VERSION_ATTRIBUTE, None)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise GpuscoutError(
-            f"{API_VERSION_ATTRIBUTE} must be a whole number of at least 1, got {value!r:.40}"
-        )
-    return value
-
-
-def check_api_version(plugin: Any) -> str:
-    """Why ``plugin`` cannot be used with this gpuscout's hook API, or "" when it can."""
-    try:
-        wanted = declared_api_version(plugin)
-    except GpuscoutError as exc:
-        return str(exc)
-    if wanted is not None and wanted > API_VERSION:
-        return (
-            f"written for gpuscout hook API {wanted}, but this gpuscout speaks API "
-            f"{API_VERSION}; upgrade gpuscout or use a release of the plugin for API "
-            f"{API_VERSION}"
-        )
-    return ""
 
 
 __all__ = [

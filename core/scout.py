@@ -232,10 +232,21 @@ class Scout(ModelMethods):
         ``timeout``; merge and rank stay here. Never raises for a plugin's fault; on a replayed
         recording, raises ``RecordingError`` when a plugin found its recorded answers malformed.
         """
-        from gpuscout._discovery.pipeline import discover
+        from gpuscout._discovery.pipeline import Run, discover
 
+        run = Run(
+            host=self._host,
+            budgets=self.budgets,
+            log=self.log,
+            enumerate_timeout=self.enumerate_timeout,
+            replaying=self.replay is not None,
+            recording=self.recorder is not None,
+            context=self.context,
+            merge=self.merge,
+            init_check_env=self.init_check_env,
+        )
         with self._lock:
-            return discover(self, include_software, validate, isolated)
+            return discover(run, include_software, validate, isolated)
 
     def merge(self, found: Sequence[tuple[str, DeviceInfo]]) -> tuple[list[DeviceInfo], list[Dropped]]:
         """``(plugin, device)`` pairs folded into survivors and dropped duplicates (near-linear)."""
@@ -284,7 +295,7 @@ class Scout(ModelMethods):
 
         devices = device_list(devices, "refresh")
         with self._lock:
-            return refresh(self, devices)
+            return refresh(self._host, devices, self.log)
 
     # -- the seed's rules -----------------------------------------------------------------------
 

@@ -1374,14 +1374,14 @@ MUTATIONS += [
         "a speed that is no PCIe generation's is taken",
     ),
     (
-        "core/_machine/cpulist.py",
+        "core/_records/cpulist.py",
         "        if ranges and low <= ranges[-1][1] + 1:",
         "        if ranges and low <= ranges[-1][1]:",
         TOPOLOGY,
         "touching ranges (0-3,4-7), which the kernel never prints, are accepted",
     ),
     (
-        "core/_machine/cpulist.py",
+        "core/_records/cpulist.py",
         "        if low > high or high >= MAX_CPU:",
         "        if high >= MAX_CPU:",
         TOPOLOGY,
@@ -1805,14 +1805,14 @@ MUTATIONS += [
         "a NUMA node above the largest one is taken",
     ),
     (
-        "core/_machine/cpulist.py",
+        "core/_records/cpulist.py",
         "    return frozenset(cpu for low, high in ranges for cpu in range(low, high + 1))",
         "    return frozenset(cpu for low, high in ranges for cpu in range(low, high))",
         (*TOPOLOGY, *AFFINITY),
         "the last CPU of each range is left out",
     ),
     (
-        "core/_machine/cpulist.py",
+        "core/_records/cpulist.py",
         "        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:",
         "        while j + 1 < len(ordered) and ordered[j + 1] <= ordered[j] + 2:",
         (*TOPOLOGY, *AFFINITY),

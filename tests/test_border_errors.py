@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo, GpuscoutError, Scout, SystemInfo, from_json, to_json
-from gpuscout._records.device import RecordError
+from gpuscout._records.fields import RecordError
 from gpuscout._records.layers import GPULayers, GPULayersList
 from gpuscout._records.memory import BackendMemory, DeviceMemory
 from gpuscout._records.results import Discovery, PluginReport

@@ -18,7 +18,6 @@ from gpuscout._discovery.budgets import (
     NOTE_PREFIX,
     BudgetError,
     Budgets,
-    Entry,
     entries_from,
     from_settings,
     parse_entries,
@@ -26,7 +25,9 @@ from gpuscout._discovery.budgets import (
 )
 from gpuscout._discovery.ranking import deciding_criterion, rank
 from gpuscout._host.markers import hookimpl
-from gpuscout._records.device import RecordError, check_device
+from gpuscout._records.device import check_device
+from gpuscout._records.fields import RecordError
+from gpuscout._records.results import Entry
 from gpuscout._selection.selectors import NoMatchError
 from gpuscout.plugin import Context
 from gpuscout.sizes import GIB, MIB

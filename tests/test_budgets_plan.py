@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo, GPULayersList, Scout, SystemInfo
-from gpuscout._discovery.budgets import Budgets, Entry
+from gpuscout._discovery.budgets import Budgets
 from gpuscout._layout import plan as planner
+from gpuscout._records.results import Entry
 from gpuscout.sizes import GIB, MIB
 
 MINIMUM = 457 * MIB

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 
-from gpuscout._records.device import DeviceInfo, PcieLink, PeerLink, SystemInfo
+from gpuscout._records.device import DeviceInfo, SystemInfo
 from gpuscout._records.encode import unstructure
+from gpuscout._records.fields import PcieLink, PeerLink
 from gpuscout._records.results import Discovery
 from gpuscout.cluster.inventory import NodeResult, NodeStatus, node_json
 from gpuscout.cluster.ray import read_answer

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuscout._machine.cpulist import MAX_CPU, MAX_CPULIST, cpulist, cpulist_ranges, cpus, is_cpulist
+from gpuscout._records.cpulist import MAX_CPU, MAX_CPULIST, cpulist, cpulist_ranges, cpus, is_cpulist
 
 cpu_sets = st.sets(st.integers(0, 4095), max_size=200)
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from gpuscout import DeviceInfo, GpuscoutError, Scout, SystemInfo
-from gpuscout._fit import ModelError
+from gpuscout._fit.errors import ModelError
 from gpuscout.sizes import GIB, MIB
 from gpuscout.testing import CliRunner
 

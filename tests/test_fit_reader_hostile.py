@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 import pytest
 
 from gpuscout._fit import reader
-from gpuscout._fit.reader import MAX_TENSORS, ModelError, read_gguf
+from gpuscout._fit.errors import ModelError
+from gpuscout._fit.reader import MAX_TENSORS, read_gguf
 from gpuscout._fit.stream import open_regular
 from gpuscout.sizes import MIB
 from gpuscout.testing import promptly

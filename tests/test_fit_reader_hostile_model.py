@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuscout._fit import reader
+from gpuscout._fit.errors import ModelError
 from gpuscout._fit.hparams import read_hparams
-from gpuscout._fit.reader import MAX_TENSORS, GGUFFile, ModelError, read_gguf
+from gpuscout._fit.reader import MAX_TENSORS, GGUFFile, read_gguf
 from gpuscout.cli import main
 from gpuscout.sizes import MIB
 from gpuscout.testing import injected, scout_of

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from gpuscout._machine.cpulist import cpulist, cpus
+from gpuscout._records.cpulist import cpulist, cpus
 from gpuscout._selection.affinity import allowed_cpus, supported
 from gpuscout.sizes import GIB, MIB
 

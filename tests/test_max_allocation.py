@@ -8,7 +8,8 @@ import json
 import pytest
 
 from gpuscout import DeviceInfo, GpuscoutError, from_json, to_json
-from gpuscout._records.device import RecordError, check_device
+from gpuscout._records.device import check_device
+from gpuscout._records.fields import RecordError
 from gpuscout.sizes import MIB
 from gpuscout.testing import CliRunner, ScoutFactory, injected
 

@@ -12,7 +12,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from gpuscout import DeviceInfo, Scout, from_json, hookimpl, to_json
-from gpuscout._records.device import RecordError, check_device
+from gpuscout._records.device import check_device
+from gpuscout._records.fields import RecordError
 from gpuscout.sizes import GIB
 from gpuscout.testing import ScoutFactory
 

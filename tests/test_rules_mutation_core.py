@@ -187,7 +187,8 @@ def test_a_selection_without_isolate_hides_no_other_vendor() -> None:
 
 def test_the_border_refuses_a_size_that_int64_cannot_hold() -> None:
     """The wire format is Go's int64: a plugin's 2**63-byte card is refused, 2**63-1 is kept."""
-    from gpuscout._records.device import RecordError, check_device
+    from gpuscout._records.device import check_device
+    from gpuscout._records.fields import RecordError
 
     assert check_device(card(0, total_memory=2**63 - 1)).total_memory == 2**63 - 1
     with pytest.raises(RecordError, match="total_memory"):
@@ -196,7 +197,8 @@ def test_the_border_refuses_a_size_that_int64_cannot_hold() -> None:
 
 def test_the_border_refuses_a_pci_id_with_trailing_text() -> None:
     """``0000:01:00.0x`` is no PCI id: the whole text must be one."""
-    from gpuscout._records.device import RecordError, check_device
+    from gpuscout._records.device import check_device
+    from gpuscout._records.fields import RecordError
 
     with pytest.raises(RecordError, match="pci_id"):
         check_device(card(0, pci_id="0000:01:00.0x"))

@@ -46,7 +46,8 @@ def test_an_id_that_names_two_devices_is_ambiguous_not_a_union() -> None:
 def test_a_plugins_usable_memory_may_equal_the_total_but_not_exceed_it() -> None:
     """At the plugin border usable_memory is at most total_memory: equal passes as it is, one
     byte more is a RecordError naming the field."""
-    from gpuscout._records.device import RecordError, check_device
+    from gpuscout._records.device import check_device
+    from gpuscout._records.fields import RecordError
 
     assert check_device(card(0, usable_memory=24 * GIB)).usable_memory == 24 * GIB
     with pytest.raises(RecordError, match=r"\.usable_memory: .* more than total_memory"):

@@ -6,7 +6,8 @@ import pytest
 
 from gpuscout import DeviceInfo
 from gpuscout._machine.context import MAX_NOTES, Context
-from gpuscout._records.device import RecordError, check_device, is_size
+from gpuscout._records.device import check_device, is_size
+from gpuscout._records.fields import RecordError
 
 
 def test_the_border_accepts_a_number_of_2_to_the_63_minus_1() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuscout._records.device import PcieLink, PeerLink
+from gpuscout._records.fields import PcieLink, PeerLink
 from gpuscout.runner import discover_in_child
 
 PLACED_PLUGIN = """

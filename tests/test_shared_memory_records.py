@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuscout import DeviceInfo, from_json, to_json
-from gpuscout._records.device import RecordError, check_device
+from gpuscout._records.device import check_device
+from gpuscout._records.fields import RecordError
 from gpuscout.errors import GpuscoutError
 
 

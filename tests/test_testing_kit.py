@@ -531,10 +531,10 @@ def test_check_plugin_names_each_problem(plugin: Any, problem: str) -> None:
 
 def test_check_plugin_names_a_record_the_wire_format_changes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A record that does not read back equal (here: a wire format that loses names) is named."""
-    import gpuscout._records.decode
+    import gpuscout._records.encode
 
-    real = gpuscout._records.decode.to_json
-    monkeypatch.setattr(gpuscout._records.decode, "to_json", lambda obj: real(obj.evolve(description="")))
+    real = gpuscout._records.encode.to_json
+    monkeypatch.setattr(gpuscout._records.encode, "to_json", lambda obj: real(obj.evolve(description="")))
     card = _with(
         Card, "gpuscout_enumerate", "context", [DeviceInfo(id="0", library="Mine", description="Acme")]
     )

@@ -20,7 +20,7 @@ from gpuscout._machine.topology import (
     parse_numa_node,
     read_placement,
 )
-from gpuscout._records.device import PcieLink, PeerLink
+from gpuscout._records.fields import PcieLink, PeerLink
 from gpuscout.testing import FIFO, Content, injected, promptly, scout_of, write_tree
 
 ADDRESS = "0000:19:00.0"

@@ -11,7 +11,7 @@ import pytest
 
 from gpuscout import DeviceInfo, Scout
 from gpuscout._recording.record import Recorder
-from gpuscout._records.device import PcieLink
+from gpuscout._records.fields import PcieLink
 from gpuscout.cli import main
 from gpuscout.testing import injected, write_tree
 

@@ -11,7 +11,8 @@ import attrs
 import pytest
 
 from gpuscout import DeviceInfo, GpuscoutError, from_json, to_json
-from gpuscout._records.device import PcieLink, PeerLink, RecordError, check_device
+from gpuscout._records.device import check_device
+from gpuscout._records.fields import PcieLink, PeerLink, RecordError
 
 PLACED = DeviceInfo(
     id="GPU-1",

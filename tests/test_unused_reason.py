@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 from gpuscout import DeviceInfo, from_json, rank, to_json
-from gpuscout._records.device import RecordError, SystemInfo
+from gpuscout._records.device import SystemInfo
+from gpuscout._records.fields import RecordError
 from gpuscout._records.results import Discovery
 from gpuscout.cli._render.explain import explain, explain_lines
 from gpuscout.sizes import GIB

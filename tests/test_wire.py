@@ -22,8 +22,8 @@ from gpuscout import (
     from_json,
     to_json,
 )
-from gpuscout._machine.cpulist import cpulist
-from gpuscout._records.device import PcieLink, PeerLink
+from gpuscout._records.cpulist import cpulist
+from gpuscout._records.fields import PcieLink, PeerLink
 from gpuscout._records.results import Discovery, PluginStatus
 from gpuscout.scout import Scout
 from gpuscout.sizes import GIB
@@ -238,7 +238,8 @@ def test_a_device_s_notes_are_a_list_on_the_wire_and_left_out_when_there_are_non
 
 def test_notes_that_are_not_sentences_are_refused_at_the_border() -> None:
     """A plugin's notes must be a few strings: a non-str item or too many are a RecordError."""
-    from gpuscout._records.device import RecordError, check_device
+    from gpuscout._records.device import check_device
+    from gpuscout._records.fields import RecordError
 
     with pytest.raises(RecordError, match=r"\.notes\[1\]: expected str"):
         check_device(attrs.evolve(DeviceInfo(id="0"), notes=("ok", 3)), "")

@@ -25,7 +25,9 @@ from typing import Any
 
 import attrs
 
-from gpuscout._records.device import DeviceID, DeviceInfo, show_value
+from gpuscout._records.device import DeviceID, DeviceInfo
+from gpuscout._records.fields import show_value
+from gpuscout._records.results import Applied, Entry, Outcome
 from gpuscout.errors import GpuscoutError
 from gpuscout.sizes import GIB, KIB, MIB
 
@@ -46,48 +48,6 @@ BUDGET_GRAMMAR = "all, library=NAME, numa=N, LIBRARY:INDEX, PCI id, ID/UUID (or 
 class BudgetError(GpuscoutError, ValueError):
     """A budget that cannot be used: a malformed entry (named, with what is wrong), a selector
     that depends on the ranking, or one that matches several devices where one is meant."""
-
-
-@attrs.frozen
-class Entry:
-    """One ``SEL=SIZE`` entry: the selector, the size in bytes, and the entry as written."""
-
-    selector: str
-    size: int
-    text: str
-
-
-@attrs.frozen
-class Applied:
-    """What the budget did to one device: the deciding cap and reserve entries (None where none
-    matched), the device's total and its usable total under the budget."""
-
-    cap: Entry | None
-    reserve: Entry | None
-    total: int
-    usable: int
-
-    def entries(self) -> str:
-        """``cap all=20GiB, reserve cuda:0=2GiB``: the entries that decided."""
-        parts = [f"{kind} {e.text}" for kind, e in (("cap", self.cap), ("reserve", self.reserve)) if e]
-        return ", ".join(parts)
-
-    def sentence(self) -> str:
-        """``cap all=20GiB, reserve cuda:0=2GiB: usable 18.00 GiB of 80.00 GiB``."""
-        return f"{self.entries()}: usable {self.usable / GIB:.2f} GiB of {self.total / GIB:.2f} GiB"
-
-
-@attrs.frozen
-class Outcome:
-    """What the budgets did in one discovery: the prefer selectors, each device's place in that
-    order (``preference``: the index of the first selector that matches it; a device that matches
-    none is absent), each budgeted device's ``Applied``, and a sentence per entry that matched no
-    device (``unmatched``)."""
-
-    prefer: tuple[str, ...] = ()
-    preference: Mapping[DeviceID, int] = attrs.field(factory=dict)
-    applied: Mapping[DeviceID, Applied] = attrs.field(factory=dict)
-    unmatched: tuple[str, ...] = ()
 
 
 def size_text(size: int) -> str:
@@ -142,7 +102,7 @@ def check_selector(selector: str, where: str) -> str:
 
 def _did_you_mean(text: str) -> str:
     """``; did you mean 'library=cuda'?`` for a misspelled budget selector word, else ''."""
-    from gpuscout._selection.suggest import did_you_mean, suggest
+    from gpuscout._suggest import did_you_mean, suggest
 
     head, equals, rest = text.partition("=")
     if equals:

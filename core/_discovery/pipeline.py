@@ -1,39 +1,63 @@
-"""One discovery of a ``Scout``: enumerate, merge, set software devices aside, validate, place,
-read system memory, apply the budgets, rank. ``Scout.discover`` holds the lock and calls
-``discover`` here; this module logs through the Scout's own logger (``gpuscout.scout``)."""
+"""One discovery: enumerate, merge, set software devices aside, validate, place, read system
+memory, apply the budgets, rank. ``Scout.discover`` holds the lock and hands ``discover`` a
+``Run``: the plugin host, the budgets and the few calls a discovery makes, never the Scout
+itself. This module logs through the Scout's own logger (``gpuscout.scout``)."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Any
 
+import attrs
+
+from gpuscout._discovery.budgets import Budgets
 from gpuscout._discovery.ranking import rank
+from gpuscout._host.calls import PluginHost
+from gpuscout._machine.context import Context
 from gpuscout._machine.system import read_system
 from gpuscout._records.device import DeviceInfo
 from gpuscout._records.results import SOFTWARE_REASON, Discovery, Dropped
 
-if TYPE_CHECKING:
-    from gpuscout.scout import Scout
+
+@attrs.frozen
+class Run:
+    """What one discovery is given by the Scout that starts it."""
+
+    host: PluginHost
+    budgets: Budgets
+    #: The Scout's logger (``gpuscout.scout``).
+    log: Any
+    enumerate_timeout: float
+    #: A recording is replayed (``replaying``) or made (``recording``) in this process.
+    replaying: bool
+    recording: bool
+    #: A Context for the core's own reads: ``context(plugin="", deadline=None)``.
+    context: Callable[..., Context]
+    #: ``(plugin, device)`` pairs folded into survivors and dropped duplicates.
+    merge: Callable[[Sequence[tuple[str, DeviceInfo]]], tuple[list[DeviceInfo], list[Dropped]]]
+    #: The environment that initialises one device for init validation.
+    init_check_env: Callable[[DeviceInfo], dict[str, str] | None]
 
 
-def discover(scout: Scout, include_software: bool, validate: bool, isolated: bool) -> Discovery:
-    """``scout.discover``'s work, under the lock the caller holds."""
-    host = scout._host
+def discover(run: Run, include_software: bool, validate: bool, isolated: bool) -> Discovery:
+    """``Scout.discover``'s work, under the lock the caller holds."""
+    host = run.host
     start = time.perf_counter()
-    deadline = time.monotonic() + scout.enumerate_timeout
+    deadline = time.monotonic() + run.enumerate_timeout
     host.start_run()
     # A recording is replayed (and made) in this process: replaying asks no driver, and a
     # recording must see what each plugin read, which a child's reads are not.
-    on_machine = scout.replay is None and scout.recorder is None
-    kept, dropped = scout.merge(scout.enumerate(isolated and on_machine))
+    on_machine = not run.replaying and not run.recording
+    kept, dropped = run.merge(host.enumerate(isolated=isolated and on_machine))
     if host.recording_errors:
         # A malformed answer is the recording's fault, not the plugin's: the caller hears it.
         raise host.recording_errors[0]
     if not include_software:
         dropped.extend(Dropped(d, SOFTWARE_REASON) for d in kept if d.software)
         kept = [d for d in kept if not d.software]
-    if validate and scout.replay is not None:
-        scout.log.info(
+    if validate and run.replaying:
+        run.log.info(
             "discovery.validation_skipped",
             reason="replaying a recording: there is no driver to initialise",
         )
@@ -44,22 +68,22 @@ def discover(scout: Scout, include_software: bool, validate: bool, isolated: boo
         # Each child initialises a driver (seconds without persistence mode) in a discovery
         # of its own: the enumerate deadline, plus the child's start, as isolated discovery.
         kept, failed = validate_devices(
-            [(d, scout.init_check_env(d)) for d in kept], timeout=scout.enumerate_timeout + START_ALLOWANCE
+            [(d, run.init_check_env(d)) for d in kept], timeout=run.enumerate_timeout + START_ALLOWANCE
         )
         dropped.extend(failed)
-    kept = placed(scout, kept, deadline)
+    kept = placed(run, kept, deadline)
     # System memory is read under the enumerate deadline too (at least 1 s of it left).
-    memory_ctx = scout.context(deadline=max(deadline, time.monotonic() + 1.0))
+    memory_ctx = run.context(deadline=max(deadline, time.monotonic() + 1.0))
     system = read_system(memory_ctx)
     for note in memory_ctx.notes:
-        scout.log.info("discovery.system_memory_note", note=note)
+        run.log.info("discovery.system_memory_note", note=note)
     elapsed = time.perf_counter() - start
-    scout.log.debug(
+    run.log.debug(
         "discovery.done", devices=len(kept), dropped=len(dropped), elapsed_ms=round(elapsed * 1000, 3)
     )
-    kept, outcome = scout.budgets.apply(kept)
+    kept, outcome = run.budgets.apply(kept)
     for sentence in outcome.unmatched:
-        scout.log.warning("discovery.budget_unmatched", budget=sentence)
+        run.log.warning("discovery.budget_unmatched", budget=sentence)
     return Discovery(
         devices=rank(kept, outcome.preference),
         dropped=dropped,
@@ -70,7 +94,7 @@ def discover(scout: Scout, include_software: bool, validate: bool, isolated: boo
     )
 
 
-def placed(scout: Scout, devices: list[DeviceInfo], deadline: float) -> list[DeviceInfo]:
+def placed(run: Run, devices: list[DeviceInfo], deadline: float) -> list[DeviceInfo]:
     """``devices`` with their NUMA node, near CPUs and PCIe link read from sysfs where the
     plugin left them empty (``gpuscout._machine.topology``, under the enumerate deadline, at least
     1 s of it left), and peers only among themselves."""
@@ -78,8 +102,8 @@ def placed(scout: Scout, devices: list[DeviceInfo], deadline: float) -> list[Dev
 
     if not any(d.pci_id or d.peers or d.pcie_link for d in devices):
         return devices
-    ctx = scout.context(deadline=max(deadline, time.monotonic() + 1.0))
+    ctx = run.context(deadline=max(deadline, time.monotonic() + 1.0))
     out = keep_known_peers(add_topology(devices, ctx))
     for note in ctx.notes:
-        scout.log.info("discovery.topology_note", note=note)
+        run.log.info("discovery.topology_note", note=note)
     return out

@@ -4,19 +4,17 @@ identity (id, library, PCI id and UUID); a device nobody refreshed keeps its val
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuscout._host.border import checked_devices
+from gpuscout._host.calls import PluginHost
 from gpuscout._records.device import DeviceInfo
 from gpuscout.errors import GpuscoutError
 
-if TYPE_CHECKING:
-    from gpuscout.scout import Scout
 
-
-def refresh(scout: Scout, devices: list[DeviceInfo]) -> list[DeviceInfo]:
-    """``scout.refresh``'s work, under the lock the caller holds."""
-    host = scout._host
+def refresh(host: PluginHost, devices: list[DeviceInfo], log: Any) -> list[DeviceInfo]:
+    """``Scout.refresh``'s work, under the lock the caller holds: the plugins are asked through
+    ``host``, and ``log`` (the Scout's logger) hears how it went."""
     start = time.perf_counter()
     host.start_refresh()  # a plugin that overran before is asked again
     passed: dict[Any, list[DeviceInfo]] = {}
@@ -53,7 +51,7 @@ def refresh(scout: Scout, devices: list[DeviceInfo]) -> list[DeviceInfo]:
             else keep_budget(d, got[-1].evolve(free_memory_stale=False))
         )
     stale = [f"{d.library}:{d.id}" for d in out if d.free_memory_stale]
-    scout.log.debug(
+    log.debug(
         "refresh.done",
         devices=len(out),
         stale=stale,

@@ -10,11 +10,3 @@
 
 Nothing here touches a device; see docs/fit.md.
 """
-
-from __future__ import annotations
-
-from gpuscout._fit.estimate import CACHE_TYPES, Options
-from gpuscout._fit.placement import FitResult, Model, Usage, read_model
-from gpuscout._fit.reader import ModelError, read_gguf
-
-__all__ = ["CACHE_TYPES", "FitResult", "Model", "ModelError", "Options", "Usage", "read_gguf", "read_model"]

@@ -12,11 +12,12 @@ import attrs
 from gpuscout._fit import estimate as est
 from gpuscout._fit import llamacpp
 from gpuscout._fit.command import Launch, arguments
+from gpuscout._fit.errors import ModelError
 from gpuscout._fit.ggml import GgmlDevices
 from gpuscout._fit.model import Model
 from gpuscout._fit.oracle import CPU, Oracle
 from gpuscout._fit.placement import FitResult, decided_options, training_note
-from gpuscout._fit.reader import ModelError, quant_sizes
+from gpuscout._fit.reader import quant_sizes
 from gpuscout._fit.verdict import verdict
 from gpuscout._records.device import DeviceInfo, SystemInfo
 from gpuscout._records.layers import layer_ranges

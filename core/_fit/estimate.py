@@ -34,8 +34,9 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from gpuscout._fit.errors import ModelError
 from gpuscout._fit.hparams import Hparams
-from gpuscout._fit.reader import GGUFFile, ModelError, TensorInfo
+from gpuscout._fit.reader import GGUFFile, TensorInfo
 
 F32 = 4
 #: Cache element types llama.cpp accepts for --cache-type-k / --cache-type-v (common/arg.cpp).

@@ -16,7 +16,8 @@ from typing import Any
 
 import attrs
 
-from gpuscout._fit.reader import ARRAY, GGUFFile, ModelError, shown
+from gpuscout._fit.errors import ModelError, shown
+from gpuscout._fit.reader import ARRAY, GGUFFile
 
 UINT32, INT32, FLOAT32, BOOL, STRING = 4, 5, 6, 7, 8
 _ARCH_NAME = re.compile(r"[A-Za-z0-9_.\-]+")

@@ -17,11 +17,12 @@ from typing import Any
 import attrs
 
 from gpuscout._fit import estimate as est
+from gpuscout._fit.errors import ModelError
 from gpuscout._fit.hparams import Hparams
-from gpuscout._fit.model import Model, projector_graph, projector_weights, read_model, read_projector
-from gpuscout._fit.reader import ModelError, quant_sizes
-from gpuscout._fit.usage import OP_OFFLOAD_BATCH, Usage, account, device_graph
-from gpuscout._fit.verdict import shared_verdict, verdict
+from gpuscout._fit.model import Model, read_model, read_projector
+from gpuscout._fit.reader import quant_sizes
+from gpuscout._fit.usage import Usage, account, device_graph
+from gpuscout._fit.verdict import verdict
 from gpuscout._records.device import DeviceInfo, SystemInfo
 from gpuscout._records.layers import GPULayers, GPULayersList
 from gpuscout._records.memory import BackendMemory
@@ -313,7 +314,6 @@ def layout_rows(result: FitResult) -> list[dict[str, Any]]:
 
 
 __all__ = [
-    "OP_OFFLOAD_BATCH",
     "FitResult",
     "Model",
     "Usage",
@@ -321,9 +321,6 @@ __all__ = [
     "fit",
     "host_cpu_features",
     "layout_rows",
-    "projector_graph",
-    "projector_weights",
     "read_model",
     "read_projector",
-    "shared_verdict",
 ]

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpuscout._host.hookspecs import HOOKS
-from gpuscout._records.device import DeviceInfo, RecordError, check_device
+from gpuscout._records.device import DeviceInfo, check_device
+from gpuscout._records.fields import RecordError
 
 #: The hook whose answer is a list of devices (its ``expected`` names that list).
 _ENUMERATE = HOOKS["gpuscout_enumerate"]

@@ -16,7 +16,8 @@ timed on its own.
 
 Which plugins load and how they are imported is in ``gpuscout._host.loading``, the enumerate of
 every plugin at once in ``gpuscout._host.enumeration``, the check of a plugin's device list in
-``gpuscout._host.border``; the host calls them, and re-exports their names that others import from here.
+``gpuscout._host.border``; the host calls them. What the host knows between calls is ``HostState``
+(``gpuscout._host.state``), the part of it those functions are handed.
 """
 
 from __future__ import annotations
@@ -25,29 +26,16 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import attrs
 import pluggy
 
-import gpuscout._host.hookspecs as hookspecs
-from gpuscout._host.border import VISIBILITY_SEPARATOR, checked_devices, visibility_id_problem
 from gpuscout._host.enumeration import enumerate_plugins
 from gpuscout._host.hookspecs import HOOKS, HookFacts
-from gpuscout._host.loading import (
-    ALLOW_ENV,
-    BUILTINS,
-    DENY_ENV,
-    ENTRY_POINT_GROUP,
-    comma_list,
-    load_plugins,
-    name_list,
-    normal_name,
-)
-from gpuscout._host.markers import PROJECT
-from gpuscout._host.workers import Batch, run_inline, set_inline
+from gpuscout._host.loading import load_plugins
+from gpuscout._host.state import HostState
+from gpuscout._host.workers import Batch, run_inline
 from gpuscout._machine.context import Context
 from gpuscout._records.device import DeviceInfo
-from gpuscout._records.results import PluginReport, PluginStatus
-from gpuscout.errors import RecordingError, SelectionRefused, describe_exception
+from gpuscout.errors import SelectionRefused, describe_exception
 from gpuscout.log import get_logger
 
 #: Rule hooks that the built-in plugins answer with pure functions of their arguments (no file,
@@ -60,11 +48,7 @@ PURE_HOOKS = frozenset(name for name, facts in HOOKS.items() if facts.pure)
 _log = get_logger(__name__)
 
 
-#: A call into a plugin that overran: its hook, its batch, and (for an enumerate) its context.
-_Call = tuple[str, Batch, Context | None]
-
-
-class PluginHost:
+class PluginHost(HostState):
     """Owns one pluggy PluginManager and the report of every plugin it was asked to consider."""
 
     def __init__(
@@ -81,139 +65,23 @@ class PluginHost:
         contain_imports: bool = False,
         process_env: Mapping[str, str] | None = None,
     ) -> None:
-        self.context = context
-        self.enumerate_timeout = enumerate_timeout
-        self.hook_timeout = hook_timeout
-        # An explicit allow list overrides the environment's; deny lists add up.
-        self.allow = name_list(plugins, "plugins")
-        allow_from = "plugins"
-        if self.allow is None:
-            self.allow = comma_list(env.get(ALLOW_ENV))
-            allow_from = ALLOW_ENV
-        self.deny = set(name_list(disable, "disable") or ()) | set(comma_list(env.get(DENY_ENV)) or ())
-        self.pm = pluggy.PluginManager(PROJECT)
-        self.pm.add_hookspecs(hookspecs)
-        self.reports: dict[str, PluginReport] = {}
-        #: Plugins registered and answering hooks (not blocked, not failed to load).
-        self.loaded: set[str] = set()
-        #: Built-in plugins registered from BUILTINS (see PURE_HOOKS).
-        self.builtin: set[str] = set()
-        #: Plugins a child process can load by name (built-ins and entry points, not ``extra``).
-        self.by_name: set[str] = set()
-        #: Plugins that overran a deadline in this run: not called again until the next one.
-        self.banned: set[str] = set()
-        #: Per plugin, the call that overran and may still be inside it: ``(hook, batch,
-        #: context)``. No other call into that plugin starts before this one has finished.
-        self.running: dict[str, _Call] = {}
-        #: Per plugin, what its last overrun was, for its report's note in the next discovery.
-        self.overran: dict[str, str] = {}
-        #: What plugins raised about a replayed recording's answers in this discovery.
-        self.recording_errors: list[RecordingError] = []
-        #: Sentences for the user about the plugin lists (unknown names in a deny list).
-        self.warnings: list[str] = []
-
+        super().__init__(
+            plugins=plugins,
+            disable=disable,
+            env=env,
+            context=context,
+            enumerate_timeout=enumerate_timeout,
+            hook_timeout=hook_timeout,
+        )
         load_plugins(
             self,
             extra=extra,
             entry_points=entry_points,
             env=env,
-            allow_from=allow_from,
+            allow_from=self.allow_from,
             contain_imports=contain_imports,
             process_env=env if process_env is None else process_env,
         )
-
-    @property
-    def log(self) -> Any:
-        """This module's logger (it follows a host's later structlog configuration itself)."""
-        return _log
-
-    # -- which plugins load ---------------------------------------------------------------------
-
-    def blocked(self, name: str) -> bool:
-        """Whether ``name`` is kept out by the allow or deny list."""
-        key = normal_name(name)
-        return key in self.deny or (self.allow is not None and key not in self.allow)
-
-    # -- reports --------------------------------------------------------------------------------
-
-    def start_run(self) -> None:
-        """Start a discovery: clear what the last one said about each loaded plugin and ask
-        again those that overran (their report's note says so)."""
-        self.banned.clear()
-        self.recording_errors = []
-        for name in self.loaded:
-            report = self.reports[name]
-            report.status, report.error = PluginStatus.OK, ""
-            report.note = self.overran.pop(name, "")
-            report.devices, report.elapsed = 0, 0.0
-
-    def start_refresh(self) -> None:
-        """Start a refresh: plugins that overran earlier are asked again (their reports stay
-        as the last discovery left them unless they fail again)."""
-        self.banned.clear()
-
-    def snapshot(self) -> list[PluginReport]:
-        """Copies of every report, in load order, that later runs will not change."""
-        return [attrs.evolve(r, hooks=list(r.hooks)) for r in self.reports.values()]
-
-    def record_failure(self, plugin: str, hook: str, problem: str) -> None:
-        """Report that ``plugin`` misbehaved in ``hook``; the host carries on without its answer."""
-        report = self.reports.get(plugin)
-        if report is not None:
-            report.fail(PluginStatus.FAILED, f"{hook}: {problem}")
-        self.log.warning("discovery.plugin_failed", plugin=plugin, hook=hook, error=problem)
-
-    def timed_out(
-        self,
-        plugin: str,
-        hook: str,
-        problem: str,
-        batch: Batch | None = None,
-        context: Context | None = None,
-        limit: float | None = None,
-    ) -> None:
-        """Report that ``plugin`` overran ``limit`` in ``hook`` (``batch``: the call it
-        overran in); it is not called again in this run."""
-        self.banned.add(plugin)
-        if batch is not None and batch.abandon():
-            self.running[plugin] = (hook, batch, context)
-        # A batch that never entered the plugin leaves the call it waited for as the one running.
-        if limit is not None:
-            facts = HOOKS.get(hook)
-            what, run = (facts.label, facts.run) if facts is not None else (hook, "call")
-            self.overran[plugin] = (
-                f"overran its {what} deadline in an earlier {run} ({limit:g} s); asked again"
-            )
-        report = self.reports.get(plugin)
-        if report is not None:
-            report.fail(PluginStatus.TIMEOUT, problem)
-        self.log.warning("discovery.plugin_timeout", plugin=plugin, hook=hook, error=problem)
-
-    # -- calling --------------------------------------------------------------------------------
-
-    def in_flight(self, name: str) -> _Call | None:
-        """``name``'s call that overran and is still inside the plugin, or None. One that has
-        finished since is forgotten, its late answer unused: the next run calls anew."""
-        entry = self.running.get(name)
-        if entry is not None and entry[1].done.is_set():
-            del self.running[name]
-            return None
-        return entry
-
-    def limit(self, hook: str) -> float:
-        """The seconds each call of ``hook`` may take (``HookFacts.timeout``)."""
-        timeout = HOOKS[hook].timeout
-        return self.enumerate_timeout if timeout == "enumerate_timeout" else self.hook_timeout
-
-    def impls(self, hook: str, registration_order: bool | None = None) -> list[pluggy.HookImpl]:
-        """The implementations of ``hook`` that may be called, in pluggy's call order (last
-        registered first, tryfirst/trylast respected) or in registration order: as its facts
-        say (``HookFacts.registration_order``) unless ``registration_order`` is given."""
-        if registration_order is None:
-            registration_order = HOOKS[hook].registration_order
-        found = getattr(self.pm.hook, hook).get_hookimpls()
-        ordered = found if registration_order else list(reversed(found))
-        return [i for i in ordered if i.plugin_name not in self.banned]
 
     def call(
         self,
@@ -329,19 +197,4 @@ def _safe_repr(value: Any) -> str:
         return "(unprintable)"
 
 
-__all__ = [
-    "ALLOW_ENV",
-    "BUILTINS",
-    "DENY_ENV",
-    "ENTRY_POINT_GROUP",
-    "VISIBILITY_SEPARATOR",
-    "PluginHost",
-    "PluginReport",
-    "PluginStatus",
-    "checked_devices",
-    "describe_exception",
-    "name_list",
-    "normal_name",
-    "set_inline",
-    "visibility_id_problem",
-]
+__all__ = ["PluginHost", "describe_exception"]

@@ -15,12 +15,13 @@ from gpuscout._host.border import checked_devices
 from gpuscout._host.hookspecs import HOOKS
 from gpuscout._host.workers import Batch
 from gpuscout._machine.context import Context
-from gpuscout._records.device import DeviceInfo, RecordError
+from gpuscout._records.device import DeviceInfo
+from gpuscout._records.fields import RecordError
 from gpuscout._records.results import PluginReport, PluginStatus
 from gpuscout.errors import RecordingError, describe_exception
 
 if TYPE_CHECKING:
-    from gpuscout._host.calls import PluginHost, _Call
+    from gpuscout._host.state import Call, HostState
 
 #: The hook a discovery calls first; the host calls it itself, all plugins at once.
 _ENUMERATE = HOOKS["gpuscout_enumerate"]
@@ -31,7 +32,7 @@ _START_ALLOWANCE = 5.0
 _NOT_ISOLATED = "ran in this process: a plugin passed as an object cannot be loaded in a child"
 
 
-def enumerate_plugins(host: PluginHost, isolated: bool = False) -> list[tuple[str, DeviceInfo]]:
+def enumerate_plugins(host: HostState, isolated: bool = False) -> list[tuple[str, DeviceInfo]]:
     """``PluginHost.enumerate``'s work (see there)."""
     hook = _ENUMERATE
     impls = host.impls(hook.name)
@@ -40,7 +41,7 @@ def enumerate_plugins(host: PluginHost, isolated: bool = False) -> list[tuple[st
     limit = host.limit(hook.name)
     deadline = start + limit
     # (implementation, context, call, the earlier call still running that it waits for)
-    runs: list[tuple[pluggy.HookImpl, Context, Batch, _Call | None]] = []
+    runs: list[tuple[pluggy.HookImpl, Context, Batch, Call | None]] = []
     for impl in impls:
         name = impl.plugin_name
         if name in isolated_names:
@@ -97,7 +98,7 @@ def enumerate_plugins(host: PluginHost, isolated: bool = False) -> list[tuple[st
     return [(impl.plugin_name, d) for impl in impls for d in per_plugin.get(impl.plugin_name, ())]
 
 
-def enumerate_in_children(host: PluginHost, names: list[str]) -> dict[str, list[DeviceInfo]]:
+def enumerate_in_children(host: HostState, names: list[str]) -> dict[str, list[DeviceInfo]]:
     """Run ``names``' enumerate in child processes; write their reports; their devices."""
     from gpuscout._host.isolation import IsolationError, decode_device, enumerate_isolated
 

@@ -13,62 +13,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gpuscout._host.hookspecs import HOOKS
-from gpuscout._host.markers import PROJECT
+from gpuscout._host.markers import PROJECT, check_api_version
+from gpuscout._host.names import ALLOW_ENV, BUILTINS, DENY_ENV, ENTRY_POINT_GROUP, normal_name
 from gpuscout._host.workers import Batch
 from gpuscout._records.results import PluginReport, PluginStatus
 from gpuscout.errors import GpuscoutError, UnknownPluginError, describe_exception
-from gpuscout.plugin import check_api_version
 
 if TYPE_CHECKING:
-    from gpuscout._host.calls import PluginHost
-
-#: Built-in backends: short name and module. Registered with the same ``hookimpl`` a third party
-#: uses, so they can be allowed or blocked by name like any other plugin.
-BUILTINS: tuple[tuple[str, str], ...] = (
-    ("cuda", "gpuscout.plugins.cuda"),
-    ("rocm", "gpuscout.plugins.rocm"),
-    ("metal", "gpuscout.plugins.metal"),
-    ("vulkan", "gpuscout.plugins.vulkan"),
-)
-
-ENTRY_POINT_GROUP = PROJECT
-ALLOW_ENV = "GPUSCOUT_PLUGINS"
-DENY_ENV = "GPUSCOUT_DISABLE_PLUGINS"
-
-
-def normal_name(name: str) -> str:
-    """A plugin name as allow and deny lists compare it: spaces stripped, lower case."""
-    return name.strip().lower()
-
-
-def name_list(value: Iterable[str] | None, what: str) -> list[str] | None:
-    """``value`` (a list of plugin names) normalized; a bare string is refused."""
-    if value is None:
-        return None
-    if isinstance(value, (str, bytes)):
-        raise GpuscoutError(
-            f"{what} must be a list of plugin names, not the string {value!r:.80} "
-            f"(pass [{value!r:.40}] for one name)"
-        )
-    try:
-        items = list(value)
-    except TypeError:
-        raise GpuscoutError(f"{what} must be a list of plugin names, got {type(value).__name__}") from None
-    bad = [v for v in items if not isinstance(v, str)]
-    if bad:
-        raise GpuscoutError(f"{what}: plugin names must be str, got {bad[0]!r:.80}")
-    return [n for n in (normal_name(v) for v in items) if n]
-
-
-def comma_list(value: str | None) -> list[str] | None:
-    """A comma list of plugin names from the environment, normalized; None when unset or blank."""
-    if value is None or not value.strip():
-        return None
-    return [n for n in (normal_name(p) for p in value.split(",")) if n]
+    from gpuscout._host.state import HostState
 
 
 def load_plugins(
-    host: PluginHost,
+    host: HostState,
     *,
     extra: Iterable[Any],
     entry_points: bool,
@@ -114,9 +70,9 @@ def load_plugins(
     load_all(host, candidates, probed)
 
 
-def check_names(host: PluginHost, known: set[str], allow_from: str) -> None:
+def check_names(host: HostState, known: set[str], allow_from: str) -> None:
     """Raise UnknownPluginError for an allow-list name not in ``known``; warn of deny-list ones."""
-    from gpuscout._selection.suggest import did_you_mean
+    from gpuscout._suggest import did_you_mean
 
     listed = ", ".join(sorted(known)) or "none"
     unknown = sorted(set(host.allow or ()) - known)
@@ -134,7 +90,7 @@ def check_names(host: PluginHost, known: set[str], allow_from: str) -> None:
         host.log.debug("plugins.unknown_disabled", plugin=name)
 
 
-def entry_point_candidates(host: PluginHost) -> list[tuple[str, Callable[[], Any], str, str]]:
+def entry_point_candidates(host: HostState) -> list[tuple[str, Callable[[], Any], str, str]]:
     """The installed ``gpuscout`` entry points as candidates; none when they cannot be read."""
     from gpuscout._host.entrypoints import entry_points
 
@@ -147,7 +103,7 @@ def entry_point_candidates(host: PluginHost) -> list[tuple[str, Callable[[], Any
 
 
 def load_all(
-    host: PluginHost,
+    host: HostState,
     candidates: Sequence[tuple[str, Callable[[], Any], str, str]],
     probed: Mapping[str, tuple[str, str]],
 ) -> None:
@@ -188,7 +144,7 @@ def load_all(
         register(host, report, value)
 
 
-def register(host: PluginHost, report: PluginReport, obj: Any) -> None:
+def register(host: HostState, report: PluginReport, obj: Any) -> None:
     """Register an imported plugin, unless it refuses the API version, implements unknown hooks
     or declares hook wrappers (then its report says why)."""
     name = report.name
@@ -238,7 +194,7 @@ def register(host: PluginHost, report: PluginReport, obj: Any) -> None:
         host.by_name.add(name)
 
 
-def load_failed(host: PluginHost, report: PluginReport, message: str) -> None:
+def load_failed(host: HostState, report: PluginReport, message: str) -> None:
     """Report that a plugin could not be loaded, and log it."""
     report.fail(PluginStatus.FAILED, message)
     host.log.warning("discovery.plugin_failed", plugin=report.name, error=message)

@@ -7,7 +7,7 @@ formats are the kernel's own (drivers/pci/pci-sysfs.c):
 
 - ``numa_node``: ``%d\\n``, ``-1`` when the firmware names no node (NUMA_NO_NODE);
 - ``local_cpulist``: the CPUs of that node (all online CPUs for node -1) in the list form
-  ``0-3,8-11\\n`` (``gpuscout._machine.cpulist``); an empty mask is just ``\\n``;
+  ``0-3,8-11\\n`` (``gpuscout._records.cpulist``); an empty mask is just ``\\n``;
 - ``current_link_speed``, ``max_link_speed``: ``pci_speed_string()``, ``2.5 GT/s PCIe`` up to
   ``64.0 GT/s PCIe`` since Linux 5.2, ``2.5 GT/s``, ``5 GT/s``, ``8 GT/s``, ``16 GT/s``,
   ``32 GT/s`` before; ``Unknown`` (``Unknown speed`` before 5.2) when the link says nothing;
@@ -28,8 +28,9 @@ from typing import TypeVar
 import attrs
 
 from gpuscout._machine.context import Context, parse_u64
-from gpuscout._machine.cpulist import cpulist_ranges
-from gpuscout._records.device import MAX_NUMA_NODE, DeviceInfo, PcieLink, PeerLink
+from gpuscout._records.cpulist import cpulist_ranges
+from gpuscout._records.device import DeviceInfo
+from gpuscout._records.fields import MAX_NUMA_NODE, PcieLink, PeerLink
 
 PCI_DEVICES = "/sys/bus/pci/devices"
 #: The files read per PCI address, in the order read.
@@ -67,7 +68,7 @@ def parse_numa_node(text: str | None) -> int | None:
 
 def parse_local_cpus(text: str | None) -> str | None:
     """The kernel's ``local_cpulist`` text as that list without its newline (``""`` for an
-    empty mask); None for anything the kernel does not print (see ``gpuscout._machine.cpulist``)."""
+    empty mask); None for anything the kernel does not print (see ``gpuscout._records.cpulist``)."""
     if text is None or cpulist_ranges(text) is None:
         return None
     return text.strip()

@@ -31,10 +31,10 @@ import cattrs
 from cattrs.errors import IterableValidationNote
 from cattrs.gen import make_dict_structure_fn, override
 
-from gpuscout._records.device import DeviceInfo, PeerLink, RecordError
+from gpuscout._records.device import DeviceInfo
 from gpuscout._records.encode import KEYS as _KEYS
 from gpuscout._records.encode import NEVER as _NEVER
-from gpuscout._records.encode import to_json, unstructure
+from gpuscout._records.fields import PeerLink, RecordError
 from gpuscout._records.layers import GPULayers, GPULayersList
 from gpuscout._records.memory import BackendMemory, DeviceMemory
 from gpuscout._records.results import Discovery, Dropped, PluginReport, PluginStatus
@@ -451,13 +451,4 @@ def _item_type(cls: type | None) -> type | None:
     return DeviceMemory if cls is BackendMemory else cls if cls in _READABLE else None
 
 
-__all__ = [
-    "MAX_JSON_DEPTH",
-    "MAX_JSON_SIZE",
-    "converter",
-    "from_json",
-    "make_converter",
-    "structure",
-    "to_json",
-    "unstructure",
-]
+__all__ = ["MAX_JSON_DEPTH", "MAX_JSON_SIZE", "converter", "from_json", "make_converter", "structure"]

@@ -15,17 +15,15 @@ from typing import Any
 
 import attrs
 
-from gpuscout._machine.cpulist import MAX_CPULIST, is_cpulist
-from gpuscout._records.fields import LINK_KIND as LINK_KIND
-from gpuscout._records.fields import MAX_BYTES as MAX_BYTES
-from gpuscout._records.fields import MAX_LINK_SPEED as MAX_LINK_SPEED
-from gpuscout._records.fields import MAX_LINK_WIDTH as MAX_LINK_WIDTH
-from gpuscout._records.fields import MAX_NUMA_NODE as MAX_NUMA_NODE
-from gpuscout._records.fields import MAX_PEERS as MAX_PEERS
-from gpuscout._records.fields import PcieLink as PcieLink
-from gpuscout._records.fields import PeerLink as PeerLink
-from gpuscout._records.fields import RecordError as RecordError
+from gpuscout._records.cpulist import MAX_CPULIST, is_cpulist
 from gpuscout._records.fields import (
+    LINK_KIND,
+    MAX_LINK_SPEED,
+    MAX_NUMA_NODE,
+    MAX_PEERS,
+    PcieLink,
+    PeerLink,
+    RecordError,
     as_env_overrides,
     as_library_path,
     as_notes,
@@ -33,14 +31,13 @@ from gpuscout._records.fields import (
     bytes_field,
     flag_field,
     in_range,
+    is_bytes,
     is_local_cpus,
     is_pcie_link,
     number_field,
+    show_value,
     text_field,
 )
-from gpuscout._records.fields import is_bytes as is_bytes
-from gpuscout._records.fields import is_int64 as is_int64
-from gpuscout._records.fields import show_value as show_value
 from gpuscout.errors import GpuscoutError
 
 #: The library name the seed uses for the CPU in its rules (flash attention).

@@ -14,7 +14,8 @@ from typing import Any
 
 import attrs
 
-from gpuscout._records.device import DeviceID, DeviceInfo, PcieLink, PeerLink, SystemInfo
+from gpuscout._records.device import DeviceID, DeviceInfo, SystemInfo
+from gpuscout._records.fields import PcieLink, PeerLink
 from gpuscout._records.layers import GPULayers
 from gpuscout._records.memory import BackendMemory, DeviceMemory
 from gpuscout._records.results import Discovery, Dropped, PluginReport

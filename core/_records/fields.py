@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from gpuscout._machine.cpulist import is_cpulist
+from gpuscout._records.cpulist import is_cpulist
 from gpuscout.errors import GpuscoutError
 
 

@@ -8,7 +8,8 @@ from typing import Any, SupportsIndex
 
 import attrs
 
-from gpuscout._records.device import DeviceID, RecordError, show_value
+from gpuscout._records.device import DeviceID
+from gpuscout._records.fields import RecordError, show_value
 from gpuscout._records.gofmt import go_plus_v
 
 #: Go's math.MaxInt on 64-bit platforms: the first layer of an empty assignment.

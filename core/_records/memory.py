@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from gpuscout._records.device import MAX_BYTES, RecordError, is_bytes, show_value
+from gpuscout._records.fields import MAX_BYTES, RecordError, is_bytes, show_value
 from gpuscout._records.gofmt import go_plus_v
 from gpuscout.errors import GpuscoutError
 from gpuscout.sizes import human_bytes

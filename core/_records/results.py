@@ -5,12 +5,13 @@ use, so that none of them imports another for its result types."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 
 import attrs
 
-from gpuscout._discovery.budgets import Outcome
 from gpuscout._records.device import DeviceID, DeviceInfo, SystemInfo
 from gpuscout.errors import GpuscoutError
+from gpuscout.sizes import GIB
 
 #: Why a device left the ranked list.
 DUPLICATE_REASON = "duplicate"
@@ -32,6 +33,48 @@ class PluginStatus(enum.StrEnum):
     FAILED = "failed"
     TIMEOUT = "timeout"
     DISABLED = "disabled"
+
+
+@attrs.frozen
+class Entry:
+    """One ``SEL=SIZE`` entry: the selector, the size in bytes, and the entry as written."""
+
+    selector: str
+    size: int
+    text: str
+
+
+@attrs.frozen
+class Applied:
+    """What the budget did to one device: the deciding cap and reserve entries (None where none
+    matched), the device's total and its usable total under the budget."""
+
+    cap: Entry | None
+    reserve: Entry | None
+    total: int
+    usable: int
+
+    def entries(self) -> str:
+        """``cap all=20GiB, reserve cuda:0=2GiB``: the entries that decided."""
+        parts = [f"{kind} {e.text}" for kind, e in (("cap", self.cap), ("reserve", self.reserve)) if e]
+        return ", ".join(parts)
+
+    def sentence(self) -> str:
+        """``cap all=20GiB, reserve cuda:0=2GiB: usable 18.00 GiB of 80.00 GiB``."""
+        return f"{self.entries()}: usable {self.usable / GIB:.2f} GiB of {self.total / GIB:.2f} GiB"
+
+
+@attrs.frozen
+class Outcome:
+    """What the budgets did in one discovery: the prefer selectors, each device's place in that
+    order (``preference``: the index of the first selector that matches it; a device that matches
+    none is absent), each budgeted device's ``Applied``, and a sentence per entry that matched no
+    device (``unmatched``)."""
+
+    prefer: tuple[str, ...] = ()
+    preference: Mapping[DeviceID, int] = attrs.field(factory=dict)
+    applied: Mapping[DeviceID, Applied] = attrs.field(factory=dict)
+    unmatched: tuple[str, ...] = ()
 
 
 @attrs.define

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
-from gpuscout._machine.cpulist import cpulist, cpus
+from gpuscout._records.cpulist import cpulist, cpus
 from gpuscout._records.device import DeviceInfo
 from gpuscout._selection.selectors import describe
 

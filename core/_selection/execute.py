@@ -64,7 +64,7 @@ def run(command: Sequence[str], env: Mapping[str, str], cpus: frozenset[int] | N
 
 @contextlib.contextmanager
 def _on(cpus: frozenset[int] | None) -> Iterator[None]:
-    from gpuscout._machine.cpulist import cpulist
+    from gpuscout._records.cpulist import cpulist
     from gpuscout._selection.affinity import pinned
 
     stack = contextlib.ExitStack()

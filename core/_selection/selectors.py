@@ -271,7 +271,7 @@ def _library(selector: str, name: str, devices: Sequence[DeviceInfo]) -> list[in
         raise SelectionError(f"selector {selector!r}: library= needs a name, e.g. library=rocm")
     hits = [i for i, d in enumerate(devices) if d.library.lower() == name.lower()]
     if not hits:
-        from gpuscout._selection.suggest import did_you_mean
+        from gpuscout._suggest import did_you_mean
 
         hint = did_you_mean(name, sorted({d.library.lower() for d in devices}))
         raise NoMatchError(
@@ -362,7 +362,7 @@ def _identity(selector: str, low: str, devices: Sequence[DeviceInfo]) -> list[in
 def _did_you_mean(text: str) -> str:
     """``; did you mean 'best'?`` for a misspelled selector word (``bset``, ``fts:8GiB``,
     ``libary=rocm``), else ''."""
-    from gpuscout._selection.suggest import did_you_mean, suggest
+    from gpuscout._suggest import did_you_mean, suggest
 
     for sep, word in ((":", "fits"), ("=", "library")):
         head, found, rest = text.partition(sep)

@@ -158,7 +158,7 @@ def child_cpus(
 def cpus_report(chosen: frozenset[int], seen: frozenset[int], unchanged: bool = False) -> tuple[bool, str]:
     """(whether a child runs on exactly ``chosen``, the line that says so); ``unchanged``: the
     affinity was left as it was, so ``chosen`` is this process's own set, not a choice."""
-    from gpuscout._machine.cpulist import cpulist
+    from gpuscout._records.cpulist import cpulist
 
     which = "this process's own (affinity unchanged)" if unchanged else "the ones chosen"
     if seen == chosen:

@@ -85,7 +85,7 @@ class Parser(argparse.ArgumentParser):
         return found
 
     def _did_you_mean(self, message: str) -> str:
-        from gpuscout._selection.suggest import did_you_mean
+        from gpuscout._suggest import did_you_mean
 
         choice = _INVALID_CHOICE.search(message)
         if choice is not None:

@@ -37,7 +37,6 @@ from gpuscout.cluster._nfd_file import (
     render,
     write,
 )
-from gpuscout.cluster._nfd_file import MAX_PREFIX as MAX_PREFIX
 from gpuscout.errors import GpuscoutError
 from gpuscout.version import VERSION
 
@@ -256,7 +255,7 @@ def _numa_labels(out: dict[str, str], devices: Sequence[DeviceInfo]) -> None:
 def labels(discovery: Discovery, scout: Scout) -> dict[str, str]:
     """The labels of ``discovery`` (names without prefix), flash attention as ``scout`` rules:
     every built-in library's count (0 without devices), and the labels docs/nfd.md lists."""
-    from gpuscout._host.calls import BUILTINS
+    from gpuscout._host.names import BUILTINS
     from gpuscout._records.results import PluginStatus
 
     problems = sum(r.status in (PluginStatus.FAILED, PluginStatus.TIMEOUT) for r in discovery.plugins)

@@ -47,10 +47,7 @@ from gpuscout.testing._scouts import (
     scout_of,
 )
 from gpuscout.testing._trees import FIFO, Content, Symlink, in_u64, write_tree
-from gpuscout.testing._waits import eventually as eventually
-from gpuscout.testing._waits import processes_with_env as processes_with_env
-from gpuscout.testing._waits import promptly
-from gpuscout.testing._waits import running as running
+from gpuscout.testing._waits import eventually, processes_with_env, promptly, running
 
 if TYPE_CHECKING:
     from gpuscout.scout import Scout
@@ -188,6 +185,7 @@ __all__ = [
     "ScoutFactory",
     "Symlink",
     "check_plugin",
+    "eventually",
     "gpuscout_cli",
     "gpuscout_env",
     "gpuscout_platform",
@@ -199,8 +197,10 @@ __all__ = [
     "injected",
     "isolated_scout",
     "plugin_test_env",
+    "processes_with_env",
     "promptly",
     "replay_scout",
+    "running",
     "scout_of",
     "write_tree",
 ]

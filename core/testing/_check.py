@@ -115,8 +115,9 @@ def _static_problems(plugin: Any) -> tuple[list[str], bool]:
 def _record_problems(devices: Sequence[DeviceInfo], hooks: Sequence[str]) -> list[str]:
     from collections import Counter
 
-    from gpuscout._records.decode import from_json, to_json
+    from gpuscout._records.decode import from_json
     from gpuscout._records.device import DeviceInfo
+    from gpuscout._records.encode import to_json
 
     problems: list[str] = []
     for d in devices:

@@ -68,7 +68,7 @@ def _hide_builtin_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     (``exec``'s command, ``--isolated``, ``--verify``) sees the machine as it is."""
     import importlib
 
-    from gpuscout._host.calls import BUILTINS
+    from gpuscout._host.names import BUILTINS
 
     hide_live_topology(monkeypatch)
     for _, module_name in BUILTINS:

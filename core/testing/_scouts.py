@@ -27,7 +27,7 @@ TEST_ENV_ATTRIBUTE = "GPUSCOUT_TEST_ENV"
 def plugin_test_env(*plugins: Any) -> dict[str, str]:
     """The ``GPUSCOUT_TEST_ENV`` of each plugin (an object, a module or a built-in's name)
     merged in order: what keeps a kit's Scout from finding the real machine's devices."""
-    from gpuscout._host.calls import BUILTINS, normal_name
+    from gpuscout._host.names import BUILTINS, normal_name
 
     modules = {normal_name(name): module for name, module in BUILTINS}
     env: dict[str, str] = {}
@@ -78,7 +78,7 @@ def _plugin_lists(
 ) -> tuple[list[str], list[tuple[str, Any]]]:
     """(allowed names, ``extra`` pairs) of the kit's Scouts: built-in names, plugin objects or
     modules, ``(name, plugin)`` pairs, and every built-in with ``include_builtins``."""
-    from gpuscout._host.calls import BUILTINS, normal_name
+    from gpuscout._host.names import BUILTINS, normal_name
 
     fixed = sorted(_FIXED & scout_options.keys())
     if fixed:

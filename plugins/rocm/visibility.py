@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from gpuscout.plugin import visibility_setting
-from gpuscout.plugins.rocm.names import CUDA, HIP, OPENCL_ORDINAL, ROCR
+from gpuscout.plugins.rocm.names import CUDA, HIP, ROCR
 
 #: What ROCr reports as the UUID of a GPU without one (unique_id 0).
 NO_UUID = "GPU-XX"
@@ -148,7 +148,6 @@ __all__ = [
     "CUDA",
     "HIP",
     "NO_UUID",
-    "OPENCL_ORDINAL",
     "ROCR",
     "hidden_by",
     "hip_value",

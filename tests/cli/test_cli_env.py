@@ -347,7 +347,7 @@ def test_verify_mismatch_exits_3_with_a_report_and_no_environment(
     gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A real child that sees another device makes `env --verify` exit 3, printing no env."""
-    from gpuscout._records import decode as wire
+    from gpuscout._records import encode as wire
     from gpuscout._selection import verify
 
     seen = json.dumps({"devices": wire.unstructure([CUDA_B])})
@@ -376,7 +376,7 @@ def test_verify_child_gets_the_selection_environment(
     gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The verification child runs with the computed variables added to the environment."""
-    from gpuscout._records import decode as wire
+    from gpuscout._records import encode as wire
     from gpuscout._selection import verify
 
     # The child answers with the device named by its own CUDA_VISIBLE_DEVICES, if KEEP_ME came too.

@@ -83,7 +83,7 @@ def test_local_cpus_outside_the_process_s_set_leave_it_unchanged(gpuscout_cli: C
 
 def _child_sees(monkeypatch: pytest.MonkeyPatch, device: DeviceInfo) -> None:
     """The verification child lists ``device`` (a real child, printing a recorded answer)."""
-    from gpuscout._records import decode as wire
+    from gpuscout._records import encode as wire
     from gpuscout._selection import verify
 
     seen = json.dumps({"devices": wire.unstructure([device])})
@@ -123,7 +123,7 @@ def test_verify_with_the_affinity_unchanged_does_not_call_the_cpus_chosen(
     gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without locality the CPUs stay as they are: --verify calls them the process's own, not chosen."""
-    from gpuscout._machine.cpulist import cpulist
+    from gpuscout._records.cpulist import cpulist
 
     device = _device("", numa_node=-1)
     _child_sees(monkeypatch, device)

@@ -7,7 +7,8 @@ import pytest
 
 from gpuscout import DeviceInfo
 from gpuscout._machine.topology import link_note
-from gpuscout._records.device import PcieLink, PeerLink, SystemInfo
+from gpuscout._records.device import SystemInfo
+from gpuscout._records.fields import PcieLink, PeerLink
 from gpuscout._records.results import Discovery
 from gpuscout.cli._render.table import render_discovery
 from gpuscout.sizes import GIB

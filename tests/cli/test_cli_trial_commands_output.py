@@ -16,9 +16,9 @@ import sys
 import pytest
 
 from gpuscout import DeviceInfo
-from gpuscout._records import decode as wire
+from gpuscout._records import encode as wire
 from gpuscout._selection import verify
-from gpuscout._selection.suggest import did_you_mean, suggest
+from gpuscout._suggest import did_you_mean, suggest
 from gpuscout.cli import build_parser
 from gpuscout.cli._commands.list import watch
 from gpuscout.sizes import GIB

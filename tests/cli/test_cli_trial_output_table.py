@@ -10,8 +10,9 @@ import pytest
 
 from gpuscout import DeviceInfo, Discovery, Dropped, SystemInfo
 from gpuscout.cli._render import table as table_module
+from gpuscout.cli._render.columns import CELL_CAP
 from gpuscout.cli._render.labels import UNKNOWN_LEGEND, devices_free_of_total, system_line
-from gpuscout.cli._render.table import CELL_CAP, render_discovery
+from gpuscout.cli._render.table import render_discovery
 from gpuscout.sizes import GIB
 from gpuscout.testing import CliRunner
 

@@ -102,7 +102,7 @@ def test_listed_figures_off_target_stay_within_10_percent(models: dict[str, Path
 
 def test_the_gemma_header_fixture_reads_as_the_real_file(models: dict[str, Path]) -> None:
     """The recorded header, extended to the file's size, is the 18-block gemma3 llama.cpp loaded."""
-    from gpuscout._fit.placement import read_model
+    from gpuscout._fit.model import read_model
 
     model = read_model(models["gemma3-270m-q4_k_m"])
     assert model.hparams.arch == "gemma3" and model.hparams.n_layer == 18

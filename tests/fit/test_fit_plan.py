@@ -353,7 +353,8 @@ def test_a_token_list_of_numbers_is_refused_as_llama_cpp_refuses_it(tmp_path: Pa
     refuses the file (ModelError naming the key) instead of answering "fits"."""
     import gguf
 
-    from gpuscout._fit import ModelError, read_model
+    from gpuscout._fit.errors import ModelError
+    from gpuscout._fit.model import read_model
 
     path = tmp_path / "u32-tokens.gguf"
     w = gguf.GGUFWriter(str(path), "llama")

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from gpuscout._fit.errors import ModelError
 from gpuscout._fit.estimate import split_tensors
 from gpuscout._fit.hparams import read_hparams
-from gpuscout._fit.reader import ModelError, read_gguf
+from gpuscout._fit.reader import read_gguf
 from tests.test_fit_reader_hostile import F32, LLAMA, LLAMA_TENSORS, gguf_bytes, write
 
 

@@ -41,7 +41,8 @@ from gpuscout._host.children import (
     kill_group,
     last_words,
 )
-from gpuscout._records.device import DeviceInfo, PcieLink, PeerLink
+from gpuscout._records.device import DeviceInfo
+from gpuscout._records.fields import PcieLink, PeerLink
 
 #: Seconds the zygote may take for its own start (interpreter, gpuscout, the plugins' imports)
 #: beyond the enumerate deadline, before the host gives up on it.

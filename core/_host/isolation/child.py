@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from gpuscout._host.calls import PluginHost, describe_exception, set_inline
+from gpuscout._host.calls import PluginHost
 from gpuscout._host.children import (
     Tail,
     become_subreaper,
@@ -37,9 +37,11 @@ from gpuscout._host.children import (
     wait_ready,
 )
 from gpuscout._host.isolation import END, MAX_ANSWER, MAX_LINE, encode_device, outcome
+from gpuscout._host.workers import set_inline
 from gpuscout._machine.context import Context
 from gpuscout._records.decode import MAX_JSON_RECORDS, too_many_objects
 from gpuscout._records.device import DeviceInfo
+from gpuscout.errors import describe_exception
 
 #: How long the workers' pipes are waited on at once (deadlines are looked at in between).
 _POLL = 0.05

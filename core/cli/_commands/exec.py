@@ -114,7 +114,7 @@ def _run_fit(args: argparse.Namespace, command: list[str], scout_factory: ScoutF
         sys.stderr.write(INSTALL_HINT)
         return common.USAGE_ERROR
     try:
-        from gpuscout._fit.placement import read_model
+        from gpuscout._fit.model import read_model
         from gpuscout._selection.selectors import NoMatchError, select_devices
 
         model = read_model(args.fit)

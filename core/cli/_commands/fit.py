@@ -256,7 +256,7 @@ def fit_model(
     scout: Any, model: Any, devices: list[DeviceInfo], system: SystemInfo, args: argparse.Namespace
 ) -> FitResult:
     """``Scout.fit`` with the command line's options (``add_fit_options``)."""
-    from gpuscout._fit.placement import read_model, read_projector
+    from gpuscout._fit.model import read_model, read_projector
 
     mmproj = read_projector(args.mmproj) if args.mmproj else None
     common_options: dict[str, Any] = dict(
@@ -316,7 +316,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     try:
         model = None
         if args.model is not None:
-            from gpuscout._fit.placement import read_model
+            from gpuscout._fit.model import read_model
 
             model = read_model(args.model)
         scout = common.open_scout(args, scout_factory)

@@ -28,10 +28,7 @@ from rich.text import Text
 
 from gpuscout.cli._common import printable
 from gpuscout.cli._output import output
-from gpuscout.cli._render.columns import CELL_CAP as CELL_CAP
-from gpuscout.cli._render.columns import SHORT as SHORT
-from gpuscout.cli._render.columns import WHOLE, WRAP, Column, cell, fitted_table
-from gpuscout.cli._render.columns import left_out_line as left_out_line
+from gpuscout.cli._render.columns import SHORT, WHOLE, WRAP, Column, cell, fitted_table, left_out_line
 from gpuscout.cli._render.labels import (
     UNKNOWN_LEGEND,
     compute_label,
@@ -43,13 +40,7 @@ from gpuscout.cli._render.labels import (
     numa_label,
     system_line,
 )
-from gpuscout.cli._render.plain import DEVICE_COLUMNS as DEVICE_COLUMNS
-from gpuscout.cli._render.plain import DROPPED_COLUMNS as DROPPED_COLUMNS
-from gpuscout.cli._render.plain import PLUGIN_COLUMNS as PLUGIN_COLUMNS
-from gpuscout.cli._render.plain import dropped_line
-from gpuscout.cli._render.plain import plain_discovery as plain_discovery
-from gpuscout.cli._render.plain import plain_plugins as plain_plugins
-from gpuscout.cli._render.plain import summary_line as summary_line
+from gpuscout.cli._render.plain import dropped_line, plain_discovery, plain_plugins, summary_line
 from gpuscout.sizes import human_bytes
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from gpuscout._records.device import PeerLink
+from gpuscout._records.fields import PeerLink
 from gpuscout.plugins.cuda.nvlink import (
     REMOTE_GPU,
     REMOTE_NPU,

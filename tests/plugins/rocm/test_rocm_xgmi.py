@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import pytest
 
 from gpuscout import Scout
-from gpuscout._records.device import PeerLink
+from gpuscout._records.fields import PeerLink
 from gpuscout.testing import FIFO, Content, RootFactory, ScoutFactory, write_tree
 
 HIVE = pathlib.Path(__file__).parents[2] / "machines" / "mi300x_x8_hive" / "root"
