@@ -725,14 +725,14 @@ MUTATIONS += [
 _m = "core/runner/_server.py"
 MUTATIONS += [
     (
-        _m,
+        "core/runner/_http.py",
         '            if self.path.split("?", 1)[0] != "/info":',
         '            if not self.path.startswith("/info"):',
         RUNNER,
         "/infox answers devices instead of 404",
     ),
     (
-        _m,
+        "core/runner/_http.py",
         "            if token:\n                self.send_header(TOKEN_HEADER, token)",
         "            pass",
         RUNNER,

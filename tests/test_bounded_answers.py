@@ -16,7 +16,7 @@ import pytest
 
 from gpuscout import DeviceInfo, GpuscoutError, Scout, from_json
 from gpuscout._recording.replay import load
-from gpuscout._records.decode import MAX_JSON_RECORDS
+from gpuscout._records.bounds import MAX_JSON_RECORDS
 from gpuscout.plugin import RecordingError
 
 MANY = "[" + ",".join(["{}"] * 1_500_000) + "]"  # 4.5 MB: a tenth of what 64 MiB would allow

@@ -15,7 +15,8 @@ import pytest
 
 import gpuscout._host.hookspecs as hookspecs
 from gpuscout import DeviceInfo, hookimpl
-from gpuscout._host.hookspecs import HOOKS, HookFacts
+from gpuscout._host.hookfacts import HookFacts
+from gpuscout._host.hookspecs import HOOKS
 from gpuscout._host.markers import PROJECT
 from gpuscout.plugin import for_library
 from gpuscout.testing import check_plugin, scout_of

@@ -1,9 +1,13 @@
-"""The shape of the installed package: no import cycles among the core's modules, the package
-root never imported by a core module, and built-in plugins written as a third party would write
-them (importing only ``gpuscout``, ``gpuscout.plugin`` and their own subpackage).
+"""The shape of the installed package (docs/architecture.md): each subpackage imports only the
+ones below it (``ALLOWED``), no import cycle among modules or subpackages, the package root
+never imported by a core module, at most 15 modules at the root, none over 450 lines, no
+``_private`` name taken from another subpackage, every module public by the README's API
+section or private by its name, and built-in plugins written as a third party would write them
+(importing only ``gpuscout``, ``gpuscout.plugin`` and their own subpackage).
 
-The graph is read from the installed package's source with ``ast``: imports inside functions
-count (they run as surely, only later); imports under ``if TYPE_CHECKING:`` do not.
+The graph is read from the installed package's source with ``ast``. Every import is an edge:
+one inside a function (it runs as surely, only later) and one under ``if TYPE_CHECKING:`` (a
+type checker follows it, and a circle there is a circle in the design) alike.
 """
 
 from __future__ import annotations
@@ -45,12 +49,6 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imports(module: str, path: Path) -> set[str]:
     """The gpuscout modules ``module`` imports, resolved to modules where a name is one."""
     tree = ast.parse(path.read_text(), str(path))
@@ -58,10 +56,6 @@ def _imports(module: str, path: Path) -> set[str]:
     out: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for statement in node.orelse:
-                visit(statement)
-            return
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -183,3 +177,180 @@ def test_importing_the_package_loads_nothing_until_a_name_is_used() -> None:
     assert not any(m.rsplit(".", 1)[-1] in gpuscout.__all__ for m in MODULES), (
         "a submodule named like an exported name would shadow it once imported"
     )
+
+
+# -- the house: subpackages by job (docs/architecture.md) -----------------------------------------
+
+#: What each part of the package may import, besides itself: the layers of docs/architecture.md,
+#: written down. A part is a subpackage (``_records``, ``cli``, ``plugins.cuda``, ...) or a module
+#: at the root (``scout``, ``errors``, ...). ``gpuscout`` is the package root, whose lazy names
+#: reach everything and which nothing in the package imports.
+BASE = {"errors", "sizes", "log", "version", "_suggest"}
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "sizes": set(),
+    "log": set(),
+    "version": set(),
+    "_suggest": set(),
+    "_records": BASE,
+    "_machine": BASE | {"_records"},
+    "_host": BASE | {"_records", "_machine"},
+    "plugin": BASE | {"_records", "_machine", "_host"},
+    "_selection": BASE | {"_records", "_machine", "_host"},
+    "runner": BASE | {"_records", "_machine", "_host"},
+    "_discovery": BASE | {"_records", "_machine", "_host", "_selection", "runner"},
+    "_layout": BASE | {"_records"},
+    "load": BASE | {"_records", "_layout"},
+    "_fit": BASE | {"_records", "_machine", "_layout"},
+    "_recording": BASE | {"_records", "_machine"},
+    "_scout_models": BASE | {"_records", "_discovery", "_layout", "_fit", "load"},
+    "scout": BASE
+    | {"_records", "_machine", "_host", "_selection", "_discovery", "_fit", "_recording", "_scout_models"},
+    "cluster": BASE | {"_records", "_machine", "_host", "scout"},
+    "cli": BASE
+    | {
+        "_records",
+        "_machine",
+        "_host",
+        "_selection",
+        "_discovery",
+        "_layout",
+        "_fit",
+        "_recording",
+        "runner",
+        "cluster",
+        "scout",
+    },
+    "testing": BASE | {"_records", "_machine", "_host", "plugin", "scout", "cli"},
+    "__main__": {"cli"},
+    "gpuscout": BASE | {"_records", "_machine", "_host", "_discovery", "_fit", "scout", "load"},
+    **{f"plugins.{p}": {"plugin"} for p in ("cuda", "rocm", "metal", "vulkan")},
+    "plugins": set(),
+}
+
+#: The public modules: the README's API section lists each, with its names. Every other module
+#: is private, by a ``_`` at the start of its own name or of a package above it, or as a module
+#: inside a built-in plugin (whose only public name is the plugin, loaded by name).
+PUBLIC = {
+    "gpuscout",
+    "gpuscout.__main__",
+    "gpuscout.plugin",
+    "gpuscout.testing",
+    "gpuscout.scout",
+    "gpuscout.errors",
+    "gpuscout.sizes",
+    "gpuscout.log",
+    "gpuscout.version",
+    "gpuscout.load",
+    "gpuscout.cli",
+    "gpuscout.runner",
+    "gpuscout.cluster",
+    "gpuscout.cluster.ray",
+    "gpuscout.cluster.inventory",
+    "gpuscout.cluster.nfd",
+    "gpuscout.plugins",
+    "gpuscout.plugins.cuda",
+    "gpuscout.plugins.rocm",
+    "gpuscout.plugins.metal",
+    "gpuscout.plugins.vulkan",
+}
+
+
+def _part(module: str) -> str:
+    """The part of the package ``module`` belongs to (a key of ``ALLOWED``)."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "gpuscout"
+    if parts[0] == "plugins":
+        return ".".join(parts[:2])
+    return parts[0]
+
+
+def _all_imports(path: Path) -> list[tuple[int, str, str]]:
+    """``(line, module, name)`` for every ``from gpuscout... import name`` in ``path``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("gpuscout"):
+            out.extend((node.lineno, node.module or "", alias.name) for alias in node.names)
+    return out
+
+
+def test_every_part_of_the_package_is_written_down() -> None:
+    """Each subpackage and root module has its allowed imports in ``ALLOWED``: a new one is
+    placed in the layers on purpose, not by accident."""
+    assert {_part(m) for m in MODULES} <= ALLOWED.keys()
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_a_module_imports_only_the_layers_below_its_own(module: str) -> None:
+    """A module imports its own part and the parts ``ALLOWED`` names for it (lazy and
+    TYPE_CHECKING imports included)."""
+    part = _part(module)
+    foreign = sorted(m for m in GRAPH[module] if _part(m) != part and _part(m) not in ALLOWED[part])
+    assert foreign == [], f"{module} ({part}) imports {foreign}: not below it in ALLOWED"
+
+
+def test_the_layers_have_no_circle() -> None:
+    """``ALLOWED`` itself is a hierarchy: no part may reach back to itself through others."""
+
+    def reach(part: str, seen: frozenset[str]) -> None:
+        for below in ALLOWED[part]:
+            assert below not in seen, f"{below} reaches back to itself through {sorted(seen)}"
+            reach(below, seen | {below})
+
+    for part in ALLOWED:
+        reach(part, frozenset({part}))
+
+
+def test_no_import_cycles_at_all() -> None:
+    """With lazy and TYPE_CHECKING imports counted, no module reaches back to itself (the
+    package root aside, which is checked below)."""
+    assert _cycles(set(MODULES) - {"gpuscout"}) == []
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_private_name_is_taken_from_another_part(module: str) -> None:
+    """A ``_name`` is private to its part: another part never imports it."""
+    part = _part(module)
+    taken = [
+        f"line {line}: {source}.{name}"
+        for line, source, name in _all_imports(MODULES[module])
+        if name.startswith("_") and f"{source}.{name}" not in MODULES and _part(source) != part
+    ]
+    assert taken == [], f"{module} takes private names of other parts: {taken}"
+
+
+def test_the_root_holds_only_the_public_face() -> None:
+    """At most 15 modules at the package root (packages not counted), and each one public or
+    private by its name."""
+    root = sorted(m for m, p in MODULES.items() if m.count(".") == 1 and p.name != "__init__.py")
+    assert len(root) + 1 <= 15, root  # + the root's own __init__
+    assert all(m in PUBLIC or m.split(".")[-1].startswith("_") for m in root), root
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_is_over_450_lines(module: str) -> None:
+    """A module a reader can hold in their head: at most 450 lines."""
+    lines = MODULES[module].read_text().count("\n")
+    assert lines <= 450, f"{module} has {lines} lines"
+
+
+def test_every_module_is_public_or_private_by_its_name() -> None:
+    """A module not listed in the README's API section (``PUBLIC``) is private by its path."""
+    unclear = sorted(
+        m
+        for m in MODULES
+        if m not in PUBLIC
+        and not any(p.startswith("_") for p in m.split(".")[1:])
+        and not m.startswith("gpuscout.plugins.")
+    )
+    assert unclear == []
+
+
+def test_the_readme_lists_every_public_module() -> None:
+    """The README's API section names each public module once (the contract tests check the
+    names inside them)."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    missing = sorted(m for m in PUBLIC if f"`{m}`" not in section)
+    assert missing == []

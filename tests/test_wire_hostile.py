@@ -24,7 +24,7 @@ from gpuscout import (
     from_json,
     to_json,
 )
-from gpuscout._records.decode import MAX_JSON_DEPTH, MAX_JSON_SIZE
+from gpuscout._records.bounds import MAX_JSON_DEPTH, MAX_JSON_SIZE
 
 TARGETS: list[Any] = [
     list[DeviceInfo],

@@ -29,7 +29,8 @@ from typing import Any
 import pluggy
 
 from gpuscout._host.enumeration import enumerate_plugins
-from gpuscout._host.hookspecs import HOOKS, HookFacts
+from gpuscout._host.hookfacts import HookFacts
+from gpuscout._host.hookspecs import HOOKS
 from gpuscout._host.loading import load_plugins
 from gpuscout._host.state import HostState
 from gpuscout._host.workers import Batch, run_inline

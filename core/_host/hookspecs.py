@@ -43,59 +43,26 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
+from gpuscout._host.hookfacts import (
+    BOOL,
+    STR_MAP,
+    HookFacts,
+    is_bool,
+    is_device_list,
+    is_entry_list,
+    is_ggml_order,
+    is_hashable,
+    is_str_map,
+)
 from gpuscout._host.markers import PROJECT, hookspec
 from gpuscout._records.device import DeviceInfo, is_size
 
 if TYPE_CHECKING:
     from gpuscout._machine.context import Context, EnvEntry, GgmlOrder
-
-
-# -- The facts of each hook: how the core calls it and what it accepts back ---------------------
-
-
-@attrs.frozen
-class HookFacts:
-    """What the core knows about one hook, written once next to its spec (``HOOKS``): the host,
-    the Scout's answer checks, ``for_library``, ``check_plugin`` and the README read it here."""
-
-    #: The hook's name (``gpuscout_enumerate``).
-    name: str
-    #: The spec's arguments, in order.
-    args: tuple[str, ...]
-    #: What a plugin returns, in a phrase (the README's hook table).
-    returns: str
-    #: Whether an answer passes the border check (None is always let through: no answer).
-    check: Callable[[Any], bool] = attrs.field(eq=False)
-    #: The check in words, as a failed plugin's report says what was expected.
-    expected: str
-    #: Stops at the first non-None answer (pluggy's ``firstresult``).
-    firstresult: bool = False
-    #: Cheap and a function of its arguments alone (no file, driver or clock): the built-ins'
-    #: answers are called inline instead of on a worker thread.
-    pure: bool = True
-    #: Which of the Scout's timeouts bounds each call.
-    timeout: Literal["hook_timeout", "enumerate_timeout"] = "hook_timeout"
-    #: Called in registration order, not pluggy's call order (last registered first).
-    registration_order: bool = False
-    #: The argument ``for_library`` guards: ``device`` (called only for a device of the
-    #: library), ``devices`` (only when one of them is), ``""`` (it cannot guard this hook).
-    guard: Literal["device", "devices", ""] = ""
-    #: Must answer None about another library's device (``check_plugin`` asks it about one).
-    declines_foreign: bool = False
-    #: May raise ``SelectionRefused``, which reaches the caller instead of failing the plugin.
-    may_refuse: bool = False
-    #: What a report calls the hook's call, and the run it belongs to, when it overran.
-    label: str = ""
-    run: str = "call"
-
-    @property
-    def signature(self) -> str:
-        """``gpuscout_visible_env(selection, context)``: the hook as the docs name it."""
-        return f"{self.name}({', '.join(self.args)})"
 
 
 _HOOKS: dict[str, HookFacts] = {}
@@ -127,64 +94,12 @@ def _spec(returns: str, check: Callable[[Any], bool], expected: str, **facts: An
     return register
 
 
-def _is_bool(value: Any) -> bool:
-    return isinstance(value, bool)
-
-
-def _is_hashable(value: Any) -> bool:
-    try:
-        hash(value)
-    except Exception:
-        return False
-    return True
-
-
-def _is_str_map(value: Any) -> bool:
-    return isinstance(value, Mapping) and all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    )
-
-
-def _is_device_list(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and all(isinstance(d, DeviceInfo) for d in value)
-
-
-def _is_entry_list(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and all(
-        isinstance(e, tuple)
-        and len(e) == 3
-        and type(e[0]) is int
-        and isinstance(e[1], str)
-        and isinstance(e[2], str)
-        for e in value
-    )
-
-
-def _is_ggml_order(value: Any) -> bool:
-    from gpuscout._machine.context import GgmlOrder
-
-    return (
-        isinstance(value, GgmlOrder)
-        and type(value.rank) is int
-        and isinstance(value.devices, tuple)
-        and all(
-            isinstance(e, tuple) and len(e) == 2 and type(e[0]) is int and isinstance(e[1], str)
-            for e in value.devices
-        )
-        and _is_str_map(value.env)
-    )
-
-
-_BOOL = "bool or None"
-_STR_MAP = "a str->str mapping or None"
-
-
 # -- Discovery: what is on this machine ----------------------------------------------------------
 
 
 @_spec(
     "list of DeviceInfo",
-    _is_device_list,
+    is_device_list,
     "a list of DeviceInfo",
     pure=False,
     timeout="enumerate_timeout",
@@ -223,7 +138,7 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
 
 @_spec(
     "your devices with fresh free memory, or None",
-    _is_device_list,
+    is_device_list,
     "a list of DeviceInfo",
     pure=False,
     timeout="enumerate_timeout",
@@ -267,7 +182,7 @@ def gpuscout_refresh(devices: Sequence[DeviceInfo], context: Context) -> Sequenc
 
 @_spec(
     "a hashable key (or a frozenset of keys) that every twin shares, or None",
-    _is_hashable,
+    is_hashable,
     "a hashable key or None",
     firstresult=True,
 )
@@ -294,7 +209,7 @@ def gpuscout_duplicate_key(device: DeviceInfo) -> Hashable | None:
     raise NotImplementedError
 
 
-@_spec("True/None", _is_bool, _BOOL)
+@_spec("True/None", is_bool, BOOL)
 def gpuscout_is_duplicate(a: DeviceInfo, b: DeviceInfo) -> bool | None:
     """Say whether ``a`` and ``b`` are likely the same card seen through different libraries.
 
@@ -310,7 +225,7 @@ def gpuscout_is_duplicate(a: DeviceInfo, b: DeviceInfo) -> bool | None:
     raise NotImplementedError
 
 
-@_spec("True/False/None", _is_bool, _BOOL, firstresult=True, guard="device", declines_foreign=True)
+@_spec("True/False/None", is_bool, BOOL, firstresult=True, guard="device", declines_foreign=True)
 def gpuscout_preferred_library(device: DeviceInfo, other: DeviceInfo) -> bool | None:
     """Say whether ``device``'s library wins over ``other``'s for the same card.
 
@@ -331,7 +246,7 @@ def gpuscout_preferred_library(device: DeviceInfo, other: DeviceInfo) -> bool | 
     raise NotImplementedError
 
 
-@_spec("True/False/None", _is_bool, _BOOL, firstresult=True, guard="device", declines_foreign=True)
+@_spec("True/False/None", is_bool, BOOL, firstresult=True, guard="device", declines_foreign=True)
 def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
     """Say whether flash attention is safe on ``device``.
 
@@ -385,7 +300,7 @@ def gpuscout_minimum_memory(device: DeviceInfo) -> int | None:
 
 @_spec(
     "list of `EnvEntry(position, name, value)` for your devices",
-    _is_entry_list,
+    is_entry_list,
     "a list of EnvEntry or None",
     may_refuse=True,
 )
@@ -420,7 +335,7 @@ def gpuscout_visible_env(selection: Sequence[DeviceInfo], context: Context) -> S
 
 @_spec(
     "your devices as a ggml build enumerates them: `GgmlOrder(rank, devices, env)`, or None",
-    _is_ggml_order,
+    is_ggml_order,
     "a GgmlOrder or None",
 )
 def gpuscout_ggml_devices(devices: Sequence[DeviceInfo], context: Context) -> GgmlOrder | None:
@@ -454,8 +369,8 @@ def gpuscout_ggml_devices(devices: Sequence[DeviceInfo], context: Context) -> Gg
 
 @_spec(
     "variables that hide your unselected devices (`--isolate`), or None",
-    _is_str_map,
-    _STR_MAP,
+    is_str_map,
+    STR_MAP,
     registration_order=True,
 )
 def gpuscout_isolate_env(
@@ -485,8 +400,8 @@ def gpuscout_isolate_env(
 
 @_spec(
     "env for a deep-init check in a child, or None",
-    _is_str_map,
-    _STR_MAP,
+    is_str_map,
+    STR_MAP,
     guard="device",
     declines_foreign=True,
 )

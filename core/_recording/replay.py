@@ -163,7 +163,7 @@ def _float(text: str) -> float:
 def _json(path: str, limit: int, what: str, records: int | None = None) -> Any:
     data = _read_file(path, limit, what)
     if records is not None:
-        from gpuscout._records.decode import too_many_objects
+        from gpuscout._records.bounds import too_many_objects
 
         if too_many_objects(data, records):
             raise RecordingError(f"{path}: more than {records} JSON objects ({what})")

@@ -13,8 +13,9 @@ The names below are the public ones (README, docs/containment.md).
 from __future__ import annotations
 
 from gpuscout.runner._client import POLL_INTERVAL, default_command, discover_in_child, free_port, poll_runner
+from gpuscout.runner._http import TOKEN_HEADER
 from gpuscout.runner._reply import MAX_BODY, MAX_HEAD, MAX_PORT_LINE, RunnerError, parse_reply, read_port_line
-from gpuscout.runner._server import HOST, IDLE_EXIT, TOKEN_ENV, TOKEN_HEADER, serve
+from gpuscout.runner._server import HOST, IDLE_EXIT, TOKEN_ENV, serve
 from gpuscout.runner._validation import Progress, validate_devices, validation_progress
 
 __all__ = [

@@ -35,6 +35,7 @@ from gpuscout._host.children import Tail, exit_code, exit_text, kill_group, last
 from gpuscout._records.device import DeviceInfo
 from gpuscout.errors import GpuscoutError
 from gpuscout.log import get_logger
+from gpuscout.runner._http import TOKEN_HEADER
 from gpuscout.runner._reply import (
     CRASH_GRACE,
     ReplyHead,
@@ -44,7 +45,7 @@ from gpuscout.runner._reply import (
     remaining,
     timed_out,
 )
-from gpuscout.runner._server import HOST, TOKEN_ENV, TOKEN_HEADER
+from gpuscout.runner._server import HOST, TOKEN_ENV
 
 _log = get_logger(__name__)
 

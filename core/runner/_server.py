@@ -26,8 +26,6 @@ The protocol, as gpuscout's host (``gpuscout.runner``) speaks it:
 from __future__ import annotations
 
 import atexit
-import io
-import json
 import math
 import os
 import re
@@ -46,6 +44,7 @@ from gpuscout._host.children import become_subreaper, die_with_parent, kill_desc
 from gpuscout._records.device import DeviceInfo
 from gpuscout.errors import GpuscoutError
 from gpuscout.log import get_logger
+from gpuscout.runner._http import busy_reply, handler_class
 
 _log = get_logger(__name__)
 
@@ -62,8 +61,6 @@ MAX_PENDING = 256
 MAX_REQUEST_HEAD = 2 * 65536
 #: The environment variable through which the host hands its child the token.
 TOKEN_ENV = "GPUSCOUT_RUNNER_TOKEN"
-#: The reply header that carries the token back.
-TOKEN_HEADER = "X-Gpuscout-Token"
 # How often the main loop looks at the idle clock, the parent and slow connections (a stop
 # does not wait for it: SIGTERM sets the event the main loop waits on, and wakes the reader).
 _TICK = 0.05
@@ -77,10 +74,6 @@ _ACCEPT_BATCH = 64
 _RECV_SIZE = 16384
 # The blank line that ends a request head (bare LF lines are accepted, as http.server does).
 _HEAD_END = re.compile(rb"\n\r?\n")
-
-
-def _json_error(text: str) -> bytes:
-    return json.dumps({"error": text}).encode()
 
 
 class _Server(HTTPServer):
@@ -299,70 +292,6 @@ class _Server(HTTPServer):
         _log.debug("runner.connection_error", error=repr(sys.exc_info()[1])[:200])
 
 
-def _handler(
-    devices: Callable[[], Sequence[DeviceInfo]], token: str | None, read_timeout: float
-) -> type[BaseHTTPRequestHandler]:
-    from gpuscout._records.encode import to_json
-
-    class Handler(BaseHTTPRequestHandler):
-        timeout = read_timeout  # each read and write on the connection
-        server: _Server
-        head_only = False  # a HEAD request: the reply's headers (Content-Length too), no body
-
-        def setup(self) -> None:
-            super().setup()
-            # The server has read the request head already: the handler parses it from there.
-            self.rfile.close()
-            self.rfile = io.BytesIO(self.server.heads.pop(self.connection, b""))
-
-        def do_GET(self) -> None:
-            if self.path.split("?", 1)[0] != "/info":
-                self._reply(404, _json_error(f"not found: {self.path[:200]}"))
-                return
-            try:
-                body = to_json(list(devices())).encode()
-            except Exception as exc:  # the host must hear about it, not a dropped connection
-                self._reply(500, _json_error(str(exc)))
-                return
-            self._reply(200, body)
-
-        def do_HEAD(self) -> None:
-            # As GET (a discovery included, so the status says what GET would), headers only:
-            # what `curl -I` and health checks send.
-            self.head_only = True
-            self.do_GET()
-
-        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-            # Bad request lines, unknown methods (501), over-long lines: JSON like the rest.
-            self.close_connection = True
-            self._reply(code, _json_error(message or self.responses.get(code, ("error",))[0]))
-
-        def _reply(self, status: int, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            if token:
-                self.send_header(TOKEN_HEADER, token)
-            self.end_headers()
-            if not self.head_only:
-                self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            _log.debug("runner.request", line=format % args)
-
-    return Handler
-
-
-def _busy_reply(token: str | None, max_connections: int) -> bytes:
-    body = _json_error(f"busy: {max_connections} connections are being served")
-    head = [
-        "HTTP/1.0 503 Service Unavailable",
-        "Content-Type: application/json",
-        f"Content-Length: {len(body)}",
-    ] + ([f"{TOKEN_HEADER}: {token}"] if token else [])
-    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
-
-
 def _seconds(value: object, name: str) -> float:
     # Compared before float(): an int past a double's range (10**400) would raise OverflowError.
     if (
@@ -424,10 +353,10 @@ def serve(
     try:
         server = _Server(
             (HOST, port),
-            _handler(devices, token, read_timeout),
+            handler_class(devices, token, read_timeout),
             read_timeout,
             max_connections,
-            _busy_reply(token, max_connections),
+            busy_reply(token, max_connections),
         )
     except OSError as exc:  # in use, or not allowed: one line for the CLI, not a traceback
         raise GpuscoutError(f"cannot listen on {HOST}:{port}: {exc.strerror or exc}") from None
@@ -491,7 +420,6 @@ __all__ = [
     "MAX_CONNECTIONS",
     "READ_TIMEOUT",
     "TOKEN_ENV",
-    "TOKEN_HEADER",
     "TOKEN_TEXT",
     "check_token",
     "die_with_parent",

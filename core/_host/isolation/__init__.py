@@ -166,7 +166,7 @@ class Answer:
             del self._line[:]
 
     def _take(self, line: bytes) -> None:
-        from gpuscout._records.decode import MAX_JSON_RECORDS, too_many_objects
+        from gpuscout._records.bounds import MAX_JSON_RECORDS, too_many_objects
 
         # The zygote fails a worker whose answer holds more records; a line with more was not
         # written by it (a hostile import writing on its descriptor): refused before decoding.

@@ -39,7 +39,7 @@ from gpuscout._host.children import (
 from gpuscout._host.isolation import END, MAX_ANSWER, MAX_LINE, encode_device, outcome
 from gpuscout._host.workers import set_inline
 from gpuscout._machine.context import Context
-from gpuscout._records.decode import MAX_JSON_RECORDS, too_many_objects
+from gpuscout._records.bounds import MAX_JSON_RECORDS, too_many_objects
 from gpuscout._records.device import DeviceInfo
 from gpuscout.errors import describe_exception
 
