@@ -16,6 +16,10 @@ class UnknownPluginError(GpuscoutError):
     """An allow list names a plugin that is not installed."""
 
 
+class UnknownReportError(GpuscoutError):
+    """``Discovery.report`` was asked for a plugin that has no report in that discovery."""
+
+
 class SelectionRefused(GpuscoutError):
     """No environment can make one child see the selection (a plugin raises it from
     ``gpuscout_visible_env``; its message says what to do instead)."""

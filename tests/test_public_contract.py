@@ -1036,9 +1036,9 @@ def test_a_discovery_read_back_has_zero_elapsed_and_plugin_times_in_seconds(
 
 
 def test_an_unknown_report_name_raises_unknown_report_error(gpuscout_scout: ScoutFactory) -> None:
-    """``Discovery.report(unknown)`` raises ``gpuscout._records.results.UnknownReportError``, a
+    """``Discovery.report(unknown)`` raises ``gpuscout.errors.UnknownReportError``, a
     GpuscoutError."""
-    from gpuscout._records.results import UnknownReportError
+    from gpuscout.errors import UnknownReportError
 
     found = host_scout(gpuscout_scout, cuda_card(0)).discover()
     with pytest.raises(UnknownReportError, match="nosuch"):

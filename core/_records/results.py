@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import attrs
 
 from gpuscout._records.device import DeviceID, DeviceInfo, SystemInfo
-from gpuscout.errors import GpuscoutError
+from gpuscout.errors import UnknownReportError
 from gpuscout.sizes import GIB
 
 #: Why a device left the ranked list.
@@ -112,10 +112,6 @@ class Dropped:
     duplicate_of: DeviceID | None = None
 
 
-class UnknownReportError(GpuscoutError):
-    """``Discovery.report`` was asked for a plugin that has no report in that discovery."""
-
-
 @attrs.frozen
 class Discovery:
     """The result of one discovery: ranked devices, what was dropped and why, system memory,
@@ -155,6 +151,5 @@ __all__ = [
     "Dropped",
     "PluginReport",
     "PluginStatus",
-    "UnknownReportError",
     "hidden_reason",
 ]
