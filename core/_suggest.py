@@ -1,13 +1,14 @@
 """ "Did you mean": the closest of a few known words to a misspelled one (``lsit`` -> ``list``).
 
-Shared by the command line (commands, options, choices) and the selector parser (selector words,
-library names), so every misspelling is answered the same way. Standard library only (difflib),
+Shared by the command line (commands, options, choices), the selector parser (selector words,
+library names) and the budgets (their selector words), so every misspelling is answered the same
+way. Standard library only (difflib),
 imported when an error is being worded, never on the way to a result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 #: How alike (difflib's ratio, 0 to 1) a known word must be to be offered: 0.6 takes one
 #: swapped, dropped or doubled letter in a short word (``lsit``, ``--jsn``, ``vulkn``) and
@@ -40,4 +41,18 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f"; did you mean {found!r}?" if found is not None else ""
 
 
-__all__ = ["CUTOFF", "MAX_WORD", "did_you_mean", "suggest"]
+def did_you_mean_selector(text: str, words: Iterable[str], keyed: Mapping[str, Iterable[str]]) -> str:
+    """``"; did you mean 'library=cuda'?"`` for a misspelled selector (``libary=cuda``,
+    ``fts:8GiB``, ``bset``), or ``""``: a text holding a separator of ``keyed`` (``=``, ``:``; the
+    first one found, in ``keyed``'s order) is answered with the closest of that separator's words
+    before the rest as written, any other text with the closest of ``words``. The selector
+    parser and the budgets (which take fewer selectors) share it."""
+    for sep, known in keyed.items():
+        head, found, rest = text.partition(sep)
+        if found:
+            near = suggest(head.strip(), known)
+            return f"; did you mean {near + sep + rest.strip()!r}?" if near else ""
+    return did_you_mean(text, words)
+
+
+__all__ = ["CUTOFF", "MAX_WORD", "did_you_mean", "did_you_mean_selector", "suggest"]

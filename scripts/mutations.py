@@ -31,6 +31,8 @@ FIT = (
     "tests/fit",
 )
 SELECT = ("tests/test_select.py", "tests/test_select_hostile.py", RULES)
+# The one size grammar (gpuscout.sizes), then the places that read sizes.
+SIZES = ("tests/test_sizes.py", "tests/test_sizes_everywhere.py", *SELECT)
 VISIBILITY = (
     "tests/test_visible_env.py",
     "tests/test_shell_output.py",
@@ -430,15 +432,15 @@ MUTATIONS += [
         "core/sizes.py",
         '    "gib": GIB,\n',
         '    "gib": 10**9,\n',
-        SELECT,
+        SIZES,
         "GiB taken as 10^9",
     ),
     (
         _m,
-        "    if size > MAX_SIZE:\n        raise _too_large(shown)",
-        "",
+        "            raise SelectionError(str(exc)) from None\n        return _fits(",
+        "            return []\n        return _fits(",
         SELECT,
-        "a size over 16 EiB is accepted",
+        "a malformed fits: size matches nothing instead of being refused",
     ),
     (
         _m,
@@ -1960,8 +1962,8 @@ MUTATIONS += [
     ),
     (
         "core/_discovery/budgets.py",
-        '        near = suggest(head.strip(), ["library", "numa"])',
-        '        near = suggest(head.strip(), ["library"])',
+        '    return did_you_mean_selector(text, ["all"], {"=": ["library", "numa"]})',
+        '    return did_you_mean_selector(text, ["all"], {"=": ["library"]})',
         ("tests/test_select_numa.py", *BUDGETS),
         "a misspelled numa= budget gets no did-you-mean",
     ),
@@ -1969,14 +1971,14 @@ MUTATIONS += [
         "core/sizes.py",
         "    exact = int(fraction) * scale // 10 ** len(fraction) if fraction else 0",
         "    exact = int(fraction) * scale // 10 ** min(len(fraction), 28) if fraction else 0",
-        SELECT,
+        SIZES,
         "a fraction past 28 digits is scaled as if it had 28",
     ),
     (
         "core/sizes.py",
         '    "kb": 10**3,',
         '    "kb": KIB,',
-        (*SELECT, "tests/test_layers.py"),
+        (*SIZES, "tests/test_layers.py"),
         "KB (decimal) read as KiB",
     ),
     (
@@ -2119,5 +2121,37 @@ MUTATIONS += [
         "        return d.pci_id.lower(), (d.library, d.library)",
         MERGE,
         "the merge groups a PCI address's survivors by library, not by library and plugin",
+    ),
+]
+
+# --- one size rule (issue 33 item 5, issue 34 item 8): every size is read by gpuscout.sizes.
+MUTATIONS += [
+    (
+        "core/sizes.py",
+        "    if size > MAX_SIZE:\n        raise SizeError(what, _too_large(shown))",
+        "",
+        SIZES,
+        "a size over 2**63-1 bytes is accepted",
+    ),
+    (
+        "core/sizes.py",
+        "    if not unit:\n        raise SizeError(what, _needs_unit(shown, number))",
+        '    if not unit:\n        unit = "b"',
+        SIZES,
+        "a bare number is read as bytes, as fit --layers once did",
+    ),
+    (
+        "core/sizes.py",
+        "    if sign:\n",
+        "    if sign and number.strip('0.'):\n",
+        SIZES,
+        "a negative zero (-0B) is a size",
+    ),
+    (
+        "core/cli/_commands/fit.py",
+        '        return [parse_size(part, what=f"--layers size {i}") for i, part in enumerate(text.split(","), 1)]',
+        '        return [parse_size(part, what=f"--layers size {i}") for i, part in enumerate(text.split(","))]',
+        ("tests/test_sizes_everywhere.py", "tests/test_fit.py"),
+        "fit --layers counts its sizes from 0 in messages",
     ),
 ]

@@ -309,7 +309,7 @@ def test_kv_type_sets_both_and_flash_attn_off(gpuscout_cli: CliRunner, tmp_path:
 
 def test_does_not_fit_exits_1(gpuscout_cli: CliRunner) -> None:
     """A layer of 2**63-1 bytes is valid input that fits nowhere: exit 1, as grep says no match."""
-    run = gpuscout_cli(["fit", "--layers", f"{(1 << 63) - 1},1", "--json"], [gpu()], builtins=False)
+    run = gpuscout_cli(["fit", "--layers", f"{(1 << 63) - 1}B,1B", "--json"], [gpu()], builtins=False)
     assert run.code == 1, run.err
     assert run.json()["fits"] is False
 
@@ -318,11 +318,12 @@ def test_does_not_fit_exits_1(gpuscout_cli: CliRunner) -> None:
     "argv",
     [
         ["--ctx", "9" * 400],
-        ["--layers", "1" + "0" * 400],
-        ["--layers", "١٢٣"],
+        ["--layers", "1" + "0" * 400 + "B"],
+        ["--layers", "\u0661\u0662\u0663B"],  # Arabic-Indic digits
         ["--ctx", "0"],
         ["--parallel", "-1"],
-        ["--layers", f"{1 << 63}"],
+        ["--layers", f"{1 << 63}B"],
+        ["--layers", "100MiB,100"],
     ],
 )
 def test_bad_numbers_exit_2_with_one_line(argv: list[str], gpuscout_cli: CliRunner) -> None:

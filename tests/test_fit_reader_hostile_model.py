@@ -164,6 +164,15 @@ def test_a_per_layer_array_of_the_wrong_length_is_refused(tmp_path: Path) -> Non
     assert "llama.attention.head_count_kv: expected 2 values (one per block), got 3" in message
 
 
+def test_a_per_layer_array_for_one_block_counts_one_value(tmp_path: Path) -> None:
+    """A one-block model's head_count_kv of 2 entries: "expected 1 value", not "1 values"."""
+    model = llama(
+        ("llama.block_count", UINT32, 1), ("llama.attention.head_count_kv", ARRAY, (UINT32, [1, 2]))
+    )
+    message = hparams_refusal(tmp_path, model)
+    assert "llama.attention.head_count_kv: expected 1 value (one per block), got 2" in message
+
+
 def test_a_10_mb_architecture_name_is_not_echoed(tmp_path: Path) -> None:
     """A 10 MB general.architecture is refused in a message under 300 characters."""
     message = hparams_refusal(tmp_path, llama(("general.architecture", STRING, "a" * (10 * MIB))))

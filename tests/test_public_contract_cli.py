@@ -84,7 +84,7 @@ def test_fit_layers_json_keeps_the_documented_keys(gpuscout_cli: CliRunner) -> N
 
 def test_fit_layers_that_do_not_fit_exit_one(gpuscout_cli: CliRunner) -> None:
     """``fit --layers`` larger than the machine exits 1; a 2**63-1 byte layer is valid input."""
-    run = gpuscout_cli(["fit", "--layers", f"{2**63 - 1},{MIB}", "--json"], [cuda_card(0)])
+    run = gpuscout_cli(["fit", "--layers", f"{2**63 - 1}B,{MIB}B", "--json"], [cuda_card(0)])
     assert (run.code, run.json()["fits"]) == (1, False)
 
 

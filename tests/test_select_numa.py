@@ -62,8 +62,14 @@ def test_a_node_that_is_no_number_is_malformed(text: str) -> None:
 
 def test_a_node_without_devices_names_the_nodes_there_are() -> None:
     """No device on node 7: NoMatchError lists the nodes the devices are on."""
-    with pytest.raises(NoMatchError, match=r"no device on NUMA node 7; devices are on node\(s\) 0, 1"):
+    with pytest.raises(NoMatchError, match=r"no device on NUMA node 7; devices are on nodes 0, 1"):
         ids(["numa=7"])
+
+
+def test_devices_on_one_node_are_said_to_be_on_that_node() -> None:
+    """Every device on node 0: the error says "node 0", not "nodes 0"."""
+    with pytest.raises(NoMatchError, match=r"no device on NUMA node 7; devices are on node 0$"):
+        ids(["numa=7"], [card(0, 0), card(1, 0)])
 
 
 def test_without_known_nodes_the_error_says_so() -> None:
@@ -100,5 +106,5 @@ def test_a_node_number_past_any_node_is_echoed_as_written() -> None:
     stand-in the parser caps huge numbers to."""
     with pytest.raises(NoMatchError) as caught:
         ids(["numa=0099999999999999999999"])
-    assert "no device on NUMA node 99999999999999999999; devices are on node(s) 0, 1" in str(caught.value)
+    assert "no device on NUMA node 99999999999999999999; devices are on nodes 0, 1" in str(caught.value)
     assert "1000000000000000000" not in str(caught.value)

@@ -5,7 +5,8 @@ One syntax everywhere: ``SEL=SIZE`` entries separated by commas (``GPUSCOUT_CAP`
 ``GPUSCOUT_RESERVE``, ``--cap``, ``--reserve``; a ``Scout``'s ``cap``/``reserve`` mapping holds
 the same pairs). ``SEL`` is a selector of docs/selection.md that names devices by what they are
 (``all``, ``library=NAME``, ``numa=N``, ``LIBRARY:INDEX``, a PCI id, an id or UUID); ``SIZE`` a
-size as ``fits:`` writes it (``20GiB``, ``1.5GB``: a unit is required). Selectors that depend on
+size as ``gpuscout.sizes.parse_size`` reads it (``20GiB``, ``1.5GB``: a unit is required, as for
+``fits:``). Selectors that depend on
 the ranking or on free memory (``best``, a rank position ``N``, ``fits:SIZE``) are refused:
 budgets change both.
 
@@ -29,7 +30,7 @@ from gpuscout._records.device import DeviceID, DeviceInfo
 from gpuscout._records.fields import show_value
 from gpuscout._records.results import Applied, Entry, Outcome
 from gpuscout.errors import GpuscoutError
-from gpuscout.sizes import GIB, KIB, MIB
+from gpuscout.sizes import SizeError, parse_size, size_text
 
 #: The environment variables, one per kind of budget.
 RESERVE_ENV = "GPUSCOUT_RESERVE"
@@ -37,7 +38,8 @@ CAP_ENV = "GPUSCOUT_CAP"
 PREFER_ENV = "GPUSCOUT_PREFER"
 #: Most entries one budget list may hold (a list, not a database).
 MAX_ENTRIES = 256
-#: Largest size in bytes (16 EiB, as ``fits:``).
+#: Largest budget given as an int of bytes (16 EiB); one written as text is held to
+#: ``gpuscout.sizes.MAX_SIZE``, as every size is.
 MAX_SIZE = 1 << 64
 #: How a budget's note on a device starts (``Scout.refresh`` keeps it on a refreshed record).
 NOTE_PREFIX = "budget: "
@@ -48,15 +50,6 @@ BUDGET_GRAMMAR = "all, library=NAME, numa=N, LIBRARY:INDEX, PCI id, ID/UUID (or 
 class BudgetError(GpuscoutError, ValueError):
     """A budget that cannot be used: a malformed entry (named, with what is wrong), a selector
     that depends on the ranking, or one that matches several devices where one is meant."""
-
-
-def size_text(size: int) -> str:
-    """``size`` bytes as an entry writes them: ``20GiB`` when a binary unit divides it, else
-    ``123B``."""
-    for unit, scale in (("TiB", 1 << 40), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
-        if size and size % scale == 0:
-            return f"{size // scale}{unit}"
-    return f"{size}B"
 
 
 def _shown(text: str, limit: int = 60) -> str:
@@ -102,13 +95,9 @@ def check_selector(selector: str, where: str) -> str:
 
 def _did_you_mean(text: str) -> str:
     """``; did you mean 'library=cuda'?`` for a misspelled budget selector word, else ''."""
-    from gpuscout._suggest import did_you_mean, suggest
+    from gpuscout._suggest import did_you_mean_selector
 
-    head, equals, rest = text.partition("=")
-    if equals:
-        near = suggest(head.strip(), ["library", "numa"])
-        return f"; did you mean {near + '=' + rest.strip()!r}?" if near else ""
-    return did_you_mean(text, ["all"])
+    return did_you_mean_selector(text, ["all"], {"=": ["library", "numa"]})
 
 
 class _NoReserve:
@@ -119,16 +108,13 @@ class _NoReserve:
 _NO_RESERVE = _NoReserve()
 
 
-def parse_size(text: str, where: str) -> int:
-    """A budget's size (``20GiB``; as ``fits:`` sizes) -> bytes; BudgetError naming ``where``."""
-    from gpuscout._selection.selectors import SelectionError
-    from gpuscout._selection.selectors import parse_size as parse
-
+def _size(text: str, where: str) -> int:
+    """A budget's size (``20GiB``, by ``gpuscout.sizes.parse_size``) -> bytes; BudgetError
+    naming ``where`` and saying what ``parse_size`` says."""
     try:
-        return parse(text)
-    except SelectionError as exc:
-        message = str(exc).replace("e.g. fits:24GiB", "e.g. all=24GiB")
-        raise BudgetError(f"{where}: {message}") from None
+        return parse_size(text, what=where)
+    except SizeError as exc:
+        raise BudgetError(str(exc)) from None
 
 
 def parse_entries(text: str, where: str) -> tuple[Entry, ...]:
@@ -151,7 +137,7 @@ def parse_entries(text: str, where: str) -> tuple[Entry, ...]:
         if not size.strip():
             raise BudgetError(f"{at}: no size after '='; expected a number and a unit, e.g. 20GiB")
         # The text goes into notes and explanations: one line, whatever spaces it was written with.
-        entries.append(Entry(check_selector(selector, at), parse_size(size, at), " ".join(part.split())))
+        entries.append(Entry(check_selector(selector, at), _size(size, at), " ".join(part.split())))
     return tuple(entries)
 
 
@@ -173,7 +159,7 @@ def entries_from(value: Any, where: str) -> tuple[Entry, ...]:
         at = f"{where}[{show_value(selector)}]"
         selector = check_selector(selector, at)
         if isinstance(size, str):
-            entries.append(Entry(selector, parse_size(size, at), f"{selector}={' '.join(size.split())}"))
+            entries.append(Entry(selector, _size(size, at), f"{selector}={' '.join(size.split())}"))
             continue
         if isinstance(size, bool) or not isinstance(size, int):
             raise BudgetError(
@@ -343,5 +329,4 @@ __all__ = [
     "parse_entries",
     "prefer_from",
     "prefer_text",
-    "size_text",
 ]

@@ -22,6 +22,7 @@ from gpuscout._fit.verdict import verdict
 from gpuscout._records.device import DeviceInfo, SystemInfo
 from gpuscout._records.layers import layer_ranges
 from gpuscout.errors import GpuscoutError
+from gpuscout.sizes import plural, word_for
 
 #: The longest ``-ot`` pattern taken (llama.cpp's own are under 60 characters).
 MAX_PATTERN = 512
@@ -182,9 +183,15 @@ def fit_llamacpp(
     fits = verdict(placement, layer_sizes, devices, system, usage, reserve, platform, num_gpu, notes)
     if request.no_cpu_offload and (cpu_layers or m.moved):
         fits = False
-        what = f"layers {layer_ranges(cpu_layers)}" if cpu_layers else f"{len(m.moved)} tensors"
+        count = len(cpu_layers) or len(m.moved)
+        what = (
+            f"{word_for(count, 'layer')} {layer_ranges(cpu_layers)}"
+            if cpu_layers
+            else plural(count, "tensor")
+        )
         notes.append(
-            f"--no-cpu-offload: {what} would stay on the CPU; llama.cpp would spill them, this fit refuses"
+            f"--no-cpu-offload: {what} would stay on the CPU; llama.cpp would spill "
+            f"{word_for(count, 'it', 'them')}, this fit refuses"
         )
     launch = Launch(
         n_ctx=decision.n_ctx,

@@ -18,6 +18,7 @@ import attrs
 
 from gpuscout._fit.errors import ModelError, shown
 from gpuscout._fit.reader import ARRAY, GGUFFile
+from gpuscout.sizes import plural
 
 UINT32, INT32, FLOAT32, BOOL, STRING = 4, 5, 6, 7, 8
 _ARCH_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -173,7 +174,7 @@ class _Keys:
             raise self.fail(key, f"expected UINT32 or an array of INT32/UINT32, got {_kind(kind)}")
         count = self.m.count(key)
         if count != n or key not in self.m.values:
-            raise self.fail(key, f"expected {n} values (one per block), got {count}")
+            raise self.fail(key, f"expected {plural(n, 'value')} (one per block), got {count}")
         values = tuple(int(v) for v in self.m.values[key])
         bad = next((v for v in values if v < 0), None)
         if bad is not None:
@@ -363,7 +364,7 @@ def _sliding_window(model: GGUFFile, k: _Keys, arch: str, n_layer: int) -> tuple
     if kind == (ARRAY, BOOL):
         values: Any = model.values.get(key)
         if values is None or len(values) != n_layer:
-            raise k.fail(key, f"expected {n_layer} values (one per block), got {model.count(key)}")
+            raise k.fail(key, f"expected {plural(n_layer, 'value')} (one per block), got {model.count(key)}")
         return n_swa, tuple(bool(v) for v in values)
     pattern, dense_first = SWA_PATTERNS.get(arch, (0, False))
     if kind is not None:

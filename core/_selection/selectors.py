@@ -4,9 +4,9 @@ A selector is one of (tried in this order, case-insensitive):
 
 * ``best`` (rank 0) or ``all`` (every device; may match nothing);
 * ``fits:SIZE`` such as ``fits:24GiB``: every device whose free memory (under its budget,
-  ``DeviceInfo.usable_free``) minus its minimum reserve holds SIZE (a unit is required:
-  KiB/MiB/GiB/TiB or KB/MB/GB/TB); a device whose free memory is unknown
-  (``free_memory_unknown``) never fits;
+  ``DeviceInfo.usable_free``) minus its minimum reserve holds SIZE (a size as
+  ``gpuscout.sizes.parse_size`` reads it: a unit is required); a device whose free memory is
+  unknown (``free_memory_unknown``) never fits;
 * ``library=NAME``: every device of that library;
 * ``numa=N``: every device attached to NUMA node N (``DeviceInfo.numa_node``; a device whose
   node is unknown is on none);
@@ -20,8 +20,8 @@ Several selectors union; the result is always in rank order. A well-formed selec
 nothing raises ``NoMatchError`` (a ``SelectionError``); a malformed one (a word that is no
 selector, such as ``nope``), or a prefix or PCI id that matches several devices, raises
 ``SelectionError``. Both list what exists.
-Numbers are ASCII digits only; a selector longer than ``MAX_SELECTOR`` characters, a size beyond
-``MAX_SIZE`` and anything that is not a str are refused with ``SelectionError`` too.
+Numbers are ASCII digits only; a selector longer than ``MAX_SELECTOR`` characters, a size that
+``parse_size`` refuses and anything that is not a str are refused with ``SelectionError`` too.
 """
 
 from __future__ import annotations
@@ -32,20 +32,17 @@ from typing import Any, Protocol
 
 from gpuscout._records.device import DeviceInfo
 from gpuscout.errors import GpuscoutError
-from gpuscout.sizes import scaled
+from gpuscout.sizes import SizeError, parse_size, plural, word_for
 
 #: Shortest id/UUID prefix accepted (shorter ones are too easy to collide).
 MIN_PREFIX = 4
 #: Longest selector accepted; anything longer is a mistake or an attack, not a device name.
 MAX_SELECTOR = 1000
-#: Largest ``fits:`` size in bytes (16 EiB, the 64-bit address space); larger is refused.
-MAX_SIZE = 1 << 64
 
 # All patterns are ASCII-only and used with fullmatch: "\d" would take "²" or "٣", IGNORECASE
 # alone would let the Kelvin sign match "k" and a dotless i match "i", and "$" matches before a
 # trailing newline.
 _ASCII_NOCASE = re.ASCII | re.IGNORECASE
-_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]i?b)\s*", _ASCII_NOCASE)
 _LIBRARY_INDEX = re.compile(r"([a-z][a-z0-9_]*):([0-9]+)", _ASCII_NOCASE)
 _PCI = re.compile(r"(?:([0-9a-f]{4,8}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])", _ASCII_NOCASE)
 _RANK = re.compile(r"[0-9]+", re.ASCII)
@@ -73,34 +70,6 @@ class ReserveSource(Protocol):
     def minimum_memory(self, device: DeviceInfo) -> int:
         """Bytes to hold back on ``device``."""
         ...
-
-
-def parse_size(text: str) -> int:
-    """``24GiB`` -> bytes. A unit is required; fractions are allowed (``1.5GiB``).
-
-    Raises SelectionError for anything else, ``nan``, ``inf`` and ``1e9`` included, and for a
-    size over ``MAX_SIZE``.
-    """
-    if not isinstance(text, str):
-        raise SelectionError(f"a size must be a str, got {type(text).__name__}")
-    shown = _shorten(text)
-    match = _SIZE.fullmatch(text) if len(text) <= MAX_SELECTOR else None
-    if not match:
-        raise SelectionError(
-            f"malformed size {shown}: expected a number and a unit "
-            "(KiB, MiB, GiB, TiB, KB, MB, GB or TB), e.g. fits:24GiB"
-        )
-    whole = match.group(1).partition(".")[0].lstrip("0")
-    if len(whole) > _MAX_DIGITS:
-        raise _too_large(shown)
-    size = scaled(match.group(1), match.group(2))
-    if size > MAX_SIZE:
-        raise _too_large(shown)
-    return size
-
-
-def _too_large(shown: str) -> SelectionError:
-    return SelectionError(f"size {shown} is larger than the {MAX_SIZE >> 60} EiB any device could hold")
 
 
 def _not_str(selector: object) -> SelectionError:
@@ -196,9 +165,9 @@ def match_one(selector: str, devices: Sequence[DeviceInfo], reserve: ReserveSour
         return [0]
     if low.startswith("fits:"):
         try:
-            size = parse_size(text[5:])
-        except SelectionError as exc:
-            raise SelectionError(f"selector {selector!r}: {exc}") from None
+            size = parse_size(text[5:], what=f"selector {selector!r}")
+        except SizeError as exc:
+            raise SelectionError(str(exc)) from None
         return _fits(selector, size, devices, reserve)
     if low.startswith("library="):
         return _library(selector, text[8:].strip(), devices)
@@ -290,7 +259,7 @@ def _numa(selector: str, node: str, devices: Sequence[DeviceInfo]) -> list[int]:
         _need(devices, selector)
         nodes = sorted({d.numa_node for d in devices if d.numa_node >= 0})
         where = (
-            f"devices are on node(s) {', '.join(map(str, nodes))}"
+            f"devices are on {word_for(len(nodes), 'node')} {', '.join(map(str, nodes))}"
             if nodes
             else "no device's NUMA node is known (docs/topology.md)"
         )
@@ -307,9 +276,8 @@ def _library_index(selector: str, library: str, index: int, devices: Sequence[De
         )
     if index >= len(order):
         listed = "; ".join(f"{library.lower()}:{n} -> {describe(i, devices[i])}" for n, i in enumerate(order))
-        raise NoMatchError(
-            f"selector {selector!r}: library {devices[order[0]].library} has {len(order)} device(s): {listed}"
-        )
+        has = plural(len(order), "device")
+        raise NoMatchError(f"selector {selector!r}: library {devices[order[0]].library} has {has}: {listed}")
     return [order[index]]
 
 
@@ -362,14 +330,9 @@ def _identity(selector: str, low: str, devices: Sequence[DeviceInfo]) -> list[in
 def _did_you_mean(text: str) -> str:
     """``; did you mean 'best'?`` for a misspelled selector word (``bset``, ``fts:8GiB``,
     ``libary=rocm``), else ''."""
-    from gpuscout._suggest import did_you_mean, suggest
+    from gpuscout._suggest import did_you_mean_selector
 
-    for sep, word in ((":", "fits"), ("=", "library")):
-        head, found, rest = text.partition(sep)
-        if found:
-            near = suggest(head.strip(), [word])
-            return f"; did you mean {near + sep + rest.strip()!r}?" if near else ""
-    return did_you_mean(text, ["best", "all"])
+    return did_you_mean_selector(text, ["best", "all"], {":": ["fits"], "=": ["library", "numa"]})
 
 
 def select_devices(
@@ -393,14 +356,12 @@ def select_devices(
 __all__ = [
     "GRAMMAR",
     "MAX_SELECTOR",
-    "MAX_SIZE",
     "MIN_PREFIX",
     "NoMatchError",
     "SelectionError",
     "inventory",
     "library_order",
     "match_one",
-    "parse_size",
     "select_devices",
     "split_selectors",
 ]

@@ -299,7 +299,7 @@ def test_empty_selection_prints_nothing_and_exits_1(gpuscout_cli: CliRunner) -> 
     ("selector", "message"),
     [
         ("nope", "unknown selector 'nope'"),
-        ("fits:24", "selector 'fits:24': malformed size '24'"),
+        ("fits:24", "selector 'fits:24': '24': a size needs a unit, e.g. 24GiB or 24MiB; bytes are 24B"),
         ("GPU-", "is ambiguous"),
     ],
 )

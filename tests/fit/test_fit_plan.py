@@ -193,6 +193,23 @@ def test_no_cpu_offload_refuses_a_spill(gemma: Path) -> None:
     assert roomy.fits is True
 
 
+def test_no_cpu_offload_counts_one_layer_as_one(gemma: Path) -> None:
+    """-ngl 18 of Gemma's 18 blocks and output leaves block 0 alone on the CPU: the note says
+    "layer 0" and "it"; two left are "layers 0-1" and "them"."""
+    scout = vulkan_scout("0")
+
+    def note(num_gpu: int) -> str:
+        result = scout.fit(
+            str(gemma), devices=[lavapipe()], system=ROOMY, num_gpu=num_gpu, ctx=4096, no_cpu_offload=True
+        )
+        return next(n for n in result.notes if n.startswith("--no-cpu-offload"))
+
+    assert note(18).startswith("--no-cpu-offload: layer 0 would stay on the CPU; llama.cpp would spill it,")
+    assert note(17).startswith(
+        "--no-cpu-offload: layers 0-1 would stay on the CPU; llama.cpp would spill them,"
+    )
+
+
 def test_user_flags_win_when_the_decision_is_merged_into_a_command() -> None:
     """exec --fit appends the decision's arguments to the command, less each option the command
     already has in any of llama.cpp's spellings."""

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from gpuscout.cli import _common as common
 from gpuscout.cli._output import output
-from gpuscout.sizes import scaled
 
 if TYPE_CHECKING:
     from gpuscout._fit.placement import FitResult
@@ -26,30 +25,21 @@ DESCRIPTION = (
 INSTALL_HINT = "gpuscout: error: fit needs the gguf package: pip install 'gpuscout[gguf]'\n"
 BAR_WIDTH = 30
 FITS, DOES_NOT_FIT = 0, 1
-MAX_BYTES = (1 << 63) - 1
 
-_SIZE = re.compile(r"\s*([0-9]{1,20})(?:\.([0-9]{1,9}))?\s*([KMGT]i?B|B)?\s*", re.IGNORECASE)
 _WHOLE = re.compile(r"[0-9]{1,10}")
 
 
-def size(text: str) -> int:
-    """A byte count such as ``100MiB``, ``1.5GiB`` or ``4096`` (ASCII digits, at most 2**63-1)."""
-    match = _SIZE.fullmatch(text)
-    if not match:
-        shown = common.printable(text)[:40]
-        raise argparse.ArgumentTypeError(f"expected a size such as 100MiB, got {shown!r}")
-    whole, frac, unit = match.groups()
-    value = scaled(f"{whole}.{frac}" if frac else whole, unit or "B")
-    if value > MAX_BYTES:
-        raise argparse.ArgumentTypeError(f"a size of at most 2**63-1 bytes, got {text[:40]!r}")
-    return value
-
-
 def sizes(text: str) -> list[int]:
-    """A comma list of sizes (``--layers``)."""
+    """A comma list of sizes (``--layers 100MiB,100MiB``), each as ``gpuscout.sizes.parse_size``
+    reads it (a unit required; bytes are ``4096B``), up to 2**63-1 bytes."""
+    from gpuscout.sizes import SizeError, parse_size
+
     if text.count(",") > 1 << 16:
         raise argparse.ArgumentTypeError("at most 65536 layer sizes")
-    return [size(part) for part in text.split(",")]
+    try:
+        return [parse_size(part, what=f"--layers size {i}") for i, part in enumerate(text.split(","), 1)]
+    except SizeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _whole(low: int) -> Any:
