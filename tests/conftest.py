@@ -33,12 +33,13 @@ NO_VULKAN_ENV = plugin_test_env("vulkan")
 def _import_every_module_now() -> None:
     """Import every gpuscout module in the main thread, at start-up.
 
-    gpuscout is a pytest plugin (``gpuscout.testing``), so pytest rewrites the asserts of every
-    module of its distribution as it is imported. A plugin's enumerate runs in a host thread
-    and imports its modules lazily; on CPython 3.11.7, once a Hypothesis test has changed the
-    recursion limit, compiling a rewritten module on such a thread fails with "SystemError:
-    AST constructor recursion depth mismatch" and the plugin fails. Imported here first, a
-    module is only looked up later. (Tests of what a run imports start fresh interpreters.)
+    This suite loads the kit as a pytest plugin (``-p gpuscout.testing`` in pyproject's addopts),
+    so pytest rewrites the asserts of the kit's modules as they are imported. A plugin's
+    enumerate runs in a host thread and imports its modules lazily; on CPython 3.11.7, once a
+    Hypothesis test has changed the recursion limit, compiling a rewritten module on such a
+    thread fails with "SystemError: AST constructor recursion depth mismatch" and the plugin
+    fails. Imported here first, a module is only looked up later. (Tests of what a run imports
+    start fresh interpreters.)
     """
     import pkgutil
 

@@ -70,23 +70,52 @@ def test_isolated_scout_holds_only_the_plugin_and_its_env() -> None:
 # -- the pytest plugin -----------------------------------------------------------------------------
 
 
-def test_the_fixtures_are_listed_in_a_project_without_any_conftest(tmp_path: Path) -> None:
-    """`pytest --fixtures` in an empty folder shows the kit's fixtures: the entry point loads it."""
+def _pytest_in(folder: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """``pytest --fixtures`` in ``folder`` (a project of its own), plugin autoload left on."""
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_DISABLE_PLUGIN_AUTOLOAD"}
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--fixtures", "-p", "no:cacheprovider"],
-        cwd=tmp_path,
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "--fixtures", "-p", "no:cacheprovider", *options],
+        cwd=folder,
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    listed = {line.split()[0] for line in out.stdout.splitlines() if line[:1].isalpha()}
-    assert set(FIXTURES) <= listed, out.stdout + out.stderr
+
+
+def _fixtures_listed(out: subprocess.CompletedProcess[str]) -> set[str]:
+    return {line.split()[0] for line in out.stdout.splitlines() if line[:1].isalpha()}
+
+
+def test_the_distribution_declares_no_pytest11_entry_point() -> None:
+    """The installed gpuscout has no pytest11 entry point: pytest does not autoload the kit."""
+    from importlib.metadata import distribution
+
+    groups = {ep.group for ep in distribution("gpuscout").entry_points}
+    assert "pytest11" not in groups, groups
+
+
+def test_a_project_that_does_not_opt_in_never_imports_gpuscout(tmp_path: Path) -> None:
+    """A pytest run in a project without ``-p gpuscout.testing`` neither imports gpuscout nor
+    offers the kit's fixtures."""
+    (tmp_path / "conftest.py").write_text(
+        "import sys\n\ndef pytest_sessionfinish():\n"
+        "    print('gpuscout imported:', any(m.split('.')[0] == 'gpuscout' for m in sys.modules))\n"
+    )
+    out = _pytest_in(tmp_path)
+    assert "gpuscout imported: False" in out.stdout, out.stdout + out.stderr
+    assert not set(FIXTURES) & _fixtures_listed(out), out.stdout
+
+
+def test_the_fixtures_are_listed_in_a_project_that_opts_in(tmp_path: Path) -> None:
+    """`pytest --fixtures -p gpuscout.testing` in an empty folder shows the kit's fixtures."""
+    out = _pytest_in(tmp_path, "-p", "gpuscout.testing")
+    assert set(FIXTURES) <= _fixtures_listed(out), out.stdout + out.stderr
 
 
 def test_a_third_party_test_file_uses_the_fixtures(pytester: pytest.Pytester) -> None:
-    """A plugin author's tests get the fixtures without an import, and can override one."""
+    """A plugin author's tests that opt in (``-p gpuscout.testing``) get the fixtures without an
+    import, and can override one."""
     pytester.makeconftest("""
         import pytest
 
@@ -116,11 +145,12 @@ def test_a_third_party_test_file_uses_the_fixtures(pytester: pytest.Pytester) ->
             assert gpuscout_scout(Acme(), env={}).discover().devices == []
     """)
     )
-    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "gpuscout.testing").assert_outcomes(passed=2)
 
 
 def test_importing_the_kit_loads_no_wire_format_or_logging_library() -> None:
-    """pytest imports the kit in every run: it must not pull in cattrs, structlog or the wire."""
+    """pytest imports the kit in every run that opts in: it must not pull in cattrs, structlog or
+    the wire."""
     code = (
         "import sys, gpuscout.testing; print([m for m in ('cattrs', 'structlog', 'gpuscout._records.decode',"
         " 'rich', 'pynvml', 'gpuscout.plugins.cuda') if m in sys.modules])"
@@ -331,7 +361,7 @@ def test_the_cli_example_of_the_plugin_guide_passes(pytester: pytest.Pytester) -
     after = guide[guide.index("`tests/test_acme_cli.py`") :]
     source = after[after.index("```python\n") + len("```python\n") :]
     pytester.makepyfile(test_acme_cli=source[: source.index("```")])
-    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "gpuscout.testing").assert_outcomes(passed=2)
 
 
 # -- helpers ---------------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
 """The plugin author's test kit: pytest fixtures, helpers and ``check_plugin``.
 
-Installed with gpuscout as a pytest plugin (entry point ``pytest11``), so a plugin's own test
-suite needs no import to use the fixtures::
+A pytest plugin that a project opts into, as tox's ``tox.pytest`` is: ``-p gpuscout.testing``
+in its pytest ``addopts``, or ``pytest_plugins = ["gpuscout.testing"]`` in its top-level
+``conftest.py``. It has no ``pytest11`` entry point, because an autoloaded kit would import
+gpuscout into the test run of every project that merely has gpuscout installed. Once enabled, a
+plugin's own test suite needs no import to use the fixtures::
 
     import my_backend
     from gpuscout.testing import check_plugin
@@ -14,9 +17,9 @@ suite needs no import to use the fixtures::
     def test_my_backend_is_well_behaved():
         assert check_plugin(my_backend, env={"ACME_SDK": "fake"}) == []
 
-Fixtures are named ``gpuscout_*`` (pytest loads this plugin in every project that has gpuscout
-installed), and this module imports only the standard library, pytest and what ``import
-gpuscout`` loads anyway; anything dearer is imported when used.
+Fixtures are named ``gpuscout_*`` (they share a project's fixture namespace), and this module
+imports only the standard library, pytest and what ``import gpuscout`` loads anyway; anything
+dearer is imported when used.
 
 The kit's pieces live beside this module, each re-exported here: recorded trees
 (``testing_trees``), bounded waits (``testing_waits``), Scouts and injected devices
