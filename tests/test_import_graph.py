@@ -201,7 +201,7 @@ ALLOWED: dict[str, set[str]] = {
     "_discovery": BASE | {"_records", "_machine", "_host", "_selection", "runner"},
     "_layout": BASE | {"_records"},
     "load": BASE | {"_records", "_layout"},
-    "_fit": BASE | {"_records", "_machine", "_layout"},
+    "_fit": BASE | {"_records", "_machine", "_layout", "_discovery"},
     "_recording": BASE | {"_records", "_machine"},
     "_scout_models": BASE | {"_records", "_discovery", "_layout", "_fit", "load"},
     "scout": BASE

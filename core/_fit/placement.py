@@ -65,6 +65,42 @@ class FitResult:
         """Bytes over every backend."""
         return sum(u.total for u in self.usage)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The ``gpuscout fit --json`` document of this result (DESIGN.md's fit contract)."""
+        m, h = self.model, self.model.hparams
+        n = h.n_layer
+        blocks = m.layers.blocks
+        kv = [self.layer_sizes[i] - blocks[i] for i in range(n)]
+        return {
+            "model": {
+                "path": m.path,
+                "architecture": h.arch,
+                "blocks": n,
+                "layer_weights": list(blocks),
+                "output_weights": self.layer_sizes[n],
+                "input_weights": m.layers.input,
+                # One int, as the document has always said: the largest block's cache bytes.
+                "kv_cache_per_layer": max(kv, default=0),
+                "graph": max((u.graph for u in self.usage), default=0),
+            },
+            "placement": [
+                {"id": g.id, "backend": g.library, "layers": sorted(g.layers)} for g in self.placement
+            ],
+            "cpu_layers": list(self.cpu_layers),
+            "fits": self.fits,
+            "ctx": self.context.n_ctx,
+            "flash_attn": self.flash_attn,
+            "cache_type_k": self.cache_type_k,
+            "cache_type_v": self.cache_type_v,
+            "notes": list(self.notes),
+            "memory": layout_rows(self),
+            "total": self.total,
+            "planner": self.planner,
+            "args": list(self.args),
+            "env": dict(self.env),
+            "gave_up": self.gave_up,
+        }
+
 
 def host_cpu_features(root: str = "/") -> frozenset[str]:
     """The instruction-set flags of this machine's CPU (``/proc/cpuinfo`` under ``root``),

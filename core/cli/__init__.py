@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from gpuscout.cli import _common as common
 from gpuscout.cli import _output as output
+from gpuscout.cli._scout import default_scout
 from gpuscout.version import VERSION
 
 if TYPE_CHECKING:
@@ -174,7 +175,7 @@ def main(argv: Sequence[str] | None = None, scout_factory: ScoutFactory | None =
         if getattr(sys, name) is None:  # started with the descriptor closed (``>&-``)
             setattr(sys, name, open(os.devnull, "w"))
     try:
-        code = _run(sys.argv[1:] if argv is None else [*argv], scout_factory or common.default_scout)
+        code = _run(sys.argv[1:] if argv is None else [*argv], scout_factory or default_scout)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
     except KeyboardInterrupt:
         return common.INTERRUPTED

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
-from gpuscout.cli._budget_options import add_budget_options, budget_argv, budget_options
+from gpuscout.cli._budget_options import add_budget_options, budget_argv
 from gpuscout.cli._output import output
 from gpuscout.errors import GpuscoutError
 
@@ -363,39 +363,6 @@ def configure_logging(args: argparse.Namespace) -> None:
 
 
 # -- the Scout ------------------------------------------------------------------------------------
-
-
-def default_scout(args: argparse.Namespace) -> Scout:
-    """The Scout the scout options ask for (raises GpuscoutError for an unknown allowed plugin)."""
-    from gpuscout.scout import Scout
-
-    replay = getattr(args, "replay", None)
-    if replay is not None and args.root != DEFAULT_ROOT:
-        raise UsageError(
-            "--replay and --root exclude each other: a recording brings its own files (under root/)"
-        )
-    process_env = getattr(args, "replay_env", DEFAULT_REPLAY_ENV) == "process"
-    env: Mapping[str, str] | None = os.environ if replay is not None and process_env else None
-    settings = getattr(args, "replay_set", None) or ()
-    if replay is not None and settings:
-        from gpuscout._recording.replay import load
-
-        replay = load(replay)
-        env = dict(os.environ if process_env else replay.env)
-        for setting in settings:
-            name, _, value = setting.partition("=")
-            env[name] = value
-    return Scout(
-        plugins=args.plugins,
-        disable=args.disable,
-        root=args.root,
-        env=env,
-        enumerate_timeout=args.timeout,
-        replay=replay,
-        **budget_options(args),
-        isolate_imports=bool(getattr(args, "isolated", False)),
-        recorder=getattr(args, "recorder", None),
-    )
 
 
 def open_scout(args: argparse.Namespace, scout_factory: ScoutFactory) -> Scout:

@@ -290,7 +290,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     """Read the model (or ``--layers``), place it, print where it lands; exit 0 / 1 / 2."""
     import sys
 
-    from gpuscout._discovery.budgets import budget_notes
+    from gpuscout._fit.document import layers_document
     from gpuscout.errors import GpuscoutError
 
     common.check_selectors(args.device, "--device")
@@ -324,12 +324,14 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
                 )
                 return common.NO_MATCH
         if model is None:
-            document = layers_document(scout, args.layers, devices, found.system, args)
+            num_gpu = len(args.layers) if args.num_gpu == -2 else args.num_gpu
+            document = layers_document(
+                args.layers, devices, found.system, scout.minimum_memory, scout.platform, num_gpu, args.spread
+            )
             result = None
         else:
             result = fit_model(scout, model, devices, found.system, args)
-            document = fit_document(result)
-        document["notes"] += budget_notes(devices, document["notes"])
+            document = result.to_dict()
     except GpuscoutError as exc:
         from gpuscout._selection.selectors import NoMatchError
 
@@ -353,95 +355,6 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     else:
         print_fit(document, devices, result, color=getattr(args, "color", "auto"))
     return FITS if document["fits"] else DOES_NOT_FIT
-
-
-def fit_document(result: FitResult) -> dict[str, Any]:
-    """The ``--json`` object for a model (DESIGN.md's fit contract)."""
-    from gpuscout._fit.placement import layout_rows
-
-    m, h = result.model, result.model.hparams
-    n = h.n_layer
-    blocks = m.layers.blocks
-    kv = [result.layer_sizes[i] - blocks[i] for i in range(n)]
-    return {
-        "model": {
-            "path": m.path,
-            "architecture": h.arch,
-            "blocks": n,
-            "layer_weights": list(blocks),
-            "output_weights": result.layer_sizes[n],
-            "input_weights": m.layers.input,
-            # One int, as the document has always said: the largest block's cache bytes.
-            "kv_cache_per_layer": max(kv, default=0),
-            "graph": max((u.graph for u in result.usage), default=0),
-        },
-        "placement": [
-            {"id": g.id, "backend": g.library, "layers": sorted(g.layers)} for g in result.placement
-        ],
-        "cpu_layers": list(result.cpu_layers),
-        "fits": result.fits,
-        "ctx": result.context.n_ctx,
-        "flash_attn": result.flash_attn,
-        "cache_type_k": result.cache_type_k,
-        "cache_type_v": result.cache_type_v,
-        "notes": list(result.notes),
-        "memory": layout_rows(result),
-        "total": result.total,
-        "planner": result.planner,
-        "args": list(result.args),
-        "env": dict(result.env),
-        "gave_up": result.gave_up,
-    }
-
-
-def layers_document(
-    scout: Any, layers: list[int], devices: list[DeviceInfo], system: SystemInfo, args: argparse.Namespace
-) -> dict[str, Any]:
-    """``--layers``: the reference planner on given sizes (no model, so no cache or graphs),
-    judged as ``fit MODEL`` judges a placement (``fit.verdict``): the CPU's share against free
-    system memory, the one pool of shared-memory devices, and every GPU's share within its room
-    (a forced ``--num-gpu`` may overfill one)."""
-    from gpuscout._fit.usage import Usage
-    from gpuscout._fit.verdict import verdict
-    from gpuscout._layout.plan import create_layout
-
-    num_gpu = len(layers) if args.num_gpu == -2 else args.num_gpu
-    layout = create_layout(layers, devices, scout.minimum_memory, num_gpu=num_gpu, spread=args.spread)
-    placed = {i for g in layout for i in g.layers}
-    cpu_layers = [i for i in range(len(layers)) if i not in placed]
-    notes: list[str] = []
-    held = [(g.id, g.library, sum(layers[i] for i in g.layers)) for g in layout]
-    held.append(("", "cpu", sum(layers[i] for i in cpu_layers)))
-    usage = [Usage(id_, lib, "", n, 0, 0) for id_, lib, n in held]
-    fits = verdict(
-        layout, layers, devices, system, usage, scout.minimum_memory, scout.platform, num_gpu, notes
-    )
-    memory = [
-        {"id": id_, "backend": lib, "weights": n, "kv_cache": 0, "graph": 0, "total": n}
-        for id_, lib, n in held
-    ]
-    return {
-        "model": {
-            "path": "",
-            "architecture": "",
-            "blocks": len(layers) - 1,
-            "layer_weights": layers[:-1],
-            "output_weights": layers[-1],
-            "input_weights": 0,
-            "kv_cache_per_layer": 0,
-            "graph": 0,
-        },
-        "placement": [{"id": g.id, "backend": g.library, "layers": sorted(g.layers)} for g in layout],
-        "cpu_layers": cpu_layers,
-        "fits": fits,
-        "ctx": None,
-        "flash_attn": None,
-        "cache_type_k": None,
-        "cache_type_v": None,
-        "notes": notes,
-        "memory": memory,
-        "total": sum(n for _, _, n in held),
-    }
 
 
 def _bar(used: int, total: int) -> str:
