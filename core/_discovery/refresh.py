@@ -8,7 +8,9 @@ from typing import Any
 
 from gpuscout._host.border import checked_devices
 from gpuscout._host.calls import PluginHost
+from gpuscout._machine.context import Context
 from gpuscout._records.device import DeviceInfo
+from gpuscout._records.results import Discovery
 from gpuscout.errors import GpuscoutError
 
 
@@ -58,6 +60,19 @@ def refresh(host: PluginHost, devices: list[DeviceInfo], log: Any) -> list[Devic
         elapsed_ms=round((time.perf_counter() - start) * 1000, 3),
     )
     return out
+
+
+def refreshed_listing(found: Discovery, fresh: list[DeviceInfo], context: Context) -> Discovery:
+    """``found`` with its devices replaced by ``fresh`` (a refresh of them) and system memory
+    read anew through ``context``, ranked as the discovery ranked them: with the budgets'
+    preference (``--prefer``) first, then the usual order. What ``list --watch`` shows between
+    two discoveries."""
+    import attrs
+
+    from gpuscout._discovery.ranking import rank
+    from gpuscout._machine.system import read_system
+
+    return attrs.evolve(found, devices=rank(fresh, found.budgets.preference), system=read_system(context))
 
 
 def _identity(device: DeviceInfo) -> tuple[str, str, str, str]:

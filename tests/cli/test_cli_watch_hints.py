@@ -188,3 +188,57 @@ def test_ctrl_c_ends_a_real_watch_with_exit_0_and_whole_json_lines() -> None:
     lines = [first, *rest.splitlines()]
     assert len(lines) >= 2
     assert all("devices" in json.loads(line) for line in lines)
+
+
+class TwoCards:
+    """Two Fake cards, the first with more free memory, both refreshed as they are."""
+
+    CARDS = (
+        CARD.evolve(id="0", pci_id="0000:01:00.0", uuid="fake-0", free_memory=12 * GIB),
+        CARD.evolve(id="1", pci_id="0000:02:00.0", uuid="fake-1", free_memory=4 * GIB),
+    )
+
+    @hookimpl
+    def gpuscout_enumerate(self, context: Any) -> list[DeviceInfo]:
+        return list(self.CARDS)
+
+    @hookimpl
+    def gpuscout_refresh(self, devices: Sequence[DeviceInfo], context: Any) -> Any:
+        return [d for d in devices if d.library == "Fake"]
+
+
+def _two_cards(**options: Any) -> Scout:
+    return Scout(plugins=["fake"], extra=[("fake", TwoCards())], entry_points=False, env={}, **options)
+
+
+def test_watch_keeps_the_preference_in_every_refreshed_round() -> None:
+    """`list --watch --prefer fake:1` ranks the preferred card first in every frame, the
+    refreshed ones included, as discovery ranks it (the budgets' preference is applied by the
+    library, not dropped by the command's own re-ranking)."""
+    scout = Scout(
+        plugins=["fake"], extra=[("fake", TwoCards())], entry_points=False, env={}, prefer=["fake:1"]
+    )
+    docs = watched(scout, rounds=3)
+    assert [[d["id"] for d in doc["devices"]] for doc in docs] == [["1", "0"]] * 3
+
+
+def test_refreshed_listing_ranks_with_the_discovery_s_preference() -> None:
+    """The library's refreshed listing keeps the discovery's preference and reads fresh system
+    memory; without a preference it ranks by free memory."""
+    from gpuscout._discovery.refresh import refreshed_listing
+
+    scout = Scout(
+        plugins=["fake"], extra=[("fake", TwoCards())], entry_points=False, env={}, prefer=["fake:1"]
+    )
+    found = scout.discover()
+    assert [d.id for d in found.devices] == ["1", "0"]
+    again = refreshed_listing(found, scout.refresh(found.devices), scout.context())
+    assert [d.id for d in again.devices] == ["1", "0"]
+    plain = Scout(plugins=["fake"], extra=[("fake", TwoCards())], entry_points=False, env={})
+    first = plain.discover()
+    assert [
+        d.id for d in refreshed_listing(first, plain.refresh(first.devices), plain.context()).devices
+    ] == [
+        "0",
+        "1",
+    ]

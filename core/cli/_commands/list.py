@@ -319,12 +319,9 @@ def _next_listing(
     fresh = scout.refresh(found.devices)
     if any(d.free_memory_stale for d in fresh):
         return _discover(args, scout), 0
-    import attrs
+    from gpuscout._discovery.refresh import refreshed_listing
 
-    from gpuscout._discovery.ranking import rank
-    from gpuscout._machine.system import read_system
-
-    return attrs.evolve(found, devices=rank(fresh), system=read_system(scout.context())), since + 1
+    return refreshed_listing(found, fresh, scout.context()), since + 1
 
 
 def _watch_hints(scout: Scout, found: Discovery, shown: list[str] | None) -> list[str]:
