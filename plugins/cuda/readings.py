@@ -137,7 +137,7 @@ def _memory_fields(
     Totals are the CUDA runtime's (``MemoryReading.cuda_total``). An integrated device (the
     driver says so, or, when it was not asked, NVML has no memory figures for it: GB10, Jetson
     Thor) shares system memory: its free memory is ``system.free_memory``, which the caller
-    fills by ggml's rule (``nvml.uma_system``); its total is NVML's when NVML has one, else the
+    fills by ggml's rule (``unified.uma_system``); its total is NVML's when NVML has one, else the
     system's. A device the driver calls discrete without NVML figures has unknown memory.
     """
     if integrated is None:
