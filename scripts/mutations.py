@@ -1208,7 +1208,7 @@ MUTATIONS += [
 _m = "plugins/metal/__init__.py"
 MUTATIONS += [
     (
-        _m,
+        "plugins/metal/rules.py",
         "    return True if device.library == LIBRARY or device.name == LIBRARY else None",
         "    return True if device.library == LIBRARY else None",
         METAL,
@@ -1217,7 +1217,7 @@ MUTATIONS += [
 ]
 MUTATIONS += [
     (
-        "plugins/metal/__init__.py",
+        "plugins/metal/rules.py",
         "MINIMUM_MEMORY = 512 * MIB",
         "MINIMUM_MEMORY = 256 * MIB",
         METAL,
@@ -1980,14 +1980,14 @@ MUTATIONS += [
         "KB (decimal) read as KiB",
     ),
     (
-        "plugins/vulkan/enumeration.py",
+        "plugins/vulkan/replay.py",
         "        if not heaps:\n",
         "        if heaps is None:\n",
         VULKAN,
         "a recorded device with an empty heap list replays as 0 B",
     ),
     (
-        "plugins/vulkan/enumeration.py",
+        "plugins/vulkan/replay.py",
         "        if any(len(heap) != 2 for heap in heaps):",
         "        if any(len(heap) < 2 for heap in heaps):",
         VULKAN,

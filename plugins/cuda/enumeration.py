@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuscout.plugin import Context, DeviceInfo, SystemInfo
-from gpuscout.plugins.cuda import diagnosis as diagnose
-from gpuscout.plugins.cuda import wsl
+from gpuscout.plugins.cuda import diagnosis, wsl
 from gpuscout.plugins.cuda.names import LIBRARY, VISIBLE_ENV
 from gpuscout.plugins.cuda.nvlink import peer_map, read_links, with_peers
 from gpuscout.plugins.cuda.order import cuda_order
@@ -311,20 +310,20 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
     """NVIDIA GPUs (MIG instances for GPUs in MIG mode) that CUDA would show this environment."""
     nv = _load_nvml(context)
     if nv is None:
-        diagnose.explain_missing_library(context)
+        diagnosis.explain_missing_library(context)
         return []
     try:
         nv.nvmlInit()
     except nv.NVMLError as exc:
         context.note(f"NVML could not start (NVIDIA driver): {_describe(exc)}")
-        diagnose.explain_init_failure(context, _error_code(exc))
+        diagnosis.explain_init_failure(context, _error_code(exc))
         return []
     try:
         driver = read_driver(nv, context)
         gpus = read_gpus(nv, context)
     except nv.NVMLError as exc:
         context.note(f"NVML failed while enumerating GPUs: {_describe(exc)}")
-        diagnose.explain_no_gpu(context)
+        diagnosis.explain_no_gpu(context)
         return []
     finally:
         try:
@@ -332,7 +331,7 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
         except nv.NVMLError:
             pass
     if not gpus:
-        diagnose.explain_no_gpu(context)
+        diagnosis.explain_no_gpu(context)
     return wsl.mark(context, build_devices(gpus, driver, context))
 
 

@@ -1,6 +1,6 @@
 """Plain NVML readings and the DeviceInfo records built from them (pure functions, no NVML).
 
-``nvml.py`` asks the library and fills these records; everything that decides what a field of
+``enumeration.py`` asks the library and fills these records; everything that decides what a field of
 the report says lives here, so tests can feed values recorded on real cards.
 """
 
