@@ -1539,6 +1539,13 @@ MUTATIONS += [
         "a recorded WSL2 tree loads this machine's NVML",
     ),
     (
+        "core/plugin.py",
+        "    total, used = _sum_u64(context, tiles[:_DRM_VRAM_LIMIT])",
+        "    total, used = _sum_u64(context, tiles)",
+        ("tests/test_drm_vram.py", *INTEL),
+        "every xe tile a tree holds is read, however many",
+    ),
+    (
         "plugins/vulkan/intel.py",
         "    free = total if device.free_memory_unknown else min(device.free_memory, total)",
         "    free = min(device.free_memory, total)",
