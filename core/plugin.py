@@ -123,6 +123,53 @@ def visibility_setting(name: str, value: str) -> str:
     return f"{name}={text}"
 
 
+#: The kernel objects ``drm_vram`` looks at under a PCI device: xe's tiles, DRM's cards.
+_DRM_TILE = re.compile(r"tile[0-9]{1,2}")
+_DRM_CARD = re.compile(r"card[0-9]{1,3}")
+#: The most tiles or cards ``drm_vram`` looks at under one PCI device.
+_DRM_VRAM_LIMIT = 8
+
+
+def _sum_u64(context: Context, paths: list[str]) -> tuple[int, list[str]]:
+    total, used = 0, []
+    for path in paths:
+        value = context.read_u64(path)
+        if value:
+            total += value
+            used.append(path)
+    return total, used
+
+
+def drm_vram(context: Context, pci_address: str) -> tuple[int, str] | None:
+    """``(bytes, the files read)`` of the VRAM a DRM kernel driver publishes in sysfs for the
+    PCI device ``pci_address`` (``0000:03:00.0``, lower case), read through ``context``; None
+    when no driver publishes it (an integrated GPU, a driver without such files, a tree
+    without them). Anything but a positive number below 2**64 in a file counts as no figure.
+
+    The files, first found wins:
+
+    - ``xe``: ``/sys/bus/pci/devices/<addr>/tile<N>/physical_vram_size_bytes``, one per tile
+      (summed), the tile's physical VRAM, somewhat above what allocations can use (Linux
+      ``drivers/gpu/drm/xe/xe_tile_sysfs.c``; igt ``xe_sysfs_tile``); discrete parts but DG1.
+    - ``i915`` as Intel ships it out of tree (intel-gpu/intel-gpu-i915-backports,
+      ``i915_sysfs.c``): ``/sys/bus/pci/devices/<addr>/drm/card<N>/lmem_total_bytes``, the sum
+      of the local memory regions. Mainline i915 has no such file.
+
+    At most eight tiles or cards are read under one device.
+    """
+    base = f"{PCI_DEVICES}/{pci_address}"
+    names = context.list_dir(base) or []
+    tiles = [f"{base}/{n}/physical_vram_size_bytes" for n in names if _DRM_TILE.fullmatch(n)]
+    total, used = _sum_u64(context, tiles[:_DRM_VRAM_LIMIT])
+    if total:
+        return total, ", ".join(used)
+    cards = [n for n in context.list_dir(f"{base}/drm") or [] if _DRM_CARD.fullmatch(n)]
+    total, used = _sum_u64(context, [f"{base}/drm/{n}/lmem_total_bytes" for n in cards[:_DRM_VRAM_LIMIT]])
+    if total:
+        return total, ", ".join(used)
+    return None
+
+
 def system_memory(context: Context) -> SystemInfo:
     """System memory as this process may use it (cgroup limits applied), read through
     ``context`` (its root, deadline and notes): what a unified-memory device shares."""
@@ -154,6 +201,7 @@ __all__ = [
     "check_api_version",
     "declared_api_version",
     "devices_of",
+    "drm_vram",
     "for_library",
     "get_logger",
     "hookimpl",

@@ -1210,7 +1210,7 @@ MUTATIONS += [
 _m = "plugins/metal/__init__.py"
 MUTATIONS += [
     (
-        _m,
+        "plugins/metal/rules.py",
         "    return True if device.library == LIBRARY or device.name == LIBRARY else None",
         "    return True if device.library == LIBRARY else None",
         METAL,
@@ -1219,7 +1219,7 @@ MUTATIONS += [
 ]
 MUTATIONS += [
     (
-        "plugins/metal/__init__.py",
+        "plugins/metal/rules.py",
         "MINIMUM_MEMORY = 512 * MIB",
         "MINIMUM_MEMORY = 256 * MIB",
         METAL,
@@ -1539,6 +1539,13 @@ MUTATIONS += [
         "    if context.replaying or not wsl2(context):",
         WSL,
         "a recorded WSL2 tree loads this machine's NVML",
+    ),
+    (
+        "core/plugin.py",
+        "    total, used = _sum_u64(context, tiles[:_DRM_VRAM_LIMIT])",
+        "    total, used = _sum_u64(context, tiles)",
+        ("tests/test_drm_vram.py", *INTEL),
+        "every xe tile a tree holds is read, however many",
     ),
     (
         "plugins/vulkan/intel.py",
@@ -1982,14 +1989,14 @@ MUTATIONS += [
         "KB (decimal) read as KiB",
     ),
     (
-        "plugins/vulkan/enumeration.py",
+        "plugins/vulkan/replay.py",
         "        if not heaps:\n",
         "        if heaps is None:\n",
         VULKAN,
         "a recorded device with an empty heap list replays as 0 B",
     ),
     (
-        "plugins/vulkan/enumeration.py",
+        "plugins/vulkan/replay.py",
         "        if any(len(heap) != 2 for heap in heaps):",
         "        if any(len(heap) < 2 for heap in heaps):",
         VULKAN,

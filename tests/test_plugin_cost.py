@@ -19,14 +19,16 @@ from typing import Any
 
 import pytest
 
-#: Loaded only once a driver may be there (``nvml`` imports readings, order and visibility).
+#: Loaded only once a driver may be there (``enumeration`` imports readings, order, unified
+#: and visibility).
 CUDA_DRIVER_MODULES = {
-    f"gpuscout.plugins.cuda.{m}" for m in ("nvml", "readings", "order", "visibility", "rules")
+    f"gpuscout.plugins.cuda.{m}"
+    for m in ("enumeration", "readings", "order", "unified", "visibility", "rules")
 } | {"pynvml"}
-#: Loaded only once an AMD GPU may be there (``discover`` imports the rest).
+#: Loaded only once an AMD GPU may be there (``enumeration`` imports the rest).
 ROCM_DRIVER_MODULES = {
     f"gpuscout.plugins.rocm.{m}"
-    for m in ("discover", "devices", "gfx", "hsakmt", "smi", "sysfs", "visibility", "rules")
+    for m in ("enumeration", "devices", "gfx", "hsakmt", "smi", "sysfs", "visibility", "rules")
 } | {"amdsmi"}
 UNSET = (
     "CUDA_VISIBLE_DEVICES",
@@ -113,7 +115,7 @@ def test_cuda_short_path_reports_what_the_full_path_reports() -> None:
     ``gpuscout.plugins.cuda._surely_no_driver`` too."""
     short = discover(["cuda"])["reports"]
     full = discover(["cuda"], ["gpuscout.plugins.cuda.enumeration"])["reports"]
-    assert short == full, "plugins/cuda/__init__.py _surely_no_driver no longer matches nvml.py"
+    assert short == full, "plugins/cuda/__init__.py _surely_no_driver no longer matches enumeration.py"
 
 
 @pytest.mark.real_machine

@@ -1,8 +1,9 @@
 """CUDA backend: NVIDIA GPUs through NVML, CUDA_VISIBLE_DEVICES, the flash-attention gate.
 
 NVML (nvidia-ml-py) is imported only inside enumerate; importing this module costs nothing.
-Without a driver, enumerate costs nothing either: the library check runs here, and ``nvml``
-(with the reading, order and visibility modules it imports) is loaded only once NVML may work.
+Without a driver, enumerate costs nothing either: the library check runs here, and
+``enumeration`` (with the reading, order and visibility modules it imports) is loaded only once
+NVML may work.
 """
 
 from __future__ import annotations
@@ -33,18 +34,20 @@ GPUSCOUT_TEST_ENV = {VISIBLE_ENV: "", ORDER_ENV: "PCI_BUS_ID"}
 
 #: The module that holds the NVML seam (``_load_nvml``); see ``_surely_no_driver``.
 _NVML_MODULE = f"{__name__}.enumeration"
-#: The library ``nvml`` loads on Linux (``nvml.LINUX_LIBRARY``, said again so as not to import it).
+#: The library ``enumeration`` loads on Linux (``enumeration.LINUX_LIBRARY``, said again so as
+#: not to import it).
 _LINUX_LIBRARY = "libnvidia-ml.so.1"
 
 
 def _surely_no_driver(context: Context) -> str | None:
-    """The first note ``nvml.enumerate_devices`` would give (``diagnose`` adds the rest), when
-    it would find nothing before importing pynvml (no NVML library); None when it may find
-    something, or when only it may answer: a replay or a recording being made, or ``nvml``
-    already imported (its seam may be replaced, as the tests' fake machines do).
+    """The first note ``enumeration.enumerate_devices`` would give (``diagnosis`` adds the
+    rest), when it would find nothing before importing pynvml (no NVML library); None when it
+    may find something, or when only it may answer: a replay or a recording being made, or
+    ``enumeration`` already imported (its seam may be replaced, as the tests' fake machines do).
 
-    The same check as ``nvml._library_missing``, run here so that a driverless machine never
-    imports ``nvml``: keep the two in step (tests/test_plugin_cost.py compares their reports).
+    The same check as ``enumeration._library_missing``, run here so that a driverless machine
+    never imports ``enumeration``: keep the two in step (tests/test_plugin_cost.py compares
+    their reports).
     """
     if _NVML_MODULE in sys.modules:
         return None
@@ -53,7 +56,7 @@ def _surely_no_driver(context: Context) -> str | None:
     if context.platform == "darwin":
         return "NVML does not exist on macOS (no NVIDIA driver)"
     if not context.platform.startswith("linux"):
-        return None  # Windows: pynvml knows the DLL's two homes; nvml lets nvmlInit look.
+        return None  # Windows: pynvml knows the DLL's two homes; enumeration lets nvmlInit look.
     # What ctypes.CDLL(name) calls on Linux (mode RTLD_LOCAL; dlopen adds RTLD_NOW), the same
     # OSError included, without importing ctypes itself (3 ms, most of it not this call's).
     import _ctypes
@@ -65,7 +68,7 @@ def _surely_no_driver(context: Context) -> str | None:
         dlopen(_LINUX_LIBRARY, _ctypes.RTLD_LOCAL)
     except OSError as exc:
         if _wsl2_library(context):
-            return None  # WSL2 keeps its NVML in /usr/lib/wsl/lib: nvml loads it by path
+            return None  # WSL2 keeps its NVML in /usr/lib/wsl/lib: enumeration loads it by path
         return f"NVML library {_LINUX_LIBRARY} cannot be loaded (is the NVIDIA driver installed?): {exc}"
     return None
 
@@ -88,7 +91,7 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
         from gpuscout.plugins.cuda.diagnosis import explain_missing_library
 
         context.note(missing)
-        explain_missing_library(context)  # as nvml.enumerate_devices does after this note
+        explain_missing_library(context)  # as enumeration.enumerate_devices does after this note
         return []
     from gpuscout.plugins.cuda.enumeration import enumerate_devices
 

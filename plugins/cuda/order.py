@@ -6,7 +6,7 @@ order is learnt from the driver itself in a short child process (``cuInit`` ther
 host, so the host stays free to fork CUDA workers); without an answer, PCI order with a note.
 
 The same child also answers each device's ``CU_DEVICE_ATTRIBUTE_INTEGRATED`` (18; the driver
-API's ``cudaDeviceProp.integrated``), which NVML does not expose: ``nvml.py`` asks it when NVML
+API's ``cudaDeviceProp.integrated``), which NVML does not expose: ``unified.py`` asks it when NVML
 has no memory figures for a GPU, so that "integrated" comes from the device, not from a guess.
 """
 

@@ -1,6 +1,6 @@
 """Plain NVML readings and the DeviceInfo records built from them (pure functions, no NVML).
 
-``nvml.py`` asks the library and fills these records; everything that decides what a field of
+``enumeration.py`` asks the library and fills these records; everything that decides what a field of
 the report says lives here, so tests can feed values recorded on real cards.
 """
 
@@ -137,7 +137,7 @@ def _memory_fields(
     Totals are the CUDA runtime's (``MemoryReading.cuda_total``). An integrated device (the
     driver says so, or, when it was not asked, NVML has no memory figures for it: GB10, Jetson
     Thor) shares system memory: its free memory is ``system.free_memory``, which the caller
-    fills by ggml's rule (``nvml.uma_system``); its total is NVML's when NVML has one, else the
+    fills by ggml's rule (``unified.uma_system``); its total is NVML's when NVML has one, else the
     system's. A device the driver calls discrete without NVML figures has unknown memory.
     """
     if integrated is None:

@@ -1,6 +1,9 @@
 """Metal backend: Apple GPUs through pyobjc's Metal framework (macOS only), 512 MiB reserve.
 
-Nothing Apple is imported off macOS, nor before enumerate runs.
+Nothing Apple is imported off macOS, nor before enumerate runs. The modules: ``enumeration``
+(what enumerate calls), ``replay`` (Metal's recorded answers), ``rules`` (the reserve and the
+flash-attention pass). Metal has no visibility variable and nothing to diagnose beyond the notes
+enumerate gives, so it has no ``visibility`` or ``diagnosis`` module (docs/plugins.md).
 """
 
 from __future__ import annotations
@@ -13,9 +16,6 @@ from gpuscout.plugins.metal.names import LIBRARY
 GPUSCOUT_API_VERSION = 1
 #: Variables that change what this plugin finds, recorded by ``gpuscout record`` when set.
 GPUSCOUT_RECORDED_ENV = ("GGML_METAL_*", "MTL_*")
-MIB = 1024 * 1024
-#: The seed's MinimumMemory for Metal.
-MINIMUM_MEMORY = 512 * MIB
 
 
 @hookimpl
@@ -32,6 +32,8 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
 @for_library(LIBRARY)
 def gpuscout_minimum_memory(device: DeviceInfo) -> int | None:
     """Metal holds back 512 MiB (the seed); other libraries are not ours to answer."""
+    from gpuscout.plugins.metal.rules import MINIMUM_MEMORY
+
     return MINIMUM_MEMORY
 
 
@@ -42,7 +44,9 @@ def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
     tryfirst: the seed lets a device named "Metal" pass whatever its library says. This is the
     one hook not guarded by ``for_library``: the name match is the seed's quirk, kept explicit.
     """
-    return True if device.library == LIBRARY or device.name == LIBRARY else None
+    from gpuscout.plugins.metal.rules import flash_attention
+
+    return flash_attention(device)
 
 
 @hookimpl

@@ -2,8 +2,8 @@
 
 amdsmi is imported only inside enumerate; importing this module costs nothing. Without an AMD
 driver, enumerate costs nothing either: with no KFD topology and no amdsmi installed the answer
-is given here, and ``discover`` (with the sysfs, amdsmi and rule modules it imports) is loaded
-only when there may be a GPU to find.
+is given here, and ``enumeration`` (with the sysfs, amdsmi and rule modules it imports) is
+loaded only when there may be a GPU to find.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ GPUSCOUT_RECORDED_ENV = ("ROCR_*", "HIP_*", "HSA_*", "GPU_DEVICE_ORDINAL", "AMD_
 GPUSCOUT_TEST_ENV = {ROCR: ""}
 
 
-#: The modules holding the seams of enumerate (``discover.enumerate_devices``,
+#: The modules holding the seams of enumerate (``enumeration.enumerate_devices``,
 #: ``smi.import_amdsmi``, ``sysfs.read_kfd_gpu_nodes``, ``hsakmt.kfd_failure``): once one is
 #: imported it may have been replaced (the tests' fake machines do), and only the full path
 #: answers. See ``_surely_no_gpu``.
@@ -42,14 +42,14 @@ _TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
 
 
 def _surely_no_gpu(context: Context) -> str | None:
-    """The first note ``discover.enumerate_devices`` would give (``diagnose`` adds the rest),
+    """The first note ``enumeration.enumerate_devices`` would give (``diagnosis`` adds the rest),
     when it would find nothing: on a live Linux root with no KFD topology and no amdsmi
     installed. None when it may find something, or when only it may answer (a replay or a
     recording being made, or one of its modules already imported).
 
-    The same outcome as ``discover.enumerate_devices`` (``smi.import_amdsmi``, then
+    The same outcome as ``enumeration.enumerate_devices`` (``smi.import_amdsmi``, then
     ``sysfs.read_kfd_gpu_nodes``), found with a directory check and a ``find_spec``, so that a
-    driverless machine imports neither ``discover`` nor amdsmi: keep the two in step
+    driverless machine imports neither ``enumeration`` nor amdsmi: keep the two in step
     (tests/test_plugin_cost.py compares their reports).
     """
     if context.platform != "linux" or context.root not in ("", "/"):
@@ -84,7 +84,7 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
         from gpuscout.plugins.rocm.diagnosis import explain_no_topology
 
         context.note(missing)
-        explain_no_topology(context, topology=False)  # as discover.enumerate_devices does
+        explain_no_topology(context, topology=False)  # as enumeration.enumerate_devices does
         return []
     from gpuscout.plugins.rocm.enumeration import enumerate_devices
 

@@ -1,7 +1,7 @@
-"""Why the ROCm plugin found no AMD GPU, beyond what ``discover`` already notes: asked only
+"""Why the ROCm plugin found no AMD GPU, beyond what ``enumeration`` already notes: asked only
 when it found none.
 
-``discover`` names the KFD topology it could not read and the device file libhsakmt could not
+``enumeration`` names the KFD topology it could not read and the device file libhsakmt could not
 open; this adds what explains it: the AMD GPUs on the PCI bus and the driver each is bound to,
 and whether ``/dev/kfd`` and ``/dev/dri/renderD*`` are missing or refused to this process. All
 of it is read through the context (a recorded tree explains itself as a live machine does).

@@ -15,8 +15,7 @@ from collections.abc import Sequence
 import attrs
 
 from gpuscout.plugin import Context, DeviceInfo, is_wsl2, system_memory
-from gpuscout.plugins.rocm import devices, gfx, hsakmt, smi, sysfs, visibility, xgmi
-from gpuscout.plugins.rocm import diagnosis as diagnose
+from gpuscout.plugins.rocm import devices, diagnosis, gfx, hsakmt, smi, sysfs, visibility, xgmi
 from gpuscout.plugins.rocm.names import LIBRARY
 
 
@@ -187,7 +186,7 @@ def _runtime_view(
     node ids, in facts_from_smi's order), or None, with a note, when it keeps no GPU at all."""
     why = hsakmt.kfd_failure(context)
     if why:
-        hint = diagnose.kfd_problem(context)  # one note: callers read the last one for /dev/kfd
+        hint = diagnosis.kfd_problem(context)  # one note: callers read the last one for /dev/kfd
         context.note(f"no AMD GPU: {why}" + (f"; {hint}" if hint else ""))
         return None
     if not nodes:
@@ -196,7 +195,7 @@ def _runtime_view(
     survivors = hsakmt.supported_nodes(context, nodes)
     if survivors.failure:
         context.note(f"no AMD GPU: {survivors.failure}")
-        diagnose.explain_render_failure(context)
+        diagnosis.explain_render_failure(context)
         return None
     for line in survivors.skipped:
         context.note(line)
@@ -204,7 +203,7 @@ def _runtime_view(
         context.note(
             f"no AMD GPU: none of {len(nodes)} KFD GPU nodes has a render node the HSA runtime can open"
         )
-        diagnose.explain_render_failure(context)
+        diagnosis.explain_render_failure(context)
         return None
     return survivors.nodes, list(survivors.hsa_ids)
 
@@ -226,7 +225,7 @@ def enumerate_devices(context: Context) -> list[DeviceInfo]:
             f"no AMD GPU: {where} under {context.shown(sysfs.TOPOLOGY)}"
             + (f"; {smi_why}" if smi_why and (_is_live(context) or context.replaying) else "")
         )
-        diagnose.explain_no_topology(context, topology=nodes is not None)
+        diagnosis.explain_no_topology(context, topology=nodes is not None)
         return []
     view = _runtime_view(context, nodes, gpus)
     if view is None:

@@ -139,7 +139,7 @@ def reported_indices(
     """(raw indices in reported order, notes, why ggml would not use a device by raw index)
     for GGML_VK_VISIBLE_DEVICES' ``visible`` value.
 
-    Set: the indices it names (``visible.select_indices``). Unset: every device, ggml's default
+    Set: the indices it names (``visibility.select_indices``). Unset: every device, ggml's default
     set first in ggml's order (so ``id`` n is ggml's ``Vulkan<n>``), then the others in the
     loader's order, with a note naming each of those and why ggml does not use it, and a note
     for integrated GPUs that llama.cpp leaves idle beside a discrete one.

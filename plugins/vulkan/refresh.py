@@ -1,7 +1,7 @@
 """Vulkan refresh: free memory read again through VK_EXT_memory_budget.
 
 The enumerate path already takes free memory from the budget (``devices.device_memory``), so a
-refresh is the same probe (``discover.probe``: in this process when the loader would see
+refresh is the same probe (``enumeration.probe``: in this process when the loader would see
 ``context.env``, else in a child) with each passed device found again among the loader's devices
 and its memory figure taken anew. A probe of memory alone would save nothing worth having: almost
 all of a probe's time is ``vkCreateInstance`` loading the drivers; the per-device property calls

@@ -2,7 +2,7 @@
 
 ``FakeNvmlRecorded`` answers pynvml's calls (same names, same error convention) from a JSON
 recording under ``recorded/`` (the plugin's ``ReplayedNvml``, which replays recordings, with
-session counts); it replaces the plugin's one seam, ``nvml._load_nvml``.
+session counts); it replaces the plugin's one seam, ``enumeration._load_nvml``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Intel GPUs through Vulkan: a memory budget above its heap is clamped (llama.cpp#29277), and
-the VRAM size xe or i915 publish under the same PCI address is the total, said in a note."""
+the VRAM size xe or i915 publish under the same PCI address (``gpuscout.plugin.drm_vram``,
+tests/test_drm_vram.py) is the total, said in a note."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import pytest
 from gpuscout import DeviceInfo, Scout
 from gpuscout.plugin import Context
 from gpuscout.plugins.vulkan.devices import device_memory, over_budget, to_device_info
-from gpuscout.plugins.vulkan.intel import sysfs_vram, with_sysfs_vram
+from gpuscout.plugins.vulkan.intel import with_sysfs_vram
 from gpuscout.plugins.vulkan.loader import RawDevice
 from gpuscout.sizes import GIB
-from gpuscout.testing import FIFO, Symlink, write_tree
+from gpuscout.testing import write_tree
 
 MACHINE = Path(__file__).parents[2] / "machines" / "intel_arc_a770_igpu"
 PCI = "/sys/bus/pci/devices"
@@ -67,42 +68,6 @@ def test_only_counted_heaps_are_clamped_and_noted() -> None:
 
 def _ctx(tmp_path: Path, files: dict[str, Any]) -> Context:
     return Context(env={}, platform="linux", root=str(write_tree(tmp_path, files)))
-
-
-def test_xe_tiles_are_summed(tmp_path: Path) -> None:
-    """Two xe tiles' physical_vram_size_bytes add up to the card's VRAM."""
-    ctx = _ctx(
-        tmp_path,
-        {
-            f"{PCI}/0000:4d:00.0/tile0/physical_vram_size_bytes": "68719476736\n",
-            f"{PCI}/0000:4d:00.0/tile1/physical_vram_size_bytes": "68719476736\n",
-        },
-    )
-    found = sysfs_vram(ctx, "0000:4d:00.0")
-    assert found is not None and found[0] == 128 * GIB and "tile1" in found[1]
-
-
-def test_i915_lmem_total_bytes_on_the_card_device_is_read(tmp_path: Path) -> None:
-    """intel-gpu-i915-backports' lmem_total_bytes under drm/cardN counts when xe has no tiles."""
-    ctx = _ctx(tmp_path, {f"{PCI}/0000:03:00.0/drm/card1/lmem_total_bytes": "17163091968\n"})
-    assert sysfs_vram(ctx, "0000:03:00.0") == (17163091968, f"{PCI}/0000:03:00.0/drm/card1/lmem_total_bytes")
-
-
-@pytest.mark.parametrize(
-    "content",
-    ["", "0\n", "-1\n", "16 GiB\n", "$(reboot)\n", "99999999999999999999999\n", b"\xff\xfe", FIFO],
-    ids=["empty", "zero", "negative", "words", "shell", "huge", "non-utf8", "fifo"],
-)
-def test_a_hostile_vram_file_is_ignored(tmp_path: Path, content: Any) -> None:
-    """Anything but a positive number below 2**64 is no figure: the Vulkan heap stands."""
-    ctx = _ctx(tmp_path, {f"{PCI}/0000:03:00.0/tile0/physical_vram_size_bytes": content})
-    assert sysfs_vram(ctx, "0000:03:00.0") is None
-
-
-def test_a_tile_that_links_to_a_folder_without_the_file_holds_no_figure(tmp_path: Path) -> None:
-    """A tile entry linking elsewhere (a tree spoiled by hand) gives no figure."""
-    ctx = _ctx(tmp_path, {f"{PCI}/0000:03:00.0/tile0": Symlink("/proc/self")})
-    assert sysfs_vram(ctx, "0000:03:00.0") is None
 
 
 def _device(**kw: Any) -> DeviceInfo:

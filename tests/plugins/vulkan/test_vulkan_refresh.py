@@ -96,7 +96,7 @@ UUID_B = "0b" * 16
 
 
 class FakeLoader:
-    """Stands in for ``discover.probe``: answers ``result`` (tests change it between calls)."""
+    """Stands in for ``enumeration.probe``: answers ``result`` (tests change it between calls)."""
 
     def __init__(self, result: ProbeResult) -> None:
         self.result = result
