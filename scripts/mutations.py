@@ -2019,7 +2019,7 @@ MUTATIONS += [
         "the usable smallest label is the hardware's smallest",
     ),
     (
-        "core/cli/_commands/fit.py",
+        "core/_fit/document.py",
         "    fits = verdict(",
         "    fits = True or verdict(",
         ("tests/test_fit_layers_verdict.py", "tests/test_shared_memory_fit_layers.py"),
