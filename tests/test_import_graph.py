@@ -268,7 +268,7 @@ def _part(module: str) -> str:
 
 def _all_imports(path: Path) -> list[tuple[int, str, str]]:
     """``(line, module, name)`` for every ``from gpuscout... import name`` in ``path``."""
-    out = []
+    out: list[tuple[int, str, str]] = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("gpuscout"):
             out.extend((node.lineno, node.module or "", alias.name) for alias in node.names)

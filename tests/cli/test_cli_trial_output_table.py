@@ -9,6 +9,7 @@ import re
 import pytest
 
 from gpuscout import DeviceInfo, Discovery, Dropped, SystemInfo
+from gpuscout.cli._render import plain as plain_module
 from gpuscout.cli._render import table as table_module
 from gpuscout.cli._render.columns import CELL_CAP
 from gpuscout.cli._render.labels import UNKNOWN_LEGEND, devices_free_of_total, system_line
@@ -76,7 +77,7 @@ def test_the_summary_never_breaks_a_word(width: int) -> None:
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("2 devices"))
     end = next(i for i, line in enumerate(lines) if line.startswith("dropped: "))
-    summary = table_module.summary_line(FOUND)
+    summary = plain_module.summary_line(FOUND)
     assert [w for line in lines[start:end] for w in line.split()] == summary.split()
 
 
