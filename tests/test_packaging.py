@@ -111,3 +111,21 @@ def test_the_core_code_names_no_vendor() -> None:
             ):
                 found.append(f"{path.name}:{node.lineno} {node.value!r}")
     assert found == []
+
+
+def test_pyproject_lists_every_package_folder() -> None:
+    """setuptools' ``packages.find`` names a package by its folder (``core.cli``), not by the
+    import name the ``package-dir`` mapping gives it (``gpuscout.cli``), so pyproject.toml lists
+    the packages by hand: the list is exactly the
+    folders that hold an ``__init__.py``, so a new subpackage left out of it fails here, not in
+    a wheel that lacks it."""
+    import tomllib
+
+    repo = Path(__file__).resolve().parent.parent
+    listed = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    found = set()
+    for folder, name in (("core", "gpuscout"), ("plugins", "gpuscout.plugins")):
+        for init in (repo / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(repo / folder).parts
+            found.add(".".join([name, *parts]))
+    assert sorted(listed) == sorted(found)
