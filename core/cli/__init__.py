@@ -171,6 +171,8 @@ def main(argv: Sequence[str] | None = None, scout_factory: ScoutFactory | None =
     command runs, stdout is gpuscout's alone (see ``gpuscout.cli._output``): what anything else
     prints there goes to stderr.
     """
+    if argv is None:
+        _exit_without_a_last_collection()
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:  # started with the descriptor closed (``>&-``)
             setattr(sys, name, open(os.devnull, "w"))
@@ -183,6 +185,19 @@ def main(argv: Sequence[str] | None = None, scout_factory: ScoutFactory | None =
         output.quiet_stdout()
         return common.SUCCESS
     return code
+
+
+def _exit_without_a_last_collection() -> None:
+    """When this process is the ``gpuscout`` command (``main`` reads ``sys.argv``: the console
+    script, ``python -m gpuscout``), freeze the collector at exit: everything still alive then
+    dies with the process, and the interpreter's last collections over every module, class
+    and record cost ``list --json`` about 9 ms, a twelfth of its run. The atexit handlers
+    still run (a frozen object's ``__del__`` may not, which Python never promises at exit);
+    a host that calls ``main`` with arguments is left as it is."""
+    import atexit
+    import gc
+
+    atexit.register(gc.freeze)
 
 
 def _run(argv: Sequence[str], scout_factory: ScoutFactory) -> int:
