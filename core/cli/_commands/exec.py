@@ -28,12 +28,7 @@ def add_parser(sub: Subcommands, help: str) -> None:
         sub,
         "exec",
         help,
-        f"Selectors: {GRAMMAR}. Without --device: all. The command runs "
-        "without a shell, with stdio inherited and SIGINT/SIGTERM/SIGHUP "
-        "forwarded; its exit status is passed through (128+N after signal N). "
-        "Nothing runs when a selector matches no device (exit 1) or is "
-        "malformed or empty (exit 2). Without devices (and without "
-        "--device) the command runs as it would without gpuscout.",
+        "Run a command that sees only the devices --device selects (default: all).",
         color=False,
     )
     common.add_scout_options(p)
@@ -63,7 +58,15 @@ def add_parser(sub: Subcommands, help: str) -> None:
     add_fit_options(p)
     # Shown as "-- CMD [ARG ...]": argparse would write REMAINDER's usage as a bare "...".
     p.usage = "gpuscout exec [OPTIONS] [--device SELECTOR ...] -- CMD [ARG ...]"
-    p.epilog = "example: gpuscout exec --device cuda:1 --isolate -- python train.py"
+    # The details after the options, so that --device is on the first screen.
+    p.epilog = (
+        f"Selectors: {GRAMMAR}. The command runs without a shell, with stdio inherited and "
+        "SIGINT/SIGTERM/SIGHUP forwarded; its exit status is passed through (128+N after "
+        "signal N). Nothing runs when a selector matches no device (exit 1) or is malformed "
+        "or empty (exit 2). Without devices (and without --device) the command runs as it "
+        "would without gpuscout.\n\n"
+        "example: gpuscout exec --device cuda:1 --isolate -- python train.py"
+    )
     p.add_argument(
         "argv",
         nargs=argparse.REMAINDER,
