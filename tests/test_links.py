@@ -1,10 +1,10 @@
-"""How the devices of one discovery connect (gpuscout._machine.links): each pair's kind of
+"""How the devices of one discovery connect (gpuscout._discovery.links): each pair's kind of
 path, the devices by NUMA node, and the legend of the kinds used."""
 
 from __future__ import annotations
 
 from gpuscout import DeviceInfo
-from gpuscout._machine.links import MEANINGS, path, topology
+from gpuscout._discovery.links import MEANINGS, path, topology
 from gpuscout._records.fields import PeerLink
 from gpuscout.sizes import GIB
 

@@ -4,7 +4,7 @@ Three parts: the devices by NUMA node (with the CPUs local to each node, and eac
 PCIe link, with the note of one below its maximum), then the peers as a matrix as
 ``nvidia-smi topo -m`` shows it (rows and columns are rank positions, cells the kind of path),
 then the legend of the kinds the matrix holds. What a pair's kind is, and which devices share
-a node, is the library's decision (``gpuscout._machine.links``); this module only lays it out.
+a node, is the library's decision (``gpuscout._discovery.links``); this module only lays it out.
 
 On a terminal the text fits its width: a description is cut with ``…``, a note wraps between
 words, and a matrix too wide becomes one line per device listing its peers by kind. In a pipe
@@ -21,7 +21,7 @@ from gpuscout.cli import _common as common
 from gpuscout.cli._output import output
 
 if TYPE_CHECKING:
-    from gpuscout._machine.links import Topology
+    from gpuscout._discovery.links import Topology
     from gpuscout._records.device import DeviceInfo
     from gpuscout.cli._common import ScoutFactory, Subcommands
 
@@ -49,7 +49,7 @@ def add_parser(sub: Subcommands, help: str) -> None:
 
 def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     """Discover, then print the devices by NUMA node, the peer matrix and its legend."""
-    from gpuscout._machine.links import topology
+    from gpuscout._discovery.links import topology
 
     scout = common.open_scout(args, scout_factory)
     found = scout.discover(include_software=args.include_software, isolated=args.isolated)
@@ -99,7 +99,7 @@ def as_json(shape: Topology) -> dict[str, Any]:
 
 def render(shape: Topology, width: int | None) -> str:
     """The text of ``shape`` for a terminal ``width`` columns wide (None: a pipe, never cut)."""
-    from gpuscout._machine.links import SELF
+    from gpuscout._discovery.links import SELF
 
     if not shape.devices:
         return "no devices found\n"
