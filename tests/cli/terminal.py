@@ -12,17 +12,22 @@ import termios
 from collections.abc import Mapping
 
 
-def on_terminal(argv: list[str], columns: int, env: Mapping[str, str] | None = None) -> tuple[int, str]:
-    """``python -m gpuscout ARGV`` with stdout and stderr on a pseudo-terminal ``columns`` wide
-    (``COLUMNS`` and ``LINES`` unset, so the width is the terminal's own): its exit code and
-    everything it wrote there, line ends as ``\\n``."""
+def on_terminal(
+    argv: list[str],
+    columns: int,
+    env: Mapping[str, str] | None = None,
+    script: str | None = None,
+) -> tuple[int, str]:
+    """``python -m gpuscout ARGV`` (or ``python -c SCRIPT ARGV``) with stdout and stderr on a
+    pseudo-terminal ``columns`` wide (``COLUMNS`` and ``LINES`` unset, so the width is the
+    terminal's own): its exit code and everything it wrote there, line ends as ``\\n``."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
     base = dict(os.environ if env is None else env)
     for name in ("COLUMNS", "LINES"):
         base.pop(name, None)
     child = subprocess.Popen(
-        [sys.executable, "-m", "gpuscout", *argv],
+        [sys.executable, *(["-c", script] if script is not None else ["-m", "gpuscout"]), *argv],
         stdin=subprocess.DEVNULL,
         stdout=slave,
         stderr=slave,

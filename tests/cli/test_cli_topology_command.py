@@ -115,3 +115,27 @@ def test_the_sample_in_docs_topology_is_what_the_command_prints() -> None:
     docs = (Path(__file__).parents[2] / "docs" / "topology.md").read_text(encoding="utf-8")
     sample = docs.split("a100x4_nvlink_pairs topology -->\n```text\n", 1)[1].split("```", 1)[0]
     assert piped("--replay", str(MACHINES / "a100x4_nvlink_pairs"), "topology").stdout == sample
+
+
+def test_stdout_to_a_file_is_not_wrapped_though_stderr_is_a_terminal(tmp_path: Path) -> None:
+    """`gpuscout topology > file` on a 50-column terminal: the file gets the pipe's form."""
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    target = tmp_path / "out.txt"
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    with target.open("w") as out:
+        subprocess.run(
+            [sys.executable, "-m", "gpuscout", "--replay", str(MACHINES / "a100x4_nvlink_pairs"), "topology"],
+            stdout=out,
+            stderr=slave,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            timeout=120,
+            check=True,
+        )
+    os.close(slave)
+    os.close(master)
+    [note] = [line for line in target.read_text().splitlines() if "note:" in line]
+    assert note.rstrip().endswith("a bad contact)")

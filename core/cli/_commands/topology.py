@@ -14,7 +14,6 @@ nothing is cut or wrapped. ``--json`` writes the same facts as one object.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING, Any
 
 from gpuscout.cli import _common as common
@@ -61,7 +60,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     else:
         from gpuscout.cli._render.hints import terminal_width
 
-        output().write(render(shape, terminal_width(sys.stdout)))
+        output().write(render(shape, terminal_width(output())))
     if not found.devices:
         from gpuscout.cli._render.hints import print_for
 
