@@ -61,3 +61,22 @@ def test_cluster_on_a_real_terminal_breaks_lines_between_words(columns: int) -> 
     lines = out.replace("\x1b[K", "").split("\n")
     assert all(len(part) <= columns for line in lines for part in line.split("\r")), out
     assert "Ray: 0 GPU" in " ".join(out.split()) and "GP\nU" not in out
+
+
+def test_cluster_in_a_pipe_keeps_each_node_line_whole() -> None:
+    """Through a pipe nothing is wrapped and no progress line is drawn, whatever COLUMNS says."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, "cluster", "--ray", "127.0.0.1:6379"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "50"},
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    heading = done.stdout.splitlines()[0]
+    assert heading == "node 3ef93a9f0c1d on a-long-host-name.example.internal (127.0.0.1): ok; Ray: 0 GPU"
