@@ -104,9 +104,11 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
 
 def _run_fit(args: argparse.Namespace, command: list[str], scout_factory: ScoutFactory) -> int:
     """``exec --fit MODEL``: fit the model on the selected devices, then run ``command`` with the
-    decision's environment and arguments added (exit 1, nothing started, when it does not fit)."""
-    from gpuscout._fit.command import merge
-    from gpuscout._selection.execute import CommandError, child_environment
+    decision's environment and arguments added (exit 1, nothing started, when it does not fit);
+    ``--isolate``, ``--cpu-affinity`` and ``--verify`` apply to the devices the decision uses."""
+    from gpuscout._fit.command import fit_devices, merge
+    from gpuscout._selection.child import child_setup
+    from gpuscout._selection.execute import CommandError
     from gpuscout._selection.execute import run as run_child
     from gpuscout.cli._commands.fit import INSTALL_HINT, fit_model
     from gpuscout.errors import GpuscoutError
@@ -124,6 +126,7 @@ def _run_fit(args: argparse.Namespace, command: list[str], scout_factory: ScoutF
         scout = common.open_scout(args, scout_factory)
         found = scout.discover(include_software=args.include_software, isolated=args.isolated)
         common.warn_failed_plugins(found.plugins)
+        common.warn_budgets(found, args)
         devices = select_devices(scout, found.devices, args.device) if args.device else found.devices
         result = fit_model(scout, model, devices, found.system, args)
     except GpuscoutError as exc:
@@ -134,12 +137,19 @@ def _run_fit(args: argparse.Namespace, command: list[str], scout_factory: ScoutF
             sys.stderr.write(f"gpuscout: note: {common.printable(note)}\n")
         sys.stderr.write(f"gpuscout: error: {common.printable(args.fit)} does not fit; nothing started\n")
         return 1
+    used = fit_devices(devices, result.usage) if result.env else devices
+    setup = child_setup(
+        scout, used, isolate=args.isolate, cpu_affinity=args.cpu_affinity, visible=dict(result.env)
+    )
+    code = selection.finish_setup(args, setup)
+    if code:
+        return code
     full, kept = merge(command, result.args)
     for option in kept:
         common.warn(f"the command's own {option} wins over the fit's")
     release_stdout()
     try:
-        return run_child(full, child_environment(dict(result.env), scout.env), None)
+        return run_child(full, dict(setup.env), setup.cpus)
     except CommandError as exc:
         sys.stderr.write(f"gpuscout: error: {exc}\n")
         return exc.code
