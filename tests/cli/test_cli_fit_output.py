@@ -118,7 +118,7 @@ def wrapped(lines: Sequence[str], sentence: str) -> bool:
     """Whether ``sentence`` is printed whole on consecutive ``lines``, broken only between words."""
     words = sentence.split()
     for start, line in enumerate(lines):
-        if not sentence.startswith(line.strip()) or not line.strip():
+        if not line.strip() or not sentence.strip().startswith(line.strip()):
             continue
         seen: list[str] = []
         for following in lines[start:]:
