@@ -344,7 +344,7 @@ def test_record_and_replay_through_the_command_line(
         )
         == 0
     )
-    assert "recorded 0 device(s)" in capsys.readouterr().err
+    assert "recorded 0 devices" in capsys.readouterr().err
     manifest = json.loads((tmp_path / "rec/recording.json").read_text())
     assert manifest["machine"] == "a test box"
     assert main(["--replay", str(tmp_path / "rec"), "list", "--json", "--plugins", "cuda,rocm"]) == 0

@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from gpuscout.cli import _common as common
+from gpuscout.sizes import plural
 
 if TYPE_CHECKING:
     from gpuscout.cli._common import ScoutFactory, Subcommands
@@ -63,8 +64,9 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
         common.warn(problem)
     sys.stderr.write(
         common.printable(
-            f"gpuscout: recorded {len(found.devices)} device(s), {len(recorder.paths)} path(s) and "
-            f"the answers of {len(recorder.answers)} plugin(s) in {args.dir}"
+            f"gpuscout: recorded {plural(len(found.devices), 'device')}, "
+            f"{plural(len(recorder.paths), 'path')} and the answers of "
+            f"{plural(len(recorder.answers), 'plugin')} in {args.dir}"
         )
         + "\n"
     )
