@@ -126,7 +126,7 @@ def _columns(rows: Sequence[_Row]) -> list[Column]:
         return [cell(human_bytes(r.memory[key])) for r in rows]
 
     over = [not r.cpu and not r.unknown and r.memory["total"] > r.room for r in rows]
-    free_head = "usable free" if any(r.budget for r in rows) else "free"
+    free_head = "usable" if any(r.budget for r in rows) else "free"  # list's name for it
     return [
         ("library", [cell(r.library, "bold") for r in rows], WHOLE),
         ("id", [cell(r.id or "-", "cyan") for r in rows], WHOLE),
