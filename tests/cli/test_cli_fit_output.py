@@ -211,3 +211,12 @@ def test_given_layers_say_what_their_total_is(tmp_path: Path) -> None:
     lines = out.splitlines()
     assert code == 0 and lines[0] == "given layers: 1 block + output layer (layer 1)"
     assert "  total memory 1.5 GiB: the given layers' sizes" in lines
+
+
+def test_under_a_budget_the_free_column_is_usable_and_eight_cards_stay_a_table(gemma: Path) -> None:
+    """Eight H200s capped at 200 MiB, 80 columns: a table whose free column reads ``usable``."""
+    code, lines = on_terminal(80, "--replay", H200X8, "fit", str(gemma), "--cap", "all=200MiB")
+    assert code == 1
+    header = next(line for line in lines if line.startswith("library "))
+    assert header.split()[-1] == "usable"
+    assert sum(bool(re.match(r"CUDA +GPU-\S+ +\S+ +[0-9.]+ MiB +199\.0 MiB", line)) for line in lines) >= 1
