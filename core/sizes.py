@@ -1,6 +1,8 @@
 """Sizes, written and read: the one grammar every size option follows (``fits:24GiB``, budgets
 such as ``--cap all=20GiB``, ``fit --layers 100MiB,...``), byte counts as people read them
-(``12.3 GiB``), and the binary units themselves, defined once (``from gpuscout.sizes import GIB``).
+(``12.3 GiB``; ``sizes_apart`` for figures a sentence compares, so that two that differ never read
+alike), and the binary units themselves, defined once (``from gpuscout.sizes import GIB``).
+Every message, note and error writes sizes through these; bytes stay in the JSON documents.
 
 The rule (``parse_size``): a size is an ASCII number, fractions allowed (``1.5GiB``), and a unit,
 ``B``, ``KiB``, ``MiB``, ``GiB``, ``TiB`` (powers of 1024) or ``KB``, ``MB``, ``GB``, ``TB`` (powers
