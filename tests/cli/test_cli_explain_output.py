@@ -80,3 +80,11 @@ def test_a_plugin_that_found_one_device_says_device() -> None:
     code, out = in_pipe("--replay", ONE_CUDA, "list", "--explain")
     assert code == 0 and "  cuda: ok, 1 device, " in out and "  rocm: ok, 0 devices, " in out
     assert "device(s)" not in out
+
+
+def test_after_format_tsv_the_explanation_stays_one_line_each_on_a_terminal() -> None:
+    """``--format tsv`` asks for plain lines: the explanation after them is not wrapped either."""
+    code, lines = on_terminal(50, "--replay", TWO_CUDA, "list", "--format", "tsv", "--explain")
+    assert code == 0
+    reason = [line for line in lines if line.startswith("  #0 CUDA GPU-1a2b")]
+    assert len(reason) == 1 and reason[0].endswith("(23.5 GiB > 22.8 GiB)")

@@ -209,7 +209,8 @@ def _explained(args: argparse.Namespace, found: Discovery) -> int:
     if args.explain:
         from gpuscout.cli._render.explain import explain, explain_lines, write_explanation
 
-        write_explanation(explain_lines(explain(found)), output())
+        plain = getattr(args, "format", None) == "tsv"  # plain lines asked for, even on a terminal
+        write_explanation(explain_lines(explain(found)), output(), wrap=not plain)
     return common.SUCCESS
 
 

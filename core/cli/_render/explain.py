@@ -246,13 +246,13 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def write_explanation(lines: Sequence[str], stream: TextIO) -> None:
+def write_explanation(lines: Sequence[str], stream: TextIO, *, wrap: bool = True) -> None:
     """``lines`` on ``stream``: on a terminal each wrapped between words to its width (a word
     wider than that stays whole), continuation lines indented under their line's text; in a
-    pipe one line each."""
+    pipe, or with ``wrap`` False (after ``--format tsv``, plain lines asked for), one line each."""
     from gpuscout.cli._render.hints import terminal_width
 
-    width = terminal_width(stream)
+    width = terminal_width(stream) if wrap else None
     if width is None:
         stream.write("".join(f"{line}\n" for line in lines))
         return
