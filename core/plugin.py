@@ -41,6 +41,7 @@ from gpuscout._records.device import DeviceID, DeviceInfo, SystemInfo
 from gpuscout._records.fields import PcieLink, PeerLink
 from gpuscout.errors import GpuscoutError, RecordingError, SelectionRefused
 from gpuscout.log import get_logger
+from gpuscout.sizes import human_bytes, sizes_apart
 
 #: Hooks whose first argument is one device: ``for_library`` answers None for any other library
 #: (``HookFacts.guard`` is ``device``).
@@ -205,10 +206,12 @@ __all__ = [
     "for_library",
     "get_logger",
     "hookimpl",
+    "human_bytes",
     "is_wsl2",
     "module_loaded",
     "parse_u64",
     "pci_gpus",
+    "sizes_apart",
     "sysctl_int",
     "system_memory",
     "visibility_setting",

@@ -1,6 +1,8 @@
 """Sizes, written and read: the one grammar every size option follows (``fits:24GiB``, budgets
 such as ``--cap all=20GiB``, ``fit --layers 100MiB,...``), byte counts as people read them
-(``12.3 GiB``), and the binary units themselves, defined once (``from gpuscout.sizes import GIB``).
+(``12.3 GiB``; ``sizes_apart`` for figures a sentence compares, so that two that differ never read
+alike), and the binary units themselves, defined once (``from gpuscout.sizes import GIB``).
+Every message, note and error writes sizes through these; bytes stay in the JSON documents.
 
 The rule (``parse_size``): a size is an ASCII number, fractions allowed (``1.5GiB``), and a unit,
 ``B``, ``KiB``, ``MiB``, ``GiB``, ``TiB`` (powers of 1024) or ``KB``, ``MB``, ``GB``, ``TB`` (powers
@@ -126,23 +128,39 @@ def size_text(size: int) -> str:
     return f"{size}B"
 
 
-def human_bytes(n: int) -> str:
-    """Bytes as ``12.3 GiB`` (binary units up to YiB; beyond that the YiB figure grows).
+def human_bytes(n: int, digits: int = 1) -> str:
+    """Bytes as ``12.3 GiB`` (binary units up to YiB; beyond that the YiB figure grows), with
+    ``digits`` decimals (1 to 3); under 1 KiB the exact count, ``512 B``.
 
     Integer arithmetic throughout, so no size is too large to print.
     """
     n = int(n)
     if n < 0:
-        return "-" + human_bytes(-n)
+        return "-" + human_bytes(-n, digits)
     if n < 1024:
         return f"{n} B"
+    tens = 10 ** max(1, min(3, int(digits)))
     for power, unit in enumerate(UNITS[1:], start=1):
         scale = 1024**power
-        tenths = (n * 10 + scale // 2) // scale
+        parts = (n * tens + scale // 2) // scale
         # 1023.96 KiB rounds to 1024.0: say 1.0 MiB instead.
-        if tenths < 1024 * 10 or unit == UNITS[-1]:
-            return f"{tenths // 10}.{tenths % 10} {unit}"
+        if parts < 1024 * tens or unit == UNITS[-1]:
+            whole, fraction = divmod(parts, tens)
+            return f"{whole}.{fraction:0{len(str(tens)) - 1}d} {unit}"
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def sizes_apart(*sizes: int) -> tuple[str, ...]:
+    """``sizes`` as ``human_bytes`` writes them, to the fewest decimals (1 to 3) at which any two
+    that differ read differently: ``sizes_apart(24762777600, 24741150720)`` is ``("23.1 GiB",
+    "23.0 GiB")``, and two sizes a few bytes apart are written exactly, ``1073741834 B``. For a
+    sentence whose point is that two figures differ ("needs 23.1 GiB but has 23.0 GiB")."""
+    distinct = len(set(sizes))
+    for digits in (1, 2, 3):
+        texts = tuple(human_bytes(n, digits) for n in sizes)
+        if len(set(texts)) == distinct:
+            return texts
+    return tuple(f"{int(n)} B" for n in sizes)
 
 
 def word_for(count: int, word: str, words: str = "") -> str:
@@ -171,5 +189,6 @@ __all__ = [
     "plural",
     "scaled",
     "size_text",
+    "sizes_apart",
     "word_for",
 ]

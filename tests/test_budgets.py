@@ -197,7 +197,7 @@ def test_a_cap_keeps_the_total_and_gains_the_usable_figure(scout_on: Callable[..
     assert device.total_memory == 80 * GIB
     assert device.usable_memory == 20 * GIB
     assert device.usable_free == 20 * GIB
-    assert device.notes == (f"{NOTE_PREFIX}cap all=20GiB: usable 20.00 GiB of 80.00 GiB",)
+    assert device.notes == (f"{NOTE_PREFIX}cap all=20GiB: usable 20.0 GiB of 80.0 GiB",)
 
 
 def test_usable_is_the_cap_less_the_reserve(scout_on: Callable[..., Scout]) -> None:
@@ -206,7 +206,7 @@ def test_usable_is_the_cap_less_the_reserve(scout_on: Callable[..., Scout]) -> N
     usable = {d.pci_id: d.usable_memory for d in found.devices}
     assert usable == {"0000:01:00.0": 18 * GIB, "0000:02:00.0": 20 * GIB}
     first = next(d for d in found.devices if d.pci_id == "0000:01:00.0")
-    assert first.notes[-1].endswith("cap all=20GiB, reserve cuda:0=2GiB: usable 18.00 GiB of 80.00 GiB")
+    assert first.notes[-1].endswith("cap all=20GiB, reserve cuda:0=2GiB: usable 18.0 GiB of 80.0 GiB")
 
 
 def test_memory_in_use_counts_against_a_cap(scout_on: Callable[..., Scout]) -> None:
@@ -250,7 +250,7 @@ def test_a_cap_above_the_total_changes_nothing_on_the_wire(scout_on: Callable[..
     (device,) = scout_on([card(0)], cap={"all": 200 * GIB}).discover().devices
     assert device.usable_memory is None
     assert "usable_memory" not in to_json(device)
-    assert device.notes[-1].endswith("usable 80.00 GiB of 80.00 GiB")
+    assert device.notes[-1].endswith("usable 80.0 GiB of 80.0 GiB")
 
 
 def test_a_budget_appends_to_the_notes(scout_on: Callable[..., Scout]) -> None:

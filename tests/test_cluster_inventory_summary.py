@@ -91,6 +91,14 @@ def test_ray_counting_more_gpus_than_gpuscout_is_one_gpu_count_disagreement() ->
     assert f"7x {H100}" in d.detail
 
 
+@pytest.mark.parametrize(("ray", "said"), [(1.0, "1 GPU here"), (2.0, "2 GPUs here"), (0.5, "0.5 GPUs here")])
+def test_the_gpu_count_disagreement_takes_the_singular_for_one(ray: float, said: str) -> None:
+    """Ray scheduling one GPU says ``1 GPU``, any other count ``GPUs``, never ``GPU(s)``."""
+    [d] = disagreements(node(cudas(0 if ray == 2.0 else 3), gpus=ray, kind="H100"))
+    assert f"Ray schedules {said};" in d.detail
+    assert "(s)" not in d.detail
+
+
 def test_ray_type_of_another_model_is_an_accelerator_type_disagreement() -> None:
     """A Ray type of another model than the one found is an accelerator_type disagreement."""
     n = node(cudas(8), gpus=8.0, kind="A100")

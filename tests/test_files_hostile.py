@@ -11,7 +11,7 @@ import pytest
 from gpuscout import SystemInfo
 from gpuscout._machine.context import MAX_READ_BYTES, Context
 from gpuscout._machine.system import read_system
-from gpuscout.sizes import KIB
+from gpuscout.sizes import KIB, human_bytes
 from gpuscout.testing import FIFO, Content, promptly, write_tree
 
 #: What str.isdigit() accepts and the kernel never writes: a superscript, Arabic-Indic twelve.
@@ -58,7 +58,7 @@ def test_gigabyte_sparse_meminfo_is_refused_quickly(tmp_path: Path) -> None:
     start = time.monotonic()
     assert promptly(lambda: ctx.read_text("/proc/meminfo")) is None
     assert time.monotonic() - start < 2.0
-    assert ctx.notes == [f"/proc/meminfo: larger than {MAX_READ_BYTES} bytes; not read"]
+    assert ctx.notes == [f"/proc/meminfo: larger than {human_bytes(MAX_READ_BYTES)}; not read"]
 
 
 def test_file_of_exactly_the_limit_is_read_whole(tmp_path: Path) -> None:

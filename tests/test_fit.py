@@ -404,7 +404,7 @@ def test_the_memory_summary_is_a_table_on_a_terminal_and_lines_in_a_pipe(
     """Weights, cache and graph per device: a rich table when drawn (--color always), lines in a pipe."""
     argv = ["fit", str(write_model(tmp_path / "m.gguf")), "--planner", "ollama"]
     code, drawn, _ = gpuscout_cli([*argv, "--color", "always"], [gpu()], builtins=False)
-    assert code == 0 and "Memory" in drawn and "\x1b[" in drawn
+    assert code == 0 and "Placement and memory" in drawn and "\x1b[" in drawn
     code, plain, _ = gpuscout_cli(argv, [gpu()], builtins=False)
     assert code == 0
     assert "\x1b[" not in plain and "  total memory " in plain and "CUDA GPU-0: weights" in plain

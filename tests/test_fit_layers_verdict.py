@@ -4,6 +4,7 @@ forced ``--num-gpu`` may overfill a card, and then it does not fit."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,18 @@ def test_a_forced_layer_count_that_overfills_a_card_does_not_fit(capsys: pytest.
     assert (code, document["fits"]) == (1, False)
     notes = document["notes"]
     assert isinstance(notes, list)
-    assert any(n.startswith("NVIDIA GeForce RTX 3090 needs 42949672960 bytes but has") for n in notes)
-    assert any(n.startswith("NVIDIA GeForce RTX 3060 needs 21474836480 bytes but has") for n in notes)
+    assert any(
+        re.fullmatch(
+            r"CUDA \S+ \(NVIDIA GeForce RTX 3090\) needs 40\.0 GiB but has .* free after its reserve", n
+        )
+        for n in notes
+    )
+    assert any(
+        re.fullmatch(
+            r"CUDA \S+ \(NVIDIA GeForce RTX 3060\) needs 20\.0 GiB but has .* free after its reserve", n
+        )
+        for n in notes
+    )
 
 
 def test_the_planners_own_placement_fits_with_the_rest_on_the_cpu(capsys: pytest.CaptureFixture[str]) -> None:
@@ -38,10 +49,16 @@ def test_the_planners_own_placement_fits_with_the_rest_on_the_cpu(capsys: pytest
     assert document["cpu_layers"] != []
 
 
-def test_a_cpu_share_over_free_memory_is_said_in_bytes(capsys: pytest.CaptureFixture[str]) -> None:
-    """Layers left on the CPU beyond free memory and swap: the note gives both figures."""
+def test_a_cpu_share_over_free_memory_is_said_in_binary_units(capsys: pytest.CaptureFixture[str]) -> None:
+    """Layers left on the CPU beyond free memory and swap: the note gives the figures as people
+    read them, never a raw byte count."""
     code, document = _fit(capsys, "--layers", ",".join(["20GiB"] * 40))
     assert (code, document["fits"]) == (1, False)
     notes = document["notes"]
     assert isinstance(notes, list)
-    assert any(n.startswith("the CPU's share (") and "more than free system memory" in n for n in notes)
+    share = next(n for n in notes if n.startswith("the CPU's share ("))
+    assert re.fullmatch(
+        r"the CPU's share \([0-9.]+ GiB\) is more than free system memory "
+        r"\([0-9.]+ GiB( plus [0-9.]+ [KMG]iB of swap)?\)",
+        share,
+    ), share

@@ -14,7 +14,7 @@ from gpuscout._layout.plan import create_layout, usable_free
 from gpuscout._records.memory import BackendMemory, DeviceMemory
 from gpuscout._selection.selectors import NoMatchError, select_devices
 from gpuscout.load import layer_sizes
-from gpuscout.sizes import GIB, MIB
+from gpuscout.sizes import GIB, MIB, human_bytes
 
 
 class NoReserve:
@@ -225,7 +225,7 @@ def test_a_file_read_in_short_chunks_is_still_refused_past_the_limit(
     monkeypatch.setattr(os, "read", lambda fd, n: real_read(fd, min(n, 4096)))
     ctx = Context(env={}, platform="linux", root=str(tmp_path))
     assert ctx.read_text("/big") is None
-    assert ctx.notes == [f"/big: larger than {MAX_READ_BYTES} bytes; not read"]
+    assert ctx.notes == [f"/big: larger than {human_bytes(MAX_READ_BYTES)}; not read"]
 
 
 def test_an_allowed_word_reads_as_no_number_without_a_note(tmp_path: Path) -> None:

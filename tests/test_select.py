@@ -150,7 +150,7 @@ ERRORS = [
     ("library= with no devices", ["library=metal"], "libraries found: CUDA, ROCm, Vulkan"),
     ("library= with no name", ["library="], "library= needs a name"),
     ("a PCI id with no device", ["0000:02:00.0"], "no device at PCI id 0000:02:00.0"),
-    ("fits that nothing holds", ["fits:100GiB"], "no device has 100GiB (100.00 GiB) free"),
+    ("fits that nothing holds", ["fits:100GiB"], "no device has 100GiB (100.0 GiB) free"),
     (
         "fits without a unit",
         ["fits:24"],
@@ -276,7 +276,7 @@ def test_fits_uses_each_plugins_reserve(scout_with: Callable[..., Scout]) -> Non
     """A Metal device holds back 512 MiB, not 457 MiB."""
     metal = DeviceInfo(id="0", library="Metal", free_memory=GIB + RESERVE)
     scout = scout_with([metal])
-    with pytest.raises(SelectionError, match=r"no device has 1GiB \(1\.00 GiB\)"):
+    with pytest.raises(SelectionError, match=r"no device has 1GiB \(1\.0 GiB\)"):
         scout.select(["fits:1GiB"])
 
 

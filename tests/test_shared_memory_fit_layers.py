@@ -26,7 +26,7 @@ def test_layers_over_the_shared_pool_of_a_mac_do_not_fit(capsys: pytest.CaptureF
     CPU are 50.5 GiB from a 48 GiB pool (28 GiB free plus the working set's 20 GiB beyond it)."""
     code, document = _fit(capsys, M3_MAX, "10GiB,10GiB,10GiB,10GiB,10GiB,500MiB")
     assert (code, document["fits"]) == (1, False)
-    assert any("more than the system memory they share (51539607552 bytes)" in n for n in document["notes"])  # type: ignore[attr-defined]
+    assert any("more than the system memory they share (48.0 GiB)" in n for n in document["notes"])  # type: ignore[attr-defined]
 
 
 def test_layers_within_the_shared_pool_fit_and_say_they_were_counted_together(

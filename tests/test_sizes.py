@@ -22,6 +22,7 @@ from gpuscout.sizes import (
     parse_size,
     plural,
     size_text,
+    sizes_apart,
     word_for,
 )
 
@@ -227,3 +228,28 @@ def test_a_count_takes_the_singular_only_for_one(count: int, expected: str) -> N
 def test_an_irregular_plural_is_given() -> None:
     """word_for takes the plural when it is not the word and an s."""
     assert (word_for(1, "entry", "entries"), word_for(3, "entry", "entries")) == ("entry", "entries")
+
+
+@pytest.mark.parametrize(
+    ("size", "digits", "expected"),
+    [(5 * GIB // 2, 2, "2.50 GiB"), (GIB + GIB // 1000, 3, "1.001 GiB"), (1023, 3, "1023 B")],
+)
+def test_a_size_is_written_to_the_decimals_asked(size: int, digits: int, expected: str) -> None:
+    """human_bytes takes 1 to 3 decimals; under 1 KiB it is the exact count either way."""
+    assert human_bytes(size, digits) == expected
+
+
+@settings(max_examples=500)
+@given(sizes=st.lists(st.integers(0, 1 << 50), min_size=2, max_size=4))
+def test_sizes_that_differ_are_never_written_alike(sizes: list[int]) -> None:
+    """sizes_apart writes two different sizes differently and two equal ones alike."""
+    texts = sizes_apart(*sizes)
+    pairs = list(zip(sizes, texts, strict=True))
+    assert all((a == b) == (x == y) for a, x in pairs for b, y in pairs)
+
+
+def test_sizes_apart_take_the_fewest_decimals_that_tell_them_apart() -> None:
+    """A tenth apart: one decimal; a hundredth: two; a few bytes: the exact counts."""
+    assert sizes_apart(24762777600, 24741150720) == ("23.1 GiB", "23.0 GiB")
+    assert sizes_apart(GIB + 12 * MIB, GIB) == ("1.01 GiB", "1.00 GiB")
+    assert sizes_apart(GIB + 10, GIB) == ("1073741834 B", "1073741824 B")

@@ -289,15 +289,15 @@ def from_settings(
 
 
 def budget_notes(devices: Sequence[DeviceInfo], already: Sequence[str] = ()) -> list[str]:
-    """``CUDA GPU-1: budget: cap all=20GiB: usable 20.00 GiB of 80.00 GiB``: the budget of each
-    device a plan could use, so a verdict says what it was held to; notes in ``already`` are
-    left out."""
-    return [
-        f"{d.library} {d.id}: {note}"
-        for d in devices
-        for note in d.notes
-        if note.startswith(NOTE_PREFIX) and f"{d.library} {d.id}: {note}" not in already
+    """``CUDA GPU-1: budget: cap all=20GiB: usable 20.0 GiB of 80.0 GiB``: the budget of each
+    device a plan could use, so a verdict says what it was held to, once for the devices it
+    holds alike (``each of the 8 devices: budget: ...``); notes in ``already`` are left out."""
+    from gpuscout._records.notes import grouped
+
+    pairs = [
+        (f"{d.library} {d.id}", note) for d in devices for note in d.notes if note.startswith(NOTE_PREFIX)
     ]
+    return [note for note in grouped(pairs, every=len(devices)) if note not in already]
 
 
 def keep_budget(old: DeviceInfo, new: DeviceInfo) -> DeviceInfo:

@@ -21,6 +21,7 @@ from gpuscout._fit.reader import quant_sizes
 from gpuscout._fit.verdict import verdict
 from gpuscout._records.device import DeviceInfo, SystemInfo
 from gpuscout._records.layers import layer_ranges
+from gpuscout._records.notes import grouped
 from gpuscout.errors import GpuscoutError
 from gpuscout.sizes import plural, word_for
 
@@ -159,12 +160,16 @@ def fit_llamacpp(
     if decision.failure:
         notes.append(f"llama.cpp's fit gives up here ({decision.failure}); its parameters stay as they are")
     m = decision.measured
-    for k, d in enumerate(devices):
-        if m.devices[k] > d.usable_free - margins[k]:
-            notes.append(
-                f"{names[k]} ({d.name or d.id}): llama.cpp's decision leaves less than the "
-                f"{margins[k] >> 20} MiB margin free there (it checks a device only when it fills it)"
-            )
+    short = [
+        (
+            f"{names[k]} ({d.name or d.id})",
+            f"llama.cpp's decision leaves less than the {margins[k] >> 20} MiB "
+            "margin free there (it checks a device only when it fills it)",
+        )
+        for k, d in enumerate(devices)
+        if m.devices[k] > d.usable_free - margins[k]
+    ]
+    notes += grouped(short, every=len(devices))  # said once for the devices it holds for
     n = h.n_layer
     layout = m.layout
     placed = {i for x in layout for i in x.layers}

@@ -1,6 +1,7 @@
-"""What ``gpuscout fit --layers`` prints, built in the library: the reference planner on given
-sizes, judged as ``fit MODEL`` is judged (a model's document is ``FitResult.to_dict()``). The
-command line only prints it."""
+"""What ``gpuscout fit`` prints, built in the library: the ``--layers`` document (the reference
+planner on given sizes, judged as ``fit MODEL`` is judged; a model's document is
+``FitResult.to_dict()``), and the sentences the text form says about either document (what was
+planned, what the total holds). The command line only lays them out."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuscout._records.device import DeviceInfo, SystemInfo
+from gpuscout.sizes import human_bytes, plural
 
 
 def layers_document(
@@ -63,3 +65,30 @@ def layers_document(
         "memory": memory,
         "total": sum(n for _, _, n in held),
     }
+
+
+def headline(document: dict[str, Any]) -> str:
+    """``m.gguf (llama): 18 blocks + output layer (layer 18), ctx 4096, flash attention on,
+    cache f16/f16``: what was planned (``given layers`` for ``--layers``), as ``fit`` says it."""
+    m = document["model"]
+    arch = f" ({m['architecture']})" if m["architecture"] else ""
+    blocks = plural(m["blocks"], "block")
+    head = f"{m['path'] or 'given layers'}{arch}: {blocks} + output layer (layer {m['blocks']})"
+    if document["ctx"] is not None:
+        head += (
+            f", ctx {document['ctx']}, flash attention {'on' if document['flash_attn'] else 'off'}, "
+            f"cache {document['cache_type_k']}/{document['cache_type_v']}"
+        )
+    return head
+
+
+def total_line(document: dict[str, Any]) -> str:
+    """``total memory 1.5 GiB: ...``: the document's one ``total`` (the sum of its ``memory``
+    rows' totals, as ``--json`` has it) and, once, what it holds."""
+    total = human_bytes(document["total"])
+    if not document["model"]["path"]:
+        return f"total memory {total}: the given layers' sizes"
+    return (
+        f"total memory {total}: the weights, KV cache and compute buffers of every device and the "
+        "CPU (the CPU's weights hold the input weights, its total the output buffer)"
+    )

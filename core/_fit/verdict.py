@@ -10,6 +10,8 @@ from gpuscout._fit.usage import Usage
 from gpuscout._records.device import DeviceInfo, SystemInfo
 from gpuscout._records.layers import GPULayersList
 from gpuscout._records.memory import InsufficientMemoryError
+from gpuscout._records.notes import device_label
+from gpuscout.sizes import human_bytes, sizes_apart
 
 
 def verdict(
@@ -49,9 +51,10 @@ def verdict(
             )
         except InsufficientMemoryError:
             fits = False
+            share, free, swap = sizes_apart(cpu.total, system.free_memory, system.free_swap)
             notes.append(
-                f"the CPU's share ({cpu.total} bytes) is more than free system memory "
-                f"({system.free_memory} bytes{' plus swap' if system.free_swap else ''})"
+                f"the CPU's share ({share}) is more than free system memory "
+                f"({free}{f' plus {swap} of swap' if system.free_swap else ''})"
             )
         else:
             fits = shared_verdict(usage, devices, system, platform, notes)
@@ -59,19 +62,19 @@ def verdict(
     for u in usage[:-1]:
         d = by_key[(u.id, u.library)]
         room = d.usable_free - reserve(d)  # under the device's budget (docs/budgets.md)
+        who = device_label(d.library, d.id, d.name)
         if d.free_memory_unknown:
             # Never used as if it were known (docs/selection.md): the runtime takes the same
             # stand-in figure, so it is the placement's too, but the verdict says so.
             notes.append(
-                f"{d.name or d.id}: free memory unknown; placed against the {d.free_memory} "
-                "bytes its driver reports instead (what the runtime uses too), so the "
+                f"{who}: free memory unknown; placed against the {human_bytes(d.free_memory)} "
+                "its driver reports instead (what the runtime uses too), so the "
                 "verdict may be optimistic"
             )
         if u.total > room:
             fits = False
-            notes.append(
-                f"{d.name or d.id} needs {u.total} bytes but has {max(room, 0)} free after its reserve"
-            )
+            need, has = sizes_apart(u.total, max(room, 0))
+            notes.append(f"{who} needs {need} but has {has} free after its reserve")
     return fits
 
 
@@ -89,17 +92,18 @@ def shared_verdict(
         return True
     pool = shared_pool(devices, system) + (system.free_swap if platform != "darwin" else 0)
     host = usage[-1].total + on_shared
-    names = ", ".join(d.name or d.id for d in devices if (d.id, d.library) in shared)
+    names = ", ".join(device_label(d.library, d.id, d.name) for d in devices if (d.id, d.library) in shared)
+    held, room = sizes_apart(host, pool)
     notes.append(
         f"{names}: memory shared with the system, so what it holds and the CPU's share are "
-        f"counted together ({host} of {pool} bytes)"
+        f"counted together ({held} of {room})"
     )
     if host <= pool:
         return True
     swap = " with swap" if platform != "darwin" and system.free_swap else ""
     notes.append(
-        f"the CPU's share plus what sits on shared-memory devices ({host} bytes) is more than "
-        f"the system memory they share ({pool} bytes{swap})"
+        f"the CPU's share plus what sits on shared-memory devices ({held}) is more than "
+        f"the system memory they share ({room}{swap})"
     )
     return False
 

@@ -14,6 +14,7 @@ import attrs
 
 from gpuscout._machine import rootfs
 from gpuscout.log import get_logger
+from gpuscout.sizes import human_bytes
 
 
 class EnvEntry(NamedTuple):
@@ -234,7 +235,7 @@ class Context:
         finally:
             os.close(fd)
         if size > MAX_READ_BYTES:
-            self.note(f"{path}: larger than {MAX_READ_BYTES} bytes; not read")
+            self.note(f"{path}: larger than {human_bytes(MAX_READ_BYTES)}; not read")
             return None
         return b"".join(chunks)
 

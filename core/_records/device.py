@@ -39,6 +39,7 @@ from gpuscout._records.fields import (
     text_field,
 )
 from gpuscout.errors import GpuscoutError
+from gpuscout.sizes import sizes_apart
 
 #: The library name the seed uses for the CPU in its rules (flash attention).
 CPU_LIBRARY = "cpu"
@@ -293,9 +294,10 @@ def check_device(value: Any, where: str = "") -> DeviceInfo:
     if usable is not None:
         usable = _plain_int(usable, f"{where}.usable_memory", 0)
         if usable > fields["total_memory"]:
+            shown, total = sizes_apart(usable, fields["total_memory"])
             raise RecordError(
-                f"{where}.usable_memory: {usable} bytes is more than total_memory "
-                f"({fields['total_memory']} bytes); leave it unset (None) when all of it is usable"
+                f"{where}.usable_memory: {shown} is more than total_memory "
+                f"({total}); leave it unset (None) when all of it is usable"
             )
     fields["usable_memory"] = usable
     fields.update(_checked_topology(value, where))

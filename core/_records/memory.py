@@ -10,7 +10,7 @@ import attrs
 from gpuscout._records.fields import MAX_BYTES, RecordError, is_bytes, show_value
 from gpuscout._records.gofmt import go_plus_v
 from gpuscout.errors import GpuscoutError
-from gpuscout.sizes import human_bytes
+from gpuscout.sizes import human_bytes, sizes_apart
 
 
 def _tuple(value: Any, name: str, ok: Any, expected: str) -> tuple[Any, ...]:
@@ -149,9 +149,11 @@ class BackendMemory:
             available = _lookup(free, g) if free is not None else None
             if free is not None and (available is None or g.size <= available):
                 continue
-            clause = f"{_device_name(g)} needs {human_bytes(g.size)} ({_parts(g)})"
-            if available is not None:
-                clause += f", has {human_bytes(available)}"
+            if available is None:
+                clause = f"{_device_name(g)} needs {human_bytes(g.size)} ({_parts(g)})"
+            else:  # the need and what it has written so that they read differently
+                need, has = sizes_apart(g.size, available)
+                clause = f"{_device_name(g)} needs {need} ({_parts(g)}), has {has}"
             clauses.append(clause)
         cpu_size = self.input_weights + self.cpu.size
         cpu = f"CPU {_device_name(self.cpu, 'CPU')} holds {human_bytes(cpu_size)}".replace("CPU CPU ", "CPU ")

@@ -11,7 +11,7 @@ import attrs
 
 from gpuscout._records.device import DeviceID, DeviceInfo, SystemInfo
 from gpuscout.errors import UnknownReportError
-from gpuscout.sizes import GIB
+from gpuscout.sizes import sizes_apart
 
 #: Why a device left the ranked list.
 DUPLICATE_REASON = "duplicate"
@@ -60,8 +60,10 @@ class Applied:
         return ", ".join(parts)
 
     def sentence(self) -> str:
-        """``cap all=20GiB, reserve cuda:0=2GiB: usable 18.00 GiB of 80.00 GiB``."""
-        return f"{self.entries()}: usable {self.usable / GIB:.2f} GiB of {self.total / GIB:.2f} GiB"
+        """``cap all=20GiB, reserve cuda:0=2GiB: usable 18.0 GiB of 80.0 GiB`` (as many decimals
+        as tell the two apart, ``gpuscout.sizes.sizes_apart``)."""
+        usable, total = sizes_apart(self.usable, self.total)
+        return f"{self.entries()}: usable {usable} of {total}"
 
 
 @attrs.frozen

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from gpuscout._records.device import DeviceInfo
 from gpuscout.errors import GpuscoutError
-from gpuscout.sizes import SizeError, parse_size, plural, word_for
+from gpuscout.sizes import SizeError, parse_size, plural, sizes_apart, word_for
 
 #: Shortest id/UUID prefix accepted (shorter ones are too easy to collide).
 MIN_PREFIX = 4
@@ -213,21 +213,26 @@ def _fits(selector: str, size: int, devices: Sequence[DeviceInfo], reserve: Rese
     ]
     if not hits:
         _need(devices, selector)
+        # One formatter, as many decimals as tell the need from each device's room.
+        need, *rooms = sizes_apart(
+            size, *(max(0, d.usable_free - reserve.minimum_memory(d)) for d in devices)
+        )
         usable = "; ".join(
-            f"{i}={d.library} {d.uuid or d.id}: {_usable(d, reserve)}" for i, d in enumerate(devices)
+            f"{i}={d.library} {d.uuid or d.id}: {_usable(d, room)}"
+            for i, (d, room) in enumerate(zip(devices, rooms, strict=True))
         )
         raise NoMatchError(
             f"selector {selector!r}: no device has {selector.strip()[5:].strip()} "
-            f"({size / (1 << 30):.2f} GiB) free after its reserve; usable memory: {usable}"
+            f"({need}) free after its reserve; usable memory: {usable}"
         )
     return hits
 
 
-def _usable(d: DeviceInfo, reserve: ReserveSource) -> str:
+def _usable(d: DeviceInfo, room: str) -> str:
     if d.free_memory_unknown:
         return "free memory unknown (fits: never selects it; select it by rank, id or library)"
     budget = " under its budget" if d.usable_memory is not None else ""
-    return f"{max(0, d.usable_free - reserve.minimum_memory(d)) / (1 << 30):.2f} GiB{budget}"
+    return f"{room}{budget}"
 
 
 def _libraries(devices: Sequence[DeviceInfo]) -> str:

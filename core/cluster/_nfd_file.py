@@ -28,6 +28,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from gpuscout.errors import GpuscoutError
+from gpuscout.sizes import sizes_apart
 
 #: Where NFD's worker looks for local feature files (its default ``features.d``).
 NFD_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
@@ -154,9 +155,10 @@ def render(
     text = "".join(f"{line}\n" for line in lines)
     size = len(text.encode("utf-8"))
     if size > MAX_FILE_BYTES:
+        would, limit = sizes_apart(size, MAX_FILE_BYTES)
         raise GpuscoutError(
-            f"the NFD feature file would be {size} bytes ({len(labels)} labels); "
-            f"NFD ignores files over {MAX_FILE_BYTES} bytes, so none is written"
+            f"the NFD feature file would be {would} ({len(labels)} labels); "
+            f"NFD ignores files over {limit}, so none is written"
         )
     return text
 
@@ -222,9 +224,9 @@ def write(directory: str | os.PathLike[str], text: str, name: str = DEFAULT_NAME
     check_name(name)
     data = text.encode("utf-8")
     if len(data) > MAX_FILE_BYTES:
+        would, limit = sizes_apart(len(data), MAX_FILE_BYTES)
         raise GpuscoutError(
-            f"the NFD feature file would be {len(data)} bytes; NFD ignores files "
-            f"over {MAX_FILE_BYTES} bytes, so none is written"
+            f"the NFD feature file would be {would}; NFD ignores files over {limit}, so none is written"
         )
     folder = Path(directory)
     target = folder / name

@@ -178,7 +178,8 @@ def disagreements(node: NodeResult) -> list[Disagreement]:
             "gpu_count",
             f"{ray_gpus:g}",
             str(len(gpus)),
-            f"Ray schedules {ray_gpus:g} GPU(s) here; gpuscout finds {len(gpus)} ({_models_text(gpus)})",
+            f"Ray schedules {ray_gpus:g} {'GPU' if ray_gpus == 1 else 'GPUs'} here; "
+            f"gpuscout finds {len(gpus)} ({_models_text(gpus)})",
         )
     if node.accelerator_type and gpus:
         others = [d for d in gpus if not type_matches(node.accelerator_type, model_name(d))]

@@ -285,11 +285,12 @@ def build_devices(
             context.note(f"NVML GPU {gpu.index} is in MIG mode with no MIG instances")
     hidden = len(by_uuid) - len(named)
     if hidden:
-        context.note(f"{hidden} NVIDIA device(s) hidden by {VISIBLE_ENV}")
+        context.note(f"{hidden} NVIDIA {'device' if hidden == 1 else 'devices'} hidden by {VISIBLE_ENV}")
     migs = [u for u in named if u in mig_uuids(slots)]
     if value is not None and len(visible) < len(named):
         context.note(
-            f"{len(named) - len(visible)} NVIDIA device(s) named by {VISIBLE_ENV} left"
+            f"{len(named) - len(visible)} NVIDIA {'device' if len(named) - len(visible) == 1 else 'devices'} "
+            f"named by {VISIBLE_ENV} left"
             f" out: CUDA enumerates one MIG instance per process, here {visible[0]}"
         )
     elif value is None and migs and len(named) > 1:

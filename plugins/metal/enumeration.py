@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from gpuscout.plugin import Context, DeviceInfo, sysctl_int
+from gpuscout.plugin import Context, DeviceInfo, sizes_apart, sysctl_int
 from gpuscout.plugins.metal.names import LIBRARY
 
 
@@ -171,7 +171,6 @@ def _others_note(records: list[DeviceInfo], default_known: bool) -> str:
     )
 
 
-GIB = 1 << 30
 MIB = 1 << 20
 
 
@@ -187,8 +186,9 @@ def working_set_note(working_set: int, wired_limit_mb: int | None, memsize: int 
     """
     if wired_limit_mb is None:
         return ""
-    shown = f"{working_set / GIB:.2f} GiB"
-    ram = f" of {memsize / GIB:.2f} GiB RAM" if memsize else ""
+    # One formatter for the three figures, so that two that differ never read alike.
+    shown, ram_size, limit = sizes_apart(working_set, memsize or 0, wired_limit_mb * MIB)
+    ram = f" of {ram_size} RAM" if memsize else ""
     if wired_limit_mb == 0:
         return (
             f"Metal: working set {shown} is macOS's default share{ram} (iogpu.wired_limit_mb=0: "
@@ -197,11 +197,11 @@ def working_set_note(working_set: int, wired_limit_mb: int | None, memsize: int 
         )
     default = (
         "macOS's default, 0, gives about 2/3 of RAM on 16-32 GB Macs and 3/4 and more on larger "
-        f"ones{f'; RAM {memsize / GIB:.2f} GiB' if memsize else ''}"
+        f"ones{f'; RAM {ram_size}' if memsize else ''}"
     )
     if working_set == wired_limit_mb * MIB:
         return f"Metal: working set {shown} follows iogpu.wired_limit_mb={wired_limit_mb} (raised; {default})"
     return (
         f"Metal: working set {shown} although iogpu.wired_limit_mb={wired_limit_mb} "
-        f"({wired_limit_mb * MIB / GIB:.2f} GiB) is set: Metal did not take that limit ({default})"
+        f"({limit}) is set: Metal did not take that limit ({default})"
     )

@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import attrs
 
+from gpuscout.plugin import human_bytes
+
 GIB = 1024**3
 
 
@@ -109,7 +111,7 @@ def apu_rule(f: ApuFacts) -> tuple[bool, str]:
 
 
 def _gib(n: int) -> str:
-    return f"{n / GIB:.4g} GiB"
+    return human_bytes(n)
 
 
 def apu_memory(f: ApuFacts, system_free: int) -> tuple[int, int, bool, str]:

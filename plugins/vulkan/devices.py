@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from gpuscout.plugin import DeviceInfo
+from gpuscout.plugin import DeviceInfo, sizes_apart
 from gpuscout.plugins.vulkan.loader import RawDevice
 from gpuscout.plugins.vulkan.names import LIBRARY
 
@@ -14,7 +14,6 @@ TYPE_OTHER, TYPE_INTEGRATED_GPU, TYPE_DISCRETE_GPU, TYPE_VIRTUAL_GPU, TYPE_CPU =
 HEAP_DEVICE_LOCAL = 0x1
 VENDOR_NVIDIA, VENDOR_INTEL, VENDOR_AMD = 0x10DE, 0x8086, 0x1002
 VENDOR_QUALCOMM, VENDOR_APPLE = 0x5143, 0x106B
-GIB = 1 << 30
 #: VkDriverId of MoltenVK.
 DRIVER_ID_MOLTENVK = 14
 _MESA_VERSION = re.compile(r"\bMesa (\d+)\.(\d+)")
@@ -91,9 +90,10 @@ def over_budget(raw: RawDevice) -> list[str]:
     for i in counted_heaps(raw):
         size = raw.heaps[i][0]
         if i < len(budget) and budget[i] > size:
+            over, heap = sizes_apart(budget[i], size)
             found.append(
-                f"Vulkan: heap {i}'s memory budget {budget[i] / GIB:.2f} GiB is above the heap's "
-                f"{size / GIB:.2f} GiB (the driver breaks VK_EXT_memory_budget's rule, "
+                f"Vulkan: heap {i}'s memory budget {over} is above the heap's "
+                f"{heap} (the driver breaks VK_EXT_memory_budget's rule, "
                 "ggml-org/llama.cpp#29277); counted as the heap's size"
             )
     return found

@@ -10,10 +10,9 @@ Where one is found it is the device's total and a note says so; free memory stay
 
 from __future__ import annotations
 
-from gpuscout.plugin import Context, DeviceInfo, drm_vram
+from gpuscout.plugin import Context, DeviceInfo, drm_vram, sizes_apart
 
 VENDOR_INTEL = 0x8086
-GIB = 1 << 30
 
 
 def with_sysfs_vram(context: Context, device: DeviceInfo, vendor_id: int) -> DeviceInfo:
@@ -27,9 +26,10 @@ def with_sysfs_vram(context: Context, device: DeviceInfo, vendor_id: int) -> Dev
     if found is None:
         return device
     total, source = found
+    sysfs, heap = sizes_apart(total, device.total_memory)
     note = (
-        f"Intel: total {total / GIB:.2f} GiB from the kernel driver's sysfs ({source}) in place "
-        f"of the Vulkan device-local heap's {device.total_memory / GIB:.2f} GiB"
+        f"Intel: total {sysfs} from the kernel driver's sysfs ({source}) in place "
+        f"of the Vulkan device-local heap's {heap}"
     )
     free = total if device.free_memory_unknown else min(device.free_memory, total)
     return device.evolve(total_memory=total, free_memory=free, notes=(*device.notes, note))

@@ -110,7 +110,7 @@ def test_explain_says_which_budget_applied(capsys: pytest.CaptureFixture[str]) -
     assert budget["cap"] == "all=20GiB"
     assert budget["reserve"] == "cuda:0=2GiB"
     assert budget["usable_memory"] == 18 * GIB
-    assert budget["sentence"] == "cap all=20GiB, reserve cuda:0=2GiB: usable 18.00 GiB of 139.83 GiB"
+    assert budget["sentence"] == "cap all=20GiB, reserve cuda:0=2GiB: usable 18.0 GiB of 139.8 GiB"
 
 
 def test_explain_text_says_which_budget_applied(capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,7 +119,7 @@ def test_explain_text_says_which_budget_applied(capsys: pytest.CaptureFixture[st
         capsys, "list", "--explain", "--cap", "all=20GiB", "--prefer", "cuda:3", "--format", "tsv"
     )
     assert code == 0
-    assert "[budget: cap all=20GiB: usable 20.00 GiB of 139.83 GiB]" in out
+    assert "[budget: cap all=20GiB: usable 20.0 GiB of 139.8 GiB]" in out
     assert "earlier in --prefer: it matches 'cuda:3' (prefer #1)" in out
 
 
@@ -129,7 +129,7 @@ def test_the_plain_list_notes_the_budget(capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0
     header, first = out.splitlines()[:2]
     assert header.split("\t")[-1] == "note"
-    assert first.split("\t")[-1] == "budget: cap all=20GiB: usable 20.00 GiB of 139.83 GiB"
+    assert first.split("\t")[-1] == "budget: cap all=20GiB: usable 20.0 GiB of 139.8 GiB"
 
 
 def test_the_table_has_a_usable_column_only_with_a_budget(

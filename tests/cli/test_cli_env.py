@@ -316,7 +316,7 @@ def test_bad_selector_exits_2_with_one_line(gpuscout_cli: CliRunner, selector: s
     ("selector", "message"),
     [
         ("metal:0", "no device of library 'metal'"),
-        ("fits:1TiB", "no device has 1TiB (1024.00 GiB)"),
+        ("fits:1TiB", "no device has 1TiB (1.0 TiB)"),
         ("GPU-dead", "no device id or UUID equals or starts with it"),
     ],
 )

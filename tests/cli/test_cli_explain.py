@@ -160,9 +160,9 @@ def test_text_explain_lists_the_dropped_device_and_every_plugin(
     lines = explain_text(gpuscout_cli, monkeypatch)
     assert "  Vulkan 0: duplicate of CUDA GPU-big" in lines
     broken = next(line for line in lines if line.startswith("  broken: "))
-    assert broken.startswith("  broken: failed, 0 device(s), ") and " ms; error: " in broken
+    assert broken.startswith("  broken: failed, 0 devices, ") and " ms; error: " in broken
     assert "driver exploded" in broken
-    assert any(line.startswith("  injected: ok, 4 device(s), ") for line in lines)
+    assert any(line.startswith("  injected: ok, 4 devices, ") for line in lines)
 
 
 @pytest.mark.parametrize(

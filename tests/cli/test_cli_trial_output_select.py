@@ -44,8 +44,8 @@ def test_a_device_with_unknown_free_memory_is_still_selected_by_id(scout_with: C
 
 
 def test_fits_echoes_the_size_as_written_with_gib_in_parentheses(scout_with: Callable[..., Scout]) -> None:
-    """`fits:24GB` says `24GB (22.35 GiB)`, not only the converted figure."""
-    with pytest.raises(NoMatchError, match=r"no device has 24GB \(22\.35 GiB\) free"):
+    """`fits:24GB` says `24GB (22.4 GiB)`, not only the converted figure."""
+    with pytest.raises(NoMatchError, match=r"no device has 24GB \(22\.4 GiB\) free"):
         scout_with([KNOWN]).select(["fits:24GB"])
 
 
@@ -90,3 +90,14 @@ def test_dir_of_the_package_keeps_every_public_name() -> None:
         "__version__",
     ):
         assert name in dir(gpuscout) and getattr(gpuscout, name) is not None
+
+
+def test_fits_writes_the_need_and_the_rooms_so_that_they_differ(scout_with: Callable[..., Scout]) -> None:
+    """A need a few MiB above a card's room is not written as the same figure twice."""
+    from gpuscout.sizes import GIB, MIB
+
+    card = KNOWN.evolve(total_memory=40 * GIB, free_memory=20 * GIB + 457 * MIB)  # room: 20 GiB
+    with pytest.raises(NoMatchError) as caught:
+        scout_with([card]).select([f"fits:{20 * 1024 + 10}MiB"])
+    assert "(20.01 GiB) free after its reserve" in str(caught.value)
+    assert str(caught.value).endswith(": 20.00 GiB")

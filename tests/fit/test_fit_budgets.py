@@ -39,7 +39,7 @@ def test_a_cap_spreads_a_model_over_the_cards(
     assert sorted(n for p in capped["placement"] for n in p["layers"]) == list(range(5))
     for row in capped["memory"][:-1]:
         assert row["total"] <= 490 * MIB - MINIMUM
-    assert any("budget: cap all=490MiB: usable 0.48 GiB" in note for note in capped["notes"])
+    assert any("budget: cap all=490MiB: usable 490.0 MiB" in note for note in capped["notes"])
 
 
 def test_a_reserve_on_the_best_card_moves_the_model_elsewhere(
@@ -74,7 +74,7 @@ def test_scout_fit_says_which_budget_held_each_device(fit_model: Callable[[str],
     )
     held = [n for n in result.notes if "budget: cap cuda:0=" in n]
     assert len(held) == 1
-    assert held[0].startswith("CUDA GPU-") and ": usable 0.48 GiB of 139.83 GiB" in held[0]
+    assert held[0].startswith("CUDA GPU-") and ": usable 490.0 MiB of 139.8 GiB" in held[0]
     assert Scout(replay=H200X8).fit(fit_model("llama-gqa"), planner="ollama", ctx=4096).notes == tuple(
         n for n in result.notes if "budget:" not in n
     )

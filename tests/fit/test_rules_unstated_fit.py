@@ -19,7 +19,7 @@ from gpuscout import Scout, SystemInfo
 from gpuscout._fit.estimate import repacked
 from gpuscout._fit.reader import TensorInfo
 from gpuscout.cli import main
-from gpuscout.sizes import GIB, MIB
+from gpuscout.sizes import GIB, MIB, parse_size
 
 H200X8 = str(Path(__file__).parents[1] / "machines" / "h200x8")
 ROOMY = SystemInfo(total_memory=64 * GIB, free_memory=64 * GIB)
@@ -50,8 +50,8 @@ def test_a_gpus_room_in_the_verdict_is_its_usable_free_memory_less_its_reserve(
     shortfalls = [n for n in capped.notes if " free after its reserve" in n]
     assert shortfalls, capped.notes
     for note in shortfalls:
-        room = int(note.split(" but has ")[1].split()[0])
-        assert room < 470 * MIB - 457 * MIB
+        room = parse_size(note.split(" but has ")[1].split(" free")[0], what="the room a note gives")
+        assert room < 470 * MIB - 457 * MIB  # to the tenth of a MiB the note is written in
     for usage in capped.usage[:-1]:
         assert usage.total > 470 * MIB - 457 * MIB
     assert Scout(replay=H200X8).fit(model, ctx=4096, num_gpu=99, planner="ollama").fits is True

@@ -23,7 +23,6 @@ DESCRIPTION = (
 )
 
 INSTALL_HINT = "gpuscout: error: fit needs the gguf package: pip install 'gpuscout[gguf]'\n"
-BAR_WIDTH = 30
 FITS, DOES_NOT_FIT = 0, 1
 
 _WHOLE = re.compile(r"[0-9]{1,10}")
@@ -353,68 +352,20 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     elif args.json:
         common.print_json(document)
     else:
-        print_fit(document, devices, result, color=getattr(args, "color", "auto"))
+        print_fit(document, devices, color=getattr(args, "color", "auto"))
     return FITS if document["fits"] else DOES_NOT_FIT
 
 
-def _bar(used: int, total: int) -> str:
-    if total <= 0:
-        return "[" + "?" * BAR_WIDTH + "]"
-    filled = min(BAR_WIDTH, round(BAR_WIDTH * used / total))
-    return "[" + "#" * filled + "." * (BAR_WIDTH - filled) + "]"
+def print_fit(document: dict[str, Any], devices: list[DeviceInfo], color: str = "auto") -> None:
+    """The placement for people (``gpuscout.cli._render.fit``): on a terminal (or with
+    ``--color always``) fitted to its width, in a pipe plain lines."""
+    from gpuscout.cli._render.fit import plain_fit
+    from gpuscout.cli._render.table import _on_terminal, stdout_console, use_color
 
+    terminal = _on_terminal()
+    if not terminal and color != "always":
+        output().write(plain_fit(document, devices))
+        return
+    from gpuscout.cli._render.fit import print_fit as draw
 
-def print_fit(
-    document: dict[str, Any], devices: list[DeviceInfo], result: FitResult | None, color: str = "auto"
-) -> None:
-    """The placement for people: a row per device (its name as ``list`` shows it, layers, need
-    against free memory), the CPU row, the memory table, the notes, then the verdict."""
-    from gpuscout._records.layers import layer_ranges
-    from gpuscout.sizes import human_bytes
-
-    p = common.printable
-    free = {(d.library, d.id): d for d in devices}
-    m = document["model"]
-    what = m["path"] or "given layers"
-    arch = f" ({p(m['architecture'])})" if m["architecture"] else ""
-    head = f"{p(what)}{arch}: {m['blocks']} blocks + output layer (layer {m['blocks']})"
-    if document["ctx"] is not None:
-        head += (
-            f", ctx {document['ctx']}, flash attention {'on' if document['flash_attn'] else 'off'}, "
-            f"cache {document['cache_type_k']}/{document['cache_type_v']}"
-        )
-    lines = [head]
-    rows = {(r["backend"], r["id"]): r for r in document["memory"]}
-    for g in document["placement"]:
-        d = free.get((g["backend"], g["id"]))
-        need = rows.get((g["backend"], g["id"]), {}).get("total", 0)
-        room = d.usable_free if d else 0  # under the device's budget (docs/budgets.md)
-        name = d.name if d and d.name else g["id"]
-        # An unknown free figure is never shown as if it were known (docs/selection.md).
-        unknown = d is not None and d.free_memory_unknown
-        usable = "usable " if d is not None and d.usable_memory is not None else ""
-        free_text = "unknown free" if unknown else f"{human_bytes(room)} {usable}free"
-        lines.append(
-            f"  {p(g['backend'])} {p(name)} ({p(g['id'])})  layers {layer_ranges(g['layers'])}  "
-            f"{human_bytes(need)} / {free_text}  {_bar(need, 0 if unknown else room)}"
-        )
-    cpu = document["memory"][-1]
-    lines.append(
-        f"  CPU  layers {layer_ranges(document['cpu_layers'])}  {human_bytes(cpu['total'])} "
-        "(input weights and output buffer included)"
-    )
-    out = output()
-    out.write("".join(f"{line}\n" for line in lines))
-    if result is not None:
-        from gpuscout.cli._render.table import print_memory
-
-        print_memory(result.memory, color=color)  # a table on a terminal; the lines below always
-    for r in document["memory"]:
-        who = "CPU" if not r["id"] else p(f"{r['backend']} {r['id']}")
-        out.write(
-            f"  {who}: weights {human_bytes(r['weights'])}, KV cache {human_bytes(r['kv_cache'])}, "
-            f"compute {human_bytes(r['graph'])}, total {human_bytes(r['total'])}\n"
-        )
-    out.write(f"  total memory {human_bytes(document['total'])}\n")
-    out.write("".join(f"note: {p(note)}\n" for note in document["notes"]))
-    out.write("fits\n" if document["fits"] else "does not fit\n")
+    draw(document, devices, stdout_console(use_color(color, terminal)))

@@ -207,9 +207,10 @@ def _print(args: argparse.Namespace, found: Discovery, timestamp: str | None = N
 def _explained(args: argparse.Namespace, found: Discovery) -> int:
     """With ``--explain``, the explanation after the table; SUCCESS."""
     if args.explain:
-        from gpuscout.cli._render.explain import explain, explain_lines
+        from gpuscout.cli._render.explain import explain, explain_lines, write_explanation
 
-        output().write("".join(f"{line}\n" for line in explain_lines(explain(found))))
+        plain = getattr(args, "format", None) == "tsv"  # plain lines asked for, even on a terminal
+        write_explanation(explain_lines(explain(found)), output(), wrap=not plain)
     return common.SUCCESS
 
 

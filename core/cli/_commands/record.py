@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from gpuscout.cli import _common as common
+from gpuscout.sizes import plural
 
 if TYPE_CHECKING:
     from gpuscout.cli._common import ScoutFactory, Subcommands
@@ -65,20 +66,15 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     # finds it again, and "0 devices" for a recording of llvmpipe reads as an empty one.
     kept, dropped = len(found.devices), len(found.dropped)
     held = (
-        f"{_count(kept + dropped, 'device')} ({kept} kept, {dropped} dropped)"
+        f"{plural(kept + dropped, 'device')} ({kept} kept, {dropped} dropped)"
         if dropped
-        else _count(kept, "device")
+        else plural(kept, "device")
     )
     sys.stderr.write(
         common.printable(
-            f"gpuscout: recorded {held}, {_count(len(recorder.paths), 'path')} and the answers of "
-            f"{_count(len(recorder.answers), 'plugin')} in {args.dir}"
+            f"gpuscout: recorded {held}, {plural(len(recorder.paths), 'path')} and the answers of "
+            f"{plural(len(recorder.answers), 'plugin')} in {args.dir}"
         )
         + "\n"
     )
     return common.SUCCESS
-
-
-def _count(n: int, noun: str) -> str:
-    """``1 device``, ``2 devices``, ``0 devices``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -2,17 +2,21 @@
 dropped, and what each plugin did.
 
 ``explain`` gives plain data (the ``"explain"`` key of ``list --json``); ``explain_lines`` the same
-as text lines, every string from a plugin passed through ``printable``.
+as text lines, every string from a plugin passed through ``printable``, leaving out the system
+memory notes the listing above them has just printed; ``write_explanation``
+writes them, on a terminal wrapped between words to its width (continuation lines indented under
+their line), in a pipe one line each.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 from gpuscout._discovery.ranking import criteria, deciding_criterion
 from gpuscout._records.results import DUPLICATE_REASON
 from gpuscout.cli._common import printable
-from gpuscout.sizes import human_bytes
+from gpuscout.sizes import human_bytes, plural
 
 if TYPE_CHECKING:
     from gpuscout._records.device import DeviceID, DeviceInfo
@@ -182,7 +186,9 @@ def _prefer_label(entry: dict[str, Any], prefer: list[str]) -> str:
 
 
 def explain_lines(data: dict[str, Any]) -> list[str]:
-    """``explain``'s data as text lines for the terminal."""
+    """``explain``'s data as text lines, for after the listing: each ranked device with its
+    notes (part of why it ranks where it does, docs/topology.md); the system memory notes are
+    left out, the listing's last lines have them (in JSON they stay, ``system_notes``)."""
     prefer = data.get("prefer", [])
     lines = [
         (
@@ -231,13 +237,37 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
         lines.append(printable(f"  {_name(drop)}: {drop['reason']}{of}"))
     lines.append("Plugins:")
     for r in data["plugins"]:
-        text = f"  {r['name']}: {r['status']}, {r['devices']} device(s), {r['elapsed_ms']:.1f} ms"
+        text = f"  {r['name']}: {r['status']}, {plural(r['devices'], 'device')}, {r['elapsed_ms']:.1f} ms"
         if r["error"]:
             text += f"; error: {r['error']}"
         if r["note"]:
             text += f"; note: {r['note']}"
         lines.append(printable(text))
-    if data.get("system_notes"):
-        lines.append("System memory:")
-        lines.extend(printable(f"  note: {note}") for note in data["system_notes"])
     return lines
+
+
+def write_explanation(lines: Sequence[str], stream: TextIO, *, wrap: bool = True) -> None:
+    """``lines`` on ``stream``: on a terminal each wrapped between words to its width (a word
+    wider than that stays whole), continuation lines indented under their line's text; in a
+    pipe, or with ``wrap`` False (after ``--format tsv``, plain lines asked for), one line each."""
+    from gpuscout.cli._render.hints import terminal_width
+
+    width = terminal_width(stream) if wrap else None
+    if width is None:
+        stream.write("".join(f"{line}\n" for line in lines))
+        return
+    import textwrap  # only on a terminal, as for the hints
+
+    out = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
+        out.append(
+            textwrap.fill(
+                line,
+                width=max(width, len(indent) + 20),
+                subsequent_indent=indent,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
+    stream.write("".join(f"{text}\n" for text in out))

@@ -41,11 +41,9 @@ from gpuscout.cli._render.labels import (
     system_line,
 )
 from gpuscout.cli._render.plain import dropped_line, plain_discovery, plain_plugins, summary_line
-from gpuscout.sizes import human_bytes
 
 if TYPE_CHECKING:
     from gpuscout._records.device import DeviceInfo
-    from gpuscout._records.memory import BackendMemory
     from gpuscout._records.results import Discovery, PluginReport
 
 #: ``--color`` choices; "auto" colours a terminal unless ``NO_COLOR`` is set (to anything).
@@ -289,21 +287,6 @@ def print_plugins(
     console.print(fitted[0])
     if fitted[1]:
         console.print(Text(left_out_line(fitted[1], console.width), style="dim"))
-
-
-def print_memory(memory: BackendMemory, *, color: str = "auto") -> bool:
-    """On a terminal, ``memory``'s summary (weights, KV cache and graph per device, and the
-    total, binary units) as a rich table; returns False, printing nothing, in a pipe."""
-    terminal = _on_terminal()
-    if not terminal and color != "always":
-        return False
-    table = Table(title="Memory", title_justify="left", box=None, header_style="bold")
-    for name, justify in (("what", "left"), ("device", "left"), ("size", "right")):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for what, device, size in memory.summary_rows():
-        table.add_row(cell(what), cell(device or "-"), cell(human_bytes(size)))
-    stdout_console(color=use_color(color, terminal)).print(table)
-    return True
 
 
 def render_discovery(found: Discovery, width: int = 80, terminal: bool = True, color: bool = False) -> str:

@@ -126,7 +126,7 @@ def test_hidden_devices_are_not_reported_and_are_counted(
     fake_nvml("h100_sxm_x2")
     scout = cuda_scout({"CUDA_VISIBLE_DEVICES": "0"})
     assert len(scout.discover().devices) == 1
-    assert _cuda_error(scout) == "1 NVIDIA device(s) hidden by CUDA_VISIBLE_DEVICES"
+    assert _cuda_error(scout) == "1 NVIDIA device hidden by CUDA_VISIBLE_DEVICES"
 
 
 def test_mig_uuid_in_visible_devices_selects_that_instance(

@@ -25,20 +25,20 @@ MACHINES = Path(__file__).parents[2] / "machines"
 def test_a_raised_wired_limit_is_named_with_its_value() -> None:
     """iogpu.wired_limit_mb=12288 on 16 GiB: the note says the working set follows it."""
     note = working_set_note(12288 * MIB, 12288, 16 * GIB)
-    assert "12.00 GiB follows iogpu.wired_limit_mb=12288" in note and "RAM 16.00 GiB" in note
+    assert "12.0 GiB follows iogpu.wired_limit_mb=12288" in note and "RAM 16.0 GiB" in note
     assert "did not take" not in note
 
 
 def test_the_default_wired_limit_is_called_macos_default_share() -> None:
     """iogpu.wired_limit_mb=0: the working set is macOS's default share, with how to raise it."""
     note = working_set_note(48 * GIB, 0, 64 * GIB)
-    assert "default share of 64.00 GiB RAM" in note and "sudo sysctl iogpu.wired_limit_mb" in note
+    assert "default share of 64.0 GiB RAM" in note and "sudo sysctl iogpu.wired_limit_mb" in note
 
 
 def test_a_working_set_that_does_not_follow_the_limit_says_both() -> None:
     """A limit Metal did not take (above RAM, say) shows the limit and Metal's figure."""
     note = working_set_note(12 * GIB, 65536, None)
-    assert "12.00 GiB although iogpu.wired_limit_mb=65536 (64.00 GiB)" in note
+    assert "12.0 GiB although iogpu.wired_limit_mb=65536 (64.0 GiB)" in note
     assert "follows" not in note and "; RAM" not in note
 
 

@@ -99,7 +99,7 @@ def test_apu_780m_is_integrated_and_sized_as_hip_sees_its_carve_out(
     )
     assert device.shared_memory is False  # the carve-out is not in the system's memory
     assert "no board_info" in device.notes[0]
-    assert "BIOS carve-out, 0.5 GiB" in device.notes[1]
+    assert "BIOS carve-out, 512.0 MiB" in device.notes[1]
 
 
 def test_mixed_box_reports_the_discrete_card_and_the_igpu_in_kfd_order(
