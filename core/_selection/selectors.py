@@ -11,8 +11,10 @@ A selector is one of (tried in this order, case-insensitive):
 * ``numa=N``: every device attached to NUMA node N (``DeviceInfo.numa_node``; a device whose
   node is unknown is on none);
 * a bare integer: a rank position;
-* ``LIBRARY:INDEX`` such as ``cuda:1``: the INDEX-th device of that library, counted in PCI bus
-  order (devices without a PCI id after, by their filter id);
+* ``LIBRARY:INDEX`` such as ``cuda:1``: the device that library's runtime numbers INDEX in this
+  environment (what ``CUDA_VISIBLE_DEVICES=1`` names, llama.cpp's ``CUDA1``; see
+  ``gpuscout._selection.numbering``), or, for devices without a numbering, the INDEX-th in PCI
+  bus order;
 * a PCI id (``0000:c4:00.0``, or ``c4:00.0`` for domain 0);
 * a device id or vendor UUID, or a unique prefix of one of at least 4 characters.
 
@@ -31,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from gpuscout._records.device import DeviceInfo
+from gpuscout._selection.numbering import LIBRARY_INDEX, Numbering, library_numbers
 from gpuscout.errors import GpuscoutError
 from gpuscout.sizes import SizeError, parse_size, plural, word_for
 
@@ -43,7 +46,6 @@ MAX_SELECTOR = 1000
 # alone would let the Kelvin sign match "k" and a dotless i match "i", and "$" matches before a
 # trailing newline.
 _ASCII_NOCASE = re.ASCII | re.IGNORECASE
-_LIBRARY_INDEX = re.compile(r"([a-z][a-z0-9_]*):([0-9]+)", _ASCII_NOCASE)
 _PCI = re.compile(r"(?:([0-9a-f]{4,8}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])", _ASCII_NOCASE)
 _RANK = re.compile(r"[0-9]+", re.ASCII)
 # What a device id or UUID prefix looks like: hex digits and dashes, after an optional word and
@@ -122,25 +124,12 @@ def inventory(devices: Sequence[DeviceInfo]) -> str:
     return "devices: " + "; ".join(describe(i, d) for i, d in enumerate(devices))
 
 
-def library_order(devices: Sequence[DeviceInfo], library: str) -> list[int]:
-    """Rank positions of ``library``'s devices in PCI bus order (the order nvidia-smi and
-    CUDA_DEVICE_ORDER=PCI_BUS_ID use); devices without a PCI id follow, by filter id."""
-
-    def key(i: int) -> tuple[int, str, tuple[int, str], str]:
-        d = devices[i]
-        token = d.filter_id or d.id
-        return (0 if d.pci_id else 1, d.pci_id.lower(), _numeric_key(token), token)
-
-    return sorted((i for i, d in enumerate(devices) if d.library.lower() == library.lower()), key=key)
-
-
-def _numeric_key(token: str) -> tuple[int, str]:
-    """Orders ASCII digit strings as numbers without int() (unbounded length, no "²"); anything
-    else sorts first, as -1 did."""
-    if not (token.isascii() and token.isdigit()):
-        return (-1, "")
-    digits = token.lstrip("0")
-    return (len(digits), digits)
+def library_order(
+    devices: Sequence[DeviceInfo], library: str, numbering: Numbering | None = None
+) -> list[int]:
+    """Rank positions of ``library``'s devices by their number: the runtime's where
+    ``numbering`` has one for each, else PCI bus order (``gpuscout._selection.numbering``)."""
+    return [i for _, i in library_numbers(devices, library, numbering)]
 
 
 def _normal_pci(match: re.Match[str]) -> str:
@@ -148,8 +137,11 @@ def _normal_pci(match: re.Match[str]) -> str:
     return f"{int(domain or '0', 16):04x}:{bus}:{dev}.{fn}".lower()
 
 
-def match_one(selector: str, devices: Sequence[DeviceInfo], reserve: ReserveSource) -> list[int]:
-    """Rank positions of ``devices`` that ``selector`` picks (see the module doc)."""
+def match_one(
+    selector: str, devices: Sequence[DeviceInfo], reserve: ReserveSource, numbering: Numbering | None = None
+) -> list[int]:
+    """Rank positions of ``devices`` that ``selector`` picks (see the module doc); ``numbering``
+    (a discovery's) gives each device's runtime number for ``LIBRARY:INDEX``."""
     if not isinstance(selector, str):
         raise _not_str(selector)
     if len(selector) > MAX_SELECTOR:
@@ -182,9 +174,9 @@ def match_one(selector: str, devices: Sequence[DeviceInfo], reserve: ReserveSour
                 f"(0..{len(devices) - 1}); {inventory(devices)}"
             )
         return [position]
-    lib_index = _LIBRARY_INDEX.fullmatch(text)
+    lib_index = LIBRARY_INDEX.fullmatch(text)
     if lib_index:
-        return _library_index(selector, lib_index.group(1), _index(lib_index.group(2)), devices)
+        return _library_index(selector, lib_index.group(1), _index(lib_index.group(2)), devices, numbering)
     pci = _PCI.fullmatch(text)
     if pci:
         return _pci(selector, _normal_pci(pci), devices)
@@ -268,17 +260,22 @@ def _numa(selector: str, node: str, devices: Sequence[DeviceInfo]) -> list[int]:
     return hits
 
 
-def _library_index(selector: str, library: str, index: int, devices: Sequence[DeviceInfo]) -> list[int]:
-    order = library_order(devices, library)
-    if not order:
+def _library_index(
+    selector: str, library: str, index: int, devices: Sequence[DeviceInfo], numbering: Numbering | None
+) -> list[int]:
+    numbers = library_numbers(devices, library, numbering)
+    if not numbers:
         raise NoMatchError(
             f"selector {selector!r}: no device of library {library!r}; libraries found: {_libraries(devices)}"
         )
-    if index >= len(order):
-        listed = "; ".join(f"{library.lower()}:{n} -> {describe(i, devices[i])}" for n, i in enumerate(order))
-        has = plural(len(order), "device")
-        raise NoMatchError(f"selector {selector!r}: library {devices[order[0]].library} has {has}: {listed}")
-    return [order[index]]
+    hits = [i for n, i in numbers if n == index]
+    if not hits:
+        listed = "; ".join(f"{library.lower()}:{n} -> {describe(i, devices[i])}" for n, i in numbers)
+        has = plural(len(numbers), "device")
+        raise NoMatchError(
+            f"selector {selector!r}: library {devices[numbers[0][1]].library} has {has}: {listed}"
+        )
+    return hits
 
 
 def _ambiguous(selector: str, hits: Sequence[int], devices: Sequence[DeviceInfo]) -> SelectionError:
@@ -339,17 +336,19 @@ def select_devices(
     reserve: ReserveSource,
     ranked_devices: Sequence[DeviceInfo],
     selectors: str | Iterable[str],
+    numbering: Numbering | None = None,
 ) -> list[DeviceInfo]:
     """The union of what each selector matches, in rank order. No selectors means ``all``.
 
     ``reserve`` (a Scout) gives each device's minimum memory for ``fits:``; ``ranked_devices``
-    is a discovery's ranked list. Raises ``NoMatchError`` for a well-formed selector that
+    is a discovery's ranked list and ``numbering`` its ``numbering`` (``LIBRARY:INDEX`` counts
+    in PCI order without one). Raises ``NoMatchError`` for a well-formed selector that
     matches nothing, ``SelectionError`` for a malformed or ambiguous one.
     """
     devices = list(ranked_devices)
     chosen: set[int] = set()
     for selector in split_selectors(selectors) or ["all"]:
-        chosen.update(match_one(selector, devices, reserve))
+        chosen.update(match_one(selector, devices, reserve, numbering))
     return [devices[i] for i in sorted(chosen)]
 
 
