@@ -332,6 +332,42 @@ def _did_you_mean(text: str) -> str:
     return did_you_mean_selector(text, ["best", "all"], {":": ["fits"], "=": ["library", "numa"]})
 
 
+#: Ids at most this long are shown whole: a prefix would save little.
+SHORT_ID = 12
+_WORD_PREFIX = re.compile(r"[a-z]+-|0x", _ASCII_NOCASE)
+
+
+class _NoReserve:
+    def minimum_memory(self, device: DeviceInfo) -> int:
+        return 0
+
+
+def shortest_ids(devices: Sequence[DeviceInfo]) -> list[str]:
+    """Each device's id cut to the shortest prefix that selects it alone among ``devices``
+    (``GPU-05d9`` for ``GPU-05d9e6c2-...``): at least ``MIN_PREFIX`` characters and 4 after a
+    word prefix such as ``GPU-``, never ending in ``-``; an id of ``SHORT_ID`` characters or
+    fewer, or one no prefix selects alone, whole."""
+    out = []
+    for i, d in enumerate(devices):
+        ident = d.id
+        word = _WORD_PREFIX.match(ident)
+        start = max(MIN_PREFIX, (word.end() if word else 0) + 4)
+        short = ident
+        if len(ident) > SHORT_ID:
+            for end in range(start, len(ident)):
+                prefix = ident[:end]
+                if prefix.endswith("-"):
+                    continue
+                try:
+                    if match_one(prefix, devices, _NoReserve()) == [i]:
+                        short = prefix
+                        break
+                except SelectionError:
+                    continue
+        out.append(short)
+    return out
+
+
 def select_devices(
     reserve: ReserveSource,
     ranked_devices: Sequence[DeviceInfo],
@@ -362,5 +398,6 @@ __all__ = [
     "library_order",
     "match_one",
     "select_devices",
+    "shortest_ids",
     "split_selectors",
 ]
