@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 #: The plain form's columns.
 DEVICE_COLUMNS = (
     "rank",
-    "selector",
     "library",
     "id",
     "description",
@@ -43,6 +42,8 @@ DEVICE_COLUMNS = (
     "numa",
     "link",
     "note",
+    # Last, so that the columns before it keep their places for cut and awk.
+    "selector",
 )
 DROPPED_COLUMNS = ("# dropped", "library", "id", "description", "pci_id", "reason")
 PLUGIN_COLUMNS = ("name", "status", "devices", "ms", "version", "distribution", "error/note")
@@ -123,7 +124,6 @@ def plain_discovery(found: Discovery) -> str:
         rows.append(
             (
                 str(rank),
-                selectors[rank],
                 d.library,
                 d.id,
                 d.description or d.name,
@@ -136,6 +136,7 @@ def plain_discovery(found: Discovery) -> str:
                 numa_label(d),
                 link_label(d),
                 "; ".join(notes),
+                selectors[rank],
             )
         )
     for drop in found.dropped:
