@@ -216,8 +216,9 @@ class Budgets:
         """``devices`` (a discovery's, before ranking) with each budget applied: a budgeted
         device gains ``usable_memory`` (only when it differs from its total) and a note; and
         what was done. ``LIBRARY:INDEX`` counts by ``numbering`` (the discovery's runtime
-        numbers; PCI order without it), as selectors do. Raises BudgetError for a selector that matches several devices where it
-        names one (an ambiguous id prefix, a PCI id of a partitioned card)."""
+        numbers; PCI order without it), as selectors do. Raises BudgetError for a selector
+        that matches several devices where it names one (an ambiguous id prefix, a PCI id of a
+        partitioned card)."""
         devices = list(devices)
         unmatched: list[str] = []
 

@@ -87,4 +87,39 @@ def selector_names(devices: Sequence[DeviceInfo], numbering: Numbering | None = 
     return names
 
 
-__all__ = ["LIBRARY_INDEX", "Numbering", "library_numbers", "pci_order", "runtime_numbering", "selector_names"]
+# A library name and a number written another way: llama.cpp's ``CUDA0``, ``cuda1``, ``cuda-1``.
+_LIBRARY_NUMBER = re.compile(r"([a-z][a-z0-9_]*?)[-_# ]?([0-9]+)", re.ASCII | re.IGNORECASE)
+
+
+def did_you_mean_device(text: str, devices: Sequence[DeviceInfo], numbering: Numbering | None = None) -> str:
+    """``"; did you mean 'cuda:1'?"`` for a selector that names a library's device another way
+    (``cuda1``, llama.cpp's ``CUDA1``, ``cdua:1``) or a library without ``library=`` (``cuda``),
+    answered from the selectors ``devices`` answer to; ``""`` when nothing there is close."""
+    from gpuscout._suggest import suggest
+
+    names = selector_names(devices, numbering)
+    libraries = {d.library.lower() for d in devices}
+    word = text.strip()
+    if word.lower() in libraries:
+        return f"; did you mean {'library=' + word.lower()!r}?"
+    head, colon, number = word.partition(":")
+    match = None if colon else _LIBRARY_NUMBER.fullmatch(word)
+    if match:
+        head, number = match.group(1), match.group(2)
+    digits = number.lstrip("0") or "0"
+    if not (colon or match) or not number.isascii() or not number.isdigit() or len(digits) > 18:
+        return ""
+    library = head.lower() if head.lower() in libraries else suggest(head, sorted(libraries))
+    wanted = f"{library}:{digits}" if library else ""
+    return f"; did you mean {wanted!r}?" if wanted in names and wanted != word.lower() else ""
+
+
+__all__ = [
+    "LIBRARY_INDEX",
+    "Numbering",
+    "did_you_mean_device",
+    "library_numbers",
+    "pci_order",
+    "runtime_numbering",
+    "selector_names",
+]

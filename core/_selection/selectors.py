@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from gpuscout._records.device import DeviceInfo
-from gpuscout._selection.numbering import LIBRARY_INDEX, Numbering, library_numbers
+from gpuscout._selection.numbering import LIBRARY_INDEX, Numbering, did_you_mean_device, library_numbers
 from gpuscout.errors import GpuscoutError
 from gpuscout.sizes import SizeError, parse_size, plural, word_for
 
@@ -180,7 +180,7 @@ def match_one(
     pci = _PCI.fullmatch(text)
     if pci:
         return _pci(selector, _normal_pci(pci), devices)
-    return _identity(selector, low, devices)
+    return _identity(selector, low, devices, numbering)
 
 
 def _index(digits: str) -> int:
@@ -266,7 +266,8 @@ def _library_index(
     numbers = library_numbers(devices, library, numbering)
     if not numbers:
         raise NoMatchError(
-            f"selector {selector!r}: no device of library {library!r}; libraries found: {_libraries(devices)}"
+            f"selector {selector!r}: no device of library {library!r}; libraries found: "
+            f"{_libraries(devices)}{did_you_mean_device(selector, devices, numbering)}"
         )
     hits = [i for n, i in numbers if n == index]
     if not hits:
@@ -296,7 +297,9 @@ def _pci(selector: str, pci_id: str, devices: Sequence[DeviceInfo]) -> list[int]
     return hits
 
 
-def _identity(selector: str, low: str, devices: Sequence[DeviceInfo]) -> list[int]:
+def _identity(
+    selector: str, low: str, devices: Sequence[DeviceInfo], numbering: Numbering | None = None
+) -> list[int]:
     def names(d: DeviceInfo) -> set[str]:
         return {n.lower() for n in (d.id, d.uuid) if n}
 
@@ -313,14 +316,15 @@ def _identity(selector: str, low: str, devices: Sequence[DeviceInfo]) -> list[in
             return hits
         if _ID_PREFIX.fullmatch(low):
             raise NoMatchError(
-                f"selector {selector!r}: no device id or UUID equals or starts with it; {inventory(devices)}"
+                f"selector {selector!r}: no device id or UUID equals or starts with it"
+                f"{did_you_mean_device(selector, devices, numbering)}; {inventory(devices)}"
             )
         why = "no device id or UUID equals or starts with it"
     else:
         why = f"not a device id, and an id prefix needs at least {MIN_PREFIX} characters"
+    hint = did_you_mean_device(selector, devices, numbering) or _did_you_mean(selector.strip())
     raise SelectionError(
-        f"unknown selector {selector!r}: {why}{_did_you_mean(selector.strip())}; expected one of: {GRAMMAR}; "
-        f"{inventory(devices)}"
+        f"unknown selector {selector!r}: {why}{hint}; expected one of: {GRAMMAR}; {inventory(devices)}"
     )
 
 

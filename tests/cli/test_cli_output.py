@@ -157,7 +157,21 @@ def test_unknown_values_print_as_a_dash() -> None:
     device = DeviceInfo(id="0", library="Vulkan", compute_major=-1, total_memory=GIB)
     found = Discovery(devices=[device], dropped=[], system=SystemInfo(), plugins=[])
     row = next(line for line in render_discovery(found, 200).splitlines() if line.startswith("0 "))
-    assert row.split() == ["0", "vulkan:0", "Vulkan", "0", "-", "-", "0", "B/1.0", "GiB", "[##########]", "-", "-", "no"]
+    assert row.split() == [
+        "0",
+        "vulkan:0",
+        "Vulkan",
+        "0",
+        "-",
+        "-",
+        "0",
+        "B/1.0",
+        "GiB",
+        "[##########]",
+        "-",
+        "-",
+        "no",
+    ]
 
 
 def test_free_memory_marks_a_guess_and_a_stale_figure() -> None:

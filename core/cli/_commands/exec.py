@@ -121,9 +121,9 @@ def _run_fit(args: argparse.Namespace, command: list[str], scout_factory: ScoutF
         scout = common.open_scout(args, scout_factory)
         found = scout.discover(include_software=args.include_software, isolated=args.isolated)
         common.warn_failed_plugins(found.plugins)
-        devices = (
-            select_devices(scout, found.devices, args.device, found.numbering) if args.device else found.devices
-        )
+        devices = found.devices
+        if args.device:
+            devices = select_devices(scout, found.devices, args.device, found.numbering)
         result = fit_model(scout, model, devices, found.system, args)
     except GpuscoutError as exc:
         sys.stderr.write(f"gpuscout: error: {common.printable(exc)[:400]}\n")

@@ -48,7 +48,8 @@ def add_parser(sub: Subcommands, help: str) -> None:
         "-q",
         "--quiet",
         action="store_true",
-        help="only the selector each device answers to (cuda:0: the runtime's own number), one per line, best first",
+        help="only the selector each device answers to (cuda:0: its runtime's own number), "
+        "one per line, best first",
     )
     common.add_include_software(p, "rank software devices (llvmpipe) instead of dropping them")
     p.add_argument(
@@ -142,7 +143,8 @@ def _check_format(args: argparse.Namespace) -> None:
         args.format = "json"
     if args.quiet and args.format is not None:
         raise common.UsageError(
-            f"-q prints selectors only: it excludes --format {args.format}" + (" (--json)" if args.json else "")
+            f"-q prints selectors only: it excludes --format {args.format}"
+            + (" (--json)" if args.json else "")
         )
     if args.explain and (args.quiet or args.format == "csv"):
         raise common.UsageError(
