@@ -119,8 +119,9 @@ class Discovery:
     (``budgets``: each device's cap and reserve, the prefer order; docs/budgets.md), and each
     device's number in its library's runtime (``numbering``, what ``LIBRARY:INDEX`` selects by:
     ``gpuscout._selection.numbering``). The ``list --json`` document carries the budgets only as
-    the devices' ``usable_memory`` and notes, and the numbering only as its ``selectors`` list,
-    so a Discovery read back from it has an empty ``budgets`` and ``numbering``."""
+    the devices' ``usable_memory`` and notes, and the numbering only in ``--explain``'s
+    ``selector`` of each ranked device, so a Discovery read back from it has an empty
+    ``budgets`` and ``numbering``."""
 
     devices: list[DeviceInfo]
     dropped: list[Dropped]

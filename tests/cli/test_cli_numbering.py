@@ -134,10 +134,13 @@ def test_the_pipe_form_ends_each_row_with_its_selector() -> None:
     assert second.split("\t")[-1] == "cuda:1"
 
 
-def test_json_lists_the_selector_of_each_device_beside_the_devices() -> None:
-    """``list --json`` has ``selectors``, ``selectors[i]`` being what ``devices[i]`` answers to."""
-    document = json.loads(exported("--replay", H200, "list", "--json"))
-    for device, selector in zip(document["devices"], document["selectors"], strict=True):
+def test_json_explain_gives_the_selector_each_device_answers_to() -> None:
+    """``list --json --explain``: each ranking entry has the ``selector`` its device answers to
+    (the document's four keys stay as the public contract pins them)."""
+    document = json.loads(exported("--replay", H200, "list", "--json", "--explain"))
+    selectors = [entry["selector"] for entry in document["explain"]["ranking"]]
+    assert sorted(selectors) == [f"cuda:{n}" for n in range(8)]
+    for device, selector in zip(document["devices"], selectors, strict=True):
         expected = f"export CUDA_VISIBLE_DEVICES='{device['id']}'\n"
         assert exported("--replay", H200, "env", selector) == expected
 

@@ -176,11 +176,8 @@ def _print(
     once, so its CSV stays one table), or first on a line of its own."""
     if args.json:
         from gpuscout._records.encode import unstructure  # no cattrs: writing needs no converter
-        from gpuscout._selection.numbering import selector_names
 
         document = unstructure(found)
-        # CLI only (the Discovery's wire form is untouched): devices[i] answers to selectors[i].
-        document["selectors"] = selector_names(found.devices, found.numbering)
         if args.explain:
             from gpuscout.cli._render.explain import explain
 
