@@ -127,9 +127,7 @@ def test_watch_json_writes_one_compact_document_per_round() -> None:
     stamped with its time (RFC 3339, UTC, milliseconds)."""
     docs = watched(scout_of(("fake", Counting(free=12))))
     assert len(docs) == 3
-    assert all(
-        list(doc) == ["devices", "dropped", "system", "plugins", "timestamp"] for doc in docs
-    )
+    assert all(list(doc) == ["devices", "dropped", "system", "plugins", "timestamp"] for doc in docs)
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", doc["timestamp"]) for doc in docs)
 
 
