@@ -471,14 +471,14 @@ MUTATIONS += [
         "fits: selects a device whose free memory is unknown",
     ),
     (
-        _m,
+        "core/_selection/numbering.py",  # the PCI order selectors fall back to
         "        return (0 if d.pci_id else 1, d.pci_id.lower(), _numeric_key(token), token)",
         "        return (0 if d.pci_id else 1, d.pci_id.lower(), (0, token), token)",
         SELECT,
         "filter ids order as strings (10 before 9)",
     ),
     (
-        _m,
+        "core/_selection/numbering.py",  # the PCI order selectors fall back to
         "        return (0 if d.pci_id else 1, d.pci_id.lower(), _numeric_key(token), token)",
         "        return (0, d.pci_id.lower(), _numeric_key(token), token)",
         SELECT,
@@ -1724,10 +1724,10 @@ MUTATIONS += [
     ),
     (
         "core/_selection/selectors.py",
-        "    if index >= len(order):",
-        "    if index > len(order):",
+        "    hits = [i for n, i in numbers if n == index]",
+        "    hits = [i for n, i in numbers if n >= index]",
         SELECT,
-        "LIBRARY:N one past the last device is an IndexError, not NoMatchError",
+        "LIBRARY:N picks every device numbered N or more, not the one numbered N",
     ),
     (
         "core/_selection/selectors.py",
