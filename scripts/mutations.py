@@ -1723,6 +1723,27 @@ MUTATIONS += [
         "a PCI id of a partitioned card selects every partition",
     ),
     (
+        "core/_selection/numbering.py",
+        "        if d.hidden_by:\n            continue\n",
+        "",
+        ("tests/test_selection_numbering.py", *SELECT),
+        "a device hidden by a visibility variable takes a runtime number",
+    ),
+    (
+        "core/_selection/numbering.py",
+        "    if numbering and mine and all(devices[i].device_id in numbering for i in mine):",
+        "    if numbering and mine:",
+        ("tests/test_selection_numbering.py", *SELECT),
+        "a partial numbering is trusted, devices without a number crash or vanish",
+    ),
+    (
+        "core/_selection/selectors.py",
+        "        start = max(MIN_PREFIX, (word.end() if word else 0) + 4)",
+        "        start = MIN_PREFIX",
+        ("tests/test_selection_numbering.py", *SELECT),
+        "a shortened id keeps fewer than four characters after GPU-",
+    ),
+    (
         "core/_selection/selectors.py",
         "    hits = [i for n, i in numbers if n == index]",
         "    hits = [i for n, i in numbers if n >= index]",
