@@ -133,7 +133,7 @@ def test_verify_passes_for_the_jobs_second_gpu(
 ) -> None:
     """A real child started with the job's environment plus the selection sees that GPU alone."""
     assert main(["env", "--verify", H100_PCIE[:12]], scout_factory=lambda args: slurm_node("2,3")) == 0
-    assert "verified: the child sees exactly the 1 selected device(s)" in capsys.readouterr().err
+    assert "verified: the child sees exactly the 1 selected device: " in capsys.readouterr().err
 
 
 def test_a_job_whose_cgroup_hides_gpus_0_and_1_renumbers_from_0(slurm_node: Callable[..., Scout]) -> None:

@@ -72,7 +72,7 @@ def test_exec_on_a_recorded_machine_runs_on_the_local_cpus_this_process_may_use(
     assert run.returncode == 0, run.stderr
     runs_on = chosen or allowed
     assert f"cpus {','.join(map(str, sorted(runs_on)))}" in run.stdout.splitlines()
-    assert "gpuscout: verified: the child sees exactly the 1 selected device(s)" in run.stderr
+    assert "gpuscout: verified: the child sees exactly the 1 selected device: " in run.stderr
     if chosen:
         assert f"gpuscout: CPU affinity {cpulist(chosen)} " in run.stderr
         assert f"the child runs on CPUs {cpulist(chosen)}, the ones chosen" in run.stderr

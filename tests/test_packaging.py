@@ -129,3 +129,31 @@ def test_pyproject_lists_every_package_folder() -> None:
             parts = init.parent.relative_to(repo / folder).parts
             found.add(".".join([name, *parts]))
     assert sorted(listed) == sorted(found)
+
+
+def _quick_start_commands() -> list[str]:
+    """The lines of each ```sh block in README.md's Quick start section."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    return [block.split("\n", 1)[1].strip() for block in section.split("```sh")[1:]]
+
+
+def test_the_quick_start_is_two_commands_install_and_list_then_test() -> None:
+    """The Quick start shows two commands: one installs and runs `gpuscout list`, one the tests."""
+    first, second = (command.split("```", 1)[0].strip() for command in _quick_start_commands())
+    assert first.endswith(".venv/bin/gpuscout list") and "pip install" in first
+    assert second.endswith(".venv/bin/pytest") and "'.[test]'" in second
+
+
+def test_the_quick_start_install_gives_fit_its_gguf_extra() -> None:
+    """The Quick start's first install names the `gguf` extra, which `fit MODEL.gguf` needs."""
+    first = _quick_start_commands()[0].split("```", 1)[0]
+    extras = first.split("pip install", 1)[1].split("&&", 1)[0]
+    assert "gguf" in extras.split("[", 1)[1].split("]", 1)[0].split(",")
+
+
+def test_ci_runs_the_readme_test_command_verbatim() -> None:
+    """`.ci/run` ends with the Quick start's second command, as it is written there."""
+    second = _quick_start_commands()[1].split("```", 1)[0].strip()
+    lines = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.strip()]
+    assert lines[-1] == second

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 import attrs
 
 from gpuscout._fit import estimate as est
+from gpuscout._fit.usage import Usage
+from gpuscout._records.device import DeviceInfo
 
 
 @attrs.frozen
@@ -120,4 +122,16 @@ def merge(command: Sequence[str], args: Sequence[str]) -> tuple[list[str], list[
     return out, kept
 
 
-__all__ = ["SPELLINGS", "Launch", "arguments", "merge", "shell_line"]
+def fit_devices(candidates: Sequence[DeviceInfo], usage: Sequence[Usage]) -> list[DeviceInfo]:
+    """The devices among ``candidates`` that a decision's environment shows a child: those its
+    ``usage`` names (every device ggml was given, in ggml's order), the CPU left out."""
+    out: list[DeviceInfo] = []
+    for u in usage:
+        for d in candidates:
+            if d.library == u.library and d.id == u.id and d not in out:
+                out.append(d)
+                break
+    return out
+
+
+__all__ = ["SPELLINGS", "Launch", "arguments", "fit_devices", "merge", "shell_line"]

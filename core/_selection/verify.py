@@ -62,7 +62,10 @@ def compare_views(selected: Sequence[DeviceInfo], seen: Sequence[DeviceInfo]) ->
 def report(verdict: Verdict) -> str:
     """A human-readable account of a verdict (several lines, ending in a newline)."""
     if verdict.ok:
-        return f"gpuscout: verified: the child sees exactly the {len(verdict.selected)} selected device(s)\n"
+        n = len(verdict.selected)
+        named = "; ".join(_name(d) for d in verdict.selected)
+        count = f"{n} selected device{'' if n == 1 else 's'}"
+        return f"gpuscout: verified: the child sees exactly the {count}: {named}\n"
     lines = [
         "gpuscout: verify: MISMATCH between the selection and what a child process sees",
         "  (S0, S1, ... number the selection in rank order, C0, C1, ... what the child "
@@ -86,6 +89,12 @@ def report(verdict: Verdict) -> str:
             "a library whose rule does not filter a multi-device selection shows all)"
         )
     return "\n".join(lines) + "\n"
+
+
+def _name(d: DeviceInfo) -> str:
+    """``CUDA GPU-8f25... (NVIDIA H200)``: the library, the id and the description if known."""
+    what = d.description or d.name
+    return f"{d.library} {d.uuid or d.id}" + (f" ({what})" if what else "")
 
 
 def child_command(include_software: bool = False, scout_args: Sequence[str] = ()) -> list[str]:

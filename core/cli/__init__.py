@@ -1,7 +1,7 @@
 """The ``gpuscout`` command.
 
 One module per command (``gpuscout.cli._commands.list``, ``.plugins``, ``.env``, ``.exec``, ``.runner``,
-``.fit``, ``.cluster``, ``.nfd``, ``.record``),
+``.fit``, ``.cluster``, ``.nfd``, ``.record``, ``.topology``),
 each with ``add_parser(sub, help)`` and ``run(args, scout_factory)``; what they share is in
 ``gpuscout.cli._common``, the stdout guard in ``gpuscout.cli._output``. Only the command named on
 the command line is imported and given a parser, so start-up costs argparse and that module.
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 #: Every command with its one-line help (``gpuscout --help``); its code is gpuscout.cli.<name>.
 COMMANDS = {
     "list": "list devices, best first",
+    "topology": "devices by NUMA node, their links, and how each pair connects",
     "plugins": "show each plugin and what it found",
     "env": "print the environment that shows only the selected devices",
     "exec": "run a command that sees only the selected devices",
@@ -158,6 +159,10 @@ def command_module(command: str) -> ModuleType:
         import gpuscout.cli._commands.record as record_command
 
         return record_command
+    if command == "topology":
+        import gpuscout.cli._commands.topology as topology_command
+
+        return topology_command
     raise KeyError(f"no command {command!r}")
 
 

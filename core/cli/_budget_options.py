@@ -15,7 +15,7 @@ from typing import Any
 
 
 def add_budget_options(
-    p: argparse.ArgumentParser,
+    p: argparse._ActionsContainer,
     default: Callable[[object], object],
     typed: Callable[[Callable[[str], Any]], Callable[[str], Any]],
 ) -> None:

@@ -74,6 +74,13 @@ class Parser(argparse.ArgumentParser):
         )
         raise SystemExit(USAGE_ERROR)
 
+    def format_help(self) -> str:
+        """The help text; a command's own options first, its global options one paragraph
+        that points to ``gpuscout --help`` (``gpuscout.cli._help``, imported only for help)."""
+        from gpuscout.cli._help import format_command_help
+
+        return format_command_help(self, super().format_help, GLOBAL_OPTIONS)
+
     def option_strings(self) -> list[str]:
         """Every long option of this parser and of the command parsers under it."""
         found: list[str] = []
@@ -116,6 +123,9 @@ def _unquote(text: str) -> str:
 
 # -- options --------------------------------------------------------------------------------------
 
+#: The group of a command's parser that holds its copy of the global options.
+GLOBAL_OPTIONS = "global options"
+
 
 def global_options(after_command: bool = False, check: bool = True) -> argparse.ArgumentParser:
     """A parent parser with the options every command takes before or after its name.
@@ -132,7 +142,8 @@ def global_options(after_command: bool = False, check: bool = True) -> argparse.
         return argparse.SUPPRESS if after_command else value
 
     p = Parser(add_help=False)
-    p.add_argument(
+    group = p.add_argument_group(GLOBAL_OPTIONS) if after_command else p
+    group.add_argument(
         "-v",
         "--verbose",
         action="count",
@@ -140,13 +151,13 @@ def global_options(after_command: bool = False, check: bool = True) -> argparse.
         dest="more_verbose" if after_command else "verbose",
         help="log on stderr: -v warnings and info, -vv debug too (default: no log events)",
     )
-    p.add_argument(
+    group.add_argument(
         "--log-format",
         choices=LOG_FORMATS if check else None,
         default=default(DEFAULT_LOG_FORMAT),
         help="log line format on stderr",
     )
-    p.add_argument(
+    group.add_argument(
         "--color",
         choices=COLOR_CHOICES if check else None,
         default=default(DEFAULT_COLOR),
@@ -240,7 +251,11 @@ def add_scout_options(p: argparse.ArgumentParser) -> None:
     _add_scout_options(p, after_command=True, check=True)
 
 
-def _add_scout_options(p: argparse.ArgumentParser, after_command: bool, check: bool) -> None:
+def _add_scout_options(parser: argparse.ArgumentParser, after_command: bool, check: bool) -> None:
+    # After the command, into the group global_options made (its --help summarises them).
+    groups = [g for g in parser._action_groups if after_command and g.title == GLOBAL_OPTIONS]
+    p = groups[0] if groups else parser
+
     def default(value: object) -> object:
         return argparse.SUPPRESS if after_command else value
 

@@ -9,7 +9,6 @@ found that a child sees something else than the selection (or could not ask one)
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -17,9 +16,8 @@ from typing import TYPE_CHECKING
 from gpuscout.cli import _common as common
 
 if TYPE_CHECKING:
-    from gpuscout._records.device import DeviceInfo
+    from gpuscout._selection.child import ChildSetup
     from gpuscout.cli._common import ScoutFactory
-    from gpuscout.scout import Scout
 
 
 def add_selection_options(p: argparse.ArgumentParser) -> None:
@@ -48,9 +46,8 @@ def prepare(
     and the child's CPUs (None: unchanged), or empty mappings, the exit status to stop with
     and None.
     """
-    from gpuscout._selection.execute import child_environment
+    from gpuscout._selection.child import child_setup
     from gpuscout._selection.selectors import NoMatchError, select_devices
-    from gpuscout._selection.visibility import selection_env
     from gpuscout.cli._render import hints
 
     scout = common.open_scout(args, scout_factory)
@@ -64,38 +61,40 @@ def prepare(
         sys.stderr.write(f"gpuscout: error: {common.printable(exc)}\n")
         hints.print_for(found, scout.env)
         return {}, {}, common.NO_MATCH, None
-    chosen = selection_env(scout, devices, isolate=args.isolate)
-    for note in chosen.notes:
+    setup = child_setup(scout, devices, isolate=args.isolate, cpu_affinity=cpu_affinity)
+    code = finish_setup(args, setup)
+    if code:
+        return {}, {}, code, None
+    return dict(setup.added), dict(setup.env), common.SUCCESS, setup.cpus
+
+
+def finish_setup(args: argparse.Namespace, setup: ChildSetup) -> int:
+    """Write ``setup``'s notes, and with ``--verify`` check in a child that it sees exactly
+    ``setup.devices`` (and with an affinity its CPUs); 0, or the exit status to stop with."""
+    for note in setup.notes:
         common.warn(note)
-    # A replay's environment feeds its discovery only: what gpuscout starts (the --verify
-    # child, exec's command, found on this machine's PATH) runs with this process's own.
-    child_env = child_environment(chosen.env, os.environ if scout.replay is not None else scout.env)
-    cpus = _affinity(scout, devices) if cpu_affinity else None
-    if args.verify:
-        from gpuscout._selection.verify import VERIFY_FAILED, VerifyError, child_command, report, verify
+    if setup.affinity is not None:
+        if setup.affinity.cpus is None:
+            common.warn(setup.affinity.note)
+        else:
+            sys.stderr.write(common.printable(f"gpuscout: {setup.affinity.note}") + "\n")
+    if not args.verify:
+        return common.SUCCESS
+    from gpuscout._selection.verify import VERIFY_FAILED, VerifyError, child_command, report, verify
 
-        command = child_command(args.include_software, common.scout_argv(args, chosen.env))
-        try:
-            verdict = verify(devices, child_env, command)
-        except VerifyError as exc:
-            sys.stderr.write(f"gpuscout: verify: {exc}\n")
-            return {}, {}, VERIFY_FAILED, None
-        sys.stderr.write(report(verdict))
-        if not verdict.ok:
-            return {}, {}, VERIFY_FAILED, None
-        if cpu_affinity and not _verify_cpus(cpus, child_env):
-            return {}, {}, VERIFY_FAILED, None
-    return chosen.env, child_env, common.SUCCESS, cpus
-
-
-def _affinity(scout: Scout, devices: Sequence[DeviceInfo]) -> frozenset[int] | None:
-    """The CPUs local to ``devices`` (None: unchanged), its note written to stderr."""
-    decided = scout.cpu_affinity(devices)
-    if decided.cpus is None:
-        common.warn(decided.note)
-    else:
-        sys.stderr.write(common.printable(f"gpuscout: {decided.note}") + "\n")
-    return decided.cpus
+    env = dict(setup.env)
+    command = child_command(args.include_software, common.scout_argv(args, dict(setup.added)))
+    try:
+        verdict = verify(setup.devices, env, command)
+    except VerifyError as exc:
+        sys.stderr.write(f"gpuscout: verify: {exc}\n")
+        return VERIFY_FAILED
+    sys.stderr.write(report(verdict))
+    if not verdict.ok:
+        return VERIFY_FAILED
+    if setup.affinity is not None and not _verify_cpus(setup.cpus, env):
+        return VERIFY_FAILED
+    return common.SUCCESS
 
 
 def _verify_cpus(cpus: frozenset[int] | None, env: dict[str, str]) -> bool:

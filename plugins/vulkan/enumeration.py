@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Mapping
 
@@ -52,6 +51,8 @@ def probe_in_child(context: Context, portability: bool) -> ProbeResult:
     timeout = DEFAULT_CHILD_TIMEOUT if left is None else max(left, 0.05)
     if not sys.executable:
         return ProbeResult(error="no Python executable to run the Vulkan probe child with")
+    import subprocess  # only a child probe pays for it (about 2 ms of a plain `list`)
+
     # -E -s -S rather than -I: the script's folder must come first on sys.path (vkstructs).
     args = [sys.executable, "-E", "-s", "-S", loader.__file__]
     if portability:

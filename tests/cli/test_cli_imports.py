@@ -81,7 +81,18 @@ def test_help_lists_every_command_with_its_help_line() -> None:
     """`gpuscout --help` names every command with its one-line help."""
     out = run_gpuscout("--help")
     assert out.returncode == 0, out.stderr
-    assert sorted(COMMANDS) == ["cluster", "env", "exec", "fit", "list", "nfd", "plugins", "record", "runner"]
+    assert sorted(COMMANDS) == [
+        "cluster",
+        "env",
+        "exec",
+        "fit",
+        "list",
+        "nfd",
+        "plugins",
+        "record",
+        "runner",
+        "topology",
+    ]
     for name, line in COMMANDS.items():
         assert any(row.split() == [name, *line.split()] for row in out.stdout.splitlines()), name
 

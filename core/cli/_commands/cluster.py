@@ -118,12 +118,14 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
 @contextmanager
 def _progress(stream: TextIO, address: str | None, deadline: float) -> Iterator[None]:
     """While the block runs, one line on ``stream`` redrawn each second, when it is a terminal:
-    ``gpuscout: cluster: waiting for the nodes' answers (3 s, at most 60 s)``; erased after."""
-    try:
-        terminal = stream.isatty()
-    except (AttributeError, OSError, ValueError):  # closed, or not a file at all
-        terminal = False
-    if not terminal:
+    ``gpuscout: cluster: waiting for the nodes' answers (3 s, at most 60 s)``; erased after.
+    The line stays narrower than the terminal (the address left out, then a shorter wording,
+    then cut): a line the terminal wraps is not redrawn by a carriage return, and its start
+    stays behind."""
+    from gpuscout.cli._render.hints import terminal_width
+
+    width = terminal_width(stream)
+    if width is None:
         yield
         return
     where = f" of {common.printable(address)}" if address else ""
@@ -133,10 +135,14 @@ def _progress(stream: TextIO, address: str | None, deadline: float) -> Iterator[
     def draw() -> None:
         while True:
             elapsed = time.monotonic() - start
-            stream.write(
-                f"\rgpuscout: cluster: waiting for the nodes{where} ({elapsed:.0f} s, "
-                f"at most {deadline:g} s)\x1b[K"
+            times = f" ({elapsed:.0f} s, at most {deadline:g} s)"
+            forms = (
+                f"gpuscout: cluster: waiting for the nodes{where}{times}",
+                f"gpuscout: cluster: waiting for the nodes{times}",
+                f"gpuscout: waiting for the nodes ({elapsed:.0f} s of {deadline:g} s)",
             )
+            line = next((form for form in forms if len(form) < width), forms[-1][: max(width - 2, 0)] + "…")
+            stream.write(f"\r{line}\x1b[K")
             stream.flush()
             if done.wait(1.0):
                 return
@@ -189,17 +195,42 @@ def summary_lines(found: Inventory) -> list[str]:
 
 
 def _print(found: Inventory, color: str) -> None:
+    from gpuscout.cli._render.hints import terminal_width
     from gpuscout.cli._render.table import print_discovery
 
     stream = output()
+    width = terminal_width(stream)
     for node in found.nodes:
-        stream.write(f"{node_heading(node)}\n")
+        stream.write(_fit(node_heading(node), width, "  "))
         for note in node.notes:
-            stream.write(f"  note: {common.printable(note)}\n")
+            stream.write(_fit(f"  note: {common.printable(note)}", width, "        "))
         for problem in node.problems():
-            stream.write(f"  problem: {common.printable(problem)}\n")
+            stream.write(_fit(f"  problem: {common.printable(problem)}", width, "           "))
         if node.discovery is not None:
             stream.flush()
             print_discovery(node.discovery, color=color)
         stream.write("\n")
-    stream.write("".join(f"{line}\n" for line in summary_lines(found)))
+    stream.write("".join(_fit(line, width, "    ") for line in summary_lines(found)))
+
+
+def _fit(line: str, width: int | None, indent: str) -> str:
+    """``line`` and its newline; on a terminal (``width``) wrapped between words to it, so that
+    the terminal never breaks a word (``Ray: 0 GP⏎U``), continuation lines under ``indent``."""
+    if width is None or len(line) <= width:
+        return line + "\n"
+    import textwrap  # only on a terminal
+
+    lead = len(line) - len(line.lstrip())
+    return (
+        "\n".join(
+            textwrap.wrap(
+                line.lstrip(),
+                width=max(width, len(indent) + 20),
+                initial_indent=" " * lead,
+                subsequent_indent=indent,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
+        + "\n"
+    )

@@ -28,12 +28,7 @@ def add_parser(sub: Subcommands, help: str) -> None:
         sub,
         "exec",
         help,
-        f"Selectors: {GRAMMAR}. Without --device: all. The command runs "
-        "without a shell, with stdio inherited and SIGINT/SIGTERM/SIGHUP "
-        "forwarded; its exit status is passed through (128+N after signal N). "
-        "Nothing runs when a selector matches no device (exit 1) or is "
-        "malformed or empty (exit 2). Without devices (and without "
-        "--device) the command runs as it would without gpuscout.",
+        "Run a command that sees only the devices --device selects (default: all).",
         color=False,
     )
     common.add_scout_options(p)
@@ -63,7 +58,15 @@ def add_parser(sub: Subcommands, help: str) -> None:
     add_fit_options(p)
     # Shown as "-- CMD [ARG ...]": argparse would write REMAINDER's usage as a bare "...".
     p.usage = "gpuscout exec [OPTIONS] [--device SELECTOR ...] -- CMD [ARG ...]"
-    p.epilog = "example: gpuscout exec --device cuda:1 --isolate -- python train.py"
+    # The details after the options, so that --device is on the first screen.
+    p.epilog = (
+        f"Selectors: {GRAMMAR}. The command runs without a shell, with stdio inherited and "
+        "SIGINT/SIGTERM/SIGHUP forwarded; its exit status is passed through (128+N after "
+        "signal N). Nothing runs when a selector matches no device (exit 1) or is malformed "
+        "or empty (exit 2). Without devices (and without --device) the command runs as it "
+        "would without gpuscout.\n\n"
+        "example: gpuscout exec --device cuda:1 --isolate -- python train.py"
+    )
     p.add_argument(
         "argv",
         nargs=argparse.REMAINDER,
@@ -101,9 +104,11 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
 
 def _run_fit(args: argparse.Namespace, command: list[str], scout_factory: ScoutFactory) -> int:
     """``exec --fit MODEL``: fit the model on the selected devices, then run ``command`` with the
-    decision's environment and arguments added (exit 1, nothing started, when it does not fit)."""
-    from gpuscout._fit.command import merge
-    from gpuscout._selection.execute import CommandError, child_environment
+    decision's environment and arguments added (exit 1, nothing started, when it does not fit);
+    ``--isolate``, ``--cpu-affinity`` and ``--verify`` apply to the devices the decision uses."""
+    from gpuscout._fit.command import fit_devices, merge
+    from gpuscout._selection.child import child_setup
+    from gpuscout._selection.execute import CommandError
     from gpuscout._selection.execute import run as run_child
     from gpuscout.cli._commands.fit import INSTALL_HINT, fit_model
     from gpuscout.errors import GpuscoutError
@@ -121,6 +126,7 @@ def _run_fit(args: argparse.Namespace, command: list[str], scout_factory: ScoutF
         scout = common.open_scout(args, scout_factory)
         found = scout.discover(include_software=args.include_software, isolated=args.isolated)
         common.warn_failed_plugins(found.plugins)
+        common.warn_budgets(found, args)
         devices = found.devices
         if args.device:
             devices = select_devices(scout, found.devices, args.device, found.numbering)
@@ -133,12 +139,19 @@ def _run_fit(args: argparse.Namespace, command: list[str], scout_factory: ScoutF
             sys.stderr.write(f"gpuscout: note: {common.printable(note)}\n")
         sys.stderr.write(f"gpuscout: error: {common.printable(args.fit)} does not fit; nothing started\n")
         return 1
+    used = fit_devices(devices, result.usage) if result.env else devices
+    setup = child_setup(
+        scout, used, isolate=args.isolate, cpu_affinity=args.cpu_affinity, visible=dict(result.env)
+    )
+    code = selection.finish_setup(args, setup)
+    if code:
+        return code
     full, kept = merge(command, result.args)
     for option in kept:
         common.warn(f"the command's own {option} wins over the fit's")
     release_stdout()
     try:
-        return run_child(full, child_environment(dict(result.env), scout.env), None)
+        return run_child(full, dict(setup.env), setup.cpus)
     except CommandError as exc:
         sys.stderr.write(f"gpuscout: error: {exc}\n")
         return exc.code

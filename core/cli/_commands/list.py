@@ -345,9 +345,9 @@ def _next_listing(
 
 
 def _watch_hints(scout: Scout, found: Discovery, shown: list[str] | None) -> list[str]:
-    from gpuscout.cli._render.hints import hints, write_hints
+    from gpuscout.cli._render.hints import brief_hints, write_hints
 
-    lines = [] if found.devices else hints(found, scout.env, listed=True)
+    lines = [] if found.devices else brief_hints(found, scout.env, listed=True)
     if lines and lines != shown:
         write_hints(lines)
         sys.stderr.flush()

@@ -61,11 +61,24 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     )
     for problem in manifest.get("problems", ()):
         common.warn(problem)
+    # Every device the recording holds, a dropped one (llvmpipe, a Vulkan twin) too: a replay
+    # finds it again, and "0 devices" for a recording of llvmpipe reads as an empty one.
+    kept, dropped = len(found.devices), len(found.dropped)
+    held = (
+        f"{_count(kept + dropped, 'device')} ({kept} kept, {dropped} dropped)"
+        if dropped
+        else _count(kept, "device")
+    )
     sys.stderr.write(
         common.printable(
-            f"gpuscout: recorded {len(found.devices)} device(s), {len(recorder.paths)} path(s) and "
-            f"the answers of {len(recorder.answers)} plugin(s) in {args.dir}"
+            f"gpuscout: recorded {held}, {_count(len(recorder.paths), 'path')} and the answers of "
+            f"{_count(len(recorder.answers), 'plugin')} in {args.dir}"
         )
         + "\n"
     )
     return common.SUCCESS
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 device``, ``2 devices``, ``0 devices``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

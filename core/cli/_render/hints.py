@@ -6,6 +6,13 @@ Everything comes from the discovery itself, never from a list of vendors: the de
 devices hidden by a visibility variable) and, for each environment variable a note names, the
 value it has here (set but empty shows as ``''``).
 
+What is printed is the reason that matters most, by the weights of
+``gpuscout._discovery.reasons`` (a variable hiding devices, then hardware nothing serves, then
+a dropped software device), with one line saying how many more there are and where to read
+them (``gpuscout plugins``, ``gpuscout list --explain``); when every reason is only that a
+plugin's kind of device is not here, one line says so (``brief_hints``). ``hints`` gives every
+one, weightiest first.
+
 A hint says only what the lines before it do not: a plugin's error is not repeated (every
 command has already written it as ``gpuscout: plugin NAME failed|timeout: ...``), after a
 listing (``listed=True``) the dropped devices are not described again, a note does not repeat
@@ -17,7 +24,6 @@ to its width (``COLUMNS`` first), continuation lines indented; in a pipe each is
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
@@ -32,61 +38,94 @@ if TYPE_CHECKING:
 #: What starts every hint line on stderr.
 PREFIX = "gpuscout: hint: "
 
-# An environment variable's name as notes spell it: upper case, digits, underscores.
-_VARIABLE = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
+#: Where the reasons a brief hint leaves out are told in full.
+ELSEWHERE = "each plugin's note in 'gpuscout plugins', what was dropped and why in 'gpuscout list --explain'"
 
 
 def hints(found: Discovery, env: Mapping[str, str], *, listed: bool = False) -> list[str]:
-    """One line per reason that may explain why ``found`` ranks no device: dropped devices (with
-    ``--include-software`` for software ones), each plugin's note, and the value in ``env`` of
-    every variable those notes name; each once. ``listed``: ``found`` was just printed (its
-    dropped devices with their reasons), so they are not described again."""
-    return _lines(found.dropped, found.plugins, env, listed)
+    """One line per reason that may explain why ``found`` ranks no device, the weightiest first
+    (``gpuscout._discovery.reasons``): dropped devices (with ``--include-software`` for
+    software ones), each plugin's note, and the value in ``env`` of every variable those notes
+    name; each once. ``listed``: ``found`` was just printed (its dropped devices with their
+    reasons), so they are not described again."""
+    return [line for _, line in _weighed(found.dropped, found.plugins, env, listed)]
 
 
-def _lines(
+def brief_hints(found: Discovery, env: Mapping[str, str], *, listed: bool = False) -> list[str]:
+    """What is printed of ``hints``: the reasons of the greatest weight, and a line saying how
+    many more there are and where to read them; when no reason weighs more than a plugin
+    finding nothing of its kind, that reason when it is the only one, else one line naming
+    those plugins and where each says why."""
+    return _brief(_weighed(found.dropped, found.plugins, env, listed))
+
+
+def _brief(weighed: Sequence[tuple[int, str]]) -> list[str]:
+    from gpuscout._discovery.reasons import lead
+
+    if not weighed:
+        return []
+    first = lead([weight for weight, _ in weighed])
+    if first is None and len(weighed) == 1:
+        return [weighed[0][1]]
+    if first is None:
+        names = [line.split(":", 1)[0].removeprefix("plugin ") for _, line in weighed]
+        return [f"no plugin found a device here ({', '.join(names)}); each says why in 'gpuscout plugins'"]
+    rest = len(weighed) - 1
+    more = f"{rest} more reason{'' if rest == 1 else 's'}: {ELSEWHERE}"
+    return [weighed[first][1]] + ([more] if rest else [])
+
+
+def _weighed(
     dropped: Sequence[Dropped], reports: Sequence[PluginReport], env: Mapping[str, str], listed: bool = False
-) -> list[str]:
-    from gpuscout._records.results import SOFTWARE_REASON
+) -> list[tuple[int, str]]:
+    """Each hint with its weight, the weightiest first; within a weight a plugin's note comes
+    before the devices dropped (it sums them up), then in the order found."""
+    from gpuscout._discovery.reasons import HIDDEN, SOFTWARE, drop_weight
+    from gpuscout._records.results import SOFTWARE_REASON, PluginStatus
 
-    lines: list[str] = []
+    lines: list[tuple[int, str]] = []
+    if not any(r.status is not PluginStatus.DISABLED for r in reports):
+        lines.append(
+            (HIDDEN, "no plugin ran: every plugin is disabled or none is installed (see 'gpuscout plugins')")
+        )
+    lines.extend(_plugin_hints(reports, env))
     software = [drop.device for drop in dropped if drop.reason == SOFTWARE_REASON]
     if software:
         n = len(software)
         which = "it" if n == 1 else "them"
         if listed:
-            lines.append(
-                f"dropped {n} software device{'' if n == 1 else 's'} (listed above); "
-                f"--include-software ranks {which}"
-            )
+            what = "(listed above)"
         else:
-            named = ", ".join(
+            what = ": " + ", ".join(
                 f"{d.library} {d.id} ({d.description or d.name or 'unnamed'})" for d in software
             )
-            lines.append(
-                f"dropped {n} software device{'' if n == 1 else 's'}: {named}; "
-                f"--include-software ranks {which}"
+        lines.append(
+            (
+                SOFTWARE,
+                f"dropped {n} software device{'' if n == 1 else 's'}{' ' if listed else ''}{what}; "
+                f"--include-software ranks {which}",
             )
+        )
     if not listed:
         for drop in dropped:
             if drop.reason != SOFTWARE_REASON and drop.duplicate_of is None:
-                lines.append(f"dropped {drop.device.library} {drop.device.id}: {drop.reason}")
-    lines.extend(_plugin_hints(reports, env))
-    return list(dict.fromkeys(printable(line) for line in lines))
+                weight = drop_weight(drop.reason, False, env)
+                lines.append((weight, f"dropped {drop.device.library} {drop.device.id}: {drop.reason}"))
+    unique = dict.fromkeys((weight, printable(line)) for weight, line in lines)
+    return sorted(unique, key=lambda item: item[0])
 
 
-def _plugin_hints(reports: Sequence[PluginReport], env: Mapping[str, str]) -> list[str]:
+def _plugin_hints(reports: Sequence[PluginReport], env: Mapping[str, str]) -> list[tuple[int, str]]:
+    from gpuscout._discovery.reasons import note_weight
     from gpuscout._records.results import PluginStatus
 
-    lines: list[str] = []
-    if not any(r.status is not PluginStatus.DISABLED for r in reports):
-        lines.append("no plugin ran: every plugin is disabled or none is installed (see 'gpuscout plugins')")
+    lines: list[tuple[int, str]] = []
     for r in reports:
         # A failed plugin's error is on stderr already (``gpuscout: plugin NAME failed: ...``).
         if r.status is PluginStatus.DISABLED or not r.note:
             continue
         note = _without_name(r.note, r.name)
-        lines.append(f"plugin {r.name}: {note}{_values(note, env)}")
+        lines.append((note_weight(r.note, env), f"plugin {r.name}: {note}{_values(note, env)}"))
     return lines
 
 
@@ -98,7 +137,9 @@ def _without_name(note: str, name: str) -> str:
 
 def _values(text: str, env: Mapping[str, str]) -> str:
     """`` (NAME='value', ...)`` for each variable ``text`` names that ``env`` sets, else ``''``."""
-    names = dict.fromkeys(m.group(0) for m in _VARIABLE.finditer(text))
+    from gpuscout._discovery.reasons import VARIABLE
+
+    names = dict.fromkeys(m.group(0) for m in VARIABLE.finditer(text))
     shown = [f"{name}={env[name]!r}" for name in names if name in env]
     return f" ({', '.join(shown)})" if shown else ""
 
@@ -167,10 +208,19 @@ def print_for(
     if isinstance(target, Discovery):
         if target.devices:
             return
-        lines = hints(target, os.environ if env is None else env, listed=listed)
+        lines = brief_hints(target, os.environ if env is None else env, listed=listed)
     else:
-        lines = _lines([], target.reports, target.env if env is None else env)
+        lines = _brief(_weighed([], target.reports, target.env if env is None else env))
     write_hints(lines)
 
 
-__all__ = ["PREFIX", "format_hints", "hints", "print_for", "terminal_width", "write_hints"]
+__all__ = [
+    "ELSEWHERE",
+    "PREFIX",
+    "brief_hints",
+    "format_hints",
+    "hints",
+    "print_for",
+    "terminal_width",
+    "write_hints",
+]
