@@ -229,3 +229,9 @@ def test_env_with_a_misspelled_selector_suggests_one_the_devices_answer_to(writt
     """``env cuda1`` on the WSL2 pair: "did you mean 'cuda:1'?"."""
     done = in_a_pipe("--replay", WSL2, "env", written)
     assert done.returncode in (1, 2) and f"did you mean {meant!r}?" in done.stderr
+
+
+def test_env_help_says_what_library_index_counts() -> None:
+    """``env --help`` says LIBRARY:INDEX is the runtime's own number and where to see it."""
+    text = " ".join(exported("env", "--help").split())
+    assert "LIBRARY:INDEX is the runtime's own number" in text and "gpuscout list -q" in text
