@@ -411,7 +411,7 @@ class Scout(ModelMethods):
         from gpuscout._selection.selectors import select_devices
 
         discovery = self.discover(include_software=include_software, isolated=isolated)
-        return select_devices(self, discovery.devices, selectors)
+        return select_devices(self, discovery.devices, selectors, discovery.numbering)
 
     def __repr__(self) -> str:
         loaded = [r.name for r in self.reports if r.status is not PluginStatus.DISABLED]

@@ -471,14 +471,14 @@ MUTATIONS += [
         "fits: selects a device whose free memory is unknown",
     ),
     (
-        _m,
+        "core/_selection/numbering.py",  # the PCI order selectors fall back to
         "        return (0 if d.pci_id else 1, d.pci_id.lower(), _numeric_key(token), token)",
         "        return (0 if d.pci_id else 1, d.pci_id.lower(), (0, token), token)",
         SELECT,
         "filter ids order as strings (10 before 9)",
     ),
     (
-        _m,
+        "core/_selection/numbering.py",  # the PCI order selectors fall back to
         "        return (0 if d.pci_id else 1, d.pci_id.lower(), _numeric_key(token), token)",
         "        return (0, d.pci_id.lower(), _numeric_key(token), token)",
         SELECT,
@@ -1723,11 +1723,32 @@ MUTATIONS += [
         "a PCI id of a partitioned card selects every partition",
     ),
     (
+        "core/_selection/numbering.py",
+        "        if d.hidden_by:\n            continue\n",
+        "",
+        ("tests/test_selection_numbering.py", *SELECT),
+        "a device hidden by a visibility variable takes a runtime number",
+    ),
+    (
+        "core/_selection/numbering.py",
+        "    if numbering and mine and all(devices[i].device_id in numbering for i in mine):",
+        "    if numbering and mine:",
+        ("tests/test_selection_numbering.py", *SELECT),
+        "a partial numbering is trusted, devices without a number crash or vanish",
+    ),
+    (
         "core/_selection/selectors.py",
-        "    if index >= len(order):",
-        "    if index > len(order):",
+        "        start = max(MIN_PREFIX, (word.end() if word else 0) + 4)",
+        "        start = MIN_PREFIX",
+        ("tests/test_selection_numbering.py", *SELECT),
+        "a shortened id keeps fewer than four characters after GPU-",
+    ),
+    (
+        "core/_selection/selectors.py",
+        "    hits = [i for n, i in numbers if n == index]",
+        "    hits = [i for n, i in numbers if n >= index]",
         SELECT,
-        "LIBRARY:N one past the last device is an IndexError, not NoMatchError",
+        "LIBRARY:N picks every device numbered N or more, not the one numbered N",
     ),
     (
         "core/_selection/selectors.py",

@@ -141,4 +141,5 @@ def test_the_table_marks_software_devices_and_unknown_compute(
     assert code == 0
     row = next(line for line in out.splitlines() if "llvmpipe" in line)
     fields = row.split("\t")  # in a pipe: tab-separated, unknown values as "-"
-    assert fields[-1] == "software" and "-" in fields and "-1.-1" not in row
+    # The note column, then the selector the device answers to (last, so columns keep places).
+    assert fields[-2:] == ["software", "vulkan:0"] and "-" in fields and "-1.-1" not in row

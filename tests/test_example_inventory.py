@@ -244,8 +244,8 @@ def test_env_verify_proves_a_child_sees_only_the_selected_device(venv: Venv) -> 
     """``gpuscout env inventory:0 --verify`` exits 0 and prints the visibility variable."""
     done = venv.run(venv.gpuscout, "env", "inventory:0", "--verify")
     assert done.returncode == 0, done.stderr
-    # inventory:N counts in PCI bus order: the one device with a PCI id comes first.
-    assert done.stdout == "export GPUSCOUT_INVENTORY_VISIBLE_DEVICES='igpu'\n"
+    # inventory:N is the plugin's own number: the first device of its file.
+    assert done.stdout == "export GPUSCOUT_INVENTORY_VISIBLE_DEVICES='big'\n"
     assert "verified: the child sees exactly the 1 selected device: " in done.stderr
 
 

@@ -113,7 +113,7 @@ MATCHES = [
     ("a PCI id", ["0000:01:00.0"], [L4]),
     ("a PCI id in upper case", ["0000:C4:00.0"], [MI300]),
     ("a PCI id without its domain", ["81:00.0"], [A100]),
-    ("library:index counts in PCI bus order, not rank", ["cuda:0"], [L4]),
+    ("library:index without a numbering counts in PCI bus order, not rank", ["cuda:0"], [L4]),
     ("library:index second CUDA device by bus", ["CUDA:1"], [A100]),
     ("library:index puts devices without a PCI id last", ["cuda:2"], [MIG_A]),
     ("library:index for Vulkan", ["vulkan:0"], [IGPU]),

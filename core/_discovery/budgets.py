@@ -29,6 +29,7 @@ import attrs
 from gpuscout._records.device import DeviceID, DeviceInfo
 from gpuscout._records.fields import show_value
 from gpuscout._records.results import Applied, Entry, Outcome
+from gpuscout._selection.numbering import Numbering
 from gpuscout.errors import GpuscoutError
 from gpuscout.sizes import SizeError, parse_size, size_text
 
@@ -209,16 +210,20 @@ class Budgets:
     def __bool__(self) -> bool:
         return bool(self.cap or self.reserve or self.prefer)
 
-    def apply(self, devices: Sequence[DeviceInfo]) -> tuple[list[DeviceInfo], Outcome]:
+    def apply(
+        self, devices: Sequence[DeviceInfo], numbering: Numbering | None = None
+    ) -> tuple[list[DeviceInfo], Outcome]:
         """``devices`` (a discovery's, before ranking) with each budget applied: a budgeted
         device gains ``usable_memory`` (only when it differs from its total) and a note; and
-        what was done. Raises BudgetError for a selector that matches several devices where it
-        names one (an ambiguous id prefix, a PCI id of a partitioned card)."""
+        what was done. ``LIBRARY:INDEX`` counts by ``numbering`` (the discovery's runtime
+        numbers; PCI order without it), as selectors do. Raises BudgetError for a selector
+        that matches several devices where it names one (an ambiguous id prefix, a PCI id of a
+        partitioned card)."""
         devices = list(devices)
         unmatched: list[str] = []
 
         def matches(selector: str, kind: str) -> list[int]:
-            hits = _match(selector, devices, kind)
+            hits = _match(selector, devices, kind, numbering)
             if not hits:
                 unmatched.append(f"{kind} {selector!r} matches no device")
             return hits
@@ -257,13 +262,15 @@ class Budgets:
         return out, Outcome(self.prefer, preference, applied, tuple(dict.fromkeys(unmatched)))
 
 
-def _match(selector: str, devices: Sequence[DeviceInfo], kind: str) -> list[int]:
+def _match(
+    selector: str, devices: Sequence[DeviceInfo], kind: str, numbering: Numbering | None = None
+) -> list[int]:
     from gpuscout._selection.selectors import NoMatchError, SelectionError, match_one
 
     if selector.lower() == "all":
         return list(range(len(devices)))
     try:
-        return match_one(selector, devices, _NO_RESERVE)
+        return match_one(selector, devices, _NO_RESERVE, numbering)
     except NoMatchError:
         return []
     except SelectionError as exc:

@@ -18,6 +18,7 @@ from gpuscout._machine.context import Context
 from gpuscout._machine.system import read_system
 from gpuscout._records.device import DeviceInfo
 from gpuscout._records.results import SOFTWARE_REASON, Discovery, Dropped
+from gpuscout._selection.numbering import runtime_numbering
 
 
 @attrs.frozen
@@ -49,7 +50,10 @@ def discover(run: Run, include_software: bool, validate: bool, isolated: bool) -
     # A recording is replayed (and made) in this process: replaying asks no driver, and a
     # recording must see what each plugin read, which a child's reads are not.
     on_machine = not run.replaying and not run.recording
-    kept, dropped = run.merge(host.enumerate(isolated=isolated and on_machine))
+    answers = host.enumerate(isolated=isolated and on_machine)
+    # Numbered before the merge: a runtime counts the devices gpuscout drops as duplicates too.
+    numbering = runtime_numbering(answers)
+    kept, dropped = run.merge(answers)
     if host.recording_errors:
         # A malformed answer is the recording's fault, not the plugin's: the caller hears it.
         raise host.recording_errors[0]
@@ -81,7 +85,7 @@ def discover(run: Run, include_software: bool, validate: bool, isolated: bool) -
     run.log.debug(
         "discovery.done", devices=len(kept), dropped=len(dropped), elapsed_ms=round(elapsed * 1000, 3)
     )
-    kept, outcome = run.budgets.apply(kept)
+    kept, outcome = run.budgets.apply(kept, numbering)
     for sentence in outcome.unmatched:
         run.log.warning("discovery.budget_unmatched", budget=sentence)
     return Discovery(
@@ -91,6 +95,7 @@ def discover(run: Run, include_software: bool, validate: bool, isolated: bool) -
         plugins=host.snapshot(),
         elapsed=elapsed,
         budgets=outcome,
+        numbering={d.device_id: numbering[d.device_id] for d in kept if d.device_id in numbering},
     )
 
 

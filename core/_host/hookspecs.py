@@ -122,6 +122,8 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     Every record is checked (field types, memory >= 0, ``pci_id`` empty or like
     ``0000:c4:00.0``); the first bad field fails the plugin and none of its devices is used.
     The core then merges the devices of all plugins, drops software devices and ranks them.
+    Report the devices in the order the backend's runtime numbers them: ``LIBRARY:INDEX``
+    counts in that order (the n-th device not ``hidden_by`` anything is number n).
 
     :param context: the environment, platform, filesystem root, deadline, notes and logger.
     :return: a list of ``DeviceInfo`` (``library`` set), ``[]`` when there are none. Anything

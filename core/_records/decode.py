@@ -189,7 +189,13 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook(
         Discovery,
         _object_hook(
-            make_dict_structure_fn(Discovery, conv, elapsed=override(omit=True), budgets=override(omit=True))
+            make_dict_structure_fn(
+                Discovery,
+                conv,
+                elapsed=override(omit=True),
+                budgets=override(omit=True),
+                numbering=override(omit=True),
+            )
         ),
     )
     conv.register_structure_hook(Dropped, _object_hook(make_dict_structure_fn(Dropped, conv)))

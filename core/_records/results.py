@@ -118,9 +118,12 @@ class Dropped:
 class Discovery:
     """The result of one discovery: ranked devices, what was dropped and why, system memory,
     one report per plugin, the wall time it took in seconds, and what the Scout's budgets did
-    (``budgets``: each device's cap and reserve, the prefer order; docs/budgets.md). The
-    ``list --json`` document carries the budgets only as the devices' ``usable_memory`` and
-    notes, so a Discovery read back from it has an empty ``budgets``."""
+    (``budgets``: each device's cap and reserve, the prefer order; docs/budgets.md), and each
+    device's number in its library's runtime (``numbering``, what ``LIBRARY:INDEX`` selects by:
+    ``gpuscout._selection.numbering``). The ``list --json`` document carries the budgets only as
+    the devices' ``usable_memory`` and notes, and the numbering only in ``--explain``'s
+    ``selector`` of each ranked device, so a Discovery read back from it has an empty
+    ``budgets`` and ``numbering``."""
 
     devices: list[DeviceInfo]
     dropped: list[Dropped]
@@ -128,6 +131,7 @@ class Discovery:
     plugins: list[PluginReport]
     elapsed: float = 0.0
     budgets: Outcome = attrs.field(factory=Outcome)
+    numbering: Mapping[DeviceID, int] = attrs.field(factory=dict, eq=False)
 
     def report(self, name: str) -> PluginReport:
         """The report of the plugin named ``name``, compared as allow lists compare names

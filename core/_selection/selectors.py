@@ -11,8 +11,10 @@ A selector is one of (tried in this order, case-insensitive):
 * ``numa=N``: every device attached to NUMA node N (``DeviceInfo.numa_node``; a device whose
   node is unknown is on none);
 * a bare integer: a rank position;
-* ``LIBRARY:INDEX`` such as ``cuda:1``: the INDEX-th device of that library, counted in PCI bus
-  order (devices without a PCI id after, by their filter id);
+* ``LIBRARY:INDEX`` such as ``cuda:1``: the device that library's runtime numbers INDEX in this
+  environment (what ``CUDA_VISIBLE_DEVICES=1`` names, llama.cpp's ``CUDA1``; see
+  ``gpuscout._selection.numbering``), or, for devices without a numbering, the INDEX-th in PCI
+  bus order;
 * a PCI id (``0000:c4:00.0``, or ``c4:00.0`` for domain 0);
 * a device id or vendor UUID, or a unique prefix of one of at least 4 characters.
 
@@ -31,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from gpuscout._records.device import DeviceInfo
+from gpuscout._selection.numbering import LIBRARY_INDEX, Numbering, did_you_mean_device, library_numbers
 from gpuscout.errors import GpuscoutError
 from gpuscout.sizes import SizeError, parse_size, plural, sizes_apart, word_for
 
@@ -43,7 +46,6 @@ MAX_SELECTOR = 1000
 # alone would let the Kelvin sign match "k" and a dotless i match "i", and "$" matches before a
 # trailing newline.
 _ASCII_NOCASE = re.ASCII | re.IGNORECASE
-_LIBRARY_INDEX = re.compile(r"([a-z][a-z0-9_]*):([0-9]+)", _ASCII_NOCASE)
 _PCI = re.compile(r"(?:([0-9a-f]{4,8}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])", _ASCII_NOCASE)
 _RANK = re.compile(r"[0-9]+", re.ASCII)
 # What a device id or UUID prefix looks like: hex digits and dashes, after an optional word and
@@ -122,25 +124,12 @@ def inventory(devices: Sequence[DeviceInfo]) -> str:
     return "devices: " + "; ".join(describe(i, d) for i, d in enumerate(devices))
 
 
-def library_order(devices: Sequence[DeviceInfo], library: str) -> list[int]:
-    """Rank positions of ``library``'s devices in PCI bus order (the order nvidia-smi and
-    CUDA_DEVICE_ORDER=PCI_BUS_ID use); devices without a PCI id follow, by filter id."""
-
-    def key(i: int) -> tuple[int, str, tuple[int, str], str]:
-        d = devices[i]
-        token = d.filter_id or d.id
-        return (0 if d.pci_id else 1, d.pci_id.lower(), _numeric_key(token), token)
-
-    return sorted((i for i, d in enumerate(devices) if d.library.lower() == library.lower()), key=key)
-
-
-def _numeric_key(token: str) -> tuple[int, str]:
-    """Orders ASCII digit strings as numbers without int() (unbounded length, no "²"); anything
-    else sorts first, as -1 did."""
-    if not (token.isascii() and token.isdigit()):
-        return (-1, "")
-    digits = token.lstrip("0")
-    return (len(digits), digits)
+def library_order(
+    devices: Sequence[DeviceInfo], library: str, numbering: Numbering | None = None
+) -> list[int]:
+    """Rank positions of ``library``'s devices by their number: the runtime's where
+    ``numbering`` has one for each, else PCI bus order (``gpuscout._selection.numbering``)."""
+    return [i for _, i in library_numbers(devices, library, numbering)]
 
 
 def _normal_pci(match: re.Match[str]) -> str:
@@ -148,8 +137,11 @@ def _normal_pci(match: re.Match[str]) -> str:
     return f"{int(domain or '0', 16):04x}:{bus}:{dev}.{fn}".lower()
 
 
-def match_one(selector: str, devices: Sequence[DeviceInfo], reserve: ReserveSource) -> list[int]:
-    """Rank positions of ``devices`` that ``selector`` picks (see the module doc)."""
+def match_one(
+    selector: str, devices: Sequence[DeviceInfo], reserve: ReserveSource, numbering: Numbering | None = None
+) -> list[int]:
+    """Rank positions of ``devices`` that ``selector`` picks (see the module doc); ``numbering``
+    (a discovery's) gives each device's runtime number for ``LIBRARY:INDEX``."""
     if not isinstance(selector, str):
         raise _not_str(selector)
     if len(selector) > MAX_SELECTOR:
@@ -182,13 +174,13 @@ def match_one(selector: str, devices: Sequence[DeviceInfo], reserve: ReserveSour
                 f"(0..{len(devices) - 1}); {inventory(devices)}"
             )
         return [position]
-    lib_index = _LIBRARY_INDEX.fullmatch(text)
+    lib_index = LIBRARY_INDEX.fullmatch(text)
     if lib_index:
-        return _library_index(selector, lib_index.group(1), _index(lib_index.group(2)), devices)
+        return _library_index(selector, lib_index.group(1), _index(lib_index.group(2)), devices, numbering)
     pci = _PCI.fullmatch(text)
     if pci:
         return _pci(selector, _normal_pci(pci), devices)
-    return _identity(selector, low, devices)
+    return _identity(selector, low, devices, numbering)
 
 
 def _index(digits: str) -> int:
@@ -273,17 +265,23 @@ def _numa(selector: str, node: str, devices: Sequence[DeviceInfo]) -> list[int]:
     return hits
 
 
-def _library_index(selector: str, library: str, index: int, devices: Sequence[DeviceInfo]) -> list[int]:
-    order = library_order(devices, library)
-    if not order:
+def _library_index(
+    selector: str, library: str, index: int, devices: Sequence[DeviceInfo], numbering: Numbering | None
+) -> list[int]:
+    numbers = library_numbers(devices, library, numbering)
+    if not numbers:
         raise NoMatchError(
-            f"selector {selector!r}: no device of library {library!r}; libraries found: {_libraries(devices)}"
+            f"selector {selector!r}: no device of library {library!r}; libraries found: "
+            f"{_libraries(devices)}{did_you_mean_device(selector, devices, numbering)}"
         )
-    if index >= len(order):
-        listed = "; ".join(f"{library.lower()}:{n} -> {describe(i, devices[i])}" for n, i in enumerate(order))
-        has = plural(len(order), "device")
-        raise NoMatchError(f"selector {selector!r}: library {devices[order[0]].library} has {has}: {listed}")
-    return [order[index]]
+    hits = [i for n, i in numbers if n == index]
+    if not hits:
+        listed = "; ".join(f"{library.lower()}:{n} -> {describe(i, devices[i])}" for n, i in numbers)
+        has = plural(len(numbers), "device")
+        raise NoMatchError(
+            f"selector {selector!r}: library {devices[numbers[0][1]].library} has {has}: {listed}"
+        )
+    return hits
 
 
 def _ambiguous(selector: str, hits: Sequence[int], devices: Sequence[DeviceInfo]) -> SelectionError:
@@ -304,7 +302,9 @@ def _pci(selector: str, pci_id: str, devices: Sequence[DeviceInfo]) -> list[int]
     return hits
 
 
-def _identity(selector: str, low: str, devices: Sequence[DeviceInfo]) -> list[int]:
+def _identity(
+    selector: str, low: str, devices: Sequence[DeviceInfo], numbering: Numbering | None = None
+) -> list[int]:
     def names(d: DeviceInfo) -> set[str]:
         return {n.lower() for n in (d.id, d.uuid) if n}
 
@@ -321,14 +321,15 @@ def _identity(selector: str, low: str, devices: Sequence[DeviceInfo]) -> list[in
             return hits
         if _ID_PREFIX.fullmatch(low):
             raise NoMatchError(
-                f"selector {selector!r}: no device id or UUID equals or starts with it; {inventory(devices)}"
+                f"selector {selector!r}: no device id or UUID equals or starts with it"
+                f"{did_you_mean_device(selector, devices, numbering)}; {inventory(devices)}"
             )
         why = "no device id or UUID equals or starts with it"
     else:
         why = f"not a device id, and an id prefix needs at least {MIN_PREFIX} characters"
+    hint = did_you_mean_device(selector, devices, numbering) or _did_you_mean(selector.strip())
     raise SelectionError(
-        f"unknown selector {selector!r}: {why}{_did_you_mean(selector.strip())}; expected one of: {GRAMMAR}; "
-        f"{inventory(devices)}"
+        f"unknown selector {selector!r}: {why}{hint}; expected one of: {GRAMMAR}; {inventory(devices)}"
     )
 
 
@@ -340,21 +341,59 @@ def _did_you_mean(text: str) -> str:
     return did_you_mean_selector(text, ["best", "all"], {":": ["fits"], "=": ["library", "numa"]})
 
 
+#: Ids at most this long are shown whole: a prefix would save little.
+SHORT_ID = 12
+_WORD_PREFIX = re.compile(r"[a-z]+-|0x", _ASCII_NOCASE)
+
+
+class _NoReserve:
+    def minimum_memory(self, device: DeviceInfo) -> int:
+        return 0
+
+
+def shortest_ids(devices: Sequence[DeviceInfo]) -> list[str]:
+    """Each device's id cut to the shortest prefix that selects it alone among ``devices``
+    (``GPU-05d9`` for ``GPU-05d9e6c2-...``): at least ``MIN_PREFIX`` characters and 4 after a
+    word prefix such as ``GPU-``, never ending in ``-``; an id of ``SHORT_ID`` characters or
+    fewer, or one no prefix selects alone, whole."""
+    out = []
+    for i, d in enumerate(devices):
+        ident = d.id
+        word = _WORD_PREFIX.match(ident)
+        start = max(MIN_PREFIX, (word.end() if word else 0) + 4)
+        short = ident
+        if len(ident) > SHORT_ID:
+            for end in range(start, len(ident)):
+                prefix = ident[:end]
+                if prefix.endswith("-"):
+                    continue
+                try:
+                    if match_one(prefix, devices, _NoReserve()) == [i]:
+                        short = prefix
+                        break
+                except SelectionError:
+                    continue
+        out.append(short)
+    return out
+
+
 def select_devices(
     reserve: ReserveSource,
     ranked_devices: Sequence[DeviceInfo],
     selectors: str | Iterable[str],
+    numbering: Numbering | None = None,
 ) -> list[DeviceInfo]:
     """The union of what each selector matches, in rank order. No selectors means ``all``.
 
     ``reserve`` (a Scout) gives each device's minimum memory for ``fits:``; ``ranked_devices``
-    is a discovery's ranked list. Raises ``NoMatchError`` for a well-formed selector that
+    is a discovery's ranked list and ``numbering`` its ``numbering`` (``LIBRARY:INDEX`` counts
+    in PCI order without one). Raises ``NoMatchError`` for a well-formed selector that
     matches nothing, ``SelectionError`` for a malformed or ambiguous one.
     """
     devices = list(ranked_devices)
     chosen: set[int] = set()
     for selector in split_selectors(selectors) or ["all"]:
-        chosen.update(match_one(selector, devices, reserve))
+        chosen.update(match_one(selector, devices, reserve, numbering))
     return [devices[i] for i in sorted(chosen)]
 
 
@@ -368,5 +407,6 @@ __all__ = [
     "library_order",
     "match_one",
     "select_devices",
+    "shortest_ids",
     "split_selectors",
 ]

@@ -56,7 +56,7 @@ def prepare(
     common.warn_failed_plugins(found.plugins)  # one line each, as `list` writes them
     common.warn_budgets(found, args)
     try:
-        devices = select_devices(scout, found.devices, list(selectors))
+        devices = select_devices(scout, found.devices, list(selectors), found.numbering)
     except NoMatchError as exc:
         sys.stderr.write(f"gpuscout: error: {common.printable(exc)}\n")
         hints.print_for(found, scout.env)

@@ -94,12 +94,22 @@ def on_terminal(monkeypatch: pytest.MonkeyPatch, columns: int = 120) -> None:
     monkeypatch.setenv("COLUMNS", str(columns))
 
 
-@pytest.mark.parametrize("width", [40, 80, 200])
+@pytest.mark.parametrize("width", [40, 200])
 def test_ids_and_pci_ids_are_never_cut(width: int) -> None:
-    """Each id and PCI id is printed whole at every width."""
+    """Each id and PCI id is printed whole where the table has room for whole ids, and in the
+    blocks of a narrow terminal."""
     out = render_discovery(FOUND, width)
     for text in (CUDA_ID, "GPU-4b2e6c1a9f3d7e05", "0000:01:00.0", "0000:c4:00.0"):
         assert text in out
+
+
+def test_an_80_column_table_shows_each_id_as_the_prefix_that_selects_it() -> None:
+    """At 80 columns the ids are their shortest selecting prefixes (a legend says so); PCI ids
+    stay whole."""
+    out = render_discovery(FOUND, 80)
+    assert CUDA_ID not in out and "GPU-8f1c " in out and "GPU-4b2e " in out
+    assert "0000:01:00.0" in out and "0000:c4:00.0" in out
+    assert "id: the shortest prefix that selects each device" in out
 
 
 @pytest.mark.parametrize("width", [80, 200])
@@ -133,7 +143,7 @@ def test_an_80_column_table_keeps_the_important_columns() -> None:
 def test_a_40_column_terminal_gets_one_block_per_device() -> None:
     """Too narrow for a table, each device is a block of labelled lines, nothing cut."""
     out = render_discovery(FOUND, 40)
-    assert f"#0 CUDA {CUDA_ID}" in out and re.search(r"^  PCI id: +0000:c4:00\.0", out, re.M)
+    assert f"#0 cuda:0 {CUDA_ID}" in out and re.search(r"^  PCI id: +0000:c4:00\.0", out, re.M)
 
 
 def test_markup_in_a_name_prints_literally_at_every_width() -> None:
@@ -147,7 +157,21 @@ def test_unknown_values_print_as_a_dash() -> None:
     device = DeviceInfo(id="0", library="Vulkan", compute_major=-1, total_memory=GIB)
     found = Discovery(devices=[device], dropped=[], system=SystemInfo(), plugins=[])
     row = next(line for line in render_discovery(found, 200).splitlines() if line.startswith("0 "))
-    assert row.split() == ["0", "Vulkan", "0", "-", "-", "0", "B/1.0", "GiB", "[##########]", "-", "-", "no"]
+    assert row.split() == [
+        "0",
+        "vulkan:0",
+        "Vulkan",
+        "0",
+        "-",
+        "-",
+        "0",
+        "B/1.0",
+        "GiB",
+        "[##########]",
+        "-",
+        "-",
+        "no",
+    ]
 
 
 def test_free_memory_marks_a_guess_and_a_stale_figure() -> None:

@@ -67,7 +67,7 @@ def test_the_table_shows_numa_and_link_and_a_line_per_note() -> None:
     head = next(line for line in text.splitlines() if "library" in line)
     assert "NUMA" in head and "link" in head
     assert "Gen3 x4 of Gen4 x16" in text
-    assert "note: #1 CUDA GPU-slot: running at PCIe Gen3 x4 of Gen4 x16" in text
+    assert "note: #1 cuda:1: running at PCIe Gen3 x4 of Gen4 x16" in text
 
 
 def test_the_table_has_no_topology_columns_when_nothing_is_known() -> None:

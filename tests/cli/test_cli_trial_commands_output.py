@@ -190,11 +190,12 @@ def test_a_misspelling_is_answered_with_did_you_mean(argv: list[str], hint: str)
 # -- list -q and --format -------------------------------------------------------------------------
 
 
-def test_list_quiet_prints_only_ids_best_first(gpuscout_cli: CliRunner) -> None:
-    """`list -q` is one id per line in rank order, nothing else on stdout."""
+def test_list_quiet_prints_only_selectors_best_first(gpuscout_cli: CliRunner) -> None:
+    """`list -q` is one selector per line in rank order, each the runtime's own number (the
+    plugin enumerated B first, so B is cuda:0 though A ranks first), nothing else on stdout."""
     run = gpuscout_cli(["list", "-q"], [CUDA_B, CUDA_A])
     assert run.code == 0, run.err
-    assert run.out == "GPU-aaaa1111\nGPU-bbbb2222\n"
+    assert run.out == "cuda:1\ncuda:0\n"
 
 
 def test_list_quiet_on_an_empty_machine_prints_nothing(gpuscout_cli: CliRunner) -> None:

@@ -11,7 +11,6 @@ import pytest
 from gpuscout import DeviceInfo, Discovery, Dropped, SystemInfo
 from gpuscout.cli._render import plain as plain_module
 from gpuscout.cli._render import table as table_module
-from gpuscout.cli._render.columns import CELL_CAP
 from gpuscout.cli._render.labels import UNKNOWN_LEGEND, devices_free_of_total, system_line
 from gpuscout.cli._render.table import render_discovery
 from gpuscout.sizes import GIB
@@ -91,18 +90,19 @@ def test_a_long_description_is_one_line_in_the_table(width: int) -> None:
         assert all("…" in row or LONG not in row for row in rows)
 
 
-def test_a_description_is_capped_even_on_a_wide_terminal() -> None:
-    """At 200 columns a long description stops at the cap with an ellipsis."""
+def test_a_description_takes_the_width_there_is_on_a_wide_terminal() -> None:
+    """At 200 columns a long description is cut only where the terminal ends (issue 34: it was
+    cut at 60 characters with 60 columns to spare)."""
     out = render_discovery(SHORT_IDS, 200)
     row = next(line for line in out.splitlines() if line.startswith("0 "))
-    assert LONG[: CELL_CAP - 1] in row and LONG not in row and "…" in row
+    assert LONG[:100] in row and LONG not in row and "…" in row
 
 
 def test_80_columns_name_the_columns_left_out() -> None:
     """A footer says which columns did not fit and how to see them."""
     out = render_discovery(SHORT_IDS, 80)
     footer = " ".join(out.split("columns left out at 80 columns: ")[1].split("\n2 devices")[0].split())
-    assert footer.startswith("used, integrated;") and "widen the terminal or use --json" in footer
+    assert footer.startswith("used, driver, integrated;") and "widen the terminal or use --json" in footer
     assert "description" in table_part(out).split("columns left out")[0]
 
 
@@ -114,10 +114,19 @@ def test_200_columns_leave_nothing_out() -> None:
         assert header in table_part(out)
 
 
-def test_50_columns_give_a_block_per_device_with_wrapped_values() -> None:
-    """Too narrow for a table: labelled lines, a long value wrapped between words."""
+def test_50_columns_keep_rank_selector_and_the_shortened_id() -> None:
+    """At 50 columns the table stays, with its ids shortened; rank and selector are never the
+    columns that leave."""
     out = render_discovery(FOUND, 50)
-    assert f"#0 CUDA {CARD.id}" in out
+    head = next(line for line in out.splitlines() if line.startswith("#"))
+    assert head.split()[:3] == ["#", "selector", "id"]
+    assert re.search(r"^0  cuda:0 +GPU-8f1c ", out, re.M) and "rank" not in out.split("columns left out")[1]
+
+
+def test_40_columns_give_a_block_per_device_with_wrapped_values() -> None:
+    """Too narrow for a table: labelled lines, a long value wrapped between words."""
+    out = render_discovery(FOUND, 40)
+    assert f"#0 cuda:0 {CARD.id}" in out
     words = re.search(r"description: (.*?)\n  PCI id", out, re.S)
     assert words is not None and words.group(1).split() == LONG.split()
 

@@ -25,7 +25,9 @@ def add_parser(sub: Subcommands, help: str) -> None:
         sub,
         "env",
         help,
-        f"Selectors: {GRAMMAR}. None means all. Exit 1 when a selector matches "
+        f"Selectors: {GRAMMAR}. LIBRARY:INDEX is the runtime's own number (cuda:0 is "
+        "what CUDA_VISIBLE_DEVICES=0 and llama.cpp's CUDA0 name); gpuscout list -q prints "
+        "each device's. None means all. Exit 1 when a selector matches "
         "no device, and when no device was found at all; 2 on a malformed or "
         "empty selector; 3 when --verify finds a mismatch.",
         color=False,

@@ -127,7 +127,9 @@ def _run_fit(args: argparse.Namespace, command: list[str], scout_factory: ScoutF
         found = scout.discover(include_software=args.include_software, isolated=args.isolated)
         common.warn_failed_plugins(found.plugins)
         common.warn_budgets(found, args)
-        devices = select_devices(scout, found.devices, args.device) if args.device else found.devices
+        devices = found.devices
+        if args.device:
+            devices = select_devices(scout, found.devices, args.device, found.numbering)
         result = fit_model(scout, model, devices, found.system, args)
     except GpuscoutError as exc:
         sys.stderr.write(f"gpuscout: error: {common.printable(exc)[:400]}\n")

@@ -316,7 +316,7 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
         if args.device:
             from gpuscout._selection.selectors import select_devices
 
-            devices = select_devices(scout, devices, args.device)
+            devices = select_devices(scout, devices, args.device, found.numbering)
             if not devices:
                 sys.stderr.write(
                     f"gpuscout: error: no device matches {common.printable(' '.join(args.device))}\n"

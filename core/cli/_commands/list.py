@@ -45,7 +45,11 @@ def add_parser(sub: Subcommands, help: str) -> None:
         "'dropped') or json",
     )
     p.add_argument(
-        "-q", "--quiet", action="store_true", help="only the devices' ids, one per line, best first"
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="only the selector each device answers to (cuda:0: its runtime's own number), "
+        "one per line, best first",
     )
     common.add_include_software(p, "rank software devices (llvmpipe) instead of dropping them")
     p.add_argument(
@@ -139,7 +143,8 @@ def _check_format(args: argparse.Namespace) -> None:
         args.format = "json"
     if args.quiet and args.format is not None:
         raise common.UsageError(
-            f"-q prints ids only: it excludes --format {args.format}" + (" (--json)" if args.json else "")
+            f"-q prints selectors only: it excludes --format {args.format}"
+            + (" (--json)" if args.json else "")
         )
     if args.explain and (args.quiet or args.format == "csv"):
         raise common.UsageError(
@@ -162,10 +167,13 @@ def _discover(args: argparse.Namespace, scout: Scout) -> Discovery:
     return found
 
 
-def _print(args: argparse.Namespace, found: Discovery, timestamp: str | None = None) -> int:
-    """One listing of ``found`` on stdout: the JSON document, the ids, the CSV rows, or the
-    table (and explanation); ``timestamp`` (a watch) goes into the document, or first on a line
-    of its own."""
+def _print(
+    args: argparse.Namespace, found: Discovery, timestamp: str | None = None, header: bool = True
+) -> int:
+    """One listing of ``found`` on stdout: the JSON document, the selectors, the CSV rows, or
+    the table (and explanation); ``timestamp`` (a watch) goes into the document, into a first
+    ``timestamp`` column of the CSV rows (``header``: with the header row; a watch prints it
+    once, so its CSV stays one table), or first on a line of its own."""
     if args.json:
         from gpuscout._records.encode import unstructure  # no cattrs: writing needs no converter
 
@@ -178,14 +186,16 @@ def _print(args: argparse.Namespace, found: Discovery, timestamp: str | None = N
             document["timestamp"] = timestamp
         _print_json(args, document)
         return common.SUCCESS
+    fmt = getattr(args, "format", None)
+    if fmt == "csv":
+        output().write(csv_discovery(found, timestamp, header))
+        return common.SUCCESS
     if timestamp is not None:
         output().write(f"# {timestamp}\n")
     if getattr(args, "quiet", False):
-        output().write("".join(f"{_plain(d.id)}\n" for d in found.devices))
-        return common.SUCCESS
-    fmt = getattr(args, "format", None)
-    if fmt == "csv":
-        output().write(csv_discovery(found))
+        from gpuscout._selection.numbering import selector_names
+
+        output().write("".join(f"{_plain(s)}\n" for s in selector_names(found.devices, found.numbering)))
         return common.SUCCESS
     if fmt == "tsv":
         from gpuscout.cli._render.plain import plain_discovery  # no rich for the plain form
@@ -218,16 +228,18 @@ def _plain(value: str) -> str:
     return common.printable(value).replace("\t", " ") or "-"
 
 
-def csv_discovery(found: Discovery) -> str:
+def csv_discovery(found: Discovery, timestamp: str | None = None, header: bool = True) -> str:
     """``--format csv``: the rows of the tab-separated form (same columns and values), as CSV;
-    a dropped device is a row with rank ``dropped`` and the reason in ``note``; no system line."""
+    a dropped device is a row with rank ``dropped`` and the reason in ``note``; no system line.
+    With ``timestamp`` (``--watch``) every row starts with it, in a ``timestamp`` column;
+    ``header`` False leaves the header row out (a watch's later listings)."""
     import csv
     import io
 
     from gpuscout.cli._render.plain import DEVICE_COLUMNS, plain_discovery
 
     lines = plain_discovery(found).splitlines()
-    rows: list[list[str]] = [list(DEVICE_COLUMNS)]
+    rows: list[list[str]] = []
     for line in lines[1 : len(found.devices) + 1]:
         rows.append(line.split("\t"))
     for line in lines[len(found.devices) + 1 : len(found.devices) + 1 + len(found.dropped)]:
@@ -238,8 +250,12 @@ def csv_discovery(found: Discovery) -> str:
             rank="dropped", library=library, id=id_, description=description, pci_id=pci_id, note=reason
         )
         rows.append([row[c] for c in DEVICE_COLUMNS])
+    head = [list(DEVICE_COLUMNS)] if header else []
+    if timestamp is not None:
+        head = [["timestamp", *h] for h in head]
+        rows = [[timestamp, *row] for row in rows]
     text = io.StringIO()
-    csv.writer(text, lineterminator="\n").writerows(rows)
+    csv.writer(text, lineterminator="\n").writerows(head + rows)
     return text.getvalue()
 
 
@@ -281,14 +297,18 @@ def watch(args: argparse.Namespace, scout: Scout, interval: float, rounds: int |
     listings (a device that appeared beside the known ones). With ``--json`` each listing is one
     line (JSON Lines) with a ``"timestamp"`` key; on a terminal the screen is cleared and
     redrawn; in a pipe the plain listings follow each other, a blank line between. Every
-    listing but JSON starts with a ``# TIMESTAMP`` line (RFC 3339, UTC). Hints for an empty
+    table or tab-separated listing starts with a ``# TIMESTAMP`` line (RFC 3339, UTC); CSV
+    rows carry it in a first ``timestamp`` column under one header row, so that the whole
+    watch reads as one CSV table. Hints for an empty
     listing go to stderr when they change.
     """
     import time
 
     args = argparse.Namespace(**{**vars(args), "watch": interval})  # JSON Lines from _print
     stream = output()
-    on_terminal = not args.json and _on_terminal(stream)
+    # CSV is one table for the whole watch: a timestamp column, one header, no blank lines.
+    csv_rows = getattr(args, "format", None) == "csv"
+    on_terminal = not args.json and not csv_rows and _on_terminal(stream)
     found: Discovery | None = None
     since = 0  # listings since the last full discovery
     shown_hints: list[str] | None = None
@@ -300,9 +320,9 @@ def watch(args: argparse.Namespace, scout: Scout, interval: float, rounds: int |
             found, since = _next_listing(args, scout, found, since)
             if on_terminal:
                 stream.write(_CLEAR)
-            elif done and not args.json:
+            elif done and not args.json and not csv_rows:
                 stream.write("\n")
-            _print(args, found, timestamp())
+            _print(args, found, timestamp(), header=not done)
             stream.flush()
             shown_hints = _watch_hints(scout, found, shown_hints)
             done += 1

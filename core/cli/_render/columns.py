@@ -15,12 +15,11 @@ from rich.text import Text
 from gpuscout.cli._common import printable
 
 #: How a column gives way to a narrow terminal: ``whole`` never (its cells are printed entire),
-#: ``short`` by ending its one line in "…" (at most ``CELL_CAP`` wide: the whole text is in the
-#: plain form, ``--json`` and ``--explain``), ``wrap`` by wrapping onto more lines (a word longer
-#: than the column is folded, never cut).
+#: ``short`` by ending its one line in "…" when the width the other columns leave it runs out
+#: (the whole text is in the plain form, ``--json`` and ``--explain``), ``wrap`` by wrapping onto
+#: more lines (a word longer than the column is folded, never cut).
 WHOLE, SHORT, WRAP = "whole", "short", "wrap"
-#: The widest a ``short`` column is drawn, and the narrowest a ``short`` or ``wrap`` one gets.
-CELL_CAP = 60
+#: The narrowest a ``short`` or ``wrap`` column gets.
 _NARROWEST = 12
 
 #: A column of a terminal table: header, cells, how it gives way (``WHOLE``, ``SHORT``, ``WRAP``).
@@ -56,7 +55,7 @@ def fitted_table(
                 _natural(c) if c[2] == WHOLE else min(_NARROWEST, _natural(c)) for c in kept if c[2] != SHORT
             )
         )
-        short_width = min(CELL_CAP, spare // len(shorts)) if shorts else 0
+        short_width = spare // len(shorts) if shorts else 0
         table = Table(
             title=title,
             title_justify="left",

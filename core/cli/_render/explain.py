@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from gpuscout._discovery.ranking import criteria, deciding_criterion
 from gpuscout._records.results import DUPLICATE_REASON
+from gpuscout._selection.numbering import selector_names
 from gpuscout.cli._common import printable
 from gpuscout.sizes import human_bytes, plural
 
@@ -31,7 +32,8 @@ def _ref(device: DeviceID | DeviceInfo) -> dict[str, str]:
 def explain(found: Discovery) -> dict[str, Any]:
     """Why ``found`` is what it is, as JSON-ready data.
 
-    ``ranking``: per ranked device its rank, id, library (``backend``), the values the ranking
+    ``ranking``: per ranked device its rank, the ``LIBRARY:INDEX`` selector it answers to
+    (``selector``: its runtime's own number), id, library (``backend``), the values the ranking
     reads, the next device and the criterion that put this one before it (``decided_by``: a
     name from ``criteria``, or None for the last device or a full tie), and where it sits
     (``numa_node``, -1 unknown; ``link``, the PCIe link as ``list`` shows it, "" unknown) with its
@@ -49,6 +51,7 @@ def explain(found: Discovery) -> dict[str, Any]:
     devices = found.devices
     outcome = found.budgets
     ranking = []
+    selectors = selector_names(devices, found.numbering)
     for rank, device in enumerate(devices):
         following = devices[rank + 1] if rank + 1 < len(devices) else None
         decided = None if following is None else deciding_criterion(device, following, outcome.preference)
@@ -56,6 +59,7 @@ def explain(found: Discovery) -> dict[str, Any]:
         ranking.append(
             {
                 "rank": rank,
+                "selector": selectors[rank],
                 **_ref(device),
                 "software": device.software,
                 "integrated": device.integrated,

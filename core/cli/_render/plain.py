@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpuscout._records.results import DUPLICATE_REASON
+from gpuscout._selection.numbering import selector_names
 from gpuscout.cli._common import printable
 from gpuscout.cli._render.labels import (
     compute_label,
@@ -41,6 +42,8 @@ DEVICE_COLUMNS = (
     "numa",
     "link",
     "note",
+    # Last, so that the columns before it keep their places for cut and awk.
+    "selector",
 )
 DROPPED_COLUMNS = ("# dropped", "library", "id", "description", "pci_id", "reason")
 PLUGIN_COLUMNS = ("name", "status", "devices", "ms", "version", "distribution", "error/note")
@@ -73,11 +76,19 @@ def summary_line(found: Discovery) -> str:
 
 
 def dropped_line(found: Discovery, index: int) -> str:
-    """``dropped: Vulkan 1 NVIDIA GeForce RTX 4090 (duplicate of CUDA GPU-1)``: the line about
-    ``found.dropped[index]``."""
+    """``dropped: Vulkan 1 NVIDIA GeForce RTX 4090 (duplicate of #0 cuda:0)``: the line about
+    ``found.dropped[index]``, its twin named as the table names it (rank and selector) when the
+    twin is listed."""
     drop = found.dropped[index]
     d = drop.device
-    return printable(f"dropped: {d.library} {d.id} {d.description or d.name} ({drop.reason}{_twin_of(drop)})")
+    of = drop.duplicate_of
+    listed = [i for i, t in enumerate(found.devices) if of is not None and t.device_id == of]
+    if listed:
+        twin = f"#{listed[0]} {selector_names(found.devices, found.numbering)[listed[0]]}"
+        said = f" of {twin}" if drop.reason == DUPLICATE_REASON else f", the same card as {twin}"
+    else:
+        said = _twin_of(drop)
+    return printable(f"dropped: {d.library} {d.id} {d.description or d.name} ({drop.reason}{said})")
 
 
 def _twin_of(drop: Dropped) -> str:
@@ -96,6 +107,7 @@ def _twin_of(drop: Dropped) -> str:
 def plain_discovery(found: Discovery) -> str:
     """The plain form of ``gpuscout list`` (see the module docstring)."""
     rows: list[tuple[str, ...]] = [DEVICE_COLUMNS]
+    selectors = selector_names(found.devices, found.numbering)
     for rank, d in enumerate(found.devices):
         free = "-" if d.free_memory_unknown else human_bytes(d.free_memory)
         if d.free_memory_stale and not d.free_memory_unknown:
@@ -124,6 +136,7 @@ def plain_discovery(found: Discovery) -> str:
                 numa_label(d),
                 link_label(d),
                 "; ".join(notes),
+                selectors[rank],
             )
         )
     for drop in found.dropped:

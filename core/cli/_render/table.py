@@ -4,9 +4,11 @@ fits the table to the terminal, and nowhere else).
 
 Text from plugins and devices is data: every cell is a ``rich.text.Text``, so rich never reads
 ``[bold]`` or ``:emoji:`` in it, and control characters are shown escaped. The table fits the
-terminal: a description is one line, ended with "…" when long (``CELL_CAP``), then the less
-important columns drop, and a line under the table names them; ids and PCI ids are never cut
-(too narrow for even the smallest table, each device gets a block of lines). The lines after
+terminal: ids are shortened to the shortest prefix that selects each device when whole ones
+leave too little room, a description is one line, ended with "…" where the width runs out, then
+the less important columns drop, and a line under the table names them; rank, selector, ids and
+PCI ids never leave nor are cut (too narrow for even the smallest table, each device gets a
+block of lines). The lines after
 the table wrap between words. Unknown free memory shows as ``?`` with a legend line
 (``gpuscout.cli._render.labels``).
 
@@ -26,6 +28,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gpuscout._selection.numbering import selector_names
+from gpuscout._selection.selectors import shortest_ids
 from gpuscout.cli._common import printable
 from gpuscout.cli._output import output
 from gpuscout.cli._render.columns import SHORT, WHOLE, WRAP, Column, cell, fitted_table, left_out_line
@@ -101,11 +105,13 @@ def _on_terminal() -> bool:
 
 
 def _description(d: DeviceInfo) -> str:
+    """The name, marked ``(software)`` and ``(unused)``; why it is unused is a note line, where
+    it wraps instead of being cut."""
     text = d.description or d.name
     if d.software:
         text = f"(software) {text}"
     if d.unused_reason:
-        text = f"{text} (unused: {d.unused_reason})"
+        text = f"{text} (unused)"
     return text or "-"
 
 
@@ -123,15 +129,18 @@ def usable_label(d: DeviceInfo) -> str:
     return memory_label(budgeted)
 
 
-def _device_columns(found: Discovery) -> list[Column]:
+def _device_columns(found: Discovery, ids: Sequence[str]) -> list[Column]:
+    """The table's columns, the devices' ids written as ``ids`` (whole, or their shortest
+    selecting prefixes)."""
     devices = found.devices
     usable: list[Column] = []
     if _budgeted(found):
         usable = [("usable", [cell(usable_label(d), "yellow") for d in devices], WHOLE)]
     return [
         ("#", [cell(rank) for rank in range(len(devices))], WHOLE),
+        ("selector", [cell(name, "green") for name in selector_names(devices, found.numbering)], WHOLE),
         ("library", [cell(d.library, "bold") for d in devices], WHOLE),
-        ("id", [cell(d.id, "cyan") for d in devices], WHOLE),
+        ("id", [cell(ident, "cyan") for ident in ids], WHOLE),
         ("description", [cell(_description(d)) for d in devices], SHORT),
         ("PCI id", [cell(d.pci_id or "-") for d in devices], WHOLE),
         (
@@ -168,12 +177,19 @@ def _link_cell(d: DeviceInfo) -> Text:
     return cell(link_label(d), "yellow" if slow else "")
 
 
+def _notes(d: DeviceInfo) -> list[str]:
+    """What the table says of ``d`` under it: why it is unused, then its notes."""
+    return [*([f"unused: {d.unused_reason}"] if d.unused_reason else []), *d.notes]
+
+
 def _note_lines(found: Discovery) -> list[str]:
-    """``note: #0 CUDA GPU-1: running at PCIe Gen3 x4 of Gen4 x16 (...)``, one per note."""
+    """``note: #0 cuda:1: running at PCIe Gen3 x4 of Gen4 x16 (...)``, one per note: each
+    device named by the rank and selector the table shows (columns that never leave)."""
+    selectors = selector_names(found.devices, found.numbering)
     return [
-        printable(f"note: #{rank} {d.library} {d.id}: {note}")
+        printable(f"note: #{rank} {selectors[rank]}: {note}")
         for rank, d in enumerate(found.devices)
-        for note in d.notes
+        for note in _notes(d)
     ]
 
 
@@ -181,24 +197,38 @@ def _bar(d: DeviceInfo) -> str:
     return memory_bar(d.free_memory, d.total_memory, unknown=d.free_memory_unknown)
 
 
-#: Device columns in the order they leave a table too wide for the terminal.
-_DEVICE_DROP_ORDER = ("used", "link", "NUMA", "integrated", "driver", "compute", "usable", "description", "#")
+#: Device columns in the order they leave a table too wide for the terminal; ``#``,
+#: ``selector``, ``id``, ``PCI id`` and ``free/total`` never do (the notes name devices by the
+#: first two; narrower still, each device is a block of lines).
+_DEVICE_DROP_ORDER = (
+    "used",
+    "link",
+    "NUMA",
+    "integrated",
+    "driver",
+    "compute",
+    "usable",
+    "library",
+    "description",
+)
 _PLUGIN_DROP_ORDER = ("distribution", "version", "ms")
 
 
 def _device_blocks(found: Discovery, console: Console) -> None:
     """Each device as a few lines, for a terminal narrower than the smallest table: the first
-    line (rank, library, id) is never cut; a long value wraps between words, indented."""
+    line (rank, selector, id) is never cut; a long value wraps between words, indented."""
     console.print(Text("Devices, best first", style="italic"))
+    selectors = selector_names(found.devices, found.numbering)
     for rank, d in enumerate(found.devices):
         console.print(
-            Text.assemble(f"#{rank} ", (printable(d.library), "bold"), " ", (printable(d.id), "cyan")),
+            Text.assemble(f"#{rank} ", (printable(selectors[rank]), "green"), " ", (printable(d.id), "cyan")),
             soft_wrap=True,
         )
         block = Table.grid(padding=(0, 1), pad_edge=True)
         block.add_column(no_wrap=True)
         block.add_column(overflow="fold")
         for label, value in (
+            ("library", d.library),
             ("description", _description(d)),
             ("PCI id", d.pci_id or "-"),
             ("free/total", memory_label(d)),
@@ -209,10 +239,28 @@ def _device_blocks(found: Discovery, console: Console) -> None:
             ("integrated", integrated_label(d)),
             *([("NUMA", numa_label(d))] if d.numa_node >= 0 else []),
             *([("link", link_label(d))] if d.pcie_link is not None else []),
-            *(("note", note) for note in d.notes),
+            *(("note", note) for note in _notes(d)),
         ):
             block.add_row(cell(f" {label}:"), cell(value))
         console.print(block)
+
+
+#: The line under a table whose ids are cut to their shortest selecting prefixes.
+SHORT_ID_LEGEND = "id: the shortest prefix that selects each device (whole: in a pipe, --json)"
+
+
+def _fitted_devices(found: Discovery, width: int) -> tuple[tuple[Table, list[str]] | None, bool]:
+    """The device table fitted to ``width`` and whether its ids are shortened: whole ids when
+    every column fits beside them, else each id's shortest selecting prefix, before any column
+    leaves (``selectors.shortest_ids``)."""
+    whole = [d.id for d in found.devices]
+    fitted = fitted_table("Devices, best first", _device_columns(found, whole), (), width)
+    if fitted is not None:
+        return fitted, False
+    short = shortest_ids(found.devices)
+    columns = _device_columns(found, short)
+    fitted = fitted_table("Devices, best first", columns, _DEVICE_DROP_ORDER, width)
+    return fitted, fitted is not None and short != whole
 
 
 def print_discovery(found: Discovery, console: Console | None = None, *, color: str = "auto") -> None:
@@ -228,10 +276,9 @@ def print_discovery(found: Discovery, console: Console | None = None, *, color: 
             _stdout().write(plain_discovery(found))
             return
         console = stdout_console(use_color(color, terminal))
+    shortened = False
     if found.devices:
-        fitted = fitted_table(
-            "Devices, best first", _device_columns(found), _DEVICE_DROP_ORDER, console.width
-        )
+        fitted, shortened = _fitted_devices(found, console.width)
         if fitted is None:
             _device_blocks(found, console)
         else:
@@ -240,6 +287,8 @@ def print_discovery(found: Discovery, console: Console | None = None, *, color: 
             fitted is None or "free/total" not in fitted[1]
         ):
             console.print(Text(UNKNOWN_LEGEND, style="dim"))
+        if shortened:
+            console.print(Text(SHORT_ID_LEGEND, style="dim"))
         if fitted is not None and fitted[1]:
             console.print(Text(left_out_line(fitted[1], console.width), style="dim"))
         if fitted is not None:  # the blocks hold each device's notes already
