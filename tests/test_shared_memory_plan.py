@@ -154,7 +154,7 @@ def test_fit_counts_a_unified_gpu_and_the_cpu_once(tiny_model: Path) -> None:
     """fit: everything on a unified GPU plus the CPU's share above system free does not fit."""
     first = _scout().fit(tiny_model, devices=[_unified(8 * GIB)], system=SystemInfo(128 * GIB, 8 * GIB))
     assert first.fits
-    assert any(n.startswith("unified: memory shared with the system") for n in first.notes)
+    assert any(n.startswith("Acme GPU-u (unified): memory shared with the system") for n in first.notes)
     need = sum(u.total for u in first.usage)
     tight = SystemInfo(total_memory=128 * GIB, free_memory=need - MIB)  # one MiB short of it all
     device = _unified(tight.free_memory)  # a unified GPU's free is the system's
