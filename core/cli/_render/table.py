@@ -183,14 +183,16 @@ def _notes(d: DeviceInfo) -> list[str]:
 
 
 def _note_lines(found: Discovery) -> list[str]:
-    """``note: #0 cuda:1: running at PCIe Gen3 x4 of Gen4 x16 (...)``, one per note: each
-    device named by the rank and selector the table shows (columns that never leave)."""
+    """``note: #0 cuda:1: running at PCIe Gen3 x4 of Gen4 x16 (...)``: each device named by the
+    rank and selector the table shows (columns that never leave); a note that holds for several
+    devices (WSL2's ``/dev/dxg`` on every card) said once, naming them."""
+    from gpuscout._records.notes import grouped
+
     selectors = selector_names(found.devices, found.numbering)
-    return [
-        printable(f"note: #{rank} {selectors[rank]}: {note}")
-        for rank, d in enumerate(found.devices)
-        for note in _notes(d)
+    pairs = [
+        (f"#{rank} {selectors[rank]}", note) for rank, d in enumerate(found.devices) for note in _notes(d)
     ]
+    return [printable(f"note: {line}") for line in grouped(pairs, every=len(found.devices))]
 
 
 def _bar(d: DeviceInfo) -> str:
