@@ -148,13 +148,16 @@ def test_fit_wraps_its_sentences_between_words(gemma: Path, columns: int) -> Non
 
 @pytest.mark.parametrize("columns", WIDTHS)
 def test_fit_never_cuts_a_size(gemma: Path, columns: int) -> None:
-    """Each backend's total and each card's id are printed whole: nothing ends in an ellipsis."""
+    """Each backend's total is printed whole, and each card's id whole or, under the legend that
+    says so, as a prefix that selects it (``GPU-1a2b``): nothing ends in an ellipsis."""
     code, lines = on_terminal(columns, "--replay", TWO_CUDA, "fit", str(gemma))
     text = "\n".join(lines)
     data = document("--replay", TWO_CUDA, "fit", str(gemma))
     assert code == 0 and "…" not in text
+    shortened = "id: the shortest prefix that selects each device" in text
     for row in data["memory"]:
-        assert human_bytes(row["total"]) in text and row["id"] in text
+        assert human_bytes(row["total"]) in text
+        assert row["id"] in text or (shortened and row["id"][:8] in text)
 
 
 @pytest.mark.parametrize("columns", WIDTHS)
@@ -169,8 +172,9 @@ def test_fit_says_one_total_the_one_json_has(gemma: Path, columns: int) -> None:
 
 
 def test_a_narrow_terminal_gets_a_block_per_device_with_every_figure(gemma: Path) -> None:
-    """At 50 columns each device is a block: its id whole on the first line, then its figures."""
-    code, lines = on_terminal(50, "--replay", TWO_CUDA, "fit", str(gemma))
+    """At 40 columns, too narrow for a table even with short ids, each device is a block: its id
+    whole on the first line, then its figures."""
+    code, lines = on_terminal(40, "--replay", TWO_CUDA, "fit", str(gemma))
     data = document("--replay", TWO_CUDA, "fit", str(gemma))
     assert code == 0
     for row in data["memory"][:-1]:
@@ -180,11 +184,11 @@ def test_a_narrow_terminal_gets_a_block_per_device_with_every_figure(gemma: Path
 
 
 def test_a_mid_width_terminal_names_the_columns_it_left_out(gemma: Path) -> None:
-    """At 80 columns the breakdown leaves, the total and free figures stay, and a line says so."""
-    code, lines = on_terminal(80, "--replay", TWO_CUDA, "fit", str(gemma))
+    """At 50 columns the breakdown leaves, the total and free figures stay, and a line says so."""
+    code, lines = on_terminal(50, "--replay", TWO_CUDA, "fit", str(gemma))
     text = " ".join(lines)
-    assert code == 0 and "columns left out at 80 columns:" in text and "compute" in text
-    assert any(re.search(r"GPU-1a2b\S+\s+0-9\s+\S+ MiB\s+23\.5 GiB", line) for line in lines)
+    assert code == 0 and "columns left out at 50 columns:" in text and "compute" in text
+    assert any(re.search(r"GPU-1a2b\S*\s+0-9\s+\S+ MiB\s+23\.5 GiB", line) for line in lines)
 
 
 def test_in_a_pipe_fit_wraps_nothing_and_says_one_total(gemma: Path) -> None:
@@ -219,4 +223,16 @@ def test_under_a_budget_the_free_column_is_usable_and_eight_cards_stay_a_table(g
     assert code == 1
     header = next(line for line in lines if line.startswith("library "))
     assert header.split()[-1] == "usable"
-    assert sum(bool(re.match(r"CUDA +GPU-\S+ +\S+ +[0-9.]+ MiB +199\.0 MiB", line)) for line in lines) >= 1
+    assert sum(bool(re.match(r"CUDA +GPU-\S+ .* MiB +199\.0 MiB *$", line)) for line in lines) >= 1
+
+
+def test_fit_cuts_ids_to_their_shortest_selecting_prefix_before_a_figure_leaves(gemma: Path) -> None:
+    """At 80 columns eight H200s' UUIDs become ``GPU-05d9`` (as in list, with its legend line)
+    so that the weights, KV cache and compute columns stay; a pipe keeps whole ids."""
+    code, lines = on_terminal(80, "--replay", H200X8, "fit", str(gemma), "--cap", "all=16MiB")
+    header = next(line for line in lines if line.startswith("library "))
+    assert code == 1 and header.split()[:4] == ["library", "id", "layers", "weights"]
+    assert any(re.match(r"CUDA +GPU-05d9 +- ", line) for line in lines)
+    assert any(line.startswith("id: the shortest prefix that selects each device") for line in lines)
+    _, out = in_pipe("--replay", H200X8, "fit", str(gemma), "--cap", "all=16MiB")
+    assert "GPU-05d9e6c2-8b3f-47a1-ac54-7e1b9f20d6a3" in out

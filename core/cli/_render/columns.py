@@ -21,6 +21,8 @@ from gpuscout.cli._common import printable
 WHOLE, SHORT, WRAP = "whole", "short", "wrap"
 #: The narrowest a ``short`` or ``wrap`` column gets.
 _NARROWEST = 12
+#: The line under a table whose ids are cut to their shortest selecting prefixes.
+SHORT_ID_LEGEND = "id: the shortest prefix that selects each device (whole: in a pipe, --json)"
 
 #: A column of a terminal table: header, cells, how it gives way (``WHOLE``, ``SHORT``, ``WRAP``).
 Column = tuple[str, list[Text], str]

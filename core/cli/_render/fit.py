@@ -20,8 +20,17 @@ from rich.text import Text
 
 from gpuscout._fit.document import headline, total_line
 from gpuscout._records.layers import layer_ranges
+from gpuscout._selection.selectors import shortest_ids
 from gpuscout.cli._common import printable
-from gpuscout.cli._render.columns import WHOLE, WRAP, Column, cell, fitted_table, left_out_line
+from gpuscout.cli._render.columns import (
+    SHORT_ID_LEGEND,
+    WHOLE,
+    WRAP,
+    Column,
+    cell,
+    fitted_table,
+    left_out_line,
+)
 from gpuscout.sizes import human_bytes
 
 if TYPE_CHECKING:
@@ -121,7 +130,7 @@ def plain_fit(document: dict[str, Any], devices: Sequence[DeviceInfo]) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-def _columns(rows: Sequence[_Row]) -> list[Column]:
+def _columns(rows: Sequence[_Row], ids: Sequence[str]) -> list[Column]:
     def size(key: str) -> list[Text]:
         return [cell(human_bytes(r.memory[key])) for r in rows]
 
@@ -129,7 +138,7 @@ def _columns(rows: Sequence[_Row]) -> list[Column]:
     free_head = "usable" if any(r.budget for r in rows) else "free"  # list's name for it
     return [
         ("library", [cell(r.library, "bold") for r in rows], WHOLE),
-        ("id", [cell(r.id or "-", "cyan") for r in rows], WHOLE),
+        ("id", [cell(i or "-", "cyan") for i in ids], WHOLE),
         ("name", [cell(r.name or "-") for r in rows], WRAP),
         ("layers", [cell(r.layers) for r in rows], WRAP),
         ("weights", size("weights"), WHOLE),
@@ -178,11 +187,21 @@ def print_fit(document: dict[str, Any], devices: Sequence[DeviceInfo], console: 
     """The text form on ``console`` (a terminal, or ``--color always``), fitted to its width."""
     rows = _rows(document, devices)
     console.print(Text(printable(headline(document))))
-    fitted = fitted_table("Placement and memory", _columns(rows), DROP_ORDER, console.width)
+    whole = [r.id for r in rows]
+    fitted = fitted_table("Placement and memory", _columns(rows, whole), (), console.width)
+    shortened = False
+    if fitted is None:
+        # As list does: each id cut to its shortest selecting prefix before any column leaves.
+        cut = dict(zip(((d.library, d.id) for d in devices), shortest_ids(devices), strict=True))
+        short = [cut.get((r.library, r.id), r.id) if r.id else "" for r in rows]
+        fitted = fitted_table("Placement and memory", _columns(rows, short), DROP_ORDER, console.width)
+        shortened = short != whole
     if fitted is None:
         _blocks(rows, console)
     else:
         console.print(fitted[0])
+        if shortened:
+            console.print(Text(SHORT_ID_LEGEND, style="dim"))
         if fitted[1]:
             console.print(Text(left_out_line(fitted[1], console.width), style="dim"))
     console.print(Text(total_line(document), style="bold"))

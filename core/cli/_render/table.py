@@ -32,7 +32,16 @@ from gpuscout._selection.numbering import selector_names
 from gpuscout._selection.selectors import shortest_ids
 from gpuscout.cli._common import printable
 from gpuscout.cli._output import output
-from gpuscout.cli._render.columns import SHORT, WHOLE, WRAP, Column, cell, fitted_table, left_out_line
+from gpuscout.cli._render.columns import (
+    SHORT,
+    SHORT_ID_LEGEND,
+    WHOLE,
+    WRAP,
+    Column,
+    cell,
+    fitted_table,
+    left_out_line,
+)
 from gpuscout.cli._render.labels import (
     UNKNOWN_LEGEND,
     compute_label,
@@ -245,10 +254,6 @@ def _device_blocks(found: Discovery, console: Console) -> None:
         ):
             block.add_row(cell(f" {label}:"), cell(value))
         console.print(block)
-
-
-#: The line under a table whose ids are cut to their shortest selecting prefixes.
-SHORT_ID_LEGEND = "id: the shortest prefix that selects each device (whole: in a pipe, --json)"
 
 
 def _fitted_devices(found: Discovery, width: int) -> tuple[tuple[Table, list[str]] | None, bool]:
