@@ -236,3 +236,15 @@ def test_env_help_says_what_library_index_counts() -> None:
     """``env --help`` says LIBRARY:INDEX is the runtime's own number and where to see it."""
     text = " ".join(exported("env", "--help").split())
     assert "LIBRARY:INDEX is the runtime's own number" in text and "gpuscout list -q" in text
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_devices_dropped_for_one_reason_are_one_line_on_a_terminal(width: int) -> None:
+    """Six MI300X partitions hidden by ROCR_VISIBLE_DEVICES are one ``dropped:`` line naming
+    their ids; a pipe keeps a ``# dropped`` row each."""
+    out = " ".join(on_a_terminal(width, "--replay", str(MACHINES / "mi300x_cpx_rocr"), "list").split())
+    assert out.count("dropped: ") == 1
+    line = "dropped: ROCm 0, 1, 4, 5, 6, 7 AMD Instinct MI300X OAM (hidden by ROCR_VISIBLE_DEVICES=2,3)"
+    assert line in out
+    piped = in_a_pipe("--replay", str(MACHINES / "mi300x_cpx_rocr"), "list").stdout
+    assert piped.count("# dropped\t") == 6

@@ -75,10 +75,23 @@ def summary_line(found: Discovery) -> str:
     return printable("; ".join(parts))
 
 
-def dropped_line(found: Discovery, index: int) -> str:
-    """``dropped: Vulkan 1 NVIDIA GeForce RTX 4090 (duplicate of #0 cuda:0)``: the line about
-    ``found.dropped[index]``, its twin named as the table names it (rank and selector) when the
-    twin is listed."""
+def dropped_lines(found: Discovery) -> list[str]:
+    """A line per dropped device, ``dropped: Vulkan 1 NVIDIA GeForce RTX 4090 (duplicate of #0
+    cuda:0)``, its twin named as the table names it (rank and selector) when the twin is listed;
+    those of one library, name and reason said once (``dropped: ROCm 0, 1, 4 AMD Instinct MI300X
+    OAM (hidden by ROCR_VISIBLE_DEVICES=2,3)``), in the order each first appears."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for index in range(len(found.dropped)):
+        library, ident, what, why = _dropped_parts(found, index)
+        groups.setdefault((library, what, why), []).append(ident)
+    return [
+        printable(f"dropped: {library} {', '.join(idents)} {what} ({why})")
+        for (library, what, why), idents in groups.items()
+    ]
+
+
+def _dropped_parts(found: Discovery, index: int) -> tuple[str, str, str, str]:
+    """(library, id, description, reason with its twin) of ``found.dropped[index]``."""
     drop = found.dropped[index]
     d = drop.device
     of = drop.duplicate_of
@@ -88,7 +101,7 @@ def dropped_line(found: Discovery, index: int) -> str:
         said = f" of {twin}" if drop.reason == DUPLICATE_REASON else f", the same card as {twin}"
     else:
         said = _twin_of(drop)
-    return printable(f"dropped: {d.library} {d.id} {d.description or d.name} ({drop.reason}{said})")
+    return d.library, d.id, d.description or d.name, f"{drop.reason}{said}"
 
 
 def _twin_of(drop: Dropped) -> str:

@@ -53,7 +53,7 @@ from gpuscout.cli._render.labels import (
     numa_label,
     system_line,
 )
-from gpuscout.cli._render.plain import dropped_line, plain_discovery, plain_plugins, summary_line
+from gpuscout.cli._render.plain import dropped_lines, plain_discovery, plain_plugins, summary_line
 
 if TYPE_CHECKING:
     from gpuscout._records.device import DeviceInfo
@@ -304,8 +304,8 @@ def print_discovery(found: Discovery, console: Console | None = None, *, color: 
     else:
         console.print(Text("No accelerators found."))
     console.print(Text(summary_line(found), style="bold"))
-    for i in range(len(found.dropped)):
-        console.print(Text(dropped_line(found, i), style="dim"))
+    for line in dropped_lines(found):
+        console.print(Text(line, style="dim"))
     console.print(Text(system_line(found.system)))
     for note in found.system.notes:  # what the figures are (WSL2's VM, macOS's VM statistics)
         console.print(Text(printable(f"  {note}"), style="dim"))
