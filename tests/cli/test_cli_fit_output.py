@@ -6,19 +6,13 @@ said once; in a pipe one line each, nothing wrapped."""
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import gzip
 import json
 import os
-import pty
 import re
-import select
-import struct
 import subprocess
 import sys
-import termios
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +21,7 @@ import pytest
 
 from gpuscout._fit.document import headline, total_line
 from gpuscout.sizes import human_bytes
+from tests.cli import terminal
 
 TESTS = Path(__file__).resolve().parent.parent
 TWO_CUDA = str(TESTS / "machines" / "wsl2_rtx4090_rtx3090")
@@ -62,36 +57,8 @@ def _env() -> dict[str, str]:
 def on_terminal(columns: int, *argv: str) -> tuple[int, tuple[str, ...]]:
     """``gpuscout ARGV`` with stdout and stderr on a pseudo-terminal ``columns`` wide: its exit
     status and its lines (stdout and stderr together, as a terminal shows them)."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuscout", *argv],
-        stdin=subprocess.DEVNULL,
-        stdout=slave,
-        stderr=slave,
-        env=_env(),
-        cwd=WORKDIR,
-    )
-    os.close(slave)
-    data = b""
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            if select.select([master], [], [], 0.2)[0]:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # the child closed the terminal
-                    break
-                if not chunk:
-                    break
-                data += chunk
-            elif proc.poll() is not None and not select.select([master], [], [], 0.2)[0]:
-                break
-        code = proc.wait(timeout=30)
-    finally:
-        proc.kill()
-        os.close(master)
-    return code, tuple(data.decode().replace("\r\n", "\n").splitlines())
+    code, text = terminal.on_terminal(list(argv), columns, env=_env(), cwd=WORKDIR)
+    return code, tuple(text.splitlines())
 
 
 @functools.cache

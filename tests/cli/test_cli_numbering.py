@@ -7,24 +7,19 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import fcntl
 import io
 import json
 import os
-import pty
 import re
-import select
-import struct
 import subprocess
 import sys
-import termios
-import time
 from pathlib import Path
 
 import pytest
 
 from gpuscout.cli._commands.list import watch
 from gpuscout.testing import injected, scout_of
+from tests.cli.terminal import on_terminal
 from tests.cli.test_cli_trial_commands_output import CUDA_A, CUDA_B, list_args
 
 MACHINES = Path(__file__).resolve().parent.parent / "machines"
@@ -39,36 +34,11 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def on_a_terminal(columns: int, *argv: str) -> str:
-    """What ``python -m gpuscout ARGV`` prints on a real pseudo-terminal ``columns`` wide, its
-    escape sequences removed."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    env["NO_COLOR"] = "1"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuscout", *argv], stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=env
-    )
-    os.close(slave)
-    data = b""
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            if select.select([master], [], [], 0.1)[0]:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # the child closed the terminal
-                    break
-                if not chunk:
-                    break
-                data += chunk
-            elif proc.poll() is not None:
-                break
-        assert proc.wait(timeout=30) == 0, proc.stderr.read() if proc.stderr else ""
-    finally:
-        os.close(master)
-        if proc.stderr:
-            proc.stderr.close()
-    return ANSI.sub("", data.decode("utf-8", "replace")).replace("\r\n", "\n")
+    """What ``python -m gpuscout ARGV`` prints on a real pseudo-terminal ``columns`` wide (stdout
+    and stderr, as a user sees them), its escape sequences removed; the command must succeed."""
+    code, text = on_terminal(list(argv), columns, env={**os.environ, "NO_COLOR": "1"})
+    assert code == 0, text
+    return ANSI.sub("", text)
 
 
 def in_a_pipe(*argv: str) -> subprocess.CompletedProcess[str]:
