@@ -218,19 +218,6 @@ def _fit(line: str, width: int | None, indent: str) -> str:
     the terminal never breaks a word (``Ray: 0 GP⏎U``), continuation lines under ``indent``."""
     if width is None or len(line) <= width:
         return line + "\n"
-    import textwrap  # only on a terminal
+    from gpuscout.cli._render.wrap import wrap_words
 
-    lead = len(line) - len(line.lstrip())
-    return (
-        "\n".join(
-            textwrap.wrap(
-                line.lstrip(),
-                width=max(width, len(indent) + 20),
-                initial_indent=" " * lead,
-                subsequent_indent=indent,
-                break_long_words=False,
-                break_on_hyphens=False,
-            )
-        )
-        + "\n"
-    )
+    return "\n".join(wrap_words(line, width, indent)) + "\n"

@@ -192,14 +192,6 @@ def _wrap(text: str, width: int | None, indent: str) -> list[str]:
     """``text`` wrapped between words to ``width`` (None: one line), continuations indented."""
     if width is None or len(text) <= width:
         return [text]
-    import textwrap  # only on a terminal
+    from gpuscout.cli._render.wrap import wrap_words
 
-    lead = len(text) - len(text.lstrip())
-    return textwrap.wrap(
-        text.lstrip(),
-        width=max(width, len(indent) + 10),
-        initial_indent=" " * lead,
-        subsequent_indent=indent,
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
+    return wrap_words(text, width, indent, narrowest=10)

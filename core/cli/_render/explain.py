@@ -260,18 +260,9 @@ def write_explanation(lines: Sequence[str], stream: TextIO, *, wrap: bool = True
     if width is None:
         stream.write("".join(f"{line}\n" for line in lines))
         return
-    import textwrap  # only on a terminal, as for the hints
+    from gpuscout.cli._render.wrap import wrap_words
 
-    out = []
-    for line in lines:
-        indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
-        out.append(
-            textwrap.fill(
-                line,
-                width=max(width, len(indent) + 20),
-                subsequent_indent=indent,
-                break_long_words=False,
-                break_on_hyphens=False,
-            )
-        )
+    out = [
+        "\n".join(wrap_words(line, width, " " * (len(line) - len(line.lstrip(" ")) + 2))) for line in lines
+    ]
     stream.write("".join(f"{text}\n" for text in out))

@@ -150,21 +150,10 @@ def format_hints(lines: Sequence[str], width: int | None = None) -> str:
     lines indented under the hint's text."""
     if width is None:
         return "".join(f"{PREFIX}{line}\n" for line in lines)
-    import textwrap  # only on a terminal: its import builds regular expressions (0.6 ms)
+    from gpuscout.cli._render.wrap import wrap_words
 
     indent = " " * len(PREFIX)
-    return "".join(
-        textwrap.fill(
-            line,
-            width=max(width, len(PREFIX) + 20),
-            initial_indent=PREFIX,
-            subsequent_indent=indent,
-            break_long_words=False,
-            break_on_hyphens=False,
-        )
-        + "\n"
-        for line in lines
-    )
+    return "".join("\n".join(wrap_words(line, width, indent, initial=PREFIX)) + "\n" for line in lines)
 
 
 def terminal_width(stream: TextIO) -> int | None:
