@@ -230,6 +230,20 @@ class Graph:
     head_rest: int
     embeddings: int
     host_head: int = 0
+    #: Per block the mask its attention reads (0 the full-context one, 1 the sliding-window
+    #: one, -1 none), and the bytes of each.
+    mask_kind: tuple[int, ...] = ()
+    mask_bytes: tuple[int, int] = (0, 0)
+
+    def masks_for(self, attention: Sequence[int]) -> int:
+        """The masks a backend that runs the attention of blocks ``attention`` holds: only the
+        kinds those blocks read (llama-graph.cpp builds one mask input per kind, and
+        ggml-backend.cpp ``ggml_backend_sched_split_graph`` copies an input only to the
+        backends whose splits use it)."""
+        if not self.mask_kind:  # a graph built without kinds: every mask, as before
+            return self.masks if any(self.attention[i] for i in attention) else 0
+        kinds = {self.mask_kind[i] for i in attention if self.attention[i] and self.mask_kind[i] >= 0}
+        return sum(self.mask_bytes[k] for k in kinds)
 
     def on(self, attention: Sequence[int], rest: Sequence[int], head: bool) -> int:
         """The compute buffer of a backend that runs the attention of blocks ``attention``, the
@@ -239,7 +253,7 @@ class Graph:
         attention; the logits are allocated after that and take the masks' hole when they fit
         in it, else they go on top.
         """
-        masks = self.masks if any(self.attention[i] for i in attention) else 0
+        masks = self.masks_for(attention)
         peak = max([self.attention[i] for i in attention] + [self.rest[i] for i in rest] + [0])
         total = masks + peak if peak or masks else 0
         if head:
@@ -292,7 +306,9 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False, float_dow
     row = h.n_embd * t * F32
     per_cell = 2 if o.flash_attn else F32
     kinds = {h.swa[il] for il in range(h.n_layer) if h.kv_layers[il]}
-    masks = sum((c.swa_cells if swa else c.full_cells) // c.n_seq * t * per_cell for swa in kinds)
+    mask_bytes = (c.full_cells // c.n_seq * t * per_cell, c.swa_cells // c.n_seq * t * per_cell)
+    masks = sum(mask_bytes[1 if swa else 0] for swa in kinds)
+    mask_kind = tuple((1 if h.swa[il] else 0) if h.kv_layers[il] else -1 for il in range(h.n_layer))
     attention, scores, core, rest = [], [], [], []
     for il in range(h.n_layer):
         attn = kq = bare = 0
@@ -346,6 +362,8 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False, float_dow
         head_rest=int((GPU_ROWS["head"] if device else HEAD_ROWS[o.flash_attn]) * row),
         embeddings=int(HOST_ROWS * row),
         host_head=h.n_vocab * t * F32 + 2 * row,
+        mask_kind=mask_kind,
+        mask_bytes=mask_bytes,
     )
 
 

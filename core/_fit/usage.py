@@ -209,12 +209,17 @@ def account(
         attention = attention + [i for i in cpu_blocks if i not in host_attention]
         moved_head = cpu_head and not too_big(g.logits, d0) and not too_big(h.n_vocab * 4, d0)
         graph = gd.on(attention, rest + cpu_blocks, head or moved_head)
+        # The masks live on a backend only while it runs an attention that reads them
+        # (ggml-backend.cpp ggml_backend_sched_split_graph copies a split's inputs to the backend
+        # that runs it); with every attention left on the host (its KQ scores over the largest
+        # allocation) the GPU's feed-forward copies sit on no masks.
+        masks = gd.masks_for(attention)
         # An offloaded attention of a host block reads that block's K and V from host memory:
         # the scheduler copies them into the GPU's compute buffer for the operation.
-        copies = [gd.masks + kv[i] + gd.core[i] for i in cpu_blocks if gd.core[i] and i not in host_attention]
+        copies = [masks + kv[i] + gd.core[i] for i in cpu_blocks if gd.core[i] and i not in host_attention]
         # Its feed-forward reads the block's projection weights: the gate and up (or down)
         # weights are copied in beside the phase's activations.
-        copies += [gd.masks + gd.rest[i] + ffn_copy(L.tensors_by_block[i]) for i in cpu_blocks]
+        copies += [masks + gd.rest[i] + ffn_copy(L.tensors_by_block[i]) for i in cpu_blocks]
         gpus[0] = attrs.evolve(gpus[0], graph=max([graph, *copies]))
         cpu_head = cpu_head and not moved_head
         cpu_blocks = []
@@ -222,7 +227,8 @@ def account(
         # Weights an override left on the host while their layer sits on a GPU: the scheduler
         # copies them into the first GPU's compute buffer for the operation that reads them.
         moved_by_block = [[t for t in L.tensors_by_block[i] if t.name in moved] for i in range(n)]
-        copies = [gd.masks + gd.rest[i] + ffn_copy(moved_by_block[i]) for i in range(n) if host_copies[i]]
+        masks = gd.masks_for(splits[0][0])
+        copies = [masks + gd.rest[i] + ffn_copy(moved_by_block[i]) for i in range(n) if host_copies[i]]
         gpus[0] = attrs.evolve(gpus[0], graph=max([gpus[0].graph, *copies]))
     cpu_graph = g.on(cpu_blocks + host_attention, cpu_blocks, cpu_head)
     if gpus and not cpu_blocks and not host_attention:
