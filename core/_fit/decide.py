@@ -116,6 +116,7 @@ def fit_llamacpp(
     h = model.hparams
     notes = list(h.notes) + [f"llama.cpp would not use {x}" for x in ggml.left_out]
     devices = distinct(ggml)
+    fa_auto = flash_attn is None
     opts = decided_options(options, flash_attn, flash_attention, devices, notes)
     flash_attn = opts.flash_attn
     if request.split_mode == "none":
@@ -138,6 +139,7 @@ def fit_llamacpp(
         projector=projector,
         cpu_features=cpu_features,
         extra=extra,
+        fa_auto=fa_auto,
     )
     margins = llamacpp.margins_for(len(devices), request.fit_target)
     decision = llamacpp.plan(
@@ -159,6 +161,13 @@ def fit_llamacpp(
     if decision.failure:
         notes.append(f"llama.cpp's fit gives up here ({decision.failure}); its parameters stay as they are")
     m = decision.measured
+    if m.fa_off:
+        flash_attn = False
+        opts = attrs.evolve(opts, flash_attn=False)
+        notes.append(
+            "flash attention auto: off for this placement (llama.cpp schedules the attention of "
+            "the last host block on the GPU that holds the next, recurrent, block and turns it off)"
+        )
     for k, d in enumerate(devices):
         if m.devices[k] > d.usable_free - margins[k]:
             notes.append(

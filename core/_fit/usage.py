@@ -78,6 +78,19 @@ def device_graph(g: est.Graph, layers: set[int], n: int, device: DeviceInfo | No
     return g.on(attention, rest, head)
 
 
+def _follows(
+    h: Hparams, cpu_blocks: Sequence[int], layout: GPULayersList
+) -> dict[int, tuple[str, str] | None]:
+    """Host attention blocks whose next block is recurrent-only: the (id, library) of the GPU
+    that holds that next block, or None when it is on the host too (see ``account``)."""
+    held = {i: (x.id, x.library) for x in layout for i in x.layers}
+    return {
+        i: held.get(i + 1)
+        for i in cpu_blocks
+        if h.kv_layers[i] and i + 1 < h.n_layer and h.recurrent[i + 1] and not h.kv_layers[i + 1]
+    }
+
+
 def account(
     model: Model,
     kv: list[int],
@@ -206,6 +219,16 @@ def account(
         d0 = by_key[(gpus[0].id, gpus[0].library)]
         attention, rest, head = splits[0]
         host_attention += [i for i in cpu_blocks if too_big(g.scores[i], d0)]
+        # A host attention block followed by a recurrent-only block: the next block's state
+        # copies are the graph's next nodes (they read none of the attention's output), and
+        # ggml's scheduler (ggml-backend.cpp ggml_backend_sched_split_graph, "expand gpu up")
+        # gives the attention the backend of those copies, not the first GPU's: the host's
+        # when that block is on the host, else the GPU that holds it (llama-fit-params
+        # GGML_SCHED_DEBUG on hybrid24 -ngl 18 / 19).
+        follows = _follows(h, cpu_blocks, layout)
+        host_attention += [i for i, k in follows.items() if k is None and i not in host_attention]
+        followed = [(i, k) for i, k in follows.items() if k is not None and i not in host_attention]
+        host_attention += [i for i in follows if i not in host_attention]
         attention = attention + [i for i in cpu_blocks if i not in host_attention]
         moved_head = cpu_head and not too_big(g.logits, d0) and not too_big(h.n_vocab * 4, d0)
         graph = gd.on(attention, rest + cpu_blocks, head or moved_head)
@@ -221,6 +244,10 @@ def account(
         # weights are copied in beside the phase's activations.
         copies += [masks + gd.rest[i] + ffn_copy(L.tensors_by_block[i]) for i in cpu_blocks]
         gpus[0] = attrs.evolve(gpus[0], graph=max([graph, *copies]))
+        for i, key in followed:  # the attention's K, V and masks copied to the next block's GPU
+            at = next(j for j, dm in enumerate(gpus) if (dm.id, dm.library) == key)
+            copy = gd.masks_for([*splits[at][0], i]) + kv[i] + gd.core[i]
+            gpus[at] = attrs.evolve(gpus[at], graph=max(gpus[at].graph, copy))
         cpu_head = cpu_head and not moved_head
         cpu_blocks = []
     if gpus and any(host_copies) and ctx.n_tokens >= OP_OFFLOAD_BATCH:

@@ -5,6 +5,8 @@ the case that shows it, through bench/fit_probes.py's replay of that decision.""
 from __future__ import annotations
 
 import importlib.util
+import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +51,57 @@ def test_a_gpu_holds_only_the_masks_of_the_attention_it_runs(replay: Any) -> Non
     """A GPU holds only the masks of the attention kinds it runs (gemma2: the window's, not the full one)."""
     mine, theirs = compute(replay("gemma2-1dev-c-16384-fitt-1990-fa-off"), "Vulkan0")
     assert abs(mine - theirs) < 2, (mine, theirs)  # 34 MiB; with the full mask too: 66
+
+
+FA_AUTO = json.loads((ROOT / "tests" / "data" / "fit_plan" / "fa_auto.json").read_text())["runs"]
+
+
+def _as_case(run: dict[str, Any]) -> dict[str, Any]:
+    """A recorded fa_auto.json run in cases.json's shape (for bench/fit_probes.py)."""
+    devices = len(run["env"]["GGML_VK_VISIBLE_DEVICES"].split(","))
+    rows = [{"device": d, "model_mib": m, "context_mib": c, "compute_mib": x} for d, m, c, x in run["rows"]]
+    return {
+        "name": f"{run['model']}-{devices}dev-" + "-".join(o.lstrip("-") for o in run["options"]),
+        "group": "fa-auto",
+        "model": run["model"],
+        "devices": devices,
+        "env": run["env"],
+        "options": run["options"],
+        "rc": 0,
+        "printed": shlex.join(run["options"]),
+        "fit_print_args": run["options"],
+        "fit_print": rows,
+        "trace": {"probes": []},
+    }
+
+
+@pytest.mark.parametrize("run", FA_AUTO, ids=lambda r: f"{r['model']}-{'_'.join(r['options'][2:])}")
+def test_fa_auto_turns_off_when_a_host_attention_block_precedes_a_recurrent_block_on_a_gpu(
+    run: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """-fa auto is off exactly when a host attention block is followed by a recurrent-only block on a GPU."""
+    bench = probes._bench()
+    fixture = bench.load()
+    case = _as_case(run)
+    folder = tmp_path_factory.mktemp("fa-auto")
+    model = bench.materialize(fixture, case["model"], folder)
+    oracle, kw = probes.oracle_for(bench, fixture, case, model)
+    measured = oracle.measure(probes.config_of(shlex.join(run["options"]), list(kw["names"])))
+    assert measured.fa_off == (run["fa"] == "disabled")
+    for row in probes.rows(fixture, case, folder, bench):
+        if row["device"] != "Host":
+            mine, theirs = row["mine"][2], row["theirs"][2]
+            # without the rule the disabled runs are 80-95 MiB low (FA-on figures)
+            assert abs(mine - theirs) <= 20, (row["device"], mine, theirs)
+
+
+def test_a_host_attention_before_a_recurrent_block_runs_where_that_block_runs(replay: Any) -> None:
+    """A host attention block before a recurrent-only block runs with that block, not on the first GPU."""
+    rows = replay("hybrid24-3dev-fitt-1700")
+    probe = next(
+        r
+        for r in rows
+        if r["kind"] == "probe" and r["layers"] == [[0, 0, "MOE"], [0, 0, "MOE"], [7, 0, "MOE"]]
+    )
+    mine, theirs = probe["mine"][0], probe["theirs"][0]
+    assert abs(mine - theirs) <= 20, (mine, theirs)  # 55 MiB; with block 17's attention on Vulkan0: 162
