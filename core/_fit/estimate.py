@@ -234,6 +234,9 @@ class Graph:
     #: one, -1 none), and the bytes of each.
     mask_kind: tuple[int, ...] = ()
     mask_bytes: tuple[int, int] = (0, 0)
+    #: Per block its other phase without the recurrent scan (0 where nothing else is left): what
+    #: the first GPU runs of a host recurrent block (``usage.account``).
+    matmul: tuple[int, ...] = ()
 
     def masks_for(self, attention: Sequence[int]) -> int:
         """The masks a backend that runs the attention of blocks ``attention`` holds: only the
@@ -309,7 +312,7 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False, float_dow
     mask_bytes = (c.full_cells // c.n_seq * t * per_cell, c.swa_cells // c.n_seq * t * per_cell)
     masks = sum(mask_bytes[1 if swa else 0] for swa in kinds)
     mask_kind = tuple((1 if h.swa[il] else 0) if h.kv_layers[il] else -1 for il in range(h.n_layer))
-    attention, scores, core, rest = [], [], [], []
+    attention, scores, core, rest, matmul = [], [], [], [], []
     for il in range(h.n_layer):
         attn = kq = bare = 0
         if h.kv_layers[il]:
@@ -338,6 +341,7 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False, float_dow
                 parts.append(3 * ff + 2 * row)
             else:
                 parts.append(3 * ff + max(int(FFN_ROWS * row), int(FFN_WIDE * ff)))
+        matmul.append(max(parts))
         if h.recurrent[il] and h.ssm_inner:
             xbc = h.ssm_inner + 2 * h.ssm_groups * h.ssm_state
             projection = 2 * h.ssm_inner + 2 * h.ssm_groups * h.ssm_state + h.ssm_heads
@@ -364,6 +368,7 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False, float_dow
         host_head=h.n_vocab * t * F32 + 2 * row,
         mask_kind=mask_kind,
         mask_bytes=mask_bytes,
+        matmul=tuple(matmul),
     )
 
 

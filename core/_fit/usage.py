@@ -231,7 +231,16 @@ def account(
         host_attention += [i for i in follows if i not in host_attention]
         attention = attention + [i for i in cpu_blocks if i not in host_attention]
         moved_head = cpu_head and not too_big(g.logits, d0) and not too_big(h.n_vocab * 4, d0)
-        graph = gd.on(attention, rest + cpu_blocks, head or moved_head)
+        # A host recurrent block's conv state and scan read state tensors in host memory, so
+        # ggml's scheduler runs them on the host (GGML_SCHED_DEBUG on hybrid24 and mamba2-24
+        # -ngl 10: the SSM_SCAN splits are the CPU's); the first GPU runs the block's matrix
+        # products. Where the block has a feed-forward, that phase is the GPU's peak for it;
+        # without one (mamba2) the projections and convolution around the scan measured about
+        # the size of the scan phase (mamba2-24 -ngl 0: 58 MiB on Vulkan0, the phase 59.6), so
+        # that phase stands.
+        scan = [i for i in cpu_blocks if h.recurrent[i] and gd.matmul and gd.matmul[i]]
+        graph = gd.on(attention, rest + [i for i in cpu_blocks if i not in scan], head or moved_head)
+        graph = max([graph] + [gd.masks_for(attention) + gd.matmul[i] for i in scan])
         # The masks live on a backend only while it runs an attention that reads them
         # (ggml-backend.cpp ggml_backend_sched_split_graph copies a split's inputs to the backend
         # that runs it); with every attention left on the host (its KQ scores over the largest
@@ -242,7 +251,10 @@ def account(
         copies = [masks + kv[i] + gd.core[i] for i in cpu_blocks if gd.core[i] and i not in host_attention]
         # Its feed-forward reads the block's projection weights: the gate and up (or down)
         # weights are copied in beside the phase's activations.
-        copies += [masks + gd.rest[i] + ffn_copy(L.tensors_by_block[i]) for i in cpu_blocks]
+        copies += [
+            masks + (gd.matmul[i] if i in scan else gd.rest[i]) + ffn_copy(L.tensors_by_block[i])
+            for i in cpu_blocks
+        ]
         gpus[0] = attrs.evolve(gpus[0], graph=max([graph, *copies]))
         for i, key in followed:  # the attention's K, V and masks copied to the next block's GPU
             at = next(j for j, dm in enumerate(gpus) if (dm.id, dm.library) == key)

@@ -105,3 +105,13 @@ def test_a_host_attention_before_a_recurrent_block_runs_where_that_block_runs(re
     )
     mine, theirs = probe["mine"][0], probe["theirs"][0]
     assert abs(mine - theirs) <= 20, (mine, theirs)  # 55 MiB; with block 17's attention on Vulkan0: 162
+
+
+@pytest.mark.parametrize("name", ["granitehybrid-1dev-fitt-2020", "falcon-h1-1dev-fitt-2030"])
+def test_a_host_recurrent_block_lends_the_first_gpu_its_feed_forward_not_its_scan(
+    replay: Any, name: str
+) -> None:
+    """The first GPU holds a host recurrent block's feed-forward phase; its scan runs on the host."""
+    probe = next(r for r in replay(name) if r["kind"] == "probe" and r["layers"] == [[0, 0, "MOE"]])
+    mine, theirs = probe["mine"][0], probe["theirs"][0]
+    assert abs(mine - theirs) <= 3, (mine, theirs)  # 15 and 14 MiB; with the scan phase: 21 and 21
