@@ -44,6 +44,7 @@ class Usage:
 
 _FFN_IN = re.compile(r"\.ffn_(gate|up|gate_up)(_(ch|sh|)exps)?\.")
 _FFN_OUT = re.compile(r"\.ffn_down(_(ch|sh|)exps)?\.")
+_EXPERTS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps\.")
 
 
 def ffn_copy(tensors: Sequence[TensorInfo]) -> int:
@@ -52,6 +53,12 @@ def ffn_copy(tensors: Sequence[TensorInfo]) -> int:
     inputs = sum(t.nbytes for t in tensors if _FFN_IN.search(t.name))
     output = max((t.nbytes for t in tensors if _FFN_OUT.search(t.name)), default=0)
     return max(inputs, output)
+
+
+def experts_on_host(tensors: Sequence[TensorInfo], moved: Mapping[str, int | None]) -> bool:
+    """Whether a block has expert tensors and an override sends every one of them to the CPU."""
+    experts = [t for t in tensors if _EXPERTS.search(t.name)]
+    return bool(experts) and all(t.name in moved and moved[t.name] is None for t in experts)
 
 
 def too_big(t_bytes: int, device: DeviceInfo | None) -> bool:
@@ -159,6 +166,11 @@ def account(
             elif i < n:  # -nkvo: the cache stays in host memory
                 cpu_c[i] = kv[i]
         attention, rest, head, left, head_moved = split_ops(g, mine, n, d, h)
+        # A block whose expert tensors an override left on the host: its MUL_MAT_IDs run where
+        # ggml's scheduler sends ops on host weights (the first GPU, op offload, counted below
+        # with the copies), not on the block's device, which keeps only its attention and
+        # router (moe8 -ts 1,6,2 with blocks 1-6's experts on the CPU: Vulkan1 15 MiB).
+        rest = [i for i in rest if not (i < n and experts_on_host(L.tensors_by_block[i], moved))]
         splits.append((attention, rest, head))
         host_attention += left
         if n in mine:

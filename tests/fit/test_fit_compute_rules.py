@@ -115,3 +115,9 @@ def test_a_host_recurrent_block_lends_the_first_gpu_its_feed_forward_not_its_sca
     probe = next(r for r in replay(name) if r["kind"] == "probe" and r["layers"] == [[0, 0, "MOE"]])
     mine, theirs = probe["mine"][0], probe["theirs"][0]
     assert abs(mine - theirs) <= 3, (mine, theirs)  # 15 and 14 MiB; with the scan phase: 21 and 21
+
+
+def test_a_block_whose_experts_stay_on_the_host_runs_them_on_the_first_gpu_not_its_own(replay: Any) -> None:
+    """A device whose blocks' experts all stay on the host holds no expert phase for them."""
+    mine, theirs = compute(replay("moe8-3dev-c-8192-fitt-1960"), "Vulkan1")
+    assert abs(mine - theirs) <= 5, (mine, theirs)  # 15 MiB; with the expert phase on Vulkan1: 38
