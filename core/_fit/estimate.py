@@ -234,6 +234,9 @@ class Graph:
     #: one, -1 none), and the bytes of each.
     mask_kind: tuple[int, ...] = ()
     mask_bytes: tuple[int, int] = (0, 0)
+    #: Per block its other phase on the output layer's GPU when that is not the first
+    #: (``SCAN_LATER``; empty: ``rest``).
+    later: tuple[int, ...] = ()
     #: Per block its other phase without the recurrent scan (0 where nothing else is left): what
     #: the first GPU runs of a host recurrent block (``usage.account``).
     matmul: tuple[int, ...] = ()
@@ -278,6 +281,12 @@ HEAD_ROWS = {True: 5.0, False: 6.0}
 HOST_ROWS = 4.0
 
 
+#: The recurrent scan phase on the GPU that holds the output layer, when it is not the first
+#: GPU, holds this many d_inner tensors fewer (fitted to llama-fit-params on lavapipe,
+#: tests/data/fit_plan/scan_devices.json: mamba2-24 at -c 4096, that device 51.73 MiB for any
+#: -ngl and -ts, the others 58.8-60.1; why is not known, and hybrid24's middle devices are
+#: 8 MiB lower too, which this leaves out).
+SCAN_LATER = 1
 #: On a GPU backend (measured on ggml-vulkan): flash attention reads Q in place (two Q-sized
 #: tensors, not three), the feed-forward holds four n_ff tensors and half a row, the head four rows.
 GPU_ROWS = {"ffn": 0.5, "head": 4.0}
@@ -312,7 +321,7 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False, float_dow
     mask_bytes = (c.full_cells // c.n_seq * t * per_cell, c.swa_cells // c.n_seq * t * per_cell)
     masks = sum(mask_bytes[1 if swa else 0] for swa in kinds)
     mask_kind = tuple((1 if h.swa[il] else 0) if h.kv_layers[il] else -1 for il in range(h.n_layer))
-    attention, scores, core, rest, matmul = [], [], [], [], []
+    attention, scores, core, rest, matmul, later = [], [], [], [], [], []
     for il in range(h.n_layer):
         attn = kq = bare = 0
         if h.kv_layers[il]:
@@ -347,11 +356,14 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False, float_dow
             projection = 2 * h.ssm_inner + 2 * h.ssm_groups * h.ssm_state + h.ssm_heads
             # on a GPU backend (measured on ggml-vulkan) the scan's residual row is not kept apart
             extra_row = 0 if device else row
-            parts.append(
-                (projection + 2 * xbc + 3 * h.ssm_inner) * t * F32 + extra_row + h.n_embd_s * F32 * c.n_seq
-            )
+            scan = (projection + 2 * xbc + 3 * h.ssm_inner) * t * F32 + extra_row + h.n_embd_s * F32 * c.n_seq
+            parts.append(scan)
+            # On the output layer's GPU after the first, one d_inner tensor fewer (SCAN_LATER).
+            later.append(max(matmul[-1], scan - SCAN_LATER * h.ssm_inner * t * F32))
         elif h.recurrent[il]:
             parts.append(int(FFN_ROWS * row) + h.n_embd_s * F32 * c.n_seq)
+        if len(later) < len(matmul):
+            later.append(max(parts))
         attention.append(attn)
         scores.append(kq)
         core.append(bare)
@@ -369,6 +381,7 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False, float_dow
         mask_kind=mask_kind,
         mask_bytes=mask_bytes,
         matmul=tuple(matmul),
+        later=tuple(later),
     )
 
 

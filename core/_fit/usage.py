@@ -173,6 +173,8 @@ def account(
         rest = [i for i in rest if not (i < n and experts_on_host(L.tensors_by_block[i], moved))]
         splits.append((attention, rest, head))
         host_attention += left
+        # the output layer's GPU after the first: its recurrent scan phase (``est.SCAN_LATER``)
+        gk = attrs.evolve(gd, rest=gd.later) if gpus and gd.later and n in mine else gd
         if n in mine:
             cpu_head = head_moved
         gpus.append(
@@ -182,7 +184,7 @@ def account(
                 name=d.name,
                 weights=w,
                 cache=c,
-                graph=gd.on(attention, rest, head),
+                graph=gk.on(attention, rest, head),
             )
         )
     for k, dm in enumerate(gpus):
