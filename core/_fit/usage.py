@@ -269,6 +269,13 @@ def account(
             masks + (gd.matmul[i] if i in scan else gd.rest[i]) + ffn_copy(L.tensors_by_block[i])
             for i in cpu_blocks
         ]
+        if moved_head:
+            # The head run on the first GPU from host weights: its output weight (or the tied
+            # embeddings) is copied in beside the logits (op offload, as for the blocks).
+            out_w = sum(t.nbytes for t in L.output_tensors if t.name == "output.weight")
+            if not out_w and L.tied and L.embedding is not None:
+                out_w = L.embedding.nbytes
+            copies.append(gd.on([], [], True) + out_w)
         gpus[0] = attrs.evolve(gpus[0], graph=max([graph, *copies]))
         for i, key in followed:  # the attention's K, V and masks copied to the next block's GPU
             at = next(j for j, dm in enumerate(gpus) if (dm.id, dm.library) == key)

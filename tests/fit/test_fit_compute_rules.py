@@ -143,3 +143,14 @@ def test_the_output_gpu_after_the_first_holds_a_smaller_scan_phase(
         d = oracle.devices[names.index(device)]
         mine = by_key[(d.id, d.library)].graph / MiB
         assert abs(mine - theirs) <= 1.5, (device, mine, theirs)  # 51.73 against 59.6 without the rule
+
+
+def test_a_head_run_on_the_first_gpu_from_host_weights_has_its_output_weight_copied_in(replay: Any) -> None:
+    """The head op-offloaded to the first GPU holds a copy of the output weight beside the logits."""
+    probe = next(
+        r
+        for r in replay("llama-wide-1dev-fitt-1920")
+        if r["kind"] == "probe" and r["layers"] == [[0, 0, "MOE"]]
+    )
+    mine, theirs = probe["mine"][0], probe["theirs"][0]
+    assert abs(mine - theirs) <= 6, (mine, theirs)  # 93 MiB; without the 17.6 MiB Q4_K copy: 75
