@@ -241,6 +241,10 @@ class Graph:
     #: the first GPU runs of a host recurrent block (``usage.account``).
     matmul: tuple[int, ...] = ()
 
+    #: Whether the head's logits sit on the masks (their freed hole or on top); off on a GPU
+    #: after the first, where they start from the bottom (``usage.account``).
+    head_on_masks: bool = True
+
     def masks_for(self, attention: Sequence[int]) -> int:
         """The masks a backend that runs the attention of blocks ``attention`` holds: only the
         kinds those blocks read (llama-graph.cpp builds one mask input per kind, and
@@ -262,7 +266,9 @@ class Graph:
         masks = self.masks_for(attention)
         peak = max([self.attention[i] for i in attention] + [self.rest[i] for i in rest] + [0])
         total = masks + peak if peak or masks else 0
-        if head:
+        if head and not self.head_on_masks:
+            total = max(total, self.logits + self.head_rest)
+        elif head:
             logits = max(masks, self.logits) if self.logits <= masks else masks + self.logits
             total = max(total, logits + self.head_rest)
         return total

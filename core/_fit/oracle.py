@@ -211,9 +211,16 @@ class Oracle:
 
         extra: dict[tuple[str, str], int] = {}
         first = True
+        by_key = {(u.id, u.library): u for u in usage[:-1]}
+        head = h.n_vocab * t * est.F32 + row  # the head phase of the output GPU after the first
         for x in layout:
             if x.layers:
-                extra[(x.id, x.library)] = 3 * masks(x.layers) + 8 * row + (5 * row if first else 0)
+                key = (x.id, x.library)
+                extra[key] = 3 * masks(x.layers) + 8 * row + (5 * row if first else 0)
+                if not first and h.n_layer in x.layers and key in by_key and by_key[key].graph == head:
+                    # its peak is the head, whose one input row is copied four times (llama-wide
+                    # -ngl 7 -ts 6,1: Vulkan1 72.50 MiB = 62.5 of logits + 2 + 8)
+                    extra[key] = 4 * row
                 first = False
         out = [attrs.evolve(u, graph=u.graph + extra.get((u.id, u.library), 0)) for u in usage[:-1]]
         everything = [i for x in layout for i in x.layers]

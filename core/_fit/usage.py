@@ -174,7 +174,14 @@ def account(
         splits.append((attention, rest, head))
         host_attention += left
         # the output layer's GPU after the first: its recurrent scan phase (``est.SCAN_LATER``)
-        gk = attrs.evolve(gd, rest=gd.later) if gpus and gd.later and n in mine else gd
+        gk = gd
+        if gpus and n in mine:
+            # The output layer's GPU after the first: the head's logits take one row beside them,
+            # not the first GPU's masks and four rows (llama-fit-params on llama-wide, -c 4096:
+            # 64.50 MiB = 62.5 of logits + 2 for -ts 0,1 and 0,3, against 74.52 on one device).
+            gk = attrs.evolve(
+                gd, rest=gd.later or gd.rest, head_rest=h.n_embd * ctx.n_tokens * est.F32, head_on_masks=False
+            )
         if n in mine:
             cpu_head = head_moved
         gpus.append(
