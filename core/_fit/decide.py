@@ -117,6 +117,7 @@ def fit_llamacpp(
     h = model.hparams
     notes = list(h.notes) + [f"llama.cpp would not use {x}" for x in ggml.left_out]
     devices = distinct(ggml)
+    fa_auto = flash_attn is None
     opts = decided_options(options, flash_attn, flash_attention, devices, notes)
     flash_attn = opts.flash_attn
     if request.split_mode == "none":
@@ -139,6 +140,7 @@ def fit_llamacpp(
         projector=projector,
         cpu_features=cpu_features,
         extra=extra,
+        fa_auto=fa_auto,
     )
     margins = llamacpp.margins_for(len(devices), request.fit_target)
     decision = llamacpp.plan(
@@ -160,6 +162,15 @@ def fit_llamacpp(
     if decision.failure:
         notes.append(f"llama.cpp's fit gives up here ({decision.failure}); its parameters stay as they are")
     m = decision.measured
+    if m.fa_off:
+        flash_attn = False
+        opts = attrs.evolve(opts, flash_attn=False)
+        # One word on flash attention: this placement's, not the one for the devices alone.
+        notes[:] = [n for n in notes if not n.startswith("flash attention auto: on")]
+        notes.append(
+            "flash attention auto: off for this placement (llama.cpp schedules the attention of "
+            "the last host block on the GPU that holds the next, recurrent, block and turns it off)"
+        )
     short = [
         (
             f"{names[k]} ({d.name or d.id})",

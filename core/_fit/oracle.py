@@ -60,6 +60,8 @@ class Measured:
     layout: GPULayersList
     context: est.Context
     moved: tuple[str, ...]
+    #: ``-fa auto`` turned off by llama.cpp for this placement (``Oracle.fa_off``).
+    fa_off: bool = False
 
 
 def layer_devices(
@@ -109,6 +111,7 @@ class Oracle:
         projector: Model | None = None,
         cpu_features: frozenset[str] = frozenset(),
         extra: Oracle | None = None,
+        fa_auto: bool = False,
     ) -> None:
         self.model = model
         self.devices = list(devices)
@@ -121,24 +124,56 @@ class Oracle:
         #: A second model on the same devices (a draft model): its memory at the same context
         #: is added to every measurement (``common_fit_extra_model``).
         self.extra = extra
+        #: ``-fa auto`` resolved to on: llama.cpp may still turn it off per dry run (``fa_off``).
+        self.fa_auto = fa_auto and options.flash_attn and options.cache_type_v in ("f16", "f32", "bf16")
         self._extra: dict[int, Measured] = {}
-        self._ctx: dict[int, tuple[est.Context, list[int], est.Graph, est.Graph]] = {}
+        self._ctx: dict[tuple[int, bool], tuple[est.Context, list[int], est.Graph, est.Graph]] = {}
         h = model.hparams
         self._names = [[t.name for t in ts] for ts in model.layers.tensors_by_block]
         self._n = h.n_layer
 
-    def context(self, n_ctx: int) -> tuple[est.Context, list[int], est.Graph, est.Graph]:
-        """The padded context, the cache per block and the host's and a GPU's graph parts."""
-        if n_ctx not in self._ctx:
+    def context(
+        self, n_ctx: int, fa_off: bool = False
+    ) -> tuple[est.Context, list[int], est.Graph, est.Graph]:
+        """The padded context, the cache per block and the host's and a GPU's graph parts
+        (``fa_off``: with flash attention turned off)."""
+        if (n_ctx, fa_off) not in self._ctx:
             o = attrs.evolve(self.options, ctx=n_ctx)
+            if fa_off:
+                o = attrs.evolve(o, flash_attn=False)
             ctx = est.context(self.model.hparams, o)
             kv = est.kv_bytes(self.model.hparams, ctx, o, self.sizes)
             g = est.graph(self.model.hparams, ctx, o)
             gd = est.graph(
                 self.model.hparams, ctx, o, device=True, float_down=est.float_ffn_down(self.model.layers)
             )
-            self._ctx[n_ctx] = (ctx, kv, g, gd)
-        return self._ctx[n_ctx]
+            self._ctx[(n_ctx, fa_off)] = (ctx, kv, g, gd)
+        return self._ctx[(n_ctx, fa_off)]
+
+    def fa_off(self, where: Sequence[int | None]) -> bool:
+        """Whether ``-fa auto`` resolves to off for this placement. llama.cpp
+        (src/llama-context.cpp ``resolve_fused_ops``) reserves a one-token graph and turns flash
+        attention off when a layer's FLASH_ATTN_EXT is scheduled on another device than the
+        layer. A host attention block followed by a recurrent-only block on a GPU is such a
+        case: the recurrent block's state copies are the next nodes of the graph after that
+        attention (they read none of its output), they run where their state is, and ggml's
+        scheduler (ggml-backend.cpp ``ggml_backend_sched_split_graph``, "expand gpu up")
+        hands the unassigned attention to that GPU (measured with llama-fit-params on
+        granitehybrid: -ngl 19 of hybrid24, -ngl 4 of the small one; dense, MoE, mamba2 and
+        falcon-h1's parallel blocks keep it on)."""
+        if not self.fa_auto or not self.options.kv_offload:
+            return False
+        h = self.model.hparams
+        for i in range(h.n_layer - 1):
+            if (
+                where[i] is None
+                and h.kv_layers[i]
+                and where[i + 1] is not None
+                and h.recurrent[i + 1]
+                and not h.kv_layers[i + 1]
+            ):
+                return True
+        return False
 
     def moved(self, overrides: Sequence[tuple[str, int | None]]) -> dict[str, int | None]:
         """Tensor name -> where the first override whose pattern it matches sends it."""
@@ -176,9 +211,16 @@ class Oracle:
 
         extra: dict[tuple[str, str], int] = {}
         first = True
+        by_key = {(u.id, u.library): u for u in usage[:-1]}
+        head = h.n_vocab * t * est.F32 + row  # the head phase of the output GPU after the first
         for x in layout:
             if x.layers:
-                extra[(x.id, x.library)] = 3 * masks(x.layers) + 8 * row + (5 * row if first else 0)
+                key = (x.id, x.library)
+                extra[key] = 3 * masks(x.layers) + 8 * row + (5 * row if first else 0)
+                if not first and h.n_layer in x.layers and key in by_key and by_key[key].graph == head:
+                    # its peak is the head, whose one input row is copied four times (llama-wide
+                    # -ngl 7 -ts 6,1: Vulkan1 72.50 MiB = 62.5 of logits + 2 + 8)
+                    extra[key] = 4 * row
                 first = False
         out = [attrs.evolve(u, graph=u.graph + extra.get((u.id, u.library), 0)) for u in usage[:-1]]
         everything = [i for x in layout for i in x.layers]
@@ -190,8 +232,9 @@ class Oracle:
         self.calls += 1
         model, n = self.model, self._n
         L = model.layers
-        ctx, kv, g, gd = self.context(config.n_ctx)
         where = layer_devices(n, config.n_gpu_layers, config.tensor_split, self.free)
+        fa_off = self.fa_off(where)
+        ctx, kv, g, gd = self.context(config.n_ctx, fa_off)
         layout = GPULayersList(
             GPULayers(d.id, d.library, [i for i, w in enumerate(where) if w == k])
             for k, d in enumerate(self.devices)
@@ -246,6 +289,7 @@ class Oracle:
             layout=layout,
             context=ctx,
             moved=tuple(sorted(moved)),
+            fa_off=fa_off,
         )
 
 

@@ -44,6 +44,7 @@ class Usage:
 
 _FFN_IN = re.compile(r"\.ffn_(gate|up|gate_up)(_(ch|sh|)exps)?\.")
 _FFN_OUT = re.compile(r"\.ffn_down(_(ch|sh|)exps)?\.")
+_EXPERTS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps\.")
 
 
 def ffn_copy(tensors: Sequence[TensorInfo]) -> int:
@@ -52,6 +53,12 @@ def ffn_copy(tensors: Sequence[TensorInfo]) -> int:
     inputs = sum(t.nbytes for t in tensors if _FFN_IN.search(t.name))
     output = max((t.nbytes for t in tensors if _FFN_OUT.search(t.name)), default=0)
     return max(inputs, output)
+
+
+def experts_on_host(tensors: Sequence[TensorInfo], moved: Mapping[str, int | None]) -> bool:
+    """Whether a block has expert tensors and an override sends every one of them to the CPU."""
+    experts = [t for t in tensors if _EXPERTS.search(t.name)]
+    return bool(experts) and all(t.name in moved and moved[t.name] is None for t in experts)
 
 
 def too_big(t_bytes: int, device: DeviceInfo | None) -> bool:
@@ -76,6 +83,19 @@ def device_graph(g: est.Graph, layers: set[int], n: int, device: DeviceInfo | No
     """The compute buffer of a device holding ``layers`` (what ``split_ops`` leaves it)."""
     attention, rest, head, _, _ = split_ops(g, layers, n, device, h)
     return g.on(attention, rest, head)
+
+
+def _follows(
+    h: Hparams, cpu_blocks: Sequence[int], layout: GPULayersList
+) -> dict[int, tuple[str, str] | None]:
+    """Host attention blocks whose next block is recurrent-only: the (id, library) of the GPU
+    that holds that next block, or None when it is on the host too (see ``account``)."""
+    held = {i: (x.id, x.library) for x in layout for i in x.layers}
+    return {
+        i: held.get(i + 1)
+        for i in cpu_blocks
+        if h.kv_layers[i] and i + 1 < h.n_layer and h.recurrent[i + 1] and not h.kv_layers[i + 1]
+    }
 
 
 def account(
@@ -146,8 +166,22 @@ def account(
             elif i < n:  # -nkvo: the cache stays in host memory
                 cpu_c[i] = kv[i]
         attention, rest, head, left, head_moved = split_ops(g, mine, n, d, h)
+        # A block whose expert tensors an override left on the host: its MUL_MAT_IDs run where
+        # ggml's scheduler sends ops on host weights (the first GPU, op offload, counted below
+        # with the copies), not on the block's device, which keeps only its attention and
+        # router (moe8 -ts 1,6,2 with blocks 1-6's experts on the CPU: Vulkan1 15 MiB).
+        rest = [i for i in rest if not (i < n and experts_on_host(L.tensors_by_block[i], moved))]
         splits.append((attention, rest, head))
         host_attention += left
+        # the output layer's GPU after the first: its recurrent scan phase (``est.SCAN_LATER``)
+        gk = gd
+        if gpus and n in mine:
+            # The output layer's GPU after the first: the head's logits take one row beside them,
+            # not the first GPU's masks and four rows (llama-fit-params on llama-wide, -c 4096:
+            # 64.50 MiB = 62.5 of logits + 2 for -ts 0,1 and 0,3, against 74.52 on one device).
+            gk = attrs.evolve(
+                gd, rest=gd.later or gd.rest, head_rest=h.n_embd * ctx.n_tokens * est.F32, head_on_masks=False
+            )
         if n in mine:
             cpu_head = head_moved
         gpus.append(
@@ -157,7 +191,7 @@ def account(
                 name=d.name,
                 weights=w,
                 cache=c,
-                graph=gd.on(attention, rest, head),
+                graph=gk.on(attention, rest, head),
             )
         )
     for k, dm in enumerate(gpus):
@@ -206,23 +240,62 @@ def account(
         d0 = by_key[(gpus[0].id, gpus[0].library)]
         attention, rest, head = splits[0]
         host_attention += [i for i in cpu_blocks if too_big(g.scores[i], d0)]
+        # A host attention block followed by a recurrent-only block: the next block's state
+        # copies are the graph's next nodes (they read none of the attention's output), and
+        # ggml's scheduler (ggml-backend.cpp ggml_backend_sched_split_graph, "expand gpu up")
+        # gives the attention the backend of those copies, not the first GPU's: the host's
+        # when that block is on the host, else the GPU that holds it (llama-fit-params
+        # GGML_SCHED_DEBUG on hybrid24 -ngl 18 / 19).
+        follows = _follows(h, cpu_blocks, layout)
+        host_attention += [i for i, k in follows.items() if k is None and i not in host_attention]
+        followed = [(i, k) for i, k in follows.items() if k is not None and i not in host_attention]
+        host_attention += [i for i in follows if i not in host_attention]
         attention = attention + [i for i in cpu_blocks if i not in host_attention]
         moved_head = cpu_head and not too_big(g.logits, d0) and not too_big(h.n_vocab * 4, d0)
-        graph = gd.on(attention, rest + cpu_blocks, head or moved_head)
+        # A host recurrent block's conv state and scan read state tensors in host memory, so
+        # ggml's scheduler runs them on the host (GGML_SCHED_DEBUG on hybrid24 and mamba2-24
+        # -ngl 10: the SSM_SCAN splits are the CPU's); the first GPU runs the block's matrix
+        # products. Where the block has a feed-forward, that phase is the GPU's peak for it;
+        # without one (mamba2) the projections and convolution around the scan measured about
+        # the size of the scan phase (mamba2-24 -ngl 0: 58 MiB on Vulkan0, the phase 59.6), so
+        # that phase stands.
+        scan = [i for i in cpu_blocks if h.recurrent[i] and gd.matmul and gd.matmul[i]]
+        graph = gd.on(attention, rest + [i for i in cpu_blocks if i not in scan], head or moved_head)
+        graph = max([graph] + [gd.masks_for(attention) + gd.matmul[i] for i in scan])
+        # The masks live on a backend only while it runs an attention that reads them
+        # (ggml-backend.cpp ggml_backend_sched_split_graph copies a split's inputs to the backend
+        # that runs it); with every attention left on the host (its KQ scores over the largest
+        # allocation) the GPU's feed-forward copies sit on no masks.
+        masks = gd.masks_for(attention)
         # An offloaded attention of a host block reads that block's K and V from host memory:
         # the scheduler copies them into the GPU's compute buffer for the operation.
-        copies = [gd.masks + kv[i] + gd.core[i] for i in cpu_blocks if gd.core[i] and i not in host_attention]
+        copies = [masks + kv[i] + gd.core[i] for i in cpu_blocks if gd.core[i] and i not in host_attention]
         # Its feed-forward reads the block's projection weights: the gate and up (or down)
         # weights are copied in beside the phase's activations.
-        copies += [gd.masks + gd.rest[i] + ffn_copy(L.tensors_by_block[i]) for i in cpu_blocks]
+        copies += [
+            masks + (gd.matmul[i] if i in scan else gd.rest[i]) + ffn_copy(L.tensors_by_block[i])
+            for i in cpu_blocks
+        ]
+        if moved_head:
+            # The head run on the first GPU from host weights: its output weight (or the tied
+            # embeddings) is copied in beside the logits (op offload, as for the blocks).
+            out_w = sum(t.nbytes for t in L.output_tensors if t.name == "output.weight")
+            if not out_w and L.tied and L.embedding is not None:
+                out_w = L.embedding.nbytes
+            copies.append(gd.on([], [], True) + out_w)
         gpus[0] = attrs.evolve(gpus[0], graph=max([graph, *copies]))
+        for i, key in followed:  # the attention's K, V and masks copied to the next block's GPU
+            at = next(j for j, dm in enumerate(gpus) if (dm.id, dm.library) == key)
+            copy = gd.masks_for([*splits[at][0], i]) + kv[i] + gd.core[i]
+            gpus[at] = attrs.evolve(gpus[at], graph=max(gpus[at].graph, copy))
         cpu_head = cpu_head and not moved_head
         cpu_blocks = []
     if gpus and any(host_copies) and ctx.n_tokens >= OP_OFFLOAD_BATCH:
         # Weights an override left on the host while their layer sits on a GPU: the scheduler
         # copies them into the first GPU's compute buffer for the operation that reads them.
         moved_by_block = [[t for t in L.tensors_by_block[i] if t.name in moved] for i in range(n)]
-        copies = [gd.masks + gd.rest[i] + ffn_copy(moved_by_block[i]) for i in range(n) if host_copies[i]]
+        masks = gd.masks_for(splits[0][0])
+        copies = [masks + gd.rest[i] + ffn_copy(moved_by_block[i]) for i in range(n) if host_copies[i]]
         gpus[0] = attrs.evolve(gpus[0], graph=max([gpus[0].graph, *copies]))
     cpu_graph = g.on(cpu_blocks + host_attention, cpu_blocks, cpu_head)
     if gpus and not cpu_blocks and not host_attention:
