@@ -179,3 +179,20 @@ def test_a_head_run_on_the_first_gpu_from_host_weights_has_its_output_weight_cop
     )
     mine, theirs = probe["mine"][0], probe["theirs"][0]
     assert abs(mine - theirs) <= 6, (mine, theirs)  # 93 MiB; without the 17.6 MiB Q4_K copy: 75
+
+
+def test_a_placement_that_turns_fa_auto_off_says_only_that(tmp_path: Path) -> None:
+    """hybrid24 -c 4096 -ngl 19 on one lavapipe: the decision runs with -fa off, and its notes say
+    "flash attention auto: off for this placement" without the devices' "auto: on" beside it."""
+    from gpuscout.cli._commands import fit as fit_cli
+    from tests.fit.test_fit_plan import ROOMY, _parse, lavapipe, vulkan_scout
+
+    bench = probes._bench()
+    model = bench.materialize(bench.load(), "hybrid24", tmp_path)
+    result = fit_cli.fit_model(
+        vulkan_scout("0"), str(model), [lavapipe()], ROOMY, _parse(["-c", "4096", "-ngl", "19"])
+    )
+    args = list(result.args)
+    assert args[args.index("-fa") + 1] == "off" and not result.flash_attn
+    flash = [n for n in result.notes if n.startswith("flash attention")]
+    assert len(flash) == 1 and flash[0].startswith("flash attention auto: off for this placement")
