@@ -30,7 +30,8 @@ def replay(tmp_path_factory: pytest.TempPathFactory) -> Any:
     folder = tmp_path_factory.mktemp("fit-rules")
 
     def rows(name: str) -> list[dict[str, Any]]:
-        return probes.rows(fixture, by_name[name], folder, bench)
+        found: list[dict[str, Any]] = probes.rows(fixture, by_name[name], folder, bench)
+        return found
 
     return rows
 
