@@ -72,7 +72,7 @@ class _NotFound(Exception):
     """The command line cannot be read far enough to find a command name."""
 
 
-class _Locator(argparse.ArgumentParser):
+class _Locator(common.QuickParser):
     """Reads only as far as the command name; a problem is left to the full parser to report."""
 
     def error(self, message: str) -> NoReturn:

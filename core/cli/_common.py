@@ -62,7 +62,18 @@ class UsageError(GpuscoutError):
     """A command line that names nothing to run or is otherwise unusable."""
 
 
-class Parser(argparse.ArgumentParser):
+class QuickParser(argparse.ArgumentParser):
+    """A parser whose formatter takes the width without ``shutil``, which argparse's imports on
+    the first ``add_argument`` (about 2 ms of every command; the width matters only for help)."""
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        from gpuscout.cli._render.wrap import terminal_columns
+
+        make: Any = self.formatter_class  # every HelpFormatter takes width (typeshed: prog only)
+        return make(prog=self.prog, width=terminal_columns() - 2)  # type: ignore[no-any-return]
+
+
+class Parser(QuickParser):
     """An argument parser whose usage errors are one clear line and exit code 2."""
 
     def error(self, message: str) -> NoReturn:

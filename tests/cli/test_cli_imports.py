@@ -137,3 +137,26 @@ def test_shared_modules_import_no_command_and_not_the_package(module: str) -> No
     path = Path(gpuscout.cli.__file__).parent / f"{module}.py"
     named = _named_modules(path)
     assert named & {*COMMAND_MODULES, "gpuscout.cli._selection", "gpuscout.cli", "gpuscout"} == set()
+
+
+def test_list_json_imports_neither_shutil_nor_subprocess() -> None:
+    """`list --json` (the Vulkan plugin probing in this process) loads neither shutil (argparse's
+    formatter would, for a width only help needs) nor subprocess (only a child probe needs it)."""
+    out = run_gpuscout("list", "--json")
+    assert out.returncode == 0, out.stderr
+    assert imported(out) & {"shutil", "subprocess", "bz2", "lzma"} == set()
+
+
+def test_help_is_as_wide_as_argparse_makes_it() -> None:
+    """Without shutil the formatter still takes ``COLUMNS``: a 200-column help page is one whose
+    widest line is past 80, a 60-column one's within 60."""
+    wide = run_gpuscout("list", "--help")
+    narrow = subprocess.run(
+        [sys.executable, "-m", "gpuscout", "list", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "60"},
+    )
+    assert max(map(len, wide.stdout.splitlines())) > 80
+    assert max(map(len, narrow.stdout.splitlines())) <= 60

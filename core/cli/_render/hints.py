@@ -24,7 +24,6 @@ to its width (``COLUMNS`` first), continuation lines indented; in a pipe each is
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TextIO
@@ -159,19 +158,23 @@ def format_hints(lines: Sequence[str], width: int | None = None) -> str:
 def terminal_width(stream: TextIO) -> int | None:
     """The width to wrap hints to on ``stream``: None unless it is a terminal; ``COLUMNS``
     when set, else the terminal's own width."""
+    from gpuscout.cli._render.wrap import terminal_columns
+
     try:
         if not stream.isatty():
             return None
     except (AttributeError, OSError, ValueError):  # closed, or not a file at all
         return None
-    return shutil.get_terminal_size().columns if os.environ.get("COLUMNS") else _size(stream)
+    return terminal_columns() if os.environ.get("COLUMNS") else _size(stream)
 
 
 def _size(stream: TextIO) -> int:
+    from gpuscout.cli._render.wrap import terminal_columns
+
     try:
         return os.get_terminal_size(stream.fileno()).columns
     except (AttributeError, OSError, ValueError):
-        return shutil.get_terminal_size().columns
+        return terminal_columns()
 
 
 def write_hints(lines: Sequence[str], stream: TextIO | None = None) -> None:
