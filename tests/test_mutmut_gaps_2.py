@@ -15,7 +15,7 @@ import pytest
 from gpuscout import DeviceInfo, SystemInfo
 from gpuscout._fit import estimate as est
 from gpuscout._fit.hparams import Hparams
-from gpuscout._fit.usage import Usage, device_graph
+from gpuscout._fit.usage import Usage, device_graph, split_ops, too_big
 from gpuscout._fit.verdict import shared_verdict, verdict
 from gpuscout._records.layers import GPULayers, GPULayersList
 from gpuscout.sizes import GIB, MIB
@@ -76,7 +76,8 @@ def _graph_without_flash_attention() -> tuple[Hparams, est.Graph]:
 def test_a_device_that_cannot_hold_a_blocks_kq_scores_is_planned_without_that_attention() -> None:
     """The compute buffer the placement counts for a device leaves out the attention of blocks
     whose KQ scores exceed its largest allocation (ggml runs those on the CPU).
-    Kills gpuscout._fit.usage.x_device_graph__mutmut_5 (the device not passed to split_ops)."""
+    Kills gpuscout._fit.usage.x_device_graph__mutmut_5 (the device not passed to split_ops) and
+    x_split_ops__mutmut_5, _6, _10 (the attention over the limit)."""
     h, g = _graph_without_flash_attention()
     assert g.scores[0] > 0
     unlimited = device_graph(g, {0, 1}, h.n_layer, card(), h)
@@ -96,6 +97,67 @@ def test_the_compute_buffer_of_the_device_holding_the_output_layer_counts_the_lo
     without = device_graph(g, {0, 1}, h.n_layer, card(), h)
     assert with_head > without
     assert with_head >= g.logits + g.head_rest
+
+
+# -- usage.too_big and usage.split_ops: what a device's largest allocation leaves to the host ------
+
+
+def test_a_tensor_is_too_big_only_past_a_known_largest_allocation() -> None:
+    """A tensor is too big for a device only when the device has a largest allocation (> 0) and
+    the tensor is over it: exactly that many bytes fit, no device or no limit never refuses, and a
+    limit of 1 byte is a limit like any other.
+    Kills gpuscout._fit.usage.x_too_big__mutmut_3 (``1 <``) and _14 (``<=``)."""
+    assert too_big(1000, card(max_allocation=999)) is True
+    assert too_big(999, card(max_allocation=999)) is False
+    assert too_big(2, card(max_allocation=1)) is True
+    assert too_big(10**15, card()) is False
+    assert too_big(10**15, None) is False
+
+
+#: Two blocks: block 1's KQ scores (50 bytes) are over a 20-byte limit, block 0's (5) are not; the
+#: logits are 4 bytes for each of the 1000 vocabulary entries (one token).
+SMALL_GRAPH = est.Graph(
+    masks=0,
+    attention=(10, 10),
+    scores=(5, 50),
+    core=(0, 0),
+    rest=(1, 1),
+    logits=4000,
+    head_rest=0,
+    embeddings=0,
+)
+
+
+def test_split_ops_leaves_attention_and_head_over_the_limit_to_the_host() -> None:
+    """A device holding both blocks and the output layer runs the attention of the blocks whose
+    KQ scores it can allocate and every block's other phase; the attention over its limit, and
+    the head when the logits are over it, fall back to the host.
+    Kills gpuscout._fit.usage.x_split_ops__mutmut_27..29 (the head left to the host)."""
+    h = hparams()
+    assert split_ops(SMALL_GRAPH, {2, 1, 0}, 2, card(max_allocation=20), h) == ([0], [0, 1], False, [1], True)
+    assert split_ops(SMALL_GRAPH, {2, 1, 0}, 2, card(), h) == ([0, 1], [0, 1], True, [], False)
+
+
+def test_split_ops_gives_no_head_to_a_device_without_the_output_layer() -> None:
+    """A device that holds only blocks runs no head and moves none to the host.
+    Kills gpuscout._fit.usage.x_split_ops__mutmut_13, _14 (the head's test of the output layer)."""
+    assert split_ops(SMALL_GRAPH, {1, 0}, 2, card(), hparams()) == ([0, 1], [0, 1], False, [], False)
+
+
+def test_the_head_falls_back_when_a_batchs_logits_are_over_the_limit_though_a_row_fits() -> None:
+    """The head runs on the device only when the whole batch's logits fit its largest allocation;
+    one row of them fitting is not enough.
+    Kills gpuscout._fit.usage.x_split_ops__mutmut_17 (the logits checked against no device)."""
+    h = hparams(n_vocab=100)
+    assert split_ops(SMALL_GRAPH, {2}, 2, card(max_allocation=1000), h) == ([], [], False, [], True)
+
+
+def test_a_device_that_holds_the_logits_exactly_keeps_the_head() -> None:
+    """With one token per batch the logits are one row of n_vocab floats; a device whose largest
+    allocation is exactly that runs the head.
+    Kills gpuscout._fit.usage.x_split_ops__mutmut_21 and _26 (the row check)."""
+    h = hparams()
+    assert split_ops(SMALL_GRAPH, {2}, 2, card(max_allocation=h.n_vocab * 4), h)[2] is True
 
 
 # -- verdict.verdict: the CPU side and every GPU's room --------------------------------------------
