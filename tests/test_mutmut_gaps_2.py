@@ -14,7 +14,9 @@ import pytest
 
 from gpuscout import DeviceInfo, SystemInfo
 from gpuscout._fit import estimate as est
+from gpuscout._fit.errors import ModelError
 from gpuscout._fit.hparams import Hparams
+from gpuscout._fit.reader import TensorInfo
 from gpuscout._fit.usage import Usage, device_graph, split_ops, too_big
 from gpuscout._fit.verdict import shared_verdict, verdict
 from gpuscout._records.layers import GPULayers, GPULayersList
@@ -61,6 +63,98 @@ def card(max_allocation: int = 0, **kw: Any) -> DeviceInfo:
         free_memory=20 * GIB,
         max_allocation=max_allocation,
         **kw,
+    )
+
+
+# -- estimate.context, pad: the context llama.cpp builds from the options -------------------------
+
+
+def test_a_context_one_past_a_multiple_of_256_is_padded_to_the_next() -> None:
+    """n_ctx is rounded up to a multiple of 256 (GGML_PAD): 257 becomes 512, 256 stays, and a
+    context of 1 is 256.
+    Kills gpuscout._fit.estimate.x_pad__mutmut_5 (``- 2``) and x_context__mutmut_5 (``<= 1``)."""
+    h = hparams()
+    assert est.context(h, est.Options(ctx=257)).n_ctx == 512
+    assert est.context(h, est.Options(ctx=256)).n_ctx == 256
+    assert est.context(h, est.Options(ctx=1)).n_ctx == 256
+
+
+def test_a_model_without_a_training_context_needs_ctx() -> None:
+    """With no --ctx and no context_length in the model there is no context to build: a
+    ModelError that says to give --ctx.
+    Kills gpuscout._fit.estimate.x_context__mutmut_4 (``< 0``) and _6 (no message)."""
+    with pytest.raises(ModelError, match=r"^llama: the model has no context_length; give --ctx$"):
+        est.context(hparams(n_ctx_train=0), est.Options())
+
+
+def test_more_sequences_than_context_cells_get_256_cells_each() -> None:
+    """When --parallel is larger than the context, each sequence still gets 256 cells (the
+    minimum), and the total context is that times the sequences.
+    Kills gpuscout._fit.estimate.x_context__mutmut_16, _23 and _24 (the case of no cells left)."""
+    c = est.context(hparams(), est.Options(ctx=256, parallel=512))
+    assert (c.n_ctx_seq, c.n_ctx, c.full_cells) == (256, 256 * 512, 256 * 512)
+
+
+def test_the_sliding_window_cache_is_the_window_plus_a_ubatch_per_sequence() -> None:
+    """A sliding-window layer keeps pad(min(n_ctx_seq, n_swa + n_ubatch), 256) cells per
+    sequence (all n_ctx_seq with swa_full), and every figure of the context is whole.
+    Kills gpuscout._fit.estimate.x_context__mutmut_38, _39, _48, _49, _53, _54, _57 and _71."""
+    h = hparams(n_swa=1000, swa=(True, False))
+    assert est.context(h, est.Options(ctx=8192, parallel=2)) == est.Context(
+        n_ctx=8192,
+        n_ctx_seq=4096,
+        n_seq=2,
+        n_batch=2048,
+        n_ubatch=512,
+        n_tokens=512,
+        full_cells=8192,
+        swa_cells=2 * 1536,
+    )
+    assert est.context(h, est.Options(ctx=8192, swa_full=True)).swa_cells == 8192
+
+
+# -- estimate.repacked, mapped_span, cache_type ---------------------------------------------------
+
+Q2_K = 10
+
+
+def tensor(kind: int, shape: tuple[int, ...], nbytes: int = 1000, offset: int = 0) -> TensorInfo:
+    return TensorInfo(name="blk.0.ffn_up.weight", shape=shape, type=kind, offset=offset, nbytes=nbytes)
+
+
+def test_q2_k_is_repacked_only_with_both_avx2_and_avx512f() -> None:
+    """The CPU backend repacks Q2_K only on a CPU with AVX-512 on top of AVX2: neither flag alone
+    repacks it.
+    Kills gpuscout._fit.estimate.x_repacked__mutmut_8..11 (the avx512f test)."""
+    q2 = [tensor(Q2_K, (256, 64))]
+    assert est.repacked(q2, frozenset({"avx2", "avx512f"})) == 1000
+    assert est.repacked(q2, frozenset({"avx2"})) == 0
+    assert est.repacked(q2, frozenset({"avx512f"})) == 0
+
+
+def test_3d_expert_matrices_are_repacked_but_4d_tensors_are_not() -> None:
+    """Repacking applies to 2-D matrices and 3-D expert stacks, not to tensors of other ranks.
+    Kills gpuscout._fit.estimate.x_repacked__mutmut_19 (``(2, 4)``)."""
+    avx2 = frozenset({"avx2"})
+    assert est.repacked([tensor(2, (64, 64, 8))], avx2) == 1000
+    assert est.repacked([tensor(2, (64, 64, 8, 2))], avx2) == 0
+
+
+def test_the_mapped_span_runs_from_the_first_tensors_data_to_the_last_ones_end() -> None:
+    """The host buffer of mapped tensors is the file range from the lowest offset to the highest
+    end, gaps included; no tensors map nothing.
+    Kills gpuscout._fit.estimate.x_mapped_span__mutmut_2 and _3."""
+    assert est.mapped_span([]) == 0
+    assert est.mapped_span([tensor(2, (64, 64), 50, offset=300), tensor(2, (64, 64), 50, offset=100)]) == 250
+
+
+def test_an_unknown_cache_type_names_the_types_llama_cpp_takes() -> None:
+    """An unknown cache type is a ModelError that lists llama.cpp's cache types.
+    Kills gpuscout._fit.estimate.x_cache_type__mutmut_2..4 (the message)."""
+    with pytest.raises(ModelError) as caught:
+        est.cache_type("q3_k", {})
+    assert str(caught.value) == (
+        "unknown cache type 'q3_k' (llama.cpp takes f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)"
     )
 
 
