@@ -158,6 +158,122 @@ def test_an_unknown_cache_type_names_the_types_llama_cpp_takes() -> None:
     )
 
 
+# -- estimate.kv_bytes: the cache and recurrent state of each block -------------------------------
+
+
+def _sizes() -> dict[int, tuple[int, int]]:
+    from gpuscout._fit.placement import quant_sizes
+
+    return dict(quant_sizes())
+
+
+def test_without_flash_attention_v_rows_are_padded_to_the_widest_layer() -> None:
+    """Without flash attention V is stored transposed and every layer's V rows are as wide as the
+    widest layer's; with it, each layer keeps its own width.
+    Kills gpuscout._fit.estimate.x_kv_bytes__mutmut_10, _11, _29 and _30."""
+    h = hparams(n_head_kv=(2, 4))  # V widths 32 and 64
+    for flash, v0 in ((True, 32), (False, 64)):
+        o = est.Options(ctx=256, flash_attn=flash)
+        kv = est.kv_bytes(h, est.context(h, o), o, _sizes())
+        assert kv[0] == 256 * (32 + v0) * 2, flash
+
+
+def test_a_sliding_window_layer_caches_only_its_window() -> None:
+    """A sliding-window layer's cache has the window's cells, a full layer's all n_ctx cells.
+    Kills gpuscout._fit.estimate.x_kv_bytes__mutmut_25 (every layer given the full cells)."""
+    h = hparams(n_swa=200, swa=(True, False))
+    o = est.Options(ctx=8192)
+    c = est.context(h, o)
+    assert (c.swa_cells, c.full_cells) == (768, 8192)
+    assert est.kv_bytes(h, c, o, _sizes()) == [768 * 64 * 2, 8192 * 64 * 2]
+
+
+def test_a_block_with_a_cache_and_a_recurrent_state_holds_both() -> None:
+    """A block's figure is its KV cache plus its recurrent state (f32 rows of n_embd_r + n_embd_s).
+    Kills gpuscout._fit.estimate.x_kv_bytes__mutmut_59 (the state replacing the cache)."""
+    h = hparams(recurrent=(True, False), n_embd_r=10, n_embd_s=20)
+    o = est.Options(ctx=256)
+    assert est.kv_bytes(h, est.context(h, o), o, _sizes())[0] == 256 * 64 * 2 + 30 * 4
+
+
+@pytest.mark.parametrize(("k", "v", "named"), [("q8_0", "f16", "q8_0"), ("f16", "q4_0", "q4_0")])
+def test_a_cache_row_that_is_not_whole_blocks_names_the_type_that_refuses_it(
+    k: str, v: str, named: str
+) -> None:
+    """A cache type whose block does not divide a layer's row is refused, and the error names that
+    type (K's or V's), the block and the row's width.
+    Kills gpuscout._fit.estimate.x_kv_bytes__mutmut_34..40 (the message)."""
+    h = hparams(head_k=8, head_v=8)  # rows of 16 elements: not a whole 32-element block
+    o = est.Options(ctx=256, cache_type_k=k, cache_type_v=v)
+    with pytest.raises(ModelError) as caught:
+        est.kv_bytes(h, est.context(h, o), o, _sizes())
+    assert str(caught.value) == (
+        f"llama: block 0: rows of 16 cache elements are not a whole number of {named} blocks; "
+        "llama.cpp refuses this cache type"
+    )
+
+
+# -- estimate.float_ffn_down and Graph.on -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "floating"),
+    [
+        ("blk.0.ffn_down.weight", 0, True),  # F32
+        ("blk.0.ffn_down.weight", 1, True),  # F16
+        ("blk.0.ffn_down.weight", 30, True),  # BF16
+        ("blk.0.ffn_down.weight", 2, False),  # Q4_0
+        ("blk.0.ffn_up.weight", 1, False),
+    ],
+)
+def test_only_an_unquantized_ffn_down_counts_as_float(name: str, kind: int, floating: bool) -> None:
+    """The feed-forward output weights are "float" when an ``ffn_down.weight`` is F32, F16 or BF16;
+    a quantized one, or another float tensor, is not.
+    Kills gpuscout._fit.estimate.x_float_ffn_down__mutmut_2 and _4..9."""
+    t = TensorInfo(name=name, shape=(64, 64), type=kind, offset=0, nbytes=1)
+    layers = est.Layers(
+        blocks=(1,),
+        output=0,
+        input=0,
+        tied=False,
+        embedding=None,
+        tensors_by_block=((t,),),
+        output_tensors=(),
+    )
+    assert est.float_ffn_down(layers) is floating
+
+
+def _on_graph(logits: int) -> est.Graph:
+    return est.Graph(
+        masks=100,
+        attention=(10,),
+        scores=(0,),
+        core=(0,),
+        rest=(5,),
+        logits=logits,
+        head_rest=50,
+        embeddings=0,
+    )
+
+
+def test_a_backend_without_attention_holds_no_masks_and_nothing_costs_nothing() -> None:
+    """The masks are held only by a backend that runs some attention: the other phase alone costs
+    just itself, and a backend that runs nothing has no compute buffer.
+    Kills gpuscout._fit.estimate.xǁGraphǁon__mutmut_3, _5, _10, _15 and _16."""
+    g = _on_graph(100)
+    assert g.on([], [0], False) == 5
+    assert g.on([], [], False) == 0
+    assert g.on([0], [0], False) == 110
+
+
+def test_the_logits_take_the_masks_hole_only_when_they_fit_in_it() -> None:
+    """The head's logits reuse the masks' memory when they are no larger (equal fits), and go on
+    top of the masks otherwise; the head's other tensors come on top of either.
+    Kills gpuscout._fit.estimate.xǁGraphǁon__mutmut_18, _19, _24, _25 and _31."""
+    assert _on_graph(100).on([0], [0], True) == 100 + 50
+    assert _on_graph(150).on([0], [0], True) == 100 + 150 + 50
+
+
 # -- usage.device_graph: the compute buffer the placement plans a device with ---------------------
 
 
