@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from gpuscout import DeviceInfo
-from gpuscout._selection.visibility import SelectionEnv, isolation_env, selection_env, visible_env
+from gpuscout._selection.visibility import (
+    EnvFormatError,
+    SelectionEnv,
+    check_env,
+    isolation_env,
+    render,
+    selection_env,
+    visible_env,
+)
 from gpuscout.errors import GpuscoutError
 
 GPU0 = DeviceInfo(id="GPU-0", library="CUDA")
@@ -113,3 +121,28 @@ def test_selection_env_isolates_only_when_asked() -> None:
     source = Source({"CUDA_VISIBLE_DEVICES": "0"}, [("rocm", {"ROCR_VISIBLE_DEVICES": "-1"})])
     assert selection_env(source, [GPU0]) == SelectionEnv({"CUDA_VISIBLE_DEVICES": "0"})
     assert selection_env(source, [GPU0], isolate=True).env["ROCR_VISIBLE_DEVICES"] == "-1"
+
+
+def test_a_bad_variable_name_is_refused_with_what_a_name_may_hold() -> None:
+    """A name that is not a shell variable name is an EnvFormatError saying what a name may hold.
+    Kills gpuscout._selection.visibility.x_check_env__mutmut_6 and _7 (the message)."""
+    with pytest.raises(EnvFormatError) as caught:
+        check_env({"1A": "v"})
+    assert str(caught.value) == (
+        "not a valid environment variable name: '1A' (expected ASCII letters, digits and '_', "
+        "not starting with a digit)"
+    )
+
+
+def test_a_value_that_is_not_text_is_refused_with_its_type() -> None:
+    """A value that is not a str is an EnvFormatError naming the variable and the value's type.
+    Kills gpuscout._selection.visibility.x_check_env__mutmut_9 and _10."""
+    with pytest.raises(EnvFormatError) as caught:
+        check_env({"A": 1})  # type: ignore[dict-item]
+    assert str(caught.value) == "the value of variable 'A' is int, expected str"
+
+
+def test_json_output_is_one_object_indented_by_two() -> None:
+    """``gpuscout env --format json`` writes one object, two spaces of indent, and a newline.
+    Kills gpuscout._selection.visibility.x_render__mutmut_7, _9 and _11 (the indent)."""
+    assert render({"A": "1", "B": "x y"}, "json") == '{\n  "A": "1",\n  "B": "x y"\n}\n'
