@@ -75,7 +75,7 @@ def test_a_device_override_that_changes_a_plugins_value_is_logged_with_both() ->
 def test_a_variable_no_environment_can_hold_is_refused(name: str, value: str) -> None:
     """An empty name, a name with '=' or a NUL, or a value with a NUL is refused by visible_env
     (each on its own), with the variable and the reason.
-    Kills gpuscout._selection.visibility.x_visible_env__mutmut_66..77 (the test and its message)."""
+    Kills gpuscout._selection.visibility.x_visible_env__mutmut_66..79 (the test and its message)."""
     with pytest.raises(GpuscoutError) as caught:
         visible_env(Host(("p", [(0, name, value)])), [GPU0], Log())  # type: ignore[arg-type]
     assert str(caught.value) == (
