@@ -1,0 +1,144 @@
+"""Rules of budgets (gpuscout._discovery.budgets) found by mutmut's survivors (tests/MUTATION.md,
+"Automatic mutants (mutmut)", second round).
+
+Each test states a rule that no other test stated; the mutant it kills is named in its
+docstring's last line.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuscout import DeviceInfo
+from gpuscout._discovery.budgets import (
+    MAX_ENTRIES,
+    NOTE_PREFIX,
+    BudgetError,
+    Budgets,
+    Entry,
+    entries_from,
+    keep_budget,
+    prefer_from,
+)
+from gpuscout.sizes import GIB
+
+
+def _refusal(call: object) -> str:
+    with pytest.raises(BudgetError) as caught:
+        call()  # type: ignore[operator]
+    return str(caught.value)
+
+
+def test_a_selector_of_60_characters_is_quoted_whole_and_a_longer_one_cut() -> None:
+    """A budget message quotes a selector of up to 60 characters whole; a longer one is cut to 60
+    and its length said.
+    Kills gpuscout._discovery.budgets.x__shown__mutmut_1 and _5 (the limit)."""
+    whole = "fits:" + "x" * 55
+    assert _refusal(lambda: prefer_from([whole], "prefer")).startswith(f"prefer selector {whole!r}: ")
+    cut = whole + "x"
+    assert _refusal(lambda: prefer_from([cut], "prefer")).startswith(
+        f"prefer selector {cut[:60]!r}... (61 characters): "
+    )
+
+
+def test_a_misspelt_numa_selector_is_offered_the_numa_spelling() -> None:
+    """An unknown ``KEY=N`` selector close to ``numa=`` is answered with "did you mean 'numa=N'".
+    Kills gpuscout._discovery.budgets.x__did_you_mean__mutmut_12 and _13."""
+    assert "did you mean 'numa=0'?" in _refusal(lambda: entries_from({"nuam=0": 1}, "cap"))
+
+
+def test_budget_text_errors_name_where_the_text_came_from() -> None:
+    """A ``SEL=SIZE,...`` text given to a Scout keyword is read with that keyword's name, so an
+    error names it and the entry.
+    Kills gpuscout._discovery.budgets.x_entries_from__mutmut_2 (the name not passed on)."""
+    assert _refusal(lambda: entries_from("all=1GiB,x", "cap")).startswith(
+        "cap entry 2 'x': expected SEL=SIZE"
+    )
+
+
+def test_a_budget_of_the_wrong_type_is_refused_with_its_type() -> None:
+    """A cap or reserve that is neither text nor a mapping is refused, naming its type.
+    Kills gpuscout._discovery.budgets.x_entries_from__mutmut_7."""
+    assert _refusal(lambda: entries_from(5, "cap")).endswith("or 'SEL=SIZE,...' text, got int")
+
+
+def test_a_budget_mapping_may_hold_max_entries_and_no_more() -> None:
+    """A budget mapping of exactly MAX_ENTRIES entries is accepted ("at most"); one more is
+    refused, saying how many it had and the limit.
+    Kills gpuscout._discovery.budgets.x_entries_from__mutmut_10 (``>=``) and _11 (no message)."""
+    full = {f"cuda:{i}": GIB for i in range(MAX_ENTRIES)}
+    assert len(entries_from(full, "cap")) == MAX_ENTRIES
+    over = {**full, f"cuda:{MAX_ENTRIES}": GIB}
+    assert _refusal(lambda: entries_from(over, "cap")) == (
+        f"cap: {MAX_ENTRIES + 1} entries, at most {MAX_ENTRIES} allowed"
+    )
+
+
+@pytest.mark.parametrize(("value", "kind"), [(5, "int"), (b"cuda:0", "bytes"), ({"cuda:0": 1}, "dict")])
+def test_a_prefer_that_is_not_a_list_of_selectors_is_refused_with_its_type(value: object, kind: str) -> None:
+    """``prefer`` must be an iterable of selectors: a number, bytes or a mapping is refused by type.
+    Kills gpuscout._discovery.budgets.x_prefer_from__mutmut_1, _3 and _4."""
+    assert (
+        _refusal(lambda: prefer_from(value, "prefer")) == f"prefer: expected a list of selectors, got {kind}"
+    )
+
+
+def test_prefer_errors_name_where_the_list_came_from() -> None:
+    """An error in a prefer list names the keyword it came from.
+    Kills gpuscout._discovery.budgets.x_prefer_from__mutmut_9 (the name not passed on)."""
+    assert _refusal(lambda: prefer_from(["fits:1"], "prefer")).startswith("prefer selector 'fits:1': ")
+
+
+@pytest.mark.parametrize(
+    ("budgets", "truth"),
+    [
+        (Budgets(), False),
+        (Budgets(cap=(Entry("all", GIB, "all=1GiB"),)), True),
+        (Budgets(reserve=(Entry("all", GIB, "all=1GiB"),)), True),
+        (Budgets(prefer=("cuda:0",)), True),
+    ],
+)
+def test_budgets_are_true_when_any_of_cap_reserve_or_prefer_is_set(budgets: Budgets, truth: bool) -> None:
+    """Budgets are "set" (true) when any one of cap, reserve and prefer holds something.
+    Kills gpuscout._discovery.budgets.xǁBudgetsǁ__bool____mutmut_1..3."""
+    assert bool(budgets) is truth
+
+
+OLD = DeviceInfo(
+    id="GPU-0",
+    library="CUDA",
+    total_memory=24 * GIB,
+    free_memory=20 * GIB,
+    usable_memory=10 * GIB,
+    notes=(f"{NOTE_PREFIX}cap all=10GiB", "driver note"),
+)
+
+
+def test_a_refresh_keeps_the_budget_and_its_note_but_not_other_notes() -> None:
+    """A refreshed record keeps the old record's usable total and budget note; the old record's
+    other notes are not carried over.
+    Kills gpuscout._discovery.budgets.x_keep_budget__mutmut_2 and _6."""
+    new = DeviceInfo(id="GPU-0", library="CUDA", total_memory=24 * GIB, free_memory=18 * GIB)
+    kept = keep_budget(OLD, new)
+    assert (kept.usable_memory, kept.free_memory, kept.notes) == (
+        10 * GIB,
+        18 * GIB,
+        (f"{NOTE_PREFIX}cap all=10GiB",),
+    )
+
+
+def test_a_refresh_with_the_same_usable_total_still_keeps_the_budget_note() -> None:
+    """A refreshed record that already has the usable total still gets the budget note back.
+    Kills gpuscout._discovery.budgets.x_keep_budget__mutmut_5 (``or``)."""
+    new = DeviceInfo(
+        id="GPU-0", library="CUDA", total_memory=24 * GIB, free_memory=18 * GIB, usable_memory=10 * GIB
+    )
+    assert keep_budget(OLD, new).notes == (f"{NOTE_PREFIX}cap all=10GiB",)
+
+
+def test_a_refresh_that_changes_nothing_of_the_budget_returns_the_new_record_itself() -> None:
+    """When the refreshed record already carries the budget (same usable total, the note there)
+    it is returned as it is, not rebuilt.
+    Kills gpuscout._discovery.budgets.x_keep_budget__mutmut_7 (``and notes``)."""
+    new = OLD.evolve(free_memory=18 * GIB)
+    assert keep_budget(OLD, new) is new
