@@ -142,3 +142,81 @@ def test_a_refresh_that_changes_nothing_of_the_budget_returns_the_new_record_its
     Kills gpuscout._discovery.budgets.x_keep_budget__mutmut_7 (``and notes``)."""
     new = OLD.evolve(free_memory=18 * GIB)
     assert keep_budget(OLD, new) is new
+
+
+GRAMMAR = "all, library=NAME, numa=N, LIBRARY:INDEX, PCI id, ID/UUID (or a prefix of 4+)"
+
+
+@pytest.mark.parametrize(
+    ("budget", "message"),
+    [
+        ({5: 1}, "cap[5]: a selector must be a str, got int"),
+        ({" ": 1}, f"cap[' ']: empty selector; expected one of: {GRAMMAR}"),
+        (
+            {"cuda:0,cuda:1": 1},
+            "cap['cuda:0,cuda:1']: selector 'cuda:0,cuda:1' holds a comma: one selector per entry",
+        ),
+        (
+            {"best": 1},
+            "cap['best']: selector 'best' depends on the ranking or on free memory, which budgets "
+            f"change; name the device instead: {GRAMMAR}",
+        ),
+        (
+            {"nuam=0": 1},
+            f"cap['nuam=0']: unknown selector 'nuam=0'; did you mean 'numa=0'?; expected one of: {GRAMMAR}",
+        ),
+        ({"all": 1.5}, "cap['all']: expected an int of bytes or a size such as '20GiB', got 1.5"),
+        ({"all": -1}, "cap['all']: expected bytes in 0..2**64, got -1"),
+    ],
+)
+def test_each_bad_budget_entry_is_refused_with_its_place_and_reason(
+    budget: dict[object, object], message: str
+) -> None:
+    """A budget entry that cannot be used (a selector that is not a str, empty, with a comma, one
+    that depends on the ranking or is unknown; a size that is not bytes or out of range) is
+    refused with the entry's place in the keyword and the reason, exactly.
+    Kills gpuscout._discovery.budgets.x_check_selector__mutmut_3, _6, _10, _12, _13, _25..27 and
+    x_entries_from__mutmut_17, _37, _43."""
+    assert _refusal(lambda: entries_from(budget, "cap")) == message
+
+
+def test_a_selector_of_max_selector_characters_is_accepted_and_a_longer_one_refused() -> None:
+    """A selector may be MAX_SELECTOR (1000) characters long; one more is refused as too long.
+    Kills gpuscout._discovery.budgets.x_check_selector__mutmut_7 (``>=``) and _8 (no message)."""
+    longest = "GPU-" + "a" * 996
+    assert entries_from({longest: 1}, "cap")[0].selector == longest
+    assert _refusal(lambda: entries_from({longest + "a": 1}, "cap")).endswith(
+        "... (1001 characters) is too long: at most 1000 characters"
+    )
+
+
+def test_budget_sizes_run_from_0_to_2_to_the_64_inclusive() -> None:
+    """A budget of 0 bytes and one of 2**64 bytes are both accepted (the range is inclusive).
+    Kills gpuscout._discovery.budgets.x_entries_from__mutmut_39..41."""
+    assert [e.size for e in entries_from({"all": 0, "cuda:0": 2**64}, "cap")] == [0, 2**64]
+
+
+def test_a_size_written_with_spaces_is_recorded_with_single_spaces() -> None:
+    """A size given as text is recorded in the entry's text with its words joined by one space.
+    Kills gpuscout._discovery.budgets.x_entries_from__mutmut_32."""
+    assert entries_from({"all": "20  GiB"}, "cap")[0].text == "all=20 GiB"
+
+
+GPU = DeviceInfo(id="GPU-0", library="CUDA", total_memory=24 * GIB, free_memory=20 * GIB)
+
+
+def test_of_two_equal_caps_on_a_device_the_first_one_holds() -> None:
+    """When two caps of the same size match a device, the first listed is the one that holds
+    (and that its note names).
+    Kills gpuscout._discovery.budgets.xǁBudgetsǁapply__mutmut_23 (``<=``)."""
+    caps = (Entry("all", GIB, "all=1GiB"), Entry("cuda:0", GIB, "cuda:0=1GiB"))
+    devices, outcome = Budgets(cap=caps).apply([GPU])
+    assert devices[0].notes == ("budget: cap all=1GiB: usable 1.00 GiB of 24.00 GiB",)
+    assert outcome.applied[GPU.device_id].cap == caps[0]
+
+
+def test_a_reserve_that_matches_no_device_is_said_as_a_reserve() -> None:
+    """A reserve entry that matches no device is reported as "reserve '...' matches no device".
+    Kills gpuscout._discovery.budgets.xǁBudgetsǁapply__mutmut_26 (the kind not passed on)."""
+    _, outcome = Budgets(reserve=(Entry("cuda:5", GIB, "cuda:5=1GiB"),)).apply([GPU])
+    assert outcome.unmatched == ("reserve 'cuda:5' matches no device",)
