@@ -18,7 +18,9 @@ from gpuscout._discovery.budgets import (
     Entry,
     entries_from,
     keep_budget,
+    parse_entries,
     prefer_from,
+    prefer_text,
 )
 from gpuscout.sizes import GIB
 
@@ -220,3 +222,40 @@ def test_a_reserve_that_matches_no_device_is_said_as_a_reserve() -> None:
     Kills gpuscout._discovery.budgets.xǁBudgetsǁapply__mutmut_26 (the kind not passed on)."""
     _, outcome = Budgets(reserve=(Entry("cuda:5", GIB, "cuda:5=1GiB"),)).apply([GPU])
     assert outcome.unmatched == ("reserve 'cuda:5' matches no device",)
+
+
+def test_of_two_equal_reserves_on_a_device_the_first_one_holds() -> None:
+    """When two reserves of the same size match a device, the first listed is the one that holds.
+    Kills gpuscout._discovery.budgets.xǁBudgetsǁapply__mutmut_33 (``>=``)."""
+    reserves = (Entry("all", GIB, "all=1GiB"), Entry("cuda:0", GIB, "cuda:0=1GiB"))
+    _, outcome = Budgets(reserve=reserves).apply([GPU])
+    assert outcome.applied[GPU.device_id].reserve == reserves[0]
+
+
+def test_a_prefer_selector_that_matches_no_device_is_said_as_a_prefer() -> None:
+    """A prefer selector that matches no device is reported as "prefer '...' matches no device".
+    Kills gpuscout._discovery.budgets.xǁBudgetsǁapply__mutmut_38, _41 and _42."""
+    _, outcome = Budgets(prefer=("cuda:5",)).apply([GPU])
+    assert outcome.unmatched == ("prefer 'cuda:5' matches no device",)
+
+
+def test_budget_text_that_is_not_text_is_refused_with_its_type() -> None:
+    """The SEL=SIZE text reader refuses anything that is not a str, naming where and the type.
+    Kills gpuscout._discovery.budgets.x_parse_entries__mutmut_2 and _3."""
+    assert (
+        _refusal(lambda: parse_entries(5, "GPUSCOUT_CAP"))
+        == "GPUSCOUT_CAP: expected 'SEL=SIZE,...' text, got int"
+    )  # type: ignore[arg-type]
+
+
+def test_budget_text_may_hold_max_entries() -> None:
+    """SEL=SIZE text of exactly MAX_ENTRIES entries is accepted ("at most").
+    Kills gpuscout._discovery.budgets.x_parse_entries__mutmut_8 (``>=``)."""
+    text = ",".join(f"cuda:{i}=1GiB" for i in range(MAX_ENTRIES))
+    assert len(parse_entries(text, "GPUSCOUT_CAP")) == MAX_ENTRIES
+
+
+def test_prefer_text_errors_name_where_the_text_came_from() -> None:
+    """An error in prefer text (the variable's or --prefer's) names where it came from.
+    Kills gpuscout._discovery.budgets.x_prefer_text__mutmut_2."""
+    assert _refusal(lambda: prefer_text("fits:1", "--prefer")).startswith("--prefer selector 'fits:1': ")
