@@ -17,6 +17,7 @@ from gpuscout._discovery.budgets import (
     Budgets,
     Entry,
     entries_from,
+    from_settings,
     keep_budget,
     parse_entries,
     prefer_from,
@@ -259,3 +260,25 @@ def test_prefer_text_errors_name_where_the_text_came_from() -> None:
     """An error in prefer text (the variable's or --prefer's) names where it came from.
     Kills gpuscout._discovery.budgets.x_prefer_text__mutmut_2."""
     assert _refusal(lambda: prefer_text("fits:1", "--prefer")).startswith("--prefer selector 'fits:1': ")
+
+
+@pytest.mark.parametrize(
+    ("settings", "start"),
+    [
+        ({"cap": {"best": 1}}, "cap['best']: "),
+        ({"env": {"GPUSCOUT_CAP": "best=1GiB"}}, "GPUSCOUT_CAP entry 1 'best=1GiB': "),
+        ({"reserve": {"best": 1}}, "reserve['best']: "),
+        ({"env": {"GPUSCOUT_RESERVE": "best=1GiB"}}, "GPUSCOUT_RESERVE entry 1 'best=1GiB': "),
+        ({"prefer": ["best"]}, "prefer selector 'best': "),
+        ({"env": {"GPUSCOUT_PREFER": "best"}}, "GPUSCOUT_PREFER selector 'best': "),
+    ],
+)
+def test_a_scouts_budget_errors_name_the_keyword_or_variable_they_came_from(
+    settings: dict[str, object], start: str
+) -> None:
+    """A bad budget given to a Scout names where it came from: the keyword (cap, reserve, prefer)
+    or, when the keyword is not given, the variable read instead.
+    Kills gpuscout._discovery.budgets.x_from_settings__mutmut_10, _13, _14, _17, _28, _31, _32,
+    _46 and their like for the variables."""
+    env = settings.pop("env", {})
+    assert _refusal(lambda: from_settings(env, **settings)).startswith(start)  # type: ignore[arg-type]
