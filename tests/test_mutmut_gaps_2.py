@@ -18,7 +18,7 @@ from gpuscout._fit.hparams import Hparams
 from gpuscout._fit.usage import Usage, device_graph, split_ops, too_big
 from gpuscout._fit.verdict import shared_verdict, verdict
 from gpuscout._records.layers import GPULayers, GPULayersList
-from gpuscout.sizes import GIB, MIB
+from gpuscout.sizes import GIB, MIB, human_bytes, sizes_apart
 
 ROOMY = SystemInfo(total_memory=64 * GIB, free_memory=64 * GIB)
 
@@ -197,7 +197,8 @@ def test_every_gpu_is_judged_the_last_one_too() -> None:
     room = GPU_B.free_memory - RESERVE
     fits, notes = judge([use(GPU_A, 1 * GIB), use(GPU_B, room + 1), use(None, 1 * GIB)])
     assert fits is False
-    assert notes == [f"CUDA1 needs {room + 1} bytes but has {room} free after its reserve"]
+    need, has = sizes_apart(room + 1, room)
+    assert notes == [f"CUDA GPU-1 (CUDA1) needs {need} but has {has} free after its reserve"]
 
 
 def test_a_gpu_share_of_exactly_its_room_fits() -> None:
@@ -215,7 +216,7 @@ def test_a_gpu_whose_reserve_exceeds_its_free_memory_is_said_to_have_none_free()
     tiny = attrs.evolve(GPU_B, free_memory=10 * MIB)
     fits, notes = judge([use(GPU_A, 0), use(tiny, 1), use(None, 1 * GIB)], devices=(GPU_A, tiny))
     assert fits is False
-    assert notes == ["CUDA1 needs 1 bytes but has 0 free after its reserve"]
+    assert notes == ["CUDA GPU-1 (CUDA1) needs 1 B but has 0 B free after its reserve"]
 
 
 def test_a_gpu_with_unknown_free_memory_is_placed_against_its_reported_figure_with_a_note() -> None:
@@ -226,8 +227,8 @@ def test_a_gpu_with_unknown_free_memory_is_placed_against_its_reported_figure_wi
     fits, notes = judge([use(GPU_A, 0), use(unknown, 1), use(None, 1 * GIB)], devices=(GPU_A, unknown))
     assert fits is True
     assert notes == [
-        f"CUDA1: free memory unknown; placed against the {2 * GIB} bytes its driver reports "
-        "instead (what the runtime uses too), so the verdict may be optimistic"
+        f"CUDA GPU-1 (CUDA1): free memory unknown; placed against the {human_bytes(2 * GIB)} its "
+        "driver reports instead (what the runtime uses too), so the verdict may be optimistic"
     ]
 
 
@@ -242,7 +243,7 @@ def test_the_cpu_share_may_fill_free_system_memory_exactly() -> None:
     assert judge([use(GPU_A, 0), use(GPU_B, 0), use(None, SIZES[0])], system=over)[0] is False
 
 
-@pytest.mark.parametrize(("swap", "said"), [(0, ""), (1, " plus swap")])
+@pytest.mark.parametrize(("swap", "said"), [(0, ""), (1, " plus 1 B of swap")])
 def test_a_cpu_share_over_free_system_memory_is_said_with_both_figures(swap: int, said: str) -> None:
     """A CPU share over free system memory (plus swap, off darwin) does not fit; the note gives the
     share and the free memory, and says "plus swap" only when there is swap.
@@ -251,7 +252,9 @@ def test_a_cpu_share_over_free_system_memory_is_said_with_both_figures(swap: int
     fits, notes = judge([use(GPU_A, 0), use(GPU_B, 0), use(None, SIZES[0])], system=system)
     assert fits is False
     assert notes == [
-        f"the CPU's share ({SIZES[0]} bytes) is more than free system memory ({512 * MIB} bytes{said})"
+        "the CPU's share ({}) is more than free system memory ({}{})".format(
+            *sizes_apart(SIZES[0], 512 * MIB, swap)[:2], said
+        )
     ]
 
 
@@ -272,7 +275,8 @@ def test_known_total_system_memory_with_nothing_free_is_checked() -> None:
         [use(GPU_A, 0), use(GPU_B, 0), use(None, SIZES[0])], system=SystemInfo(total_memory=GIB)
     )
     assert fits is False
-    assert notes == [f"the CPU's share ({SIZES[0]} bytes) is more than free system memory (0 bytes)"]
+    share, free = sizes_apart(SIZES[0], 0)
+    assert notes == [f"the CPU's share ({share}) is more than free system memory ({free})"]
 
 
 # -- verdict.shared_verdict: shared-memory devices and the CPU draw from one pool -----------------
@@ -304,11 +308,12 @@ def test_shared_devices_and_the_cpu_share_are_counted_together_against_free_memo
     pool = GIB + 100 * MIB
     fits, notes = shared(300 * MIB, 500 * MIB, 400 * MIB, system)
     assert fits is False
+    held, room = sizes_apart(host, pool)
     assert notes == [
-        f"APU A, APU B: memory shared with the system, so what it holds and the CPU's share are "
-        f"counted together ({host} of {pool} bytes)",
-        f"the CPU's share plus what sits on shared-memory devices ({host} bytes) is more than "
-        f"the system memory they share ({pool} bytes with swap)",
+        "Vulkan 0 (APU A), Vulkan 1 (APU B): memory shared with the system, so what it holds and "
+        f"the CPU's share are counted together ({held} of {room})",
+        f"the CPU's share plus what sits on shared-memory devices ({held}) is more than "
+        f"the system memory they share ({room} with swap)",
     ]
 
 
@@ -329,8 +334,8 @@ def test_on_darwin_swap_does_not_count_for_the_shared_pool() -> None:
     fits, notes = shared(GIB - 2 * MIB + 1, MIB, MIB, system, platform="darwin")
     assert fits is False
     assert notes[1] == (
-        f"the CPU's share plus what sits on shared-memory devices ({GIB + 1} bytes) is more than "
-        f"the system memory they share ({GIB} bytes)"
+        "the CPU's share plus what sits on shared-memory devices ({}) is more than "
+        "the system memory they share ({})".format(*sizes_apart(GIB + 1, GIB))
     )
     assert shared(GIB - 2 * MIB + 1, MIB, MIB, system, platform="linux")[0] is True
 

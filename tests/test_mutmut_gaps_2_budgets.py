@@ -214,7 +214,7 @@ def test_of_two_equal_caps_on_a_device_the_first_one_holds() -> None:
     Kills gpuscout._discovery.budgets.xǁBudgetsǁapply__mutmut_23 (``<=``)."""
     caps = (Entry("all", GIB, "all=1GiB"), Entry("cuda:0", GIB, "cuda:0=1GiB"))
     devices, outcome = Budgets(cap=caps).apply([GPU])
-    assert devices[0].notes == ("budget: cap all=1GiB: usable 1.00 GiB of 24.00 GiB",)
+    assert devices[0].notes == ("budget: cap all=1GiB: usable 1.0 GiB of 24.0 GiB",)
     assert outcome.applied[GPU.device_id].cap == caps[0]
 
 
@@ -244,9 +244,9 @@ def test_budget_text_that_is_not_text_is_refused_with_its_type() -> None:
     """The SEL=SIZE text reader refuses anything that is not a str, naming where and the type.
     Kills gpuscout._discovery.budgets.x_parse_entries__mutmut_2 and _3."""
     assert (
-        _refusal(lambda: parse_entries(5, "GPUSCOUT_CAP"))
+        _refusal(lambda: parse_entries(5, "GPUSCOUT_CAP"))  # type: ignore[arg-type]
         == "GPUSCOUT_CAP: expected 'SEL=SIZE,...' text, got int"
-    )  # type: ignore[arg-type]
+    )
 
 
 def test_budget_text_may_hold_max_entries() -> None:

@@ -110,7 +110,7 @@ def test_an_unknown_cache_type_names_the_types_llama_cpp_takes() -> None:
 
 
 def _sizes() -> dict[int, tuple[int, int]]:
-    from gpuscout._fit.placement import quant_sizes
+    from gpuscout._fit.reader import quant_sizes
 
     return dict(quant_sizes())
 
