@@ -219,8 +219,12 @@ class Oracle:
                 extra[key] = 3 * masks(x.layers) + 8 * row + (5 * row if first else 0)
                 if not first and h.n_layer in x.layers and key in by_key and by_key[key].graph == head:
                     # its peak is the head, whose one input row is copied four times (llama-wide
-                    # -ngl 7 -ts 6,1: Vulkan1 72.50 MiB = 62.5 of logits + 2 + 8)
-                    extra[key] = 4 * row
+                    # -ngl 7 -ts 6,1: Vulkan1 72.50 MiB = 62.5 of logits + 2 + 8); where it
+                    # runs attention too, the masks are split inputs that live through the
+                    # graph, so the logits sit on them and their four copies, with eight rows
+                    # (-ts 4,3: 96.55 MiB at -c 4096, 144.55 at 16384 = 64.5 + 4 x 4 or 16 + 16;
+                    # tests/data/fit_plan/pp_head.json)
+                    extra[key] = 4 * masks(x.layers) + 8 * row if masks(x.layers) else 4 * row
                 first = False
         out = [attrs.evolve(u, graph=u.graph + extra.get((u.id, u.library), 0)) for u in usage[:-1]]
         everything = [i for x in layout for i in x.layers]

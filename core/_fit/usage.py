@@ -132,6 +132,10 @@ def account(
     usage: list[Usage] = []
     on_cpu = set(range(n + 1))
     cpu_head = True
+    # The head's weight: the output tensor, or the tied embeddings it reads instead.
+    out_w = sum(t.nbytes for t in L.output_tensors if t.name == "output.weight")
+    if not out_w and L.tied and L.embedding is not None:
+        out_w = L.embedding.nbytes
     host_attention: list[int] = []  # blocks whose attention a device leaves to the host
     splits: list[tuple[list[int], list[int], bool]] = []
     mapped: list[TensorInfo] = list(L.input_tensors)  # host tensors served from the mapped file
@@ -166,6 +170,12 @@ def account(
             elif i < n:  # -nkvo: the cache stays in host memory
                 cpu_c[i] = kv[i]
         attention, rest, head, left, head_moved = split_ops(g, mine, n, d, h)
+        if head and too_big(out_w, d):
+            # The output weight over this device's largest allocation stays in host memory, and
+            # ggml-vulkan's supports_op refuses a matrix product whose weight it cannot hold, so
+            # the head runs on the host (llama-fit-params, gemma3-270m's tied 170 MiB embeddings
+            # on lavapipe at -ub 64/128: Vulkan_Host holds the logits; tied_head.json).
+            head, head_moved = False, True
         # A block whose expert tensors an override left on the host: its MUL_MAT_IDs run where
         # ggml's scheduler sends ops on host weights (the first GPU, op offload, counted below
         # with the copies), not on the block's device, which keeps only its attention and
@@ -251,7 +261,12 @@ def account(
         followed = [(i, k) for i, k in follows.items() if k is not None and i not in host_attention]
         host_attention += [i for i in follows if i not in host_attention]
         attention = attention + [i for i in cpu_blocks if i not in host_attention]
-        moved_head = cpu_head and not too_big(g.logits, d0) and not too_big(h.n_vocab * 4, d0)
+        moved_head = (
+            cpu_head
+            and not too_big(g.logits, d0)
+            and not too_big(h.n_vocab * 4, d0)
+            and not too_big(out_w, d0)  # its weight copied in must fit, as above
+        )
         # A host recurrent block's conv state and scan read state tensors in host memory, so
         # ggml's scheduler runs them on the host (GGML_SCHED_DEBUG on hybrid24 and mamba2-24
         # -ngl 10: the SSM_SCAN splits are the CPU's); the first GPU runs the block's matrix
@@ -279,9 +294,6 @@ def account(
         if moved_head:
             # The head run on the first GPU from host weights: its output weight (or the tied
             # embeddings) is copied in beside the logits (op offload, as for the blocks).
-            out_w = sum(t.nbytes for t in L.output_tensors if t.name == "output.weight")
-            if not out_w and L.tied and L.embedding is not None:
-                out_w = L.embedding.nbytes
             copies.append(gd.on([], [], True) + out_w)
         gpus[0] = attrs.evolve(gpus[0], graph=max([graph, *copies]))
         for i, key in followed:  # the attention's K, V and masks copied to the next block's GPU

@@ -139,6 +139,9 @@ def _compute_of(run: dict[str, Any], model_name: str, folder: Path) -> dict[str,
     by_key = {(u.id, u.library): u for u in measured.usage[:-1]}
     out = {}
     for device in run["compute_mib"]:
+        if device == "Host":  # llama.cpp's Vulkan_Host line: the CPU backend's compute buffer
+            out[device] = measured.usage[-1].graph / MiB
+            continue
         d = oracle.devices[names.index(device)]
         out[device] = by_key[(d.id, d.library)].graph / MiB
     return out
@@ -197,3 +200,34 @@ def test_a_placement_that_turns_fa_auto_off_says_only_that(tmp_path: Path) -> No
     assert args[args.index("-fa") + 1] == "off" and not result.flash_attn
     flash = [n for n in result.notes if n.startswith("flash attention")]
     assert len(flash) == 1 and flash[0].startswith("flash attention auto: off for this placement")
+
+
+TIED = json.loads((ROOT / "tests" / "data" / "fit_plan" / "tied_head.json").read_text())
+
+
+@pytest.mark.parametrize("run", TIED["runs"], ids=lambda r: "_".join(r["options"][2:]))
+def test_a_head_whose_weight_the_gpu_cannot_hold_runs_on_the_host(
+    run: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The head runs on the host when its output weight (here the tied 170 MiB embeddings) is over
+    the device's largest allocation, even where the logits alone would fit it: the weight stays in
+    host memory and ggml-vulkan does not take a product whose weight it cannot hold."""
+    mine = _compute_of(run, TIED["model"], tmp_path_factory.mktemp("tied"))
+    for device, theirs in run["compute_mib"].items():
+        # Vulkan0 within 1 MiB (2.7-10.9); with the head on the GPU it was 65-130 MiB and the
+        # host's 1-3
+        assert abs(mine[device] - theirs) <= 1.0, (device, mine, theirs)
+
+
+PP_HEAD = json.loads((ROOT / "tests" / "data" / "fit_plan" / "pp_head.json").read_text())
+
+
+@pytest.mark.parametrize("run", PP_HEAD["runs"], ids=lambda r: "_".join(r["options"][1::2]))
+def test_the_output_gpu_that_runs_attention_keeps_its_masks_under_the_logits(
+    run: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Under pipeline parallelism the output layer's GPU after the first, when it runs attention
+    too, holds the logits on top of the masks and their three more copies, and eight rows."""
+    mine = _compute_of(run, PP_HEAD["model"], tmp_path_factory.mktemp("pphead"))
+    for device, theirs in run["compute_mib"].items():
+        assert abs(mine[device] - theirs) <= 1.0, (device, mine, theirs)  # Vulkan1: 72.5 without the rule
