@@ -250,9 +250,54 @@ def matrix() -> list[dict[str, Any]]:
         c("no-device", "dense32", 0),
         c("no-device", "dense32", 0, "-fitt", "1000000"),
     ]
+    cases += random_cases()
     names = [case["name"] for case in cases]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
     return cases
+
+
+#: The seed and size of the ``random`` group: cases drawn, not chosen, so the agreement on them
+#: says how the planner does on a case nobody picked (the other groups were picked to be hard).
+RANDOM_SEED = 20261203
+RANDOM_COUNT = 100
+
+
+def random_cases(seed: int = RANDOM_SEED, count: int = RANDOM_COUNT) -> list[dict[str, Any]]:
+    """``count`` cases drawn with ``seed``: any model, 1-3 devices, and by chance a context, a
+    margin (one for all or one per device), a ubatch, parallel sequences, flash attention and a
+    quantised cache, in the spread a host's users would give them."""
+    import random
+
+    rng = random.Random(seed)
+    models = sorted(
+        [
+            "deepseek2-mla", "dense16", "dense32", "falcon-h1", "gemma2", "gemma3-270m", "gemma3-swa",
+            "granitehybrid", "hybrid24", "llama-gqa", "llama-narrow", "llama-wide", "mamba2", "mamba2-24",
+            "mamba2-wide", "moe24", "moe8", "qwen2-bias", "qwen3", "qwen3moe", "qwen3moe-wide",
+        ]
+    )  # fmt: skip
+    margins = [1024, 1500, 1800, 1900, 1950, 1990, 2010, 2025, 2035]
+    out = []
+    for k in range(count):
+        model = rng.choice(models)
+        devices = rng.choice([1, 1, 2, 3])
+        options: list[str] = []
+        if rng.random() < 0.5:
+            options += ["-c", str(rng.choice([2048, 4096, 8192, 16384, 32768]))]
+        if rng.random() < 0.7:
+            each = [str(rng.choice(margins)) for _ in range(devices)]
+            options += ["-fitt", ",".join(each) if rng.random() < 0.3 else each[0]]
+        if rng.random() < 0.25:
+            options += ["-ub", str(rng.choice([64, 128, 256, 1024]))]
+        if rng.random() < 0.2:
+            options += ["-np", str(rng.choice([2, 4]))]
+        if rng.random() < 0.2:
+            options += ["-fa", rng.choice(["on", "off"])]
+        if rng.random() < 0.15:
+            cache = rng.choice(["q8_0", "q4_0"])
+            options += ["-ctk", cache, "-ctv", cache]
+        out.append(_case("random", model, devices, *options, name=f"random-{k:03d}-{model}-{devices}dev"))
+    return out
 
 
 # --- models -----------------------------------------------------------------------------------

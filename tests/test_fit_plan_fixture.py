@@ -108,10 +108,13 @@ def test_each_probe_lists_every_device_of_the_fit() -> None:
     for case in _fixture()["cases"]:
         trace = case["trace"]
         assert isinstance(trace["dry_runs"], int) and isinstance(trace["lines"], list), case["name"]
+        # llama.cpp's own search can wrap a layer count below zero (uint32): the case then fails
+        # with this reason (random-004-qwen3moe-3dev: -fitt 1024,2025,2010 on three devices)
+        wrapped = "at most 1000 model layers are supported" in (case.get("reason") or "")
         for probe in trace["probes"]:
             assert len(probe["layers"]) == len(probe["mem_mib"]) >= 1, case["name"]
             for n_layer, n_part, overflow in probe["layers"]:
-                assert 0 <= n_part <= n_layer, case["name"]
+                assert wrapped or 0 <= n_part <= n_layer, case["name"]
                 assert overflow in ("ATTN", "UP", "GATE", "MOE"), case["name"]
 
 
