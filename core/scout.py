@@ -328,6 +328,14 @@ class Scout(ModelMethods):
             return device.library == CPU_LIBRARY
         return bool(answer)
 
+    def ggml_supports_op(self, device: DeviceInfo, op: str, params: Mapping[str, int]) -> bool:
+        """Whether ggml's backend runs ``op`` (with ``params``) on ``device``
+        (``gpuscout_ggml_supports_op``); without an answer it does."""
+        device = _device(device, "ggml_supports_op")
+        shown = types.MappingProxyType({str(k): int(v) for k, v in params.items()})
+        answer = self._host.first("gpuscout_ggml_supports_op", device=device, op=str(op), params=shown)
+        return True if answer is None else bool(answer)
+
     def flash_attention_supported(self, devices: Iterable[DeviceInfo]) -> bool:
         """The seed's FlashAttentionSupported: every device must pass; no devices pass."""
         return all(self.flash_attention(d) for d in device_list(devices, "flash_attention_supported"))

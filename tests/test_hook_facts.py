@@ -149,7 +149,14 @@ def test_for_library_guards_exactly_the_hooks_whose_facts_name_a_guard(hook: str
         return
     guarded = for_library("Mine")(function)
     foreign = DeviceInfo(id="0", library="Other")
-    arguments = {"device": MINE, "devices": [MINE], "other": MINE, "context": None}
+    arguments = {
+        "device": MINE,
+        "devices": [MINE],
+        "other": MINE,
+        "context": None,
+        "op": "SSM_SCAN",
+        "params": {},
+    }
     assert guarded(**{a: arguments[a] for a in facts.args}) is True
     arguments.update(device=foreign, devices=[foreign])
     assert guarded(**{a: arguments[a] for a in facts.args}) is None

@@ -5,7 +5,7 @@ arguments and the environment that run exactly that decision."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
@@ -14,6 +14,7 @@ from gpuscout._fit import llamacpp
 from gpuscout._fit.command import Launch, arguments
 from gpuscout._fit.errors import ModelError
 from gpuscout._fit.ggml import GgmlDevices
+from gpuscout._fit.hparams import Hparams
 from gpuscout._fit.model import Model
 from gpuscout._fit.oracle import CPU, Oracle
 from gpuscout._fit.placement import FitResult, decided_options, training_note
@@ -98,6 +99,16 @@ def user_overrides(request: Request, names: Sequence[str]) -> list[tuple[str, in
     return out
 
 
+def host_scan(
+    h: Hparams, devices: Sequence[DeviceInfo], supports_op: Callable[..., bool] | None
+) -> frozenset[tuple[str, str]]:
+    """The (id, library) of the devices whose backend refuses the model's recurrent scan."""
+    params = est.scan_params(h)
+    if params is None or supports_op is None:
+        return frozenset()
+    return frozenset((d.id, d.library) for d in devices if not supports_op(d, "SSM_SCAN", params))
+
+
 def fit_llamacpp(
     model: Model,
     ggml: GgmlDevices,
@@ -112,8 +123,11 @@ def fit_llamacpp(
     request: Request,
     cpu_features: frozenset[str],
     extra: Oracle | None = None,
+    supports_op: Callable[[DeviceInfo, str, Mapping[str, int]], bool] | None = None,
 ) -> FitResult:
-    """llama.cpp's decision for ``model`` on ``ggml``'s devices, as a FitResult with ``args``."""
+    """llama.cpp's decision for ``model`` on ``ggml``'s devices, as a FitResult with ``args``.
+    ``supports_op`` says which operations a device's backend runs (``Scout.ggml_supports_op``;
+    None: every one)."""
     h = model.hparams
     notes = list(h.notes) + [f"llama.cpp would not use {x}" for x in ggml.left_out]
     devices = distinct(ggml)
@@ -141,6 +155,7 @@ def fit_llamacpp(
         cpu_features=cpu_features,
         extra=extra,
         fa_auto=fa_auto,
+        host_scan=host_scan(h, devices, supports_op),
     )
     margins = llamacpp.margins_for(len(devices), request.fit_target)
     decision = llamacpp.plan(

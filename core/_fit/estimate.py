@@ -298,6 +298,23 @@ SCAN_LATER = 1
 GPU_ROWS = {"ffn": 0.5, "head": 4.0}
 
 
+def scan_params(h: Hparams) -> dict[str, int] | None:
+    """The shapes ggml's backends judge a Mamba scan by (``gpuscout_ggml_supports_op``'s
+    ``SSM_SCAN``): the state ``s`` is d_state x head_dim x n_head (Mamba2: d_inner split in
+    heads; Mamba: one element per channel). None for a model without one."""
+    if not any(h.recurrent) or not h.ssm_inner or not h.ssm_state:
+        return None
+    if h.ssm_heads:
+        return {
+            "d_state": h.ssm_state,
+            "head_dim": h.ssm_inner // h.ssm_heads,
+            "n_head": h.ssm_heads,
+            "n_group": max(1, h.ssm_groups),
+            "mamba2": 1,
+        }
+    return {"d_state": h.ssm_state, "head_dim": 1, "n_head": h.ssm_inner, "n_group": 1, "mamba2": 0}
+
+
 def float_ffn_down(layers: Layers) -> bool:
     """Whether the feed-forward output weights are stored unquantized (F32, F16, BF16): on a
     GPU backend the activation they multiply is then converted, a fourth n_ff tensor."""
@@ -405,5 +422,6 @@ __all__ = [
     "pad",
     "repacked",
     "row_size",
+    "scan_params",
     "split_tensors",
 ]

@@ -23,7 +23,7 @@ import attrs
 
 from gpuscout._fit import estimate as est
 from gpuscout._fit.model import Model, projector_graph, projector_weights
-from gpuscout._fit.usage import Usage, account
+from gpuscout._fit.usage import Usage, account, too_big
 from gpuscout._records.device import DeviceInfo
 from gpuscout._records.layers import GPULayers, GPULayersList
 from gpuscout._records.memory import BackendMemory
@@ -112,6 +112,7 @@ class Oracle:
         cpu_features: frozenset[str] = frozenset(),
         extra: Oracle | None = None,
         fa_auto: bool = False,
+        host_scan: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
         self.model = model
         self.devices = list(devices)
@@ -126,6 +127,9 @@ class Oracle:
         self.extra = extra
         #: ``-fa auto`` resolved to on: llama.cpp may still turn it off per dry run (``fa_off``).
         self.fa_auto = fa_auto and options.flash_attn and options.cache_type_v in ("f16", "f32", "bf16")
+        #: The (id, library) of the devices whose backend refuses the model's recurrent scan
+        #: (``gpuscout_ggml_supports_op``): ggml's scheduler runs it on the host (``_pipeline``).
+        self.host_scan = host_scan
         self._extra: dict[int, Measured] = {}
         self._ctx: dict[tuple[int, bool], tuple[est.Context, list[int], est.Graph, est.Graph]] = {}
         h = model.hparams
@@ -191,7 +195,9 @@ class Oracle:
                         break
         return out
 
-    def _pipeline(self, usage: list[Usage], layout: GPULayersList, ctx: est.Context) -> list[Usage]:
+    def _pipeline(
+        self, usage: list[Usage], layout: GPULayersList, ctx: est.Context, gd: est.Graph
+    ) -> list[Usage]:
         """Pipeline parallelism (``llama_context``: several devices, every layer offloaded, layer
         split, no overrides): ggml's scheduler keeps GGML_SCHED_MAX_COPIES (4) copies of each
         split's inputs, so each backend's compute buffer holds three more copies of the
@@ -203,8 +209,17 @@ class Oracle:
         row = h.n_embd * t * est.F32
         per_cell = 2 if self.options.flash_attn else est.F32
 
-        def masks(layers: Sequence[int]) -> int:
-            kinds = {h.swa[i] for i in layers if i < h.n_layer and h.kv_layers[i]}
+        by_device = {(d.id, d.library): d for d in self.devices}
+
+        def masks(layers: Sequence[int], key: tuple[str, str] | None = None) -> int:
+            """The masks of the attention ``layers`` run on device ``key`` (None: the host):
+            not those whose KQ scores exceed its largest allocation, which run on the host."""
+            device = by_device.get(key) if key else None
+            kinds = {
+                h.swa[i]
+                for i in layers
+                if i < h.n_layer and h.kv_layers[i] and not too_big(gd.scores[i], device)
+            }
             return sum(
                 (ctx.swa_cells if swa else ctx.full_cells) // ctx.n_seq * t * per_cell for swa in kinds
             )
@@ -216,7 +231,7 @@ class Oracle:
         for x in layout:
             if x.layers:
                 key = (x.id, x.library)
-                extra[key] = 3 * masks(x.layers) + 8 * row + (5 * row if first else 0)
+                extra[key] = 3 * masks(x.layers, key) + 8 * row + (5 * row if first else 0)
                 if not first and h.n_layer in x.layers and key in by_key and by_key[key].graph == head:
                     # its peak is the head, whose one input row is copied four times (llama-wide
                     # -ngl 7 -ts 6,1: Vulkan1 72.50 MiB = 62.5 of logits + 2 + 8); where it
@@ -224,12 +239,44 @@ class Oracle:
                     # graph, so the logits sit on them and their four copies, with eight rows
                     # (-ts 4,3: 96.55 MiB at -c 4096, 144.55 at 16384 = 64.5 + 4 x 4 or 16 + 16;
                     # tests/data/fit_plan/pp_head.json)
-                    extra[key] = 4 * masks(x.layers) + 8 * row if masks(x.layers) else 4 * row
+                    extra[key] = 4 * masks(x.layers, key) + 8 * row if masks(x.layers, key) else 4 * row
                 first = False
+        # A recurrent block on a device whose backend refuses its scan: the scan runs on the
+        # host, its inputs (the state and the x, B, C views, each spanning the xBC rows, and dt)
+        # copied there and its outputs (y and the new state) copied back, and under pipeline
+        # parallelism every split input is kept GGML_SCHED_MAX_COPIES times for the whole graph
+        # (ggml-backend.cpp ggml_backend_sched_split_graph: the copies are inputs and outputs,
+        # "prevent ggml-alloc from overwriting", added as leafs). falcon-h1 (d_state 64) on two
+        # lavapipe devices, -ts 4,1: Vulkan0 78.61 MiB against 44.8 without them; ssm_pp.json.
+        state = h.n_embd_s * est.F32 * ctx.n_seq
+        xbc = (h.ssm_inner + 2 * h.ssm_groups * h.ssm_state) * t * est.F32
+        back = 4 * (h.ssm_inner * t * est.F32 + state)  # y and the new state, per block
+        sent = 4 * (state + 3 * xbc + h.ssm_heads * t * est.F32)
+        scans = 0
+        for x in layout:
+            key = (x.id, x.library)
+            if key in self.host_scan:
+                mine = sum(1 for i in x.layers if i < h.n_layer and h.recurrent[i] and h.ssm_inner)
+                extra[key] = extra.get(key, 0) + mine * back
+                scans += mine
+        # A device whose first block is recurrent-only after a recurrent-only block elsewhere:
+        # that block's state copies come early in the graph, and ggml's scheduler gives the
+        # previous block's weightless tail (the CONT of z, a view of the input projection) their
+        # backend, so the projection is copied over and z back, four times each
+        # (GGML_SCHED_DEBUG on mamba2-24 -ngl 25 -ts 12,13: Vulkan1 16 MiB in, Vulkan0 8 MiB).
+        where = {i: (x.id, x.library) for x in layout for i in x.layers}
+        projection = (2 * h.ssm_inner + 2 * h.ssm_groups * h.ssm_state + h.ssm_heads) * t * est.F32
+        for j in range(1, h.n_layer):
+            here, before = where.get(j), where.get(j - 1)
+            only = all(h.recurrent[k] and not h.kv_layers[k] for k in (j - 1, j))  # no attention
+            if here and before and here != before and only and h.ssm_inner:
+                extra[here] = extra.get(here, 0) + 4 * projection
+                extra[before] = extra.get(before, 0) + 4 * h.ssm_inner * t * est.F32
         out = [attrs.evolve(u, graph=u.graph + extra.get((u.id, u.library), 0)) for u in usage[:-1]]
         everything = [i for x in layout for i in x.layers]
         host = usage[-1]
-        return [*out, attrs.evolve(host, graph=host.graph + 3 * masks(everything) + 6 * row)]
+        more = 3 * masks(everything) + 6 * row + scans * sent
+        return [*out, attrs.evolve(host, graph=host.graph + more)]
 
     def measure(self, config: Config) -> Measured:
         """What llama.cpp's breakdown would say for ``config`` (one dry run)."""
@@ -261,7 +308,7 @@ class Oracle:
         )
         ngl = config.n_gpu_layers if config.n_gpu_layers >= 0 else n + 1
         if len(self.devices) > 1 and ngl > n and not config.overrides and self.options.kv_offload:
-            usage = self._pipeline(usage, layout, ctx)
+            usage = self._pipeline(usage, layout, ctx, gd)
         by_key = {(u.id, u.library): u for u in usage[:-1]}
         totals, models = [], []
         for k, d in enumerate(self.devices):

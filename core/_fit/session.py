@@ -125,6 +125,7 @@ def fit_with_llamacpp(
             request=request,
             cpu_features=cpu_features,
             extra=extra,
+            supports_op=scout.ggml_supports_op,
         )
 
     if auto_ctx:

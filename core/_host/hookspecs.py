@@ -268,6 +268,22 @@ def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
     raise NotImplementedError
 
 
+@_spec("True/False/None", is_bool, BOOL, firstresult=True, guard="device", declines_foreign=True)
+def gpuscout_ggml_supports_op(device: DeviceInfo, op: str, params: Mapping[str, int]) -> bool | None:
+    """Say whether your ggml backend runs operation ``op`` on ``device`` (its ``supports_op``):
+    ``gpuscout fit`` runs a refused one on the host, its inputs and outputs copied across, as
+    ggml's scheduler does. Stops at the first non-None result. Must be cheap and pure.
+
+    :param device: the device in question.
+    :param op: ggml's operation name: ``"SSM_SCAN"`` (params ``d_state``, ``head_dim``,
+        ``n_head``, ``n_group``, ``mamba2`` 1 or 0) or ``"SSM_CONV"`` (``channels``).
+    :return: True or False for this backend's devices; None for another device or an
+        operation you do not judge (it then runs on the device that holds its layer). An
+        example is in docs/plugins.md.
+    """
+    raise NotImplementedError
+
+
 @_spec(
     "bytes or None",
     is_size,

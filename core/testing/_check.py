@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 _SAMPLE = 8
 #: A library no plugin owns: what "not my device" guards must answer None for.
 _FOREIGN = "gpuscout-check-foreign"
+#: The operation check_plugin asks ``gpuscout_ggml_supports_op`` about (a Mamba2 scan).
+_SCAN = {"d_state": 128, "head_dim": 64, "n_head": 16, "n_group": 1, "mamba2": 1}
 
 
 def check_plugin(
@@ -174,6 +176,7 @@ def _rule_problems(scout: Scout, name: str, hooks: Sequence[str], devices: Seque
     for d in sample:
         about = f"device {d.id!r}"
         ask("gpuscout_flash_attention", about, partial(scout.flash_attention, d))
+        ask("gpuscout_ggml_supports_op", about, partial(scout.ggml_supports_op, d, "SSM_SCAN", _SCAN))
         ask("gpuscout_minimum_memory", about, partial(scout.minimum_memory, d))
         ask("gpuscout_validate_init", about, partial(scout.init_env, d))
         ask("gpuscout_duplicate_key", about, partial(scout.duplicate_keys, [d]))
@@ -198,6 +201,8 @@ def _rule_problems(scout: Scout, name: str, hooks: Sequence[str], devices: Seque
         "device": foreign,
         "other": sample[0] if sample else foreign,
         "context": scout.context(name),
+        "op": "SSM_SCAN",
+        "params": _SCAN,
     }
     for hook, facts in HOOKS.items():
         if facts.declines_foreign and hook in hooks:

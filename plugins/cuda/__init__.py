@@ -19,6 +19,7 @@ from gpuscout.plugin import (
     SelectionRefused,
     devices_of,
     for_library,
+    ggml_cuda_supports_op,
     hookimpl,
 )
 from gpuscout.plugins.cuda.names import INIT_ENV, LIBRARY, ORDER_ENV, VISIBLE_ENV
@@ -96,6 +97,12 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     from gpuscout.plugins.cuda.enumeration import enumerate_devices
 
     return enumerate_devices(context)
+
+
+@for_library(LIBRARY)
+def gpuscout_ggml_supports_op(device: DeviceInfo, op: str, params: Mapping[str, int]) -> bool | None:
+    """ggml-cuda's supports_op for the operations asked about."""
+    return ggml_cuda_supports_op(op, params)
 
 
 @for_library(LIBRARY)

@@ -8,7 +8,7 @@ enumerate gives, so it has no ``visibility`` or ``diagnosis`` module (docs/plugi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gpuscout.plugin import Context, DeviceInfo, EnvEntry, GgmlOrder, devices_of, for_library, hookimpl
 from gpuscout.plugins.metal.names import LIBRARY
@@ -35,6 +35,13 @@ def gpuscout_minimum_memory(device: DeviceInfo) -> int | None:
     from gpuscout.plugins.metal.rules import MINIMUM_MEMORY
 
     return MINIMUM_MEMORY
+
+
+@for_library(LIBRARY)
+def gpuscout_ggml_supports_op(device: DeviceInfo, op: str, params: Mapping[str, int]) -> bool | None:
+    """ggml-metal runs both recurrent operations on every GPU it supports (simdgroup reductions,
+    ggml-metal-device.m); other operations are not judged here."""
+    return True if op in ("SSM_SCAN", "SSM_CONV") else None
 
 
 @hookimpl(tryfirst=True)

@@ -19,6 +19,7 @@ from gpuscout.plugin import (
     GgmlOrder,
     devices_of,
     for_library,
+    ggml_cuda_supports_op,
     hookimpl,
     is_wsl2,
 )
@@ -89,6 +90,12 @@ def gpuscout_enumerate(context: Context) -> list[DeviceInfo]:
     from gpuscout.plugins.rocm.enumeration import enumerate_devices
 
     return enumerate_devices(context)
+
+
+@for_library(LIBRARY)
+def gpuscout_ggml_supports_op(device: DeviceInfo, op: str, params: Mapping[str, int]) -> bool | None:
+    """ggml-hip (built from ggml-cuda's code)'s supports_op for the operations asked about."""
+    return ggml_cuda_supports_op(op, params)
 
 
 @for_library(LIBRARY)

