@@ -3,8 +3,9 @@ command the user wrote (``gpuscout exec --fit``).
 
 The fitted part is written as ``llama-fit-params`` prints it (``tools/fit-params/fit-params.cpp``):
 ``-c N -ngl N``, ``-ts`` with one whole layer count per device when more than one device is left
-after dropping trailing zeros, ``-ot`` with every override as ``PATTERN=BUFFER`` joined by commas
-(the buffer ``CPU`` or a device's name). Then what makes llama.cpp run exactly that: ``-dev`` with
+after dropping trailing zeros (a trailing device that only an override names keeps its 0),
+``-ot`` with every override as ``PATTERN=BUFFER`` joined by commas (the buffer ``CPU`` or a
+device's name). Then what makes llama.cpp run exactly that: ``-dev`` with
 ggml's device names (``none`` for the CPU alone), ``-fa``, the cache types, ``-np``, ``-ub``,
 ``-b``, ``--mmproj``/``-md`` when given, and ``-fit off`` so that llama.cpp does not decide again.
 """
@@ -48,8 +49,13 @@ def arguments(launch: Launch) -> tuple[list[str], tuple[str, ...]]:
         split.pop()
     used = launch.names
     if launch.tensor_split and len(launch.names) > 1:
-        # Devices after the last one with a share hold nothing; llama.cpp is not given them.
-        used = launch.names[: max(len(split), 1)]
+        # Devices after the last one with a share hold nothing; llama.cpp is not given them,
+        # unless an override sends tensors there (a partial layer's overflow to the next device).
+        named = max((t + 1 for _, t in launch.overrides if t is not None), default=0)
+        used = launch.names[: max(len(split), 1, named)]
+        if len(used) > len(split) > 0:
+            # Their share written out (0), or llama.cpp would split the layers by free memory.
+            split += [0.0] * (len(used) - len(split))
     if len(split) > 1:
         args += ["-ts", ",".join(_number(x) for x in split)]
     if launch.overrides:
