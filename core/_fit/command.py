@@ -35,6 +35,9 @@ class Launch:
     options: est.Options
     mmproj: str | None = None
     model_draft: str | None = None
+    #: ``-sm``: ``row`` is written out (``layer``, the default, and ``none``, whose one device
+    #: ``-dev`` names, need nothing).
+    split_mode: str = "layer"
 
 
 def _number(x: float) -> str:
@@ -58,6 +61,8 @@ def arguments(launch: Launch) -> tuple[list[str], tuple[str, ...]]:
             split += [0.0] * (len(used) - len(split))
     if len(split) > 1:
         args += ["-ts", ",".join(_number(x) for x in split)]
+    if launch.split_mode == "row":
+        args += ["-sm", "row"]
     if launch.overrides:
         args += [
             "-ot",
@@ -89,6 +94,7 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
     "-c": ("-c", "--ctx-size"),
     "-ngl": ("-ngl", "--gpu-layers", "--n-gpu-layers"),
     "-ts": ("-ts", "--tensor-split"),
+    "-sm": ("-sm", "--split-mode"),
     "-ot": ("-ot", "--override-tensor"),
     "-dev": ("-dev", "--device"),
     "-fa": ("-fa", "--flash-attn"),

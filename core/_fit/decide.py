@@ -99,6 +99,11 @@ def user_overrides(request: Request, names: Sequence[str]) -> list[tuple[str, in
     return out
 
 
+#: What ``gpuscout_ggml_supports_op`` is asked for ``-sm row``: whether the backend offers a split
+#: buffer type (``ggml_backend_split_buffer_type``), which row split loads the weights into.
+SPLIT_BUFFER = "SPLIT_BUFFER"
+
+
 def host_scan(
     h: Hparams, devices: Sequence[DeviceInfo], supports_op: Callable[..., bool] | None
 ) -> frozenset[tuple[str, str]]:
@@ -174,6 +179,16 @@ def fit_llamacpp(
         n_layer=h.n_layer,
         names=names,
     )
+    refused = [
+        names[k]
+        for k, d in enumerate(devices)
+        if request.split_mode == "row" and supports_op is not None and not supports_op(d, SPLIT_BUFFER, {})
+    ]
+    if refused:
+        # -sm row loads the weights into the backend's split buffer type; a backend without one
+        # fails the load (llama-model.cpp make_gpu_buft_list), and llama.cpp's fit with it.
+        reason = f"failed to load model: device {refused[0]} does not support split buffers (-sm row)"
+        decision = attrs.evolve(decision, failure=reason)
     if decision.failure:
         notes.append(f"llama.cpp's fit gives up here ({decision.failure}); its parameters stay as they are")
     m = decision.measured
@@ -212,6 +227,7 @@ def fit_llamacpp(
     placement = GPULayersList(non_empty)
     num_gpu = decision.n_gpu_layers if decision.n_gpu_layers >= 0 else n + 1
     fits = verdict(placement, layer_sizes, devices, system, usage, reserve, platform, num_gpu, notes)
+    fits = fits and not refused  # the model does not load at all
     if request.no_cpu_offload and (cpu_layers or m.moved):
         fits = False
         count = len(cpu_layers) or len(m.moved)
@@ -234,6 +250,7 @@ def fit_llamacpp(
         options=opts,
         mmproj=request.mmproj_path,
         model_draft=request.model_draft,
+        split_mode=request.split_mode,
     )
     args, used = arguments(launch)
     env = dict(ggml.env) if used else {}

@@ -276,7 +276,8 @@ def gpuscout_ggml_supports_op(device: DeviceInfo, op: str, params: Mapping[str, 
 
     :param device: the device in question.
     :param op: ggml's operation name: ``"SSM_SCAN"`` (params ``d_state``, ``head_dim``,
-        ``n_head``, ``n_group``, ``mamba2`` 1 or 0) or ``"SSM_CONV"`` (``channels``).
+        ``n_head``, ``n_group``, ``mamba2`` 1 or 0), ``"SSM_CONV"`` (``channels``), or the
+        backend's ``"SPLIT_BUFFER"`` type (``-sm row``; no params).
     :return: True or False for this backend's devices; None for another device or an
         operation you do not judge (it then runs on the device that holds its layer). An
         example is in docs/plugins.md.

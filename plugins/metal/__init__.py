@@ -40,7 +40,10 @@ def gpuscout_minimum_memory(device: DeviceInfo) -> int | None:
 @for_library(LIBRARY)
 def gpuscout_ggml_supports_op(device: DeviceInfo, op: str, params: Mapping[str, int]) -> bool | None:
     """ggml-metal runs both recurrent operations on every GPU it supports (simdgroup reductions,
-    ggml-metal-device.m); other operations are not judged here."""
+    ggml-metal-device.m) and has no split buffer (``-sm row``); other operations are not
+    judged here."""
+    if op == "SPLIT_BUFFER":
+        return False
     return True if op in ("SSM_SCAN", "SSM_CONV") else None
 
 

