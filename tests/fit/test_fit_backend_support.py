@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpuscout import DeviceInfo, Scout
-from gpuscout.plugin import for_library, ggml_cuda_supports_op
+from gpuscout.plugin import for_library, ggml_cuda_supports_op, hookimpl
 from gpuscout.plugins.vulkan.rules import supports_op as vulkan_supports_op
 
 pytest.importorskip("gguf")
@@ -185,3 +186,36 @@ def test_row_split_on_cuda_is_planned_and_written_out(tmp_path: Path) -> None:
     args = list(result.args)
     assert not result.gave_up and result.fits
     assert args[args.index("-sm") + 1] == "row" and args[args.index("-dev") + 1] == "CUDA0,CUDA1"
+
+
+class _Hostile:
+    """A third-party plugin whose op-support answer hangs, raises or is not a bool."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+        self.calls = 0
+
+    @hookimpl
+    def gpuscout_ggml_supports_op(self, device: DeviceInfo, op: str, params: Any) -> Any:
+        self.calls += 1
+        if self.how == "hangs":
+            time.sleep(30)
+        if self.how == "raises":
+            raise SystemExit(3)
+        return "yes"
+
+
+@pytest.mark.parametrize(("how", "status"), [("hangs", "timeout"), ("raises", "failed"), ("lies", "failed")])
+def test_a_hostile_op_support_answer_is_contained(how: str, status: str) -> None:
+    """An answer that hangs, raises (SystemExit too) or is no bool is reported and treated as
+    no answer: the built-in Vulkan answer decides, and a hanging one is asked only once."""
+    plugin = _Hostile(how)
+    scout = _scout(plugins=["vulkan", "bad"], extra=[("bad", plugin)], hook_timeout=0.2)
+    small = {**MAMBA2, "d_state": 64}
+    start = time.monotonic()
+    for _ in range(3):
+        assert scout.ggml_supports_op(DeviceInfo(id="0", library="Vulkan"), "SSM_SCAN", small) is False
+    assert time.monotonic() - start < 2.0
+    report = next(r for r in scout.reports if r.name == "bad")
+    assert str(report.status) == status and "gpuscout_ggml_supports_op" in report.error
+    assert plugin.calls == (1 if how == "hangs" else 3)
