@@ -133,17 +133,19 @@ def test_json_explain_is_added_to_the_usual_document(gpuscout_cli: CliRunner) ->
 def test_text_explain_says_why_each_device_ranks_where_it_does(
     gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each ranked device names the next one and the reason, with the free memory compared."""
+    """Each ranked device names the next one and the reason, with the free memory compared; a
+    device is named by the selector it answers to (the table's selector column: the rank and the
+    runtime's own number differ here), then its library and id."""
     lines = explain_text(gpuscout_cli, monkeypatch)
     assert (
-        "  #0 CUDA GPU-big (discrete, 40.0 GiB free) before #1 CUDA GPU-small: "
+        "  #0 cuda:1 (CUDA GPU-big, discrete, 40.0 GiB free) before #1 cuda:0 (CUDA GPU-small): "
         "more free memory (40.0 GiB > 20.0 GiB)" in lines
     )
     assert (
-        "  #1 CUDA GPU-small (discrete, 20.0 GiB free) before #2 Vulkan 1: "
+        "  #1 cuda:0 (CUDA GPU-small, discrete, 20.0 GiB free) before #2 vulkan:0 (Vulkan 1): "
         "discrete before integrated" in lines
     )
-    assert "  #2 Vulkan 1 (integrated, 8.0 GiB free): last" in lines
+    assert "  #2 vulkan:0 (Vulkan 1, integrated, 8.0 GiB free): last" in lines
 
 
 def test_text_explain_follows_the_table(gpuscout_cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -207,7 +209,7 @@ def test_text_explain_shows_plugin_text_escaped(
     lines = explain_text(gpuscout_cli, monkeypatch, IGPU.evolve(id="a\x1b[31mb\nc"), broken=Shouting())
     text = "\n".join(lines)
     assert "\x1b" not in text
-    assert "  #0 Vulkan a\\x1b[31mb\\nc (integrated, 8.0 GiB free): last" in lines
+    assert "  #0 vulkan:0 (Vulkan a\\x1b[31mb\\nc, integrated, 8.0 GiB free): last" in lines
     assert any("line one\\nline two \\x1b[2J" in line for line in lines)
 
 

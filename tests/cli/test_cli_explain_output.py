@@ -59,7 +59,8 @@ def test_in_a_pipe_each_explanation_line_is_one_line() -> None:
     lines = out.splitlines()
     assert code == 0
     assert any(
-        line.startswith("  #0 CUDA GPU-1a2b") and line.endswith("more free memory (23.5 GiB > 22.8 GiB)")
+        line.startswith("  #0 cuda:0 (CUDA GPU-1a2b")
+        and line.endswith("more free memory (23.5 GiB > 22.8 GiB)")
         for line in lines
     )
 
@@ -86,5 +87,5 @@ def test_after_format_tsv_the_explanation_stays_one_line_each_on_a_terminal() ->
     """``--format tsv`` asks for plain lines: the explanation after them is not wrapped either."""
     code, lines = on_terminal(50, "--replay", TWO_CUDA, "list", "--format", "tsv", "--explain")
     assert code == 0
-    reason = [line for line in lines if line.startswith("  #0 CUDA GPU-1a2b")]
+    reason = [line for line in lines if line.startswith("  #0 cuda:0 (CUDA GPU-1a2b")]
     assert len(reason) == 1 and reason[0].endswith("(23.5 GiB > 22.8 GiB)")

@@ -130,7 +130,10 @@ def link_text(device: DeviceInfo) -> str:
 
 
 def _name(ref: dict[str, Any]) -> str:
-    return f"{ref['backend']} {ref['id']}"
+    """``cuda:0 (CUDA GPU-…)``: the selector the device answers to, as the table's selector
+    column shows it, then its library and id (a ref without a selector: those alone)."""
+    selector = ref.get("selector")
+    return f"{selector} ({ref['backend']} {ref['id']})" if selector else f"{ref['backend']} {ref['id']}"
 
 
 def _free(entry: dict[str, Any]) -> str:
@@ -208,7 +211,12 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
     if not ranking:
         lines.append("  no device was ranked")
     for entry, following in zip(ranking, [*ranking[1:], None], strict=False):
-        head = f"  #{entry['rank']} {_name(entry)} ({_kind(entry)}, {_free_label(entry)})"
+        who = f"{entry['backend']} {entry['id']}"
+        head = (
+            f"  #{entry['rank']} {entry['selector']} ({who}, {_kind(entry)}, {_free_label(entry)})"
+            if entry.get("selector")
+            else f"  #{entry['rank']} {who} ({_kind(entry)}, {_free_label(entry)})"
+        )
         if entry["unused_reason"]:
             head += f" [not used by the runtime unless selected: {entry['unused_reason']}]"
         if entry["numa_node"] >= 0 or entry["link"]:
