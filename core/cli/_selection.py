@@ -59,7 +59,7 @@ def prepare(
         devices = select_devices(scout, found.devices, list(selectors), found.numbering)
     except NoMatchError as exc:
         sys.stderr.write(f"gpuscout: error: {common.printable(exc)}\n")
-        hints.print_for(found, scout.env)
+        hints.print_for(found, scout.env, again=hints.again_for(scout))
         return {}, {}, common.NO_MATCH, None
     setup = child_setup(scout, devices, isolate=args.isolate, cpu_affinity=cpu_affinity)
     code = finish_setup(args, setup)

@@ -59,10 +59,10 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     if code:
         return code
     if seen and not seen[-1][1].devices:
-        from gpuscout.cli._render.hints import print_for
+        from gpuscout.cli._render.hints import again_for, print_for
 
         sys.stderr.write("gpuscout: error: no device was found, so there is nothing to select\n")
-        print_for(seen[-1][1], seen[-1][0].env)
+        print_for(seen[-1][1], seen[-1][0].env, again=again_for(seen[-1][0]))
         return common.NO_MATCH
     if args.format == "json":
         import json

@@ -127,9 +127,9 @@ def _list(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
     found = _discover(args, scout)
     code = _print(args, found)
     if not found.devices:
-        from gpuscout.cli._render.hints import print_for
+        from gpuscout.cli._render.hints import again_for, print_for
 
-        print_for(found, scout.env, listed=True)
+        print_for(found, scout.env, listed=True, again=again_for(scout))
     if code == common.SUCCESS and common.every_plugin_failed(found.plugins):
         return common.PLUGINS_FAILED
     return code
@@ -346,9 +346,9 @@ def _next_listing(
 
 
 def _watch_hints(scout: Scout, found: Discovery, shown: list[str] | None) -> list[str]:
-    from gpuscout.cli._render.hints import brief_hints, write_hints
+    from gpuscout.cli._render.hints import again_for, brief_hints, write_hints
 
-    lines = [] if found.devices else brief_hints(found, scout.env, listed=True)
+    lines = [] if found.devices else brief_hints(found, scout.env, listed=True, again=again_for(scout))
     if lines and lines != shown:
         write_hints(lines)
         sys.stderr.flush()

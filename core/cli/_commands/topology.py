@@ -62,9 +62,9 @@ def run(args: argparse.Namespace, scout_factory: ScoutFactory) -> int:
 
         output().write(render(shape, terminal_width(output())))
     if not found.devices:
-        from gpuscout.cli._render.hints import print_for
+        from gpuscout.cli._render.hints import again_for, print_for
 
-        print_for(found, scout.env, listed=False)
+        print_for(found, scout.env, listed=False, again=again_for(scout))
     return common.PLUGINS_FAILED if common.every_plugin_failed(found.plugins) else common.SUCCESS
 
 

@@ -37,8 +37,19 @@ if TYPE_CHECKING:
 #: What starts every hint line on stderr.
 PREFIX = "gpuscout: hint: "
 
-#: Where the reasons a brief hint leaves out are told in full.
-ELSEWHERE = "each plugin's note in 'gpuscout plugins', what was dropped and why in 'gpuscout list --explain'"
+#: Where the reasons a brief hint leaves out are told in full (``{again}``: the command that
+#: repeats this run's machine, ``again_for``).
+ELSEWHERE = "each plugin's note in '{again} plugins', what was dropped and why in '{again} list --explain'"
+
+
+def again_for(scout: Scout) -> str:
+    """``gpuscout``, or ``gpuscout --replay DIR`` for a Scout replaying a recording: the command
+    a hint names must look at the same machine."""
+    import shlex
+
+    replay = getattr(scout, "replay", None)
+    path = getattr(replay, "path", "") if replay is not None else ""
+    return f"gpuscout --replay {shlex.quote(str(path))}" if path else "gpuscout"
 
 
 def hints(found: Discovery, env: Mapping[str, str], *, listed: bool = False) -> list[str]:
@@ -50,15 +61,17 @@ def hints(found: Discovery, env: Mapping[str, str], *, listed: bool = False) -> 
     return [line for _, line in _weighed(found.dropped, found.plugins, env, listed)]
 
 
-def brief_hints(found: Discovery, env: Mapping[str, str], *, listed: bool = False) -> list[str]:
+def brief_hints(
+    found: Discovery, env: Mapping[str, str], *, listed: bool = False, again: str = "gpuscout"
+) -> list[str]:
     """What is printed of ``hints``: the reasons of the greatest weight, and a line saying how
     many more there are and where to read them; when no reason weighs more than a plugin
     finding nothing of its kind, that reason when it is the only one, else one line naming
-    those plugins and where each says why."""
-    return _brief(_weighed(found.dropped, found.plugins, env, listed))
+    those plugins and where each says why. ``again`` starts the commands named (``again_for``)."""
+    return _brief(_weighed(found.dropped, found.plugins, env, listed), again)
 
 
-def _brief(weighed: Sequence[tuple[int, str]]) -> list[str]:
+def _brief(weighed: Sequence[tuple[int, str]], again: str = "gpuscout") -> list[str]:
     from gpuscout._discovery.reasons import lead
 
     if not weighed:
@@ -68,9 +81,9 @@ def _brief(weighed: Sequence[tuple[int, str]]) -> list[str]:
         return [weighed[0][1]]
     if first is None:
         names = [line.split(":", 1)[0].removeprefix("plugin ") for _, line in weighed]
-        return [f"no plugin found a device here ({', '.join(names)}); each says why in 'gpuscout plugins'"]
+        return [f"no plugin found a device here ({', '.join(names)}); each says why in '{again} plugins'"]
     rest = len(weighed) - 1
-    more = f"{rest} more reason{'' if rest == 1 else 's'}: {ELSEWHERE}"
+    more = f"{rest} more reason{'' if rest == 1 else 's'}: {ELSEWHERE.format(again=again)}"
     return [weighed[first][1]] + ([more] if rest else [])
 
 
@@ -185,7 +198,11 @@ def write_hints(lines: Sequence[str], stream: TextIO | None = None) -> None:
 
 
 def print_for(
-    target: Scout | Discovery, env: Mapping[str, str] | None = None, *, listed: bool = False
+    target: Scout | Discovery,
+    env: Mapping[str, str] | None = None,
+    *,
+    listed: bool = False,
+    again: str = "gpuscout",
 ) -> None:
     """Write the hints for ``target`` on stderr (``write_hints``); ``env`` is the environment
     the plugins saw (default: a Scout's own, else this process's); ``listed`` as for
@@ -200,15 +217,16 @@ def print_for(
     if isinstance(target, Discovery):
         if target.devices:
             return
-        lines = brief_hints(target, os.environ if env is None else env, listed=listed)
+        lines = brief_hints(target, os.environ if env is None else env, listed=listed, again=again)
     else:
-        lines = _brief(_weighed([], target.reports, target.env if env is None else env))
+        lines = _brief(_weighed([], target.reports, target.env if env is None else env), again_for(target))
     write_hints(lines)
 
 
 __all__ = [
     "ELSEWHERE",
     "PREFIX",
+    "again_for",
     "brief_hints",
     "format_hints",
     "hints",
