@@ -51,7 +51,7 @@ def test_an_upper_case_uuid_or_hex_run_keeps_its_case_and_shape() -> None:
 def test_whole_file_ids_are_replaced_by_kind() -> None:
     """``hostname`` becomes ``host-0``; a numeric id a number; any other id file hex of its
     length (at least 8), each with one newline. Kills anonymize.xǁAnonymizerǁfile__mutmut_1
-    (the name lost: the serial kept), _4..9 (no value), _13..30 (the kinds swapped, the number
+    (the name lost: the serial kept), _4..7/_9 (no value), _13..30 (the kinds swapped, the number
     or digest lost, the width changed)."""
     anon = Anonymizer("")
     assert anon.file("/proc/sys/kernel/hostname", b"gpubox\n") == b"host-0\n"

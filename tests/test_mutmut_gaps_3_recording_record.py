@@ -126,7 +126,8 @@ def test_a_node_of_a_recorded_tree_keeps_its_text(tmp_path: Path) -> None:
     """Recording on a tree (``--root``, a replay's): a node that is a plain file saying
     ``denied EPERM`` is copied with its text, so the new recording's node is refused the same
     way. Kills record.xǁRecordingContextǁdevice_node__mutmut_5/6 (the node noted as something
-    else: copied empty, present)."""
+    else: copied empty, present), record.xǁRecorderǁ_copy_tree__mutmut_57/58 (a node's file not
+    copied)."""
     root = write_tree(tmp_path / "live", {"/dev/mine0": "denied EPERM\n", "/dev/mine1": ""})
     recorder = Recorder()
     context = _context(root, recorder)
@@ -152,7 +153,8 @@ def test_a_device_node_is_recorded_as_what_discovery_found(
 
     Kills record.xǁRecorderǁnode__mutmut_1 (the state lost: probed again, present),
     record.xǁRecorderǁnode_errno__mutmut_1 (EPERM lost), record.xǁRecorderǁ__init____mutmut_7
-    (no errno table), _9 (a root that is not ``/``: the node not found)."""
+    (no errno table), _9 (a root that is not ``/``: the node not found),
+    record.xǁRecorderǁ_copy_tree__mutmut_89..92, _94, _97..118 (the node's file written otherwise)."""
     recorder = Recorder()
     recorder.saw("/dev/null", "node")
     recorder.node("/dev/null", state)
