@@ -10,6 +10,7 @@ replaced by a fake that answers from the environment each device's child would g
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -28,6 +29,7 @@ from gpuscout.runner._reply import (
     parse_head,
     parse_reply,
     parse_whole_reply,
+    read_reply,
     remaining,
     show,
     timed_out,
@@ -393,7 +395,7 @@ def test_a_whole_reply_is_its_head_and_exactly_its_announced_body() -> None:
     without a Content-Length the body is what came, up to MAX_BODY. Kills
     parse_whole_reply__mutmut_2/3/4/8/16 (the messages), _15 (a body of MAX_BODY refused) and
     parse_reply__mutmut_1/2."""
-    with pytest.raises(RunnerError, match="closed the connection without a reply"):
+    with pytest.raises(RunnerError, match=r"^runner closed the connection without a reply$"):
         parse_whole_reply(b"")
     with pytest.raises(RunnerError, match=r"inside the reply headers \(17 bytes\)"):
         parse_whole_reply(OK)
@@ -423,3 +425,76 @@ def test_the_deadline_and_the_timeout_message(monkeypatch: pytest.MonkeyPatch) -
         str(timed_out(30.0, "refused"))
         == "failed to finish discovery before timeout (30 s); last attempt: refused"
     )
+
+
+# -- reading a reply off the socket --------------------------------------------------------------
+
+
+def _runner_writes(pieces: Sequence[bytes], close_after: float | None) -> socket.socket:
+    """The host's end of a socket pair whose other end writes ``pieces`` one by one, then closes
+    after ``close_after`` seconds (None: at once)."""
+    host, runner = socket.socketpair()
+
+    def write() -> None:
+        with runner:
+            for piece in pieces:
+                runner.sendall(piece)
+            if close_after is not None:
+                time.sleep(close_after)
+
+    threading.Thread(target=write, daemon=True).start()
+    return host
+
+
+def test_a_reply_is_whole_at_its_content_length_though_the_runner_keeps_the_connection_open() -> None:
+    """read_reply gathers the reply across reads (here one byte each) and returns once it holds
+    the head and Content-Length bytes of body, without waiting for the runner to close. Kills
+    read_reply__mutmut_17 (only the last read kept), _20/_25/_26 (the
+    head's end not found), _29/_33/_34/_36 (the Content-Length ignored), _39/_40 (not whole
+    at exactly its length)."""
+    reply = OK + b"Content-Length: 5\r\n\r\nhello"
+    with _runner_writes([reply[i : i + 1] for i in range(len(reply))], close_after=5.0) as sock:
+        head, body = read_reply(sock, time.monotonic() + 2.0)
+    assert (head.status, head.length, body) == (200, 5, b"hello")
+
+
+def test_without_a_content_length_the_body_ends_when_the_runner_closes() -> None:
+    """Without Content-Length the body is everything up to the close, up to MAX_BODY bytes
+    (MAX_BODY + 1 is refused as soon as it is read, naming how much was read). Kills
+    read_reply__mutmut_35/_38 (a length assumed), _43/_44 (the limit) and _45/_46 (its
+    message)."""
+    with _runner_writes([OK, b"\r\n", b"part one, ", b"part two"], close_after=None) as sock:
+        assert read_reply(sock, time.monotonic() + 5.0)[1] == b"part one, part two"
+    with _runner_writes([OK + b"\r\n", b"b" * MAX_BODY], close_after=None) as sock:
+        assert len(read_reply(sock, time.monotonic() + 20.0)[1]) == MAX_BODY
+    with (
+        _runner_writes([OK + b"\r\n", b"b" * (MAX_BODY + 1)], close_after=5.0) as sock,
+        pytest.raises(RunnerError, match=rf"^runner reply body of more than {MAX_BODY + 1} bytes is over"),
+    ):
+        read_reply(sock, time.monotonic() + 20.0)
+
+
+def test_a_close_before_any_byte_is_a_transport_failure_and_after_some_a_bad_reply() -> None:
+    """A runner that closes without sending a byte is a ConnectionAbortedError (as http.client
+    says, so the host polls again); one that closes inside its head is a RunnerError quoting
+    how much came. Kills read_reply__mutmut_10..15."""
+    with (
+        _runner_writes([], close_after=None) as sock,
+        pytest.raises(ConnectionAbortedError, match=r"^runner closed the connection without a reply$"),
+    ):
+        read_reply(sock, time.monotonic() + 5.0)
+    with (
+        _runner_writes([OK], close_after=None) as sock,
+        pytest.raises(RunnerError, match=r"inside the reply headers \(17 bytes\)"),
+    ):
+        read_reply(sock, time.monotonic() + 5.0)
+
+
+def test_a_silent_runner_is_given_only_what_is_left_of_the_deadline() -> None:
+    """Each read waits only for what is left of the caller's deadline: a runner silent past it
+    is a TimeoutError then, not when it would have answered. Kills read_reply__mutmut_5 (a read
+    without a timeout)."""
+    start = time.monotonic()
+    with _runner_writes([], close_after=3.0) as sock, pytest.raises(TimeoutError):
+        read_reply(sock, time.monotonic() + 0.3)
+    assert time.monotonic() - start < 2.0
