@@ -9,9 +9,11 @@ replaced by a fake that answers from the environment each device's child would g
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,11 +26,13 @@ from gpuscout.runner import _validation
 from gpuscout.runner._reply import (
     MAX_BODY,
     MAX_HEAD,
+    MAX_PORT_LINE,
     RunnerError,
     find_head_end,
     parse_head,
     parse_reply,
     parse_whole_reply,
+    read_port_line,
     read_reply,
     remaining,
     show,
@@ -498,3 +502,106 @@ def test_a_silent_runner_is_given_only_what_is_left_of_the_deadline() -> None:
     with _runner_writes([], close_after=3.0) as sock, pytest.raises(TimeoutError):
         read_reply(sock, time.monotonic() + 0.3)
     assert time.monotonic() - start < 2.0
+
+
+# -- the port line -----------------------------------------------------------------------------
+
+_PRINTER = (
+    "import os, sys, time\n"
+    "os.write(1, bytes.fromhex(sys.argv[1]))\n"
+    "if sys.argv[5]:\n"
+    "    time.sleep(0.3)\n"
+    "    os.write(1, bytes.fromhex(sys.argv[5]))\n"
+    "if sys.argv[3] == 'close':\n"
+    "    os.close(1)\n"
+    "time.sleep(float(sys.argv[2]))\n"
+    "sys.exit(int(sys.argv[4]))\n"
+)
+
+
+def _port_line(
+    printed: bytes,
+    then: float = 0.0,
+    *,
+    close: bool = False,
+    status: int = 0,
+    wait: float = 5.0,
+    later: bytes = b"",
+) -> int:
+    """read_port_line on a child that prints ``printed`` (and ``later`` 0.3 s after), optionally
+    closes its stdout, waits ``then`` seconds and exits with ``status``."""
+    argv = [sys.executable, "-c", _PRINTER, printed.hex(), str(then), "close" if close else "-", str(status)]
+    argv.append(later.hex())
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        return read_port_line(child, time.monotonic() + wait, wait)
+    finally:
+        child.kill()
+        child.wait()
+        assert child.stdout is not None
+        child.stdout.close()
+
+
+def test_the_port_line_is_json_with_a_port_from_1_to_65535() -> None:
+    """The runner's first stdout line is ``{"port": N}``, N an int in 1-65535 (not a bool),
+    CRLF allowed and anything after the line ignored (also a second line); an empty first line,
+    or anything else, is refused, quoting the line. Kills read_port_line__mutmut_9 (the last
+    newline taken), _11/_12 (an empty first line passed over) and the other parsing and range
+    mutants."""
+    assert _port_line(b'{"port": 1}\n') == 1
+    assert _port_line(b'{"port": 2}\n{"port": 3}\n') == 2
+    with pytest.raises(RunnerError, match=r"1-65535: b''$"):
+        _port_line(b'\n{"port": 5}\n')
+    assert _port_line(b'{"port": 65535}\r\nmore') == 65535
+    assert _port_line(b'{"port": 80}' + b" " * (MAX_PORT_LINE - 12) + b"\n") == 80
+    for bad in (b"0", b"65536", b"true", b'"80"', b"80.0", b"null"):
+        with pytest.raises(
+            RunnerError, match=r"""^runner's first stdout line is not \{"port": N\} with N in 1-65535: """
+        ):
+            _port_line(b'{"port": ' + bad + b"}\n")
+    for bad in (b"[80]\n", b"port 80\n", b"[" * 4000 + b"\n"):
+        with pytest.raises(RunnerError, match="is not "):
+            _port_line(bad)
+    with pytest.raises(RunnerError, match=re.escape("N in 1-65535: b'hello'") + "$"):
+        _port_line(b"hello\r\n")
+
+
+def test_a_port_line_over_max_port_line_bytes_is_refused_quoting_its_start() -> None:
+    """The host reads at most MAX_PORT_LINE bytes looking for the line's end, over as many reads
+    as it takes: a line of MAX_PORT_LINE bytes whose newline comes in a later read is read whole,
+    and MAX_PORT_LINE + 1 bytes without a newline are an error quoting the first 80, even when a
+    newline would follow. Kills read_port_line__mutmut_13 (MAX_PORT_LINE bytes refused), _39/_41
+    (more read than the limit allows) and _57 (an earlier read forgotten)."""
+    padded = b'{"port": 80}'.ljust(MAX_PORT_LINE)
+    assert _port_line(padded, later=b"\n") == 80
+    for first, rest in ((padded[:100], padded[100:] + b"  \n"), (padded + b" \n", b"")):
+        with pytest.raises(RunnerError, match="longer than"):
+            _port_line(first, later=rest)
+    with pytest.raises(
+        RunnerError,
+        match=rf"^runner's first stdout line is longer than {MAX_PORT_LINE} bytes: b'x{{80}}'\.\.\.$",
+    ):
+        _port_line(b"x" * (MAX_PORT_LINE + 1))
+
+
+def test_a_runner_that_ends_or_closes_stdout_before_its_port_line_is_named_so() -> None:
+    """A runner that exits before the line is named by its exit, one that closes its stdout
+    and lives on by that, each with what it printed; a silent runner times out naming it."""
+    with pytest.raises(
+        RunnerError, match=r"^runner exited with status 3 before announcing its port; it printed b'part'$"
+    ):
+        _port_line(b"part", status=3)
+    with pytest.raises(
+        RunnerError, match=r"^runner closed its stdout before announcing its port; it printed b''$"
+    ):
+        _port_line(b"", 5.0, close=True)
+    start = time.monotonic()
+    with pytest.raises(
+        RunnerError,
+        match=r"^failed to finish discovery before timeout \(0\.5 s\); "
+        r"last attempt: no port announced on stdout \(it printed b'ab'\)$",
+    ):
+        _port_line(b"ab", 10.0, wait=0.5)
+    assert time.monotonic() - start < 3.0
+    with pytest.raises(RunnerError, match=r"last attempt: no port announced on stdout$"):
+        _port_line(b"", 10.0, wait=0.5)
