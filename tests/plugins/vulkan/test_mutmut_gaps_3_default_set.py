@@ -12,7 +12,7 @@ from typing import Any
 
 from gpuscout.plugins.vulkan.default_set import ggml_default_set, reported_indices
 from gpuscout.plugins.vulkan.loader import RawDevice
-from gpuscout.sizes import GIB
+from tests.plugins.vulkan.test_vulkan_default_set import gpu as listed_gpu
 
 AMD, MICROSOFT = 0x1002, 0x1414
 AMDVLK, RADV, MOLTENVK, DOZEN = 2, 3, 14, 22
@@ -22,22 +22,9 @@ DISCRETE, INTEGRATED = 2, 1
 
 
 def gpu(index: int, **kw: Any) -> RawDevice:
-    """A discrete AMD GPU through RADV with 16-bit storage (one W7900 unless told otherwise)."""
-    base: dict[str, Any] = dict(
-        index=index,
-        name="AMD Radeon PRO W7900",
-        device_type=DISCRETE,
-        vendor_id=AMD,
-        device_id=0x7448,
-        api_version=(1 << 22) | (3 << 12),
-        driver_version=0,
-        uuid="ab" * 16,
-        driver_id=RADV,
-        driver_name="radv",
-        storage_16bit=True,
-        heaps=[[48 * GIB, 1]],
-    )
-    return RawDevice(**{**base, **kw})
+    """test_vulkan_default_set's W7900 through RADV, with its own UUID and no PCI address
+    (unless told otherwise)."""
+    return listed_gpu(index, **{"uuid": "ab" * 16, "pci": None, **kw})
 
 
 def test_a_driver_no_table_lists_ranks_last_and_dozen_beats_it_for_any_vendor() -> None:
