@@ -439,6 +439,8 @@ def test_moe_without_surplus_keeps_experts_on_the_cpu() -> None:
     d = run(o, n_expert=8)
     assert settled(d) == (8192, 3, (), (moe(7), moe(8)), "")
     assert o.configs[1].overrides == ((llamacpp.MOE_ALL, None),)
+    # at a zero surplus step 4 makes no dry run (it would find nothing to convert here)
+    assert d.dry_runs == 8
 
 
 @pytest.mark.parametrize(
@@ -618,3 +620,26 @@ def test_context_room_for_layers_is_smaller_for_moe(n_expert: int, n_ctx: int) -
     o = FakeOracle([2401 * MiB, 2401 * MiB], n_layer=8, attn=256 * MiB, kv=4096)
     run(o, n_ctx=None, margins=[GiB, GiB], n_expert=n_expert)
     assert [c.n_ctx for c in o.configs[:3]] == [32768, 4096, n_ctx]
+
+
+def test_moe_conversion_takes_every_dense_layer_when_they_fit_as_full_layers() -> None:
+    """Step 4's first probe moves every dense-only layer to the device being filled (the last
+    device keeps one, the output layer) as full layers; when that fits the search is skipped.
+    MOE8 with a 4 GiB output layer, targets 16384 and 4096 MiB: step 3 leaves the output alone
+    on the last device and 8 dense-only blocks on the first; step 4 makes all 8 full on the
+    first (14336 MiB), and the one more layer it then tries (the output, 18432 MiB with it) does
+    not fit: -ts 8,1, no override left."""
+    o = FakeOracle([17 * GiB, 5 * GiB], n_layer=8, attn=256 * MiB, exps=512 * MiB, out=4 * GiB)
+    d = run(o, n_expert=8)
+    assert settled(d) == (8192, 9, (8.0, 1.0), (), "")
+    assert d.measured.devices == (14336 * MiB, 4096 * MiB)
+    assert d.dry_runs == 13
+
+
+def test_dense_fill_gives_a_device_a_single_layer() -> None:
+    """Step 3 gives a device whatever whole layers are left, one included: 8 blocks of 1 GiB
+    and a 0-byte output, targets 1 and 7 GiB: the output and 7 blocks on the last device, the
+    one block left on the first."""
+    o = FakeOracle([2 * GiB, 8 * GiB], n_layer=8, attn=GiB)
+    d = run(o)
+    assert settled(d) == (8192, 9, (1.0, 8.0), (), "")
