@@ -439,8 +439,15 @@ def test_moe_without_surplus_keeps_experts_on_the_cpu() -> None:
     d = run(o, n_expert=8)
     assert settled(d) == (8192, 3, (), (moe(7), moe(8)), "")
     assert o.configs[1].overrides == ((llamacpp.MOE_ALL, None),)
-    # at a zero surplus step 4 makes no dry run (it would find nothing to convert here)
+    # at a zero surplus step 4 makes no dry run
     assert d.dry_runs == 8
+    # one byte of surplus: step 4 runs, finds no layer to convert, and its one more partial
+    # layer overflows block 7's whole FFN (ATTN) instead of its experts only
+    o = FakeOracle([3328 * MiB + 1], **MOE8)
+    d = run(o, n_expert=8)
+    attn7 = (llamacpp._FRACTION[llamacpp.ATTN].format(7), None)
+    assert settled(d) == (8192, 3, (), (attn7, moe(8)), "")
+    assert d.dry_runs == 12
 
 
 @pytest.mark.parametrize(
