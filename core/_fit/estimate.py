@@ -298,6 +298,13 @@ SCAN_LATER = 1
 GPU_ROWS = {"ffn": 0.5, "head": 4.0}
 
 
+def ssm_widths(h: Hparams) -> tuple[int, int]:
+    """Per token, the values of a Mamba2 block's convolved xBC (d_inner + 2 groups x d_state)
+    and of its input projection (z, xBC and dt)."""
+    xbc = h.ssm_inner + 2 * h.ssm_groups * h.ssm_state
+    return xbc, h.ssm_inner + xbc + h.ssm_heads
+
+
 def scan_params(h: Hparams) -> dict[str, int] | None:
     """The shapes ggml's backends judge a Mamba scan by (``gpuscout_ggml_supports_op``'s
     ``SSM_SCAN``): the state ``s`` is d_state x head_dim x n_head (Mamba2: d_inner split in
@@ -375,8 +382,7 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False, float_dow
                 parts.append(3 * ff + max(int(FFN_ROWS * row), int(FFN_WIDE * ff)))
         matmul.append(max(parts))
         if h.recurrent[il] and h.ssm_inner:
-            xbc = h.ssm_inner + 2 * h.ssm_groups * h.ssm_state
-            projection = 2 * h.ssm_inner + 2 * h.ssm_groups * h.ssm_state + h.ssm_heads
+            xbc, projection = ssm_widths(h)
             # on a GPU backend (measured on ggml-vulkan) the scan's residual row is not kept apart
             extra_row = 0 if device else row
             scan = (projection + 2 * xbc + 3 * h.ssm_inner) * t * F32 + extra_row + h.n_embd_s * F32 * c.n_seq
@@ -424,4 +430,5 @@ __all__ = [
     "row_size",
     "scan_params",
     "split_tensors",
+    "ssm_widths",
 ]

@@ -30,6 +30,9 @@ from gpuscout._records.memory import BackendMemory
 
 #: Where an override sends a tensor: a device's position in the planner's list, or the CPU.
 CPU = None
+#: GGML_SCHED_MAX_COPIES: under pipeline parallelism ggml's scheduler keeps this many copies of
+#: every split input for the whole graph (``Oracle._pipeline``).
+COPIES = 4
 
 
 def f32(x: float) -> float:
@@ -239,7 +242,8 @@ class Oracle:
                     # graph, so the logits sit on them and their four copies, with eight rows
                     # (-ts 4,3: 96.55 MiB at -c 4096, 144.55 at 16384 = 64.5 + 4 x 4 or 16 + 16;
                     # tests/data/fit_plan/pp_head.json)
-                    extra[key] = 4 * masks(x.layers, key) + 8 * row if masks(x.layers, key) else 4 * row
+                    held = masks(x.layers, key)
+                    extra[key] = COPIES * held + 8 * row if held else COPIES * row
                 first = False
         # A recurrent block on a device whose backend refuses its scan: the scan runs on the
         # host, its inputs (the state and the x, B, C views, each spanning the xBC rows, and dt)
@@ -249,9 +253,10 @@ class Oracle:
         # "prevent ggml-alloc from overwriting", added as leafs). falcon-h1 (d_state 64) on two
         # lavapipe devices, -ts 4,1: Vulkan0 78.61 MiB against 44.8 without them; ssm_pp.json.
         state = h.n_embd_s * est.F32 * ctx.n_seq
-        xbc = (h.ssm_inner + 2 * h.ssm_groups * h.ssm_state) * t * est.F32
-        back = 4 * (h.ssm_inner * t * est.F32 + state)  # y and the new state, per block
-        sent = 4 * (state + 3 * xbc + h.ssm_heads * t * est.F32)
+        xbc_width, projection_width = est.ssm_widths(h)
+        xbc = xbc_width * t * est.F32
+        back = COPIES * (h.ssm_inner * t * est.F32 + state)  # y and the new state, per block
+        sent = COPIES * (state + 3 * xbc + h.ssm_heads * t * est.F32)
         scans = 0
         for x in layout:
             key = (x.id, x.library)
@@ -265,13 +270,13 @@ class Oracle:
         # backend, so the projection is copied over and z back, four times each
         # (GGML_SCHED_DEBUG on mamba2-24 -ngl 25 -ts 12,13: Vulkan1 16 MiB in, Vulkan0 8 MiB).
         where = {i: (x.id, x.library) for x in layout for i in x.layers}
-        projection = (2 * h.ssm_inner + 2 * h.ssm_groups * h.ssm_state + h.ssm_heads) * t * est.F32
+        projection = projection_width * t * est.F32
         for j in range(1, h.n_layer):
             here, before = where.get(j), where.get(j - 1)
             only = all(h.recurrent[k] and not h.kv_layers[k] for k in (j - 1, j))  # no attention
             if here and before and here != before and only and h.ssm_inner:
-                extra[here] = extra.get(here, 0) + 4 * projection
-                extra[before] = extra.get(before, 0) + 4 * h.ssm_inner * t * est.F32
+                extra[here] = extra.get(here, 0) + COPIES * projection
+                extra[before] = extra.get(before, 0) + COPIES * h.ssm_inner * t * est.F32
         out = [attrs.evolve(u, graph=u.graph + extra.get((u.id, u.library), 0)) for u in usage[:-1]]
         everything = [i for x in layout for i in x.layers]
         host = usage[-1]
