@@ -296,6 +296,9 @@ SCAN_LATER = 1
 #: On a GPU backend (measured on ggml-vulkan): flash attention reads Q in place (two Q-sized
 #: tensors, not three), the feed-forward holds four n_ff tensors and half a row, the head four rows.
 GPU_ROWS = {"ffn": 0.5, "head": 4.0}
+#: The last block's dense feed-forward on the GPU that holds it: rows beside its three n_ff
+#: tensors (``graph``).
+FFN_ROWS_LAST = 4
 
 
 def ssm_widths(h: Hparams) -> tuple[int, int]:
@@ -364,6 +367,7 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False, float_dow
                 bare += kq
             attn = bare + int(ATTN_ROWS * row)
         parts = [0]
+        own: int | None = None
         if h.n_expert and h.n_expert_used and h.n_ff_exp and il >= h.n_dense_lead:
             used = h.n_expert_used
             parts.append((3 * used * h.n_ff_exp + used * h.n_embd) * t * F32 + int(MOE_ROWS * row))
@@ -380,6 +384,17 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False, float_dow
                 parts.append(3 * ff + 2 * row)
             else:
                 parts.append(3 * ff + max(int(FFN_ROWS * row), int(FFN_WIDE * ff)))
+            if device and il == h.n_layer - 1 and h.n_ff[il] > 2 * h.n_embd:
+                # The last block's feed-forward on the GPU that holds it, n_ff over twice n_embd:
+                # the gate, up and their product and four rows, whatever the weights' types (the
+                # block's output-row selection, llm_graph_context::build_inp_out_ids, a get_rows
+                # of the residual and of the attention output, leaves two rows more in
+                # ggml-alloc's holes). llama-fit-params on lavapipe, every layer offloaded,
+                # n_embd 1024-4096 with n_ff 2816-16384 in Q8_0, Q4_K, F16 and F32; with two or
+                # three devices only the one holding the last block differs from the figure
+                # above; at n_ff <= 2 n_embd the holes fall either way (2048/2048: 3 rows,
+                # 2048/4096: 2), and the figure above stands.
+                own = 3 * ff + FFN_ROWS_LAST * row
         matmul.append(max(parts))
         if h.recurrent[il] and h.ssm_inner:
             xbc, projection = ssm_widths(h)
@@ -393,6 +408,8 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False, float_dow
             parts.append(int(FFN_ROWS * row) + h.n_embd_s * F32 * c.n_seq)
         if len(later) < len(matmul):
             later.append(max(parts))
+        if own is not None:
+            parts.append(own)
         attention.append(attn)
         scores.append(kq)
         core.append(bare)

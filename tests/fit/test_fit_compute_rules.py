@@ -174,6 +174,23 @@ def test_the_output_gpu_after_the_first_holds_the_logits_and_one_row(
         assert abs(mine[device] - theirs) <= 1.5, (device, mine, theirs)  # 74.5 and 92.5 without the rule
 
 
+LAST_FFN = json.loads((ROOT / "tests" / "data" / "fit_plan" / "last_ffn.json").read_text())
+
+
+@pytest.mark.parametrize("run", LAST_FFN["runs"], ids=lambda r: "_".join([r["model"], *r["options"][1::2]]))
+def test_the_gpu_holding_the_last_block_holds_four_rows_beside_its_feed_forward(
+    run: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The GPU that holds a model's last block holds that block's feed-forward (gate, up and
+    their product) and four rows when n_ff is over twice n_embd; a GPU holding only earlier
+    blocks, two (last_ffn.json)."""
+    mine = _compute_of(run, run["model"], tmp_path_factory.mktemp("last"))
+    for device, theirs in run["compute_mib"].items():
+        # without the rule 57 / 60 / 61 / 68 on one device; with four rows for every block,
+        # 132 and 166 on the first of two devices; with four rows whatever n_ff, qwen3 11
+        assert abs(mine[device] - theirs) <= run.get("within_mib", 1.5), (device, mine, theirs)
+
+
 def test_a_head_run_on_the_first_gpu_from_host_weights_has_its_output_weight_copied_in(replay: Any) -> None:
     """The head op-offloaded to the first GPU holds a copy of the output weight beside the logits."""
     probe = next(
