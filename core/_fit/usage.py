@@ -140,6 +140,10 @@ def account(
     splits: list[tuple[list[int], list[int], bool]] = []
     mapped: list[TensorInfo] = list(L.input_tensors)  # host tensors served from the mapped file
     host_moved: list[TensorInfo] = []  # tensors an override moved from a GPU layer to the CPU
+    holding = [x for x in layout if x.layers]
+    if len(holding) == 1 and gd.last_own and n - 1 in holding[0].layers:
+        # one GPU holds every offloaded block, the last one among them (``est.Graph.last_own``)
+        gd = attrs.evolve(gd, rest=(*gd.rest[: n - 1], max(gd.rest[n - 1], gd.last_own)))
     for x in layout:
         d = by_key[(x.id, x.library)]
         mine = set(x.layers)

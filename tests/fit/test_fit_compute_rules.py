@@ -181,14 +181,56 @@ LAST_FFN = json.loads((ROOT / "tests" / "data" / "fit_plan" / "last_ffn.json").r
 def test_the_gpu_holding_the_last_block_holds_four_rows_beside_its_feed_forward(
     run: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """The GPU that holds a model's last block holds that block's feed-forward (gate, up and
+    """A lone GPU that holds a model's last block holds that block's feed-forward (gate, up and
     their product) and four rows when n_ff is over twice n_embd; a GPU holding only earlier
-    blocks, two (last_ffn.json)."""
+    blocks, or the last one among two or three GPUs, two (last_ffn.json)."""
     mine = _compute_of(run, run["model"], tmp_path_factory.mktemp("last"))
     for device, theirs in run["compute_mib"].items():
         # without the rule 57 / 60 / 61 / 68 on one device; with four rows for every block,
-        # 132 and 166 on the first of two devices; with four rows whatever n_ff, qwen3 11
+        # 132 and 166 on the first of two devices; with four rows on any GPU holding the last
+        # block, qwen2-bias's Vulkan1 65.5 and 177.5; with four rows whatever n_ff, qwen3 11
         assert abs(mine[device] - theirs) <= run.get("within_mib", 1.5), (device, mine, theirs)
+
+
+NOFLASH = json.loads((ROOT / "tests" / "data" / "fit_plan" / "attn_noflash.json").read_text())
+
+
+@pytest.mark.parametrize("run", NOFLASH["runs"], ids=lambda r: r["model"])
+def test_without_flash_attention_a_gpu_holds_q_once_when_q_is_as_wide_as_n_embd(
+    run: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Without flash attention a GPU's own block holds its KQ scores, K and V twice, three rows
+    and Q once when Q is as wide as n_embd, three times when it is wider (attn_noflash.json)."""
+    mine = _compute_of(run, run["model"], tmp_path_factory.mktemp("noflash"))
+    for device, theirs in run["compute_mib"].items():
+        # without the rule 138, 42.5, 81, 49 and 43 (Q three times); Q once for qwen3: 43
+        assert abs(mine[device] - theirs) <= 1.0, (device, mine, theirs)
+
+
+ABORT = json.loads((ROOT / "tests" / "data" / "fit_plan" / "cache_abort.json").read_text())
+
+
+@pytest.mark.parametrize("run", ABORT["runs"], ids=lambda r: "_".join(r["options"]))
+def test_a_cache_tensor_over_the_largest_allocation_aborts_llama_cpp(
+    run: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """llama.cpp's first dry run with a cache tensor over a GPU's largest allocation aborts (no
+    decision: gpuscout gives up, exit 1, naming the tensor); otherwise llama.cpp's decision
+    (cache_abort.json)."""
+    bench = probes._bench()
+    fixture = bench.load()
+    model = bench.materialize(fixture, ABORT["model"], tmp_path_factory.mktemp("abort"))
+    case = {"name": "abort", "devices": 1, "options": run["options"], "env": {"GGML_VK_VISIBLE_DEVICES": "0"}}
+    line, _, code, result = bench.decide_full(fixture, case, model)
+    if run["rc"]:
+        assert code == 1 and result.gave_up.startswith("llama.cpp aborts before its fit decides")
+        assert (
+            "block 0's cache tensor (256 MiB) is over Vulkan0's largest allocation (128 MiB)"
+            in result.gave_up
+        )
+    else:
+        assert code == 0 and not result.gave_up
+        assert bench.fitted(line) == bench.fitted(run["printed"])
 
 
 def test_a_head_run_on_the_first_gpu_from_host_weights_has_its_output_weight_copied_in(replay: Any) -> None:
