@@ -31,6 +31,10 @@ from gpuscout._fit.oracle import CPU, Config, Measured, Oracle
 
 MiB = 1 << 20
 UINT32_MAX = (1 << 32) - 1
+#: src/llama.cpp ``llama_max_tensor_buft_overrides``, and the layers common/fit.cpp's
+#: ``get_overflow_pattern`` has patterns for.
+MAX_OVERRIDES = 4096
+MAX_PATTERN_LAYERS = 1000
 #: llama.cpp's --fit-target default, per device.
 DEFAULT_MARGIN = 1024 * MiB
 #: llama.cpp's --fit-ctx default.
@@ -239,18 +243,30 @@ def _fit(
 def _settings(
     ngl: Sequence[_Ngl], bufts: Sequence[int | None], nd: int, hp_ngl: int
 ) -> tuple[int, tuple[float, ...], tuple[tuple[str, int | None], ...]]:
-    """``set_ngl_tensor_split_tbo``: -ngl, -ts and the overrides of the partial layers."""
+    """``set_ngl_tensor_split_tbo``: -ngl, -ts and the overrides of the partial layers.
+
+    In llama.cpp's unsigned 32-bit arithmetic: a partial count the search left at -1 wraps to
+    4294967295, and the loop over partial layers then reaches layer 1000, where
+    ``get_overflow_pattern`` throws "at most 1000 model layers are supported" (a runtime
+    error: the fit fails, llama-fit-params exits 1; the drawn case random-004-qwen3moe-3dev).
+    Its override table holds ``MAX_OVERRIDES`` entries, the last one the terminator."""
     total = sum(x.n_layer for x in ngl)
-    split = tuple(float(x.n_layer) for x in ngl) if nd > 1 else ()
-    il0 = hp_ngl + 1 - total
+    split = tuple(float(_u32(x.n_layer)) for x in ngl) if nd > 1 else ()
+    il0 = _u32(hp_ngl + 1 - total)
     ot: list[tuple[str, int | None]] = []
     for k in range(nd):
-        il0 += ngl[k].n_full
-        for il in range(il0, il0 + ngl[k].n_part):
-            first = il == il0
+        n_part = _u32(ngl[k].n_part)
+        il0 = _u32(il0 + _u32(ngl[k].n_layer - ngl[k].n_part))
+        start, end = il0, _u32(il0 + n_part)
+        for il in range(start, end):
+            if len(ot) + 1 >= MAX_OVERRIDES:
+                raise _Abort(f"llama_max_tensor_buft_overrides() == {MAX_OVERRIDES} is insufficient")
+            if il >= MAX_PATTERN_LAYERS:
+                raise _Abort(f"at most {MAX_PATTERN_LAYERS} model layers are supported")
+            first = il == start
             kind = ngl[k].overflow if first else MOE
             ot.append((_FRACTION[kind].format(il), bufts[k] if first else CPU))
-        il0 += ngl[k].n_part
+        il0 = _u32(il0 + n_part)
     return total, split, tuple(ot)
 
 
