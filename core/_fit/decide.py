@@ -16,9 +16,10 @@ from gpuscout._fit.errors import ModelError
 from gpuscout._fit.ggml import GgmlDevices
 from gpuscout._fit.hparams import Hparams
 from gpuscout._fit.model import Model
-from gpuscout._fit.oracle import CPU, Oracle
+from gpuscout._fit.oracle import CPU, Config, Oracle
 from gpuscout._fit.placement import FitResult, decided_options, training_note
 from gpuscout._fit.reader import quant_sizes
+from gpuscout._fit.usage import too_big
 from gpuscout._fit.verdict import verdict
 from gpuscout._records.device import DeviceInfo, SystemInfo
 from gpuscout._records.layers import layer_ranges
@@ -114,6 +115,42 @@ def host_scan(
     return frozenset((d.id, d.library) for d in devices if not supports_op(d, "SSM_SCAN", params))
 
 
+def cache_abort(
+    oracle: Oracle,
+    h: Hparams,
+    options: est.Options,
+    request: Request,
+    overrides: Sequence[tuple[str, int | None]],
+    names: Sequence[str],
+    devices: Sequence[DeviceInfo],
+) -> str:
+    """Why llama.cpp aborts before its fit decides anything ("" when it does not).
+
+    Its first dry run builds the context with the parameters as given (the training context
+    times the sequences when -c is unset or 0): a cache tensor on a device whose backend cannot
+    hold it (over its largest allocation) makes ggml's scheduler abort
+    (ggml-backend.cpp ``ggml_backend_sched_backend_id_from_cur``: "pre-allocated tensor
+    (cache_k_l0) in a buffer (Vulkan0) that cannot run the operation"; llama-fit-params dies
+    of SIGABRT: dense16 -np 4 on lavapipe, 256 MiB K tensors against 128 MiB)."""
+    n_ctx = options.ctx or min(h.n_ctx_train * max(1, options.parallel), llamacpp.UINT32_MAX)
+    ngl = -1 if request.n_gpu_layers is None else request.n_gpu_layers
+    if not oracle.options.kv_offload:  # -nkvo: the cache stays in host memory
+        return ""
+    first = oracle.measure(Config(n_ctx, ngl, tuple(request.tensor_split or ()), tuple(overrides)))
+    tensors = est.cache_tensors(h, first.context, oracle.options, quant_sizes())
+    by_key = {(d.id, d.library): (names[k], d) for k, d in enumerate(devices)}
+    for x in first.layout:
+        name, d = by_key[(x.id, x.library)]
+        for il in sorted(i for i in x.layers if i < h.n_layer):
+            if too_big(tensors[il], d):
+                return (
+                    f"llama.cpp aborts before its fit decides: block {il}'s cache tensor "
+                    f"({tensors[il] >> 20} MiB) is over {name}'s largest allocation "
+                    f"({d.max_allocation >> 20} MiB)"
+                )
+    return ""
+
+
 def fit_llamacpp(
     model: Model,
     ggml: GgmlDevices,
@@ -179,6 +216,9 @@ def fit_llamacpp(
         n_layer=h.n_layer,
         names=names,
     )
+    aborted = cache_abort(oracle, h, options, request, overrides, names, devices)
+    if aborted:
+        decision = attrs.evolve(decision, failure=aborted)
     refused = [
         names[k]
         for k, d in enumerate(devices)
@@ -189,7 +229,9 @@ def fit_llamacpp(
         # fails the load (llama-model.cpp make_gpu_buft_list), and llama.cpp's fit with it.
         reason = f"failed to load model: device {refused[0]} does not support split buffers (-sm row)"
         decision = attrs.evolve(decision, failure=reason)
-    if decision.failure:
+    if aborted:
+        notes.append(f"{aborted}; the arguments are the decision it would make without that")
+    elif decision.failure:
         notes.append(f"llama.cpp's fit gives up here ({decision.failure}); its parameters stay as they are")
     m = decision.measured
     if m.fa_off:
