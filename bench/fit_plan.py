@@ -67,12 +67,22 @@ def materialize(fixture: dict[str, Any], name: str, folder: Path) -> Path:
 
 
 def fitted(line: str) -> dict[str, str]:
-    """The fitted part of an argument line: ``-c``, ``-ngl``, ``-ts``, ``-ot`` (absent: "")."""
+    """The fitted part of an argument line: ``-c``, ``-ngl``, ``-ts``, ``-ot`` (absent: "").
+
+    ``-ts`` is read as llama-fit-params prints it (tools/fit-params/fit-params.cpp): trailing
+    zero shares dropped, and nothing when one share is left. gpuscout writes ``-ts 9,0,0``
+    where an override sends tensors to the later devices (``-dev`` must name them, and
+    without the zeros llama.cpp would split the layers over them by free memory); llama.cpp's
+    fit decides the same split and prints no ``-ts`` for it."""
     words = shlex.split(line)
     out = {"-c": "", "-ngl": "", "-ts": "", "-ot": ""}
     for i, word in enumerate(words[:-1]):
         if word in out:
             out[word] = words[i + 1]
+    shares = out["-ts"].split(",") if out["-ts"] else []
+    while shares and float(shares[-1]) == 0:
+        shares.pop()
+    out["-ts"] = ",".join(shares) if len(shares) > 1 else ""
     return out
 
 
@@ -186,8 +196,10 @@ def compare(fixture: dict[str, Any], case: dict[str, Any], folder: Path) -> dict
     model = materialize(fixture, case["model"], folder)
     line, seconds, code = decide(fixture, case, model)
     if case["rc"] != 0:
-        # llama.cpp gave up (nothing printed): gpuscout agrees when its verdict is "does not fit".
-        agree = code == 1
+        # llama.cpp gave up (nothing printed): gpuscout agrees when it prints no command either,
+        # its verdict "does not fit" (exit 1) or the options refused as llama.cpp refuses them
+        # (exit 2: a quantised V cache without flash attention).
+        agree = code in (1, 2)
         theirs = f"rc {case['rc']}"
     else:
         mine, want = fitted(line), fitted(case["printed"])
