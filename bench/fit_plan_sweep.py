@@ -36,7 +36,9 @@ def _module(name: str) -> Any:
     return module
 
 
-def sweep(bench: Any, record: Any, bin_dir: str, seed: int, count: int, only: str | None, folder: Path) -> int:
+def sweep(
+    bench: Any, record: Any, bin_dir: str, seed: int, count: int, only: str | None, folder: Path
+) -> int:
     """Draw ``count`` cases with ``seed``; print the misses; return how many agree."""
     fixture = bench.load()
     agreed = seen = 0
