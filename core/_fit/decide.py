@@ -105,11 +105,48 @@ def user_overrides(request: Request, names: Sequence[str]) -> list[tuple[str, in
 SPLIT_BUFFER = "SPLIT_BUFFER"
 
 
+def scan_params(h: Hparams) -> dict[str, int] | None:
+    """The shapes ggml's backends judge a Mamba scan by (``gpuscout_ggml_supports_op``'s
+    ``SSM_SCAN``): the state ``s`` is d_state x head_dim x n_head (Mamba2: d_inner split in
+    heads; Mamba: one element per channel). None for a model without one."""
+    if not any(h.recurrent) or not h.ssm_inner or not h.ssm_state:
+        return None
+    if h.ssm_heads:
+        return {
+            "d_state": h.ssm_state,
+            "head_dim": h.ssm_inner // h.ssm_heads,
+            "n_head": h.ssm_heads,
+            "n_group": max(1, h.ssm_groups),
+            "mamba2": 1,
+        }
+    return {"d_state": h.ssm_state, "head_dim": 1, "n_head": h.ssm_inner, "n_group": 1, "mamba2": 0}
+
+
+def cache_tensors(
+    h: Hparams, c: est.Context, o: est.Options, sizes: Mapping[int, tuple[int, int]]
+) -> list[int]:
+    """Per block the bytes of its larger cache tensor, K or V (0 without a KV cache): llama.cpp
+    makes one tensor per block of each, every sequence's cells in it
+    (``llama_kv_cache::llama_kv_cache``, a 3-D tensor of n_stream streams)."""
+    tk, tv = est.cache_type(o.cache_type_k, sizes), est.cache_type(o.cache_type_v, sizes)
+    v_max = max((h.v_width(il) for il in range(h.n_layer) if h.kv_layers[il]), default=0)
+    out = []
+    for il in range(h.n_layer):
+        if not h.kv_layers[il]:
+            out.append(0)
+            continue
+        cells = c.swa_cells if h.swa[il] else c.full_cells
+        k = cells * est.row_size(tk, h.k_width(il), sizes)
+        v = 0 if h.mla else cells * est.row_size(tv, v_max if not o.flash_attn else h.v_width(il), sizes)
+        out.append(max(k, v))
+    return out
+
+
 def host_scan(
     h: Hparams, devices: Sequence[DeviceInfo], supports_op: Callable[..., bool] | None
 ) -> frozenset[tuple[str, str]]:
     """The (id, library) of the devices whose backend refuses the model's recurrent scan."""
-    params = est.scan_params(h)
+    params = scan_params(h)
     if params is None or supports_op is None:
         return frozenset()
     return frozenset((d.id, d.library) for d in devices if not supports_op(d, "SSM_SCAN", params))
@@ -137,7 +174,7 @@ def cache_abort(
     if not oracle.options.kv_offload:  # -nkvo: the cache stays in host memory
         return ""
     first = oracle.measure(Config(n_ctx, ngl, tuple(request.tensor_split or ()), tuple(overrides)))
-    tensors = est.cache_tensors(h, first.context, oracle.options, quant_sizes())
+    tensors = cache_tensors(h, first.context, oracle.options, quant_sizes())
     by_key = {(d.id, d.library): (names[k], d) for k, d in enumerate(devices)}
     for x in first.layout:
         name, d = by_key[(x.id, x.library)]

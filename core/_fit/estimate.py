@@ -216,24 +216,6 @@ def kv_bytes(h: Hparams, c: Context, o: Options, sizes: Mapping[int, tuple[int, 
     return out
 
 
-def cache_tensors(h: Hparams, c: Context, o: Options, sizes: Mapping[int, tuple[int, int]]) -> list[int]:
-    """Per block the bytes of its larger cache tensor, K or V (0 without a KV cache): llama.cpp
-    makes one tensor per block of each, every sequence's cells in it
-    (``llama_kv_cache::llama_kv_cache``, a 3-D tensor of n_stream streams)."""
-    tk, tv = cache_type(o.cache_type_k, sizes), cache_type(o.cache_type_v, sizes)
-    v_max = max((h.v_width(il) for il in range(h.n_layer) if h.kv_layers[il]), default=0)
-    out = []
-    for il in range(h.n_layer):
-        if not h.kv_layers[il]:
-            out.append(0)
-            continue
-        cells = c.swa_cells if h.swa[il] else c.full_cells
-        k = cells * row_size(tk, h.k_width(il), sizes)
-        v = 0 if h.mla else cells * row_size(tv, v_max if not o.flash_attn else h.v_width(il), sizes)
-        out.append(max(k, v))
-    return out
-
-
 @attrs.frozen
 class Graph:
     """The compute buffer's parts (see ``graph``): the masks, per block its attention phase, the
@@ -258,10 +240,8 @@ class Graph:
     #: Per block its other phase without the recurrent scan (0 where nothing else is left): what
     #: the first GPU runs of a host recurrent block (``usage.account``).
     matmul: tuple[int, ...] = ()
-    #: The last block's other phase on a GPU that holds every offloaded block (0: ``rest``'s).
-    #: With two or three GPUs the one holding the last block measured at ``rest``'s figure
-    #: (dense32, dense16 and qwen2-bias under pipeline parallelism), so only a lone GPU takes it
-    #: (``usage.account``).
+    #: The last block's other phase on a lone GPU holding every offloaded block (0: ``rest``'s;
+    #: ``usage.account``): with more GPUs the one holding it measured at ``rest``'s figure.
     last_own: int = 0
 
     #: Whether the head's logits sit on the masks (their freed hole or on top); off on a GPU
@@ -331,23 +311,6 @@ def ssm_widths(h: Hparams) -> tuple[int, int]:
     return xbc, h.ssm_inner + xbc + h.ssm_heads
 
 
-def scan_params(h: Hparams) -> dict[str, int] | None:
-    """The shapes ggml's backends judge a Mamba scan by (``gpuscout_ggml_supports_op``'s
-    ``SSM_SCAN``): the state ``s`` is d_state x head_dim x n_head (Mamba2: d_inner split in
-    heads; Mamba: one element per channel). None for a model without one."""
-    if not any(h.recurrent) or not h.ssm_inner or not h.ssm_state:
-        return None
-    if h.ssm_heads:
-        return {
-            "d_state": h.ssm_state,
-            "head_dim": h.ssm_inner // h.ssm_heads,
-            "n_head": h.ssm_heads,
-            "n_group": max(1, h.ssm_groups),
-            "mamba2": 1,
-        }
-    return {"d_state": h.ssm_state, "head_dim": 1, "n_head": h.ssm_inner, "n_group": 1, "mamba2": 0}
-
-
 def float_ffn_down(layers: Layers) -> bool:
     """Whether the feed-forward output weights are stored unquantized (F32, F16, BF16): on a
     GPU backend the activation they multiply is then converted, a fourth n_ff tensor."""
@@ -391,12 +354,9 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False, float_dow
                 bare += kq
             attn = bare + int(ATTN_ROWS * row)
             if device and not o.flash_attn and q == h.n_embd and not any(h.recurrent):
-                # Without flash attention, the GPU's own block holds a Q as wide as the residual
-                # stream once: its other copies fit the holes the rows leave (llama-fit-params on
-                # lavapipe, KQ on the device: llama-gqa, llama-narrow, llama-wide, qwen2-bias,
-                # dense16, dense32, qwen3moe, moe8 and moe24 all at Q + 2 K + 3 rows beside KQ;
-                # qwen3 and gemma3, whose Q is wider than n_embd, and the hybrids keep three, as
-                # does a host block's attention run on the first GPU, ``core``).
+                # Without flash attention a GPU's own block holds a Q as wide as n_embd once
+                # (nine models measured; a wider Q, hybrids and ``core`` keep three: see
+                # tests/data/fit_plan/attn_noflash.json).
                 attn -= (q_copies - 1) * q * t * F32
         parts = [0]
         own: int | None = None
@@ -417,15 +377,11 @@ def graph(h: Hparams, c: Context, o: Options, *, device: bool = False, float_dow
             else:
                 parts.append(3 * ff + max(int(FFN_ROWS * row), int(FFN_WIDE * ff)))
             if device and il == h.n_layer - 1 and h.n_ff[il] > 2 * h.n_embd:
-                # The last block's feed-forward when one GPU holds every offloaded block (see
-                # ``Graph.last_own``): the gate, up and their product and four rows, whatever
-                # the weights' types (the block's output-row selection,
-                # llm_graph_context::build_inp_out_ids, a get_rows of the residual and of the
-                # attention output, leaves two rows more in ggml-alloc's holes). llama-fit-params
-                # on lavapipe, every layer on one device, n_embd 1024-4096 with n_ff 2816-16384
-                # in Q8_0, Q4_K, F16 and F32. At n_ff <= 2 n_embd the holes fall either way
-                # (2048/2048: 3 rows, 2048/4096: 2) and gemma2 at 32k keeps its own figure: the
-                # one above stands.
+                # The last block's feed-forward on a lone GPU (``Graph.last_own``): gate, up,
+                # their product and four rows, whatever the weights' types (its output-row
+                # get_rows leave two rows more in ggml-alloc's holes; measured for n_ff 2816-16384
+                # over n_embd 1024-4096: tests/data/fit_plan/last_ffn.json). At n_ff <= 2 n_embd
+                # the holes fall either way and the figure above stands.
                 own = 3 * ff + FFN_ROWS_LAST * row
         matmul.append(max(parts))
         if h.recurrent[il] and h.ssm_inner:
@@ -470,7 +426,6 @@ __all__ = [
     "Graph",
     "Layers",
     "Options",
-    "cache_tensors",
     "cache_type",
     "context",
     "graph",
@@ -479,7 +434,6 @@ __all__ = [
     "pad",
     "repacked",
     "row_size",
-    "scan_params",
     "split_tensors",
     "ssm_widths",
 ]
