@@ -78,6 +78,7 @@ BENCHES = [
         r"1 cases in \d+ s",
     ),
     Bench("fit_plan.py", ("--only", "llama-gqa-1dev"), r"agreement: \d+ of 1 "),
+    Bench("fit_plan_sweep.py", ("--bin", "{bin}", "--seed", "1", "--count", "3"), r"seed 1: \d+ of 3 agree"),
     Bench("fit_probes.py", ("--only", "llama-gqa-1dev-fitt-1990", "--summary"), r"within 1 MiB: \d+ of \d+"),
     Bench("isolation.py", ("--runs", "1"), r"gpuscout list --isolated --json: +\d+\.\d ms +ratio"),
     Bench(
