@@ -12,6 +12,8 @@ ggml's device names (``none`` for the CPU alone), ``-fa``, the cache types, ``-n
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
 from collections.abc import Sequence
 
@@ -112,14 +114,50 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
 _FLAGS = {"--swa-full", "-nkvo"}
 
 
+#: Programs whose ``-c SCRIPT`` takes the words after the script as the script's arguments:
+#: POSIX shells (the first of them is the script's $0) and Python (``sys.argv[1:]``).
+SHELLS = frozenset({"sh", "ash", "dash", "bash", "ksh", "mksh", "zsh", "busybox"})
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
+_C_CLUSTER = re.compile(r"-[A-Za-z]*c[A-Za-z]*")
+
+
+def _script_arguments(command: Sequence[str]) -> tuple[list[str], list[str]] | None:
+    """For ``sh -c SCRIPT [NAME [ARG...]]`` (and ``python -c``): the command up to the script's
+    arguments, and those arguments (what the script sees as "$@" or sys.argv[1:]); None for
+    any other command. A shell without NAME gets its own name as $0, so that the first
+    argument appended is $1, not $0."""
+    if not command:
+        return None
+    program = os.path.basename(command[0])
+    shell = program in SHELLS
+    if not shell and not _PYTHON.fullmatch(program):
+        return None
+    for i, word in enumerate(command[1:], start=1):
+        if word == "--" or not word.startswith("-"):
+            return None  # a script file, not -c: its own arguments follow, as for any program
+        if (word == "-c" or (shell and _C_CLUSTER.fullmatch(word))) and i + 1 < len(command):
+            head = list(command[: i + 2])
+            rest = list(command[i + 2 :])
+            if shell:
+                if not rest:
+                    rest = [program]
+                head, rest = head + rest[:1], rest[1:]
+            return head, rest
+    return None
+
+
 def merge(command: Sequence[str], args: Sequence[str]) -> tuple[list[str], list[str]]:
     """``command`` with ``args`` appended, less each option ``command`` already gives (in any
     of llama.cpp's spellings, ``--opt=value`` included): returns the command and the options
-    the user's spelling won for."""
+    the user's spelling won for. For ``sh -c SCRIPT`` or ``python -c SCRIPT`` only the words
+    after the script (its arguments, where ``args`` land) count as given: the ``-c`` is the
+    interpreter's."""
+    split = _script_arguments(command)
+    head, own = split if split is not None else ([], list(command))
     given: set[str] = set()
-    for word in command:
+    for word in own:
         given.add(word.split("=", 1)[0])
-    out = list(command)
+    out = head + own
     kept: list[str] = []
     i = 0
     while i < len(args):

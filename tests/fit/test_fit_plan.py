@@ -219,6 +219,38 @@ def test_user_flags_win_when_the_decision_is_merged_into_a_command() -> None:
     assert kept == ["-c", "-fa"]
 
 
+def test_a_shell_or_python_script_gets_the_decision_as_its_arguments() -> None:
+    """``sh -c SCRIPT [NAME [ARG...]]`` and ``python -c SCRIPT``: the interpreter's -c is not
+    llama.cpp's; only the script's own arguments count as given, and the decision lands in them
+    (a shell without NAME gets its own name as $0, so the first appended word is $1)."""
+    fit = ["-c", "4096", "-ngl", "7"]
+    script = 'exec llama-server "$@"'
+    assert merge(["sh", "-c", script], fit) == (["sh", "-c", script, "sh", *fit], [])
+    assert merge(["/bin/bash", "-ec", script, "x"], fit) == (["/bin/bash", "-ec", script, "x", *fit], [])
+    full, kept = merge(["dash", "-c", script, "dash", "-c", "2048"], fit)
+    assert (full, kept) == (["dash", "-c", script, "dash", "-c", "2048", "-ngl", "7"], ["-c"])
+    code = "import sys; print(sys.argv[1:])"
+    assert merge(["python3", "-c", code], fit) == (["python3", "-c", code, *fit], [])
+    # a script file is an ordinary command: its words after the file are its arguments
+    assert merge(["sh", "run.sh", "-c", "1024"], fit) == (["sh", "run.sh", "-c", "1024", "-ngl", "7"], ["-c"])
+    # any other program's -c is llama.cpp's
+    assert merge(["llama-server", "-c", "1024"], fit) == (["llama-server", "-c", "1024", "-ngl", "7"], ["-c"])
+
+
+def test_exec_fit_hands_a_shell_script_the_decision(
+    gemma: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gpuscout exec --fit MODEL -- sh -c 'printf "%s\\n" "$@"': the script prints every
+    argument of the decision, -c included, and nothing is said to win."""
+    monkeypatch.setenv("VK_DRIVER_FILES", "/nonexistent")
+    code = main(["--plugins", "vulkan", "exec", "--fit", str(gemma), "--", "sh", "-c", 'printf "%s\\n" "$@"'])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    argv = out.splitlines()
+    assert argv[0] == "-c" and argv[1].isdigit() and argv[-2:] == ["-fit", "off"] and "-ngl" in argv
+    assert "wins" not in err
+
+
 def test_exec_fit_runs_the_command_with_the_decision(
     gemma: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
