@@ -19,11 +19,13 @@ assert _spec and _spec.loader
 bench: Any = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
-#: The agreement measured when this floor was set (bench/RESULTS.md): 218 of 258 (84.5 %).
-FLOOR = 0.84
+#: The agreement measured when this floor was set (bench/RESULTS.md): 308 of 358 (86.0 %).
+FLOOR = 0.86
 #: The ``random`` group (cases drawn, not chosen: bench/fit_plan_record.py ``random_cases``):
-#: 93 of 100 when this floor was set.
+#: 93 of 100 when this floor was set; ``random-later``, drawn after the compute rules of
+#: 2026-12-03 were written (no rule fitted with them in view), 90 of 100.
 RANDOM_FLOOR = 0.93
+LATER_FLOOR = 0.90
 #: Groups where the decision does not hinge on the estimate's last MiB: every case agrees.
 EXACT_GROUPS = ("unchanged", "no-device")
 
@@ -60,8 +62,12 @@ def test_the_decisions_agree_with_llama_cpp_at_least_as_often_as_recorded(
     for group in EXACT_GROUPS:
         wrong = [r["name"] for r in by_group[group] if not r["agree"]]
         assert not wrong, (group, wrong)
-    drawn = [r["agree"] for r in by_group["random"]]
-    assert len(drawn) >= 100 and sum(drawn) / len(drawn) >= RANDOM_FLOOR, f"{sum(drawn)} of {len(drawn)}"
+    for group, floor in (("random", RANDOM_FLOOR), ("random-later", LATER_FLOOR)):
+        drawn = [r["agree"] for r in by_group[group]]
+        assert len(drawn) >= 100 and sum(drawn) / len(drawn) >= floor, (
+            group,
+            f"{sum(drawn)} of {len(drawn)}",
+        )
 
 
 def test_every_decision_is_a_runnable_command(rows: list[tuple[str, dict[str, Any]]]) -> None:
