@@ -1,0 +1,1 @@
+"""Placeholder: the seventh mutmut round's tests of usage (tests/MUTATION.md)."""
