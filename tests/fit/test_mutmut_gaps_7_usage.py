@@ -142,8 +142,8 @@ KV = 4096 * (32 + 32) * 2  # one block's f16 K and V at -c 4096
 CPU = {"id": "", "library": CPU_LIBRARY, "name": "CPU"}
 
 
-def cpu_usage(weights: int, kv: int, graph: int, n_seq: int = 1) -> Usage:
-    return Usage(**CPU, weights=weights, kv_cache=kv, graph=graph, output=1000 * n_seq * 4)
+def cpu_usage(weights: int, kv: int, graph: int, n_seq: int = 1, n_vocab: int = 4000) -> Usage:
+    return Usage(**CPU, weights=weights, kv_cache=kv, graph=graph, output=n_vocab * n_seq * 4)
 
 
 def gpu_usage(d: DeviceInfo, weights: int, kv: int, graph: int) -> Usage:
@@ -162,17 +162,19 @@ def test_a_model_on_the_host_alone_maps_the_file_and_holds_the_projector_and_the
     input layer as what the mapped file range adds to them (here the token embeddings), the graph
     of every block and the head (``g.on``), the projector's weights and compute buffer (there is
     no GPU to hold them), and the output buffer of n_vocab floats per sequence (two with
-    --parallel 2). The CPU's Usage is named "CPU" with the cpu library and no id.
-    Kills gpuscout._fit.usage.x_account__mutmut_16, _18, _23 (the CPU's per-layer lists),
+    --parallel 2). The CPU's Usage is named "CPU" with the cpu library and no id. With n_vocab
+    4000 the head's logits (8192000 bytes) go on top of the masks, with HEAD_ROWS rows.
+    Kills gpuscout._fit.usage.x_account__mutmut_16, _18, _23 (the CPU's per-layer lists), _443,
     _476.._485 (its DeviceMemory), _492, _494.._500 (the BackendMemory), _533, _544, _546, _547,
     _556.._560 and _563 (its Usage)."""
     p = projector()
     for parallel in (1, 2):
-        r = run(model(), GPULayersList(), [], mmproj=p, parallel=parallel)
+        r = run(model(hparams(n_vocab=4000)), GPULayersList(), [], mmproj=p, parallel=parallel)
         c = r.ctx
         kv = [r.kv[0], r.kv[1], 0]
         weights = [block(0), block(1), OUT_NORM + OUT]
         graph = r.g.on([0, 1], [0, 1], True)
+        assert graph == r.g.masks + r.g.logits + r.g.head_rest
         assert r.memory == BackendMemory(
             input_weights=EMBD,
             cpu=DeviceMemory(library=CPU_LIBRARY, name="CPU", weights=weights, cache=kv, graph=graph),
@@ -293,13 +295,14 @@ def test_a_tensor_over_the_largest_allocation_stays_mapped_on_the_host() -> None
     is on the device. An output weight too big for the output layer's device also sends the head
     to the host (ggml-vulkan refuses the matrix product), which then holds the logits and two
     rows (n_vocab 4000: more than the masks and embeddings).
+    Two such tensors of one layer both count (20 and 17 MiB).
     Kills gpuscout._fit.usage.x_account__mutmut_87, _90, _91, _92, _123, _126, _127 and _128."""
     d0 = gpu(0, max_allocation=16 * MIB)
-    big = {"blk.0.ffn_up.weight": 20 * MIB}
+    big = {"blk.0.ffn_up.weight": 20 * MIB, "blk.0.ffn_down.weight": 17 * MIB}
     r = run(model(big=big), on((d0, [0, 1, 2])), [d0])
-    assert r.memory.cpu.weights == (20 * MIB, 0, 0)
-    assert r.memory.gpus[0].weights == (block(0) - 3000, block(1), OUT_NORM + OUT)
-    assert r.memory.input_weights == EMBD + 1000 + 2000  # the range runs to the big tensor's end
+    assert r.memory.cpu.weights == (37 * MIB, 0, 0)
+    assert r.memory.gpus[0].weights == (1000 + 2000, block(1), OUT_NORM + OUT)
+    assert r.memory.input_weights == EMBD + 1000 + 2000  # the range runs to the big tensors' end
     assert r.memory.cpu.graph == r.g.masks + r.g.embeddings  # the head is the GPU's
     big_out = {"output.weight": 20 * MIB}
     r = run(model(hparams(n_vocab=4000), big=big_out), on((d0, [0, 1, 2])), [d0])
@@ -351,7 +354,7 @@ def test_a_host_blocks_offloaded_attention_has_its_k_and_v_copied_in() -> None:
     assert r.memory.gpus[0].graph == copy
 
 
-def _head_case(out: int, max_allocation: int, n_vocab: int = 1000) -> Run:
+def _head_case(out: int, max_allocation: int, n_vocab: int = 4000) -> Run:
     d0 = gpu(0, max_allocation=max_allocation)
     return run(model(hparams(n_vocab=n_vocab), big={"output.weight": out}), on((d0, [1])), [d0])
 
@@ -359,18 +362,21 @@ def _head_case(out: int, max_allocation: int, n_vocab: int = 1000) -> Run:
 def test_a_host_head_runs_on_the_first_gpu_only_when_its_logits_and_weight_fit_there() -> None:
     """With a host block and the output layer on the host, the head too is offloaded to the first
     GPU, its output weight copied in beside the logits; then the host holds no head. It stays on
-    the host when the logits or the output weight exceed that GPU's largest allocation.
+    the host when the logits (n_vocab 4000: 8192000 bytes over 8,000,000) or the output weight
+    (5,000,000 bytes over 4,000,000) exceed that GPU's largest allocation; the host's buffer then
+    holds the logits and two rows.
     Kills gpuscout._fit.usage.x_account__mutmut_35.._38 (the head's weight), _322.._328, _338..
     _340, _377, _380, _384 and _411.._413."""
     moved = _head_case(5_000_000, 0)
     gd, g = moved.gd, moved.g
     head_copy = gd.on([], [], True) + 5_000_000
-    assert head_copy == 1000 * 512 * 4 + 4 * 64 * 512 * 4 + 5_000_000
+    assert head_copy == 4000 * 512 * 4 + 4 * 64 * 512 * 4 + 5_000_000
+    assert head_copy > gd.on([1, 0], [1, 0], True)
     assert moved.memory.gpus[0].graph == head_copy
     assert moved.memory.cpu.graph == g.masks + g.embeddings
-    # the output weight over the GPU's largest allocation: the head stays on the host
-    for r in (_head_case(5_000_000, 4_000_000), _head_case(50_000, 2_000_000)):
-        assert r.memory.cpu.graph == max(r.g.masks + r.g.embeddings, r.g.host_head)
+    # the output weight or the logits over the GPU's largest allocation: the head stays on the host
+    for r in (_head_case(5_000_000, 4_000_000), _head_case(50_000, 8_000_000)):
+        assert r.memory.cpu.graph == r.g.host_head > r.g.masks + r.g.embeddings
         assert r.memory.gpus[0].graph == max(
             r.gd.on([1, 0], [1, 0], False),
             r.gd.masks_for([1, 0]) + r.kv[0] + r.gd.core[0],
@@ -383,7 +389,7 @@ def test_an_offloaded_head_counts_its_logits_in_the_first_gpus_graph() -> None:
     them when larger: n_vocab 4000 at 512 tokens is 8192000 bytes over 4 MiB of masks), which is
     then larger than the head's weight copy (a 50,000-byte output weight).
     Kills gpuscout._fit.usage.x_account__mutmut_349 and _355."""
-    r = _head_case(50_000, 0, n_vocab=4000)
+    r = _head_case(50_000, 0)
     gd = r.gd
     graph = gd.on([1, 0], [1, 0], True)
     assert graph == gd.masks_for([1, 0]) + gd.logits + gd.head_rest
@@ -500,14 +506,14 @@ def test_every_gpus_attention_over_its_allocation_is_left_to_the_host() -> None:
 def test_a_host_blocks_attention_stays_on_the_host_when_the_first_gpu_cannot_hold_its_scores() -> None:
     """Op offload sends a host block's attention to the first GPU only when its KQ scores fit
     that GPU's largest allocation; otherwise the host runs it, beside the attention the GPU itself
-    left (block 1's here). The host's buffer then covers both blocks' attention (block 0's, with
+    left (block 1's here). The host's buffer then covers both blocks' attention (block 1's, with
     8 heads, the larger), and the first GPU copies in no K and V for block 0.
     Kills gpuscout._fit.usage.x_account__mutmut_289, _294, _296 and _297."""
-    h = hparams(n_head=(8, 4))
+    h = hparams(n_head=(4, 8))
     d0 = gpu(0, max_allocation=16 * MIB)
     r = _host_attention(h, on((d0, [1, 2])), [d0])
     gd = r.gd
-    assert r.memory.cpu.graph == r.g.on([1, 0], [], False) == r.g.masks + r.g.attention[0]
+    assert r.memory.cpu.graph == r.g.on([1, 0], [], False) == r.g.masks + r.g.attention[1]
     assert r.memory.gpus[0].graph == max(gd.on([], [1, 0], True), gd.rest[0] + 5000)
 
 
@@ -590,3 +596,108 @@ def test_the_output_gpu_after_the_first_runs_a_recurrent_block_with_one_d_inner_
     assert gd.later[1] == gd.rest[1] - 256 * 512 * 4
     assert gd.later[1] > gd.logits + 64 * 512 * 4
     assert r.memory.gpus[1].graph == gd.later[1]
+
+
+def test_a_block_whose_experts_an_override_keeps_on_the_host_leaves_its_device_only_attention() -> None:
+    """A MoE block whose expert tensors an override sends to the CPU: its MUL_MAT_IDs run where
+    ggml's scheduler sends ops on host weights (the first GPU, the experts copied in), so the
+    block's own device keeps only its attention and router (moe8 -ts 1,6,2 with blocks 1-6's
+    experts on the CPU: Vulkan1 15 MiB). GPU 1, holding block 1, has the masks and block 1's
+    attention; GPU 0 the expert phase with the largest expert tensor copied in.
+    Kills gpuscout._fit.usage.x_account__mutmut_134 (the overrides not passed)."""
+    h = hparams(n_expert=8, n_expert_used=2, n_ff_exp=32)
+    items = [("token_embd.weight", EMBD, F32)]
+    for i in range(2):
+        items += [(f"blk.{i}.attn_q.weight", 1000, F32)]
+        items += [(f"blk.{i}.ffn_{n}_exps.weight", 30_000, F32) for n in ("gate", "up", "down")]
+    items += [("output_norm.weight", OUT_NORM, F32), ("output.weight", OUT, F32)]
+    f = gguf(items)
+    m = Model(file=f, hparams=h, layers=est.split_tensors(f, h))
+    moved: dict[str, int | None] = {f"blk.1.ffn_{n}_exps.weight": None for n in ("gate", "up", "down")}
+    d0, d1 = gpu(0), gpu(1)
+    r = run(m, on((d0, [0, 2]), (d1, [1])), [d0, d1], moved=moved)
+    gd = r.gd
+    assert r.memory.gpus[1].graph == gd.on([1], [], False) == gd.masks_for([1]) + gd.attention[1]
+    assert r.memory.gpus[1].weights == (0, 1000, 0)
+    assert r.memory.gpus[0].graph == max(gd.on([0], [0], True), gd.masks_for([0]) + gd.rest[1] + 60_000)
+
+
+def test_a_gpu_opened_with_no_layer_runs_no_head_its_logits_cannot_hold() -> None:
+    """The GPU llama.cpp opens with no layer on any GPU runs no head of its own: the head is
+    offloaded to it only when its logits fit its largest allocation (n_vocab 4000 at 512 tokens:
+    8192000 bytes over 1 MiB here), so the host keeps it (the logits and two rows).
+    Kills gpuscout._fit.usage.x_account__mutmut_285 (the opened GPU given the head)."""
+    d0 = gpu(0, max_allocation=MIB)
+    r = run(model(hparams(n_vocab=4000)), GPULayersList(), [d0])
+    gd = r.gd
+    masks = gd.masks_for([0, 1])
+    assert r.memory.gpus[0].graph == max(
+        gd.on([0, 1], [0, 1], False),
+        *(masks + r.kv[i] + gd.core[i] for i in (0, 1)),
+        masks + gd.rest[0] + 5000,
+        masks + gd.rest[1] + 5200,
+    )
+    assert r.memory.cpu.graph == max(r.g.masks + r.g.embeddings, r.g.host_head) == r.g.host_head
+
+
+def test_the_first_gpu_holding_the_output_keeps_its_logits_on_the_masks_with_four_rows() -> None:
+    """Only the output layer's GPU after the first starts its logits at zero with one row beside
+    them; the first GPU (here the only one) allocates them on its masks, on top when they are
+    larger (n_vocab 4000 at -c 1024: 8192000 bytes over 1 MiB of masks), with GPU_ROWS["head"]
+    (4) rows (llama-fit-params on llama-wide, -c 4096: 74.52 MiB on one device).
+    Kills gpuscout._fit.usage.x_account__mutmut_141 (the first GPU treated as a later one)."""
+    d0 = gpu(0)
+    r = run(model(hparams(n_vocab=4000)), on((d0, [0, 1, 2])), [d0], ctx=1024)
+    gd = r.gd
+    assert r.memory.gpus[0].graph == gd.masks_for([0, 1]) + gd.logits + 4 * 64 * 512 * 4
+
+
+def test_tensors_of_one_layer_moved_to_one_device_add_up_there() -> None:
+    """Several tensors of one layer that overrides send to the same device all count there (the
+    gate and up of block 1 on GPU 1: 2100 + 3100 bytes), and those sent to the host are copied
+    into the first GPU's buffer on its masks (one GPU, flash attention: block 1's up of
+    1,000,000 bytes beside its feed-forward phase).
+    Kills gpuscout._fit.usage.x_account__mutmut_75 (the last tensor only), _424 and _439 (another
+    split's masks, another GPU's buffer)."""
+    d0, d1 = gpu(0), gpu(1)
+    r = run(
+        model(), on((d0, [0, 1, 2])), [d0, d1], moved={"blk.1.ffn_gate.weight": 1, "blk.1.ffn_up.weight": 1}
+    )
+    assert r.memory.gpus[1].weights == (0, 2100 + 3100, 0)
+    assert r.memory.gpus[0].weights == (block(0), 1100 + 4100, OUT_NORM + OUT)
+    one = run(
+        model(big={"blk.1.ffn_up.weight": 1_000_000}),
+        on((d0, [0, 1, 2])),
+        [d0],
+        moved={"blk.1.ffn_up.weight": None},
+    )
+    gd = one.gd
+    copy = gd.masks_for([0, 1]) + gd.rest[1] + 1_000_000
+    assert copy > gd.on([0, 1], [0, 1], True)
+    assert one.memory.gpus == (memory(d0, [block(0), 1100 + 2100 + 4100, OUT_NORM + OUT], [KV, KV, 0], copy),)
+
+
+def test_a_host_attention_the_first_gpu_cannot_hold_is_not_copied_to_the_next_blocks_gpu() -> None:
+    """A host attention block whose KQ scores exceed the first GPU's largest allocation stays on
+    the host even when the next block is recurrent-only on another GPU: its K and V are not
+    copied there (without flash attention at -c 4096 the scores are 32 MiB, over 16 MiB), and
+    that GPU's buffer is its own block's phase; the host runs the attention.
+    Kills gpuscout._fit.usage.x_account__mutmut_313 (the copy made for it anyway)."""
+    d0, d1 = gpu(0, max_allocation=16 * MIB), gpu(1)
+    r = run(model(hybrid()), on((d0, [2]), (d1, [1])), [d0, d1], flash_attn=False)
+    gd = r.gd
+    assert gd.scores[0] > 16 * MIB
+    assert r.memory.gpus[1].graph == gd.on([1], [1], False)
+    assert r.memory.cpu.graph == r.g.on([0], [], False)
+
+
+def test_below_32_tokens_host_weights_of_a_gpu_layer_are_not_copied_to_the_first_gpu() -> None:
+    """ggml offloads a host weight's operation to a GPU only from 32 tokens on (OP_OFFLOAD_BATCH):
+    with a ubatch of 16, a tensor an override keeps on the host (block 1's up, 1,000,000 bytes)
+    is read there, and the first GPU's buffer is its own graph, without the copy.
+    Kills gpuscout._fit.usage.x_account__mutmut_416 (``or`` for ``and``)."""
+    d0 = gpu(0)
+    big = {"blk.1.ffn_up.weight": 1_000_000}
+    r = run(model(big=big), on((d0, [0, 1, 2])), [d0], moved={"blk.1.ffn_up.weight": None}, ubatch_size=16)
+    assert r.ctx.n_tokens == 16
+    assert r.memory.gpus[0].graph == r.gd.on([0, 1], [0, 1], True)
