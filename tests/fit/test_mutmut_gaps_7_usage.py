@@ -7,8 +7,11 @@ round's selection (time); each test here calls ``account`` directly on a small m
 memory and checks the whole answer (every Usage and the BackendMemory), so a rule of the
 function that changes any figure, name or list fails it. The graph parts (``est.graph``) are
 tested in test_mutmut_gaps_7_estimate.py; here they are read from the graphs ``account`` is
-given, and the rule is how ``account`` adds them up. The mutants each test kills are named in
-its docstring's last line.
+given, and the rule is how ``account`` adds them up.
+
+A docstring's last line names the first run's survivors the test fails on, each mutant planted
+alone through mutmut's trampoline (``MUTANT_UNDER_TEST``, mutants/ on sys.path); tests share
+some of them.
 
 The model is test_mutmut_gaps_2's small llama (2 blocks of n_embd 64, 4 heads, 2 KV heads of
 16, n_ff 256, n_vocab 1000) with the tensors below, laid out in the file in this order from
@@ -164,9 +167,8 @@ def test_a_model_on_the_host_alone_maps_the_file_and_holds_the_projector_and_the
     no GPU to hold them), and the output buffer of n_vocab floats per sequence (two with
     --parallel 2). The CPU's Usage is named "CPU" with the cpu library and no id. With n_vocab
     4000 the head's logits (8192000 bytes) go on top of the masks, with HEAD_ROWS rows.
-    Kills gpuscout._fit.usage.x_account__mutmut_16, _18, _23 (the CPU's per-layer lists), _443,
-    _476.._485 (its DeviceMemory), _492, _494.._500 (the BackendMemory), _533, _544, _546, _547,
-    _556.._560 and _563 (its Usage)."""
+    Kills gpuscout._fit.usage.x_account__mutmut_16, _18, _23, _31, _32, _249, _443, _476, _477,
+    _479.._485, _492, _494, _498, _499, _533, _544, _546, _547, _556, _557, _559, _563."""
     p = projector()
     for parallel in (1, 2):
         r = run(model(hparams(n_vocab=4000)), GPULayersList(), [], mmproj=p, parallel=parallel)
@@ -189,7 +191,7 @@ def test_a_model_on_the_host_alone_maps_the_file_and_holds_the_projector_and_the
 def test_a_model_without_input_tensors_has_no_input_weights() -> None:
     """The input-weights share is what the mapped range holds beyond the layers' own bytes; a
     model whose only host tensors are its layers' has none (0, not a byte).
-    Kills gpuscout._fit.usage.x_account__mutmut_491 (``max(1, ...)``)."""
+    Kills gpuscout._fit.usage.x_account__mutmut_16, _231, _491, _492, _494."""
     h = hparams()
     f = gguf([(n, b, k) for n, b, k in tensors() if n != "token_embd.weight"])
     m = Model(file=f, hparams=h, layers=est.split_tensors(f, h))
@@ -204,8 +206,7 @@ def test_a_tied_output_on_the_host_is_repacked_as_a_second_tensor() -> None:
     AVX2 a Q4_0 one gets its CPU_REPACK copy like any host matrix (the embeddings as an input
     layer are not repacked). With every tensor Q4_0, the CPU's weights are the file plus the
     repacked copies of the two blocks and of the tied output.
-    Kills gpuscout._fit.usage.x_account__mutmut_230.._234 (the tied output's tensor on the host)
-    and _249 (the repacked copies mapped)."""
+    Kills gpuscout._fit.usage.x_account__mutmut_16, _230.._234, _249, _492, _494, _498."""
     m = model(output=False, kind=Q4_0)
     r = run(m, GPULayersList(), [], features=frozenset({"avx2"}))
     file = EMBD + block(0) + block(1) + OUT_NORM
@@ -227,9 +228,9 @@ def test_two_gpus_split_the_blocks_and_the_output_gpu_after_the_first_starts_its
     n_vocab 4000 its buffer is the logits (4000 x 512 x 4) plus one row (64 x 512 x 4), not the
     masks under them. The host, while the GPUs run every block, holds its masks and embeddings
     (the head is a GPU's). Block 1's wider feed-forward (n_ff 512) is not the first GPU's.
-    Kills gpuscout._fit.usage.x_account__mutmut_11 (every block "copied" to the first GPU),
-    _57, _60, _62 (a GPU's per-layer lists), _141, _142, _147, _150, _151, _155 (the output GPU
-    after the first), _156, _157, _173, _459, _503, _505 and _513."""
+    Kills gpuscout._fit.usage.x_account__mutmut_11, _16, _18, _23, _57, _60, _62, _121, _142, _150,
+    _151, _155, _167, _173, _459, _476, _477, _479.._485, _494, _497.._500, _503, _505, _513, _533,
+    _544, _546, _547, _560, _563."""
     h = hparams(n_vocab=4000, n_ff=(256, 512))
     d0, d1 = gpu(0), gpu(1)
     p = projector()
@@ -263,8 +264,8 @@ def test_an_output_layer_left_on_the_host_runs_the_head_there_and_maps_the_range
     (``host_head``). Its mapped range runs from the token embeddings to the output tensors, the
     blocks' bytes between included (the input-weights share is that range less the output's
     own bytes).
-    Kills gpuscout._fit.usage.x_account__mutmut_31, _32 (the head's place before any layout) and
-    _458."""
+    Kills gpuscout._fit.usage.x_account__mutmut_16, _18, _23, _31, _32, _57, _60, _62, _156, _167,
+    _249, _458, _476, _477, _479.._485, _492, _494, _497.._500."""
     h = hparams(n_vocab=4000)
     d0 = gpu(0)
     r = run(model(h), on((d0, [0, 1])), [d0])
@@ -281,7 +282,8 @@ def test_an_output_layer_left_on_the_host_runs_the_head_there_and_maps_the_range
 
 def test_without_kv_offload_the_cache_stays_on_the_host() -> None:
     """With -nkvo a GPU's layers keep their weights there but their cache in host memory.
-    Kills gpuscout._fit.usage.x_account__mutmut_109."""
+    Kills gpuscout._fit.usage.x_account__mutmut_23, _60, _62, _109, _477, _482, _494, _497, _499,
+    _500."""
     d0 = gpu(0)
     r = run(model(), on((d0, [0, 1, 2])), [d0], kv_offload=False)
     assert r.memory.cpu.cache == (KV, KV, 0)
@@ -296,7 +298,8 @@ def test_a_tensor_over_the_largest_allocation_stays_mapped_on_the_host() -> None
     to the host (ggml-vulkan refuses the matrix product), which then holds the logits and two
     rows (n_vocab 4000: more than the masks and embeddings).
     Two such tensors of one layer both count (20 and 17 MiB).
-    Kills gpuscout._fit.usage.x_account__mutmut_87, _90, _91, _92, _123, _126, _127 and _128."""
+    Kills gpuscout._fit.usage.x_account__mutmut_16, _18, _35.._38, _57, _87, _90.._92, _123,
+    _126.._128, _157, _458, _476, _481, _483, _492, _494, _497.._500."""
     d0 = gpu(0, max_allocation=16 * MIB)
     big = {"blk.0.ffn_up.weight": 20 * MIB, "blk.0.ffn_down.weight": 17 * MIB}
     r = run(model(big=big), on((d0, [0, 1, 2])), [d0])
@@ -320,8 +323,8 @@ def test_a_host_blocks_feed_forward_runs_on_the_first_gpu_with_its_weights_copie
     block's operations on the first GPU: its attention and feed-forward count in that GPU's
     buffer, and the feed-forward's input weights (gate and up, 2 x 1,000,000 bytes here) are
     copied in beside the phase. The host then keeps only its staging (masks and embeddings).
-    Kills gpuscout._fit.usage.x_account__mutmut_370, _371 (the feed-forward copy) and the
-    op-offload branch's conditions."""
+    Kills gpuscout._fit.usage.x_account__mutmut_16, _18, _23, _370, _371, _476, _477, _479.._485,
+    _494, _497, _499, _500."""
     d0 = gpu(0)
     big = {"blk.0.ffn_gate.weight": 1_000_000, "blk.0.ffn_up.weight": 1_000_000}
     r = run(model(big=big), on((d0, [1, 2])), [d0])
@@ -343,7 +346,7 @@ def test_a_host_blocks_offloaded_attention_has_its_k_and_v_copied_in() -> None:
     """The host block's attention, run on the first GPU, reads the block's K and V from host
     memory: the scheduler copies them in beside the attention's tensors. At -c 32768 that copy
     (masks, K and V of 32768 cells, the attention's core) is the GPU's largest.
-    Kills gpuscout._fit.usage.x_account__mutmut_364."""
+    Kills gpuscout._fit.usage.x_account__mutmut_364, _494, _497, _500."""
     d0 = gpu(0)
     r = run(model(), on((d0, [1, 2])), [d0], ctx=32768)
     gd = r.gd
@@ -363,10 +366,11 @@ def test_a_host_head_runs_on_the_first_gpu_only_when_its_logits_and_weight_fit_t
     """With a host block and the output layer on the host, the head too is offloaded to the first
     GPU, its output weight copied in beside the logits; then the host holds no head. It stays on
     the host when the logits (n_vocab 4000: 8192000 bytes over 8,000,000) or the output weight
-    (5,000,000 bytes over 4,000,000) exceed that GPU's largest allocation; the host's buffer then
-    holds the logits and two rows.
-    Kills gpuscout._fit.usage.x_account__mutmut_35.._38 (the head's weight), _322.._328, _338..
-    _340, _377, _380, _384 and _411.._413."""
+    (10,000,000 bytes over 9,000,000, the logits fitting) exceed that GPU's largest allocation;
+    the host's buffer then holds the logits and two rows.
+    Kills gpuscout._fit.usage.x_account__mutmut_31, _32, _35.._38, _156, _289, _296, _322.._328,
+    _331, _332, _338.._340, _370, _371, _377, _380, _384, _411.._413, _458, _459, _483, _494, _497,
+    _499, _500."""
     moved = _head_case(5_000_000, 0)
     gd, g = moved.gd, moved.g
     head_copy = gd.on([], [], True) + 5_000_000
@@ -375,7 +379,7 @@ def test_a_host_head_runs_on_the_first_gpu_only_when_its_logits_and_weight_fit_t
     assert moved.memory.gpus[0].graph == head_copy
     assert moved.memory.cpu.graph == g.masks + g.embeddings
     # the output weight or the logits over the GPU's largest allocation: the head stays on the host
-    for r in (_head_case(5_000_000, 4_000_000), _head_case(50_000, 8_000_000)):
+    for r in (_head_case(10_000_000, 9_000_000), _head_case(50_000, 8_000_000)):
         assert r.memory.cpu.graph == r.g.host_head > r.g.masks + r.g.embeddings
         assert r.memory.gpus[0].graph == max(
             r.gd.on([1, 0], [1, 0], False),
@@ -388,7 +392,8 @@ def test_an_offloaded_head_counts_its_logits_in_the_first_gpus_graph() -> None:
     """The offloaded head's logits are part of the first GPU's graph (on the masks, or on top of
     them when larger: n_vocab 4000 at 512 tokens is 8192000 bytes over 4 MiB of masks), which is
     then larger than the head's weight copy (a 50,000-byte output weight).
-    Kills gpuscout._fit.usage.x_account__mutmut_349 and _355."""
+    Kills gpuscout._fit.usage.x_account__mutmut_31, _32, _156, _322, _326, _331, _338, _349, _355,
+    _494, _497, _500."""
     r = _head_case(50_000, 0)
     gd = r.gd
     graph = gd.on([1, 0], [1, 0], True)
@@ -401,7 +406,8 @@ def test_a_tied_head_offloaded_copies_the_token_embeddings() -> None:
     """A tied model's head reads the token embeddings: they are the weight an offloaded head
     copies in, and they decide whether it fits the first GPU (5,000,000 bytes here: over a
     4,000,000-byte allocation the head stays on the host).
-    Kills gpuscout._fit.usage.x_account__mutmut_38.._41."""
+    Kills gpuscout._fit.usage.x_account__mutmut_31, _32, _35, _40, _41, _156, _234, _296, _322,
+    _326, _327, _331, _332, _338, _339, _377, _380, _384, _483, _494, _497, _499, _500."""
     h = hparams()
     f = gguf(tensors(output=False, big={"token_embd.weight": 5_000_000}))
     m = Model(file=f, hparams=h, layers=est.split_tensors(f, h))
@@ -418,7 +424,8 @@ def test_with_no_layer_on_a_gpu_llama_cpp_still_offloads_to_the_one_with_most_fr
     first in its order (discrete, most free memory first) and offloads every host block and the
     head there: that GPU holds no weights or cache, only the compute buffer. At 32 tokens it
     still does; at 16 it does not, and the host runs everything.
-    Kills gpuscout._fit.usage.x_account__mutmut_261, _269.._283, _288 (``>`` for ``>=``)."""
+    Kills gpuscout._fit.usage.x_account__mutmut_261, _269, _270, _273.._275, _278, _279, _282, _283,
+    _288, _364, _370, _371, _483, _494, _497, _499, _500, _513."""
     small, large = gpu(0, free=10 * GIB), gpu(1, free=20 * GIB)
     for ubatch in (512, 32):
         r = run(model(), GPULayersList(), [small, large], ubatch_size=ubatch)
@@ -460,8 +467,9 @@ def test_overridden_tensors_go_where_the_override_says_and_host_ones_are_copied_
     exceed the GPU's 16 MiB allocations, so both blocks' attention is the host's, and the first
     GPU holds no masks; the host's buffer is that attention (the masks and the larger phase).
     The same at a ubatch of 32 tokens (still op offload; 1 MiB allocations, the scores 2 MiB).
-    Kills gpuscout._fit.usage.x_account__mutmut_7, _12, _68.._85, _114, _178.._213, _418.._439
-    and _449."""
+    Kills gpuscout._fit.usage.x_account__mutmut_7, _12, _16, _18, _23, _57, _60, _62, _68.._71, _74,
+    _76.._85, _114, _167, _178, _179, _182.._189, _191, _192, _195.._210, _212, _213, _249,
+    _418.._423, _425.._438, _449, _476, _477, _479.._485, _492, _494, _497.._500, _513."""
     big = {"blk.1.ffn_gate.weight": 1_000_000, "blk.1.ffn_up.weight": 1_000_000}
     for ubatch, limit in ((512, 16 * MIB), (32, MIB)):
         d0, d1 = gpu(0, max_allocation=limit), gpu(1, max_allocation=limit)
@@ -495,7 +503,7 @@ def test_every_gpus_attention_over_its_allocation_is_left_to_the_host() -> None:
     """Each device leaves the host the attention whose KQ scores it cannot hold; the host's buffer
     is the masks and the largest of all those attentions, the first device's too (block 0's,
     with 8 heads, is the larger).
-    Kills gpuscout._fit.usage.x_account__mutmut_138 (only the last device's)."""
+    Kills gpuscout._fit.usage.x_account__mutmut_114, _138, _449, _483, _494, _499."""
     h = hparams(n_head=(8, 4))
     d0, d1 = gpu(0, max_allocation=16 * MIB), gpu(1, max_allocation=16 * MIB)
     r = _host_attention(h, on((d0, [0]), (d1, [1, 2])), [d0, d1])
@@ -508,7 +516,8 @@ def test_a_host_blocks_attention_stays_on_the_host_when_the_first_gpu_cannot_hol
     that GPU's largest allocation; otherwise the host runs it, beside the attention the GPU itself
     left (block 1's here). The host's buffer then covers both blocks' attention (block 1's, with
     8 heads, the larger), and the first GPU copies in no K and V for block 0.
-    Kills gpuscout._fit.usage.x_account__mutmut_289, _294, _296 and _297."""
+    Kills gpuscout._fit.usage.x_account__mutmut_114, _121, _156, _289, _294, _296, _297, _307, _316,
+    _323.._325, _349, _355, _366, _449, _483, _494, _497, _499, _500."""
     h = hparams(n_head=(4, 8))
     d0 = gpu(0, max_allocation=16 * MIB)
     r = _host_attention(h, on((d0, [1, 2])), [d0])
@@ -543,8 +552,8 @@ def test_a_host_attention_before_a_recurrent_block_on_a_later_gpu_is_copied_to_t
     4 MiB) beside its attention's tensors and the mask it reads; the first GPU runs only block
     0's feed-forward (its weights copied in) and no masks; the host keeps nothing of block 0's
     attention.
-    Kills gpuscout._fit.usage.x_account__mutmut_309, _310, _314, _315, _318 and _393.._410 but
-    _401."""
+    Kills gpuscout._fit.usage.x_account__mutmut_11, _121, _309, _310, _314, _315, _318, _323.._325,
+    _349, _355, _366, _393.._400, _402.._410, _449, _483, _494, _497, _499, _500."""
     d0, d1 = gpu(0), gpu(1)
     r = run(model(hybrid()), on((d0, [2]), (d1, [1])), [d0, d1], ctx=32768)
     gd = r.gd
@@ -561,7 +570,8 @@ def test_a_host_attention_before_a_host_recurrent_block_stays_on_the_host() -> N
     scan phase (a Mamba2 block without a feed-forward: the projections and convolution around the
     scan measured about the phase's size, so that phase stands) with the block's feed-forward
     names' weights copied in (5200 bytes), the larger.
-    Kills gpuscout._fit.usage.x_account__mutmut_313 and _345."""
+    Kills gpuscout._fit.usage.x_account__mutmut_316, _344, _345, _370, _371, _373, _374, _449, _483,
+    _494, _497, _499, _500."""
     d0 = gpu(0)
     r = run(model(hybrid()), on((d0, [2])), [d0])
     gd = r.gd
@@ -575,7 +585,7 @@ def test_a_host_recurrent_blocks_scan_stays_on_the_host_and_its_feed_forward_run
     scheduler keeps them on the host; the first GPU runs its matrix products, and where the block
     has a feed-forward that phase (``matmul``, smaller than the scan phase here) with its input
     weights copied in is the GPU's peak for it, not the scan phase.
-    Kills gpuscout._fit.usage.x_account__mutmut_354, _360, _372 and _374."""
+    Kills gpuscout._fit.usage.x_account__mutmut_11, _354, _360, _370.._372, _374, _494, _497, _500."""
     d0 = gpu(0)
     r = run(model(hybrid(n_ff1=256)), on((d0, [0, 2])), [d0])
     gd = r.gd
@@ -589,7 +599,7 @@ def test_the_output_gpu_after_the_first_runs_a_recurrent_block_with_one_d_inner_
     """The output layer's GPU after the first holds a recurrent block's scan phase with one
     d_inner tensor fewer (``later``, fitted to llama-fit-params on lavapipe), and that phase, not
     the head's logits and row, is its buffer here.
-    Kills gpuscout._fit.usage.x_account__mutmut_149 and _152."""
+    Kills gpuscout._fit.usage.x_account__mutmut_142, _149, _152, _494, _497, _500."""
     d0, d1 = gpu(0), gpu(1)
     r = run(model(hybrid()), on((d0, [0]), (d1, [1, 2])), [d0, d1])
     gd = r.gd
@@ -604,7 +614,8 @@ def test_a_block_whose_experts_an_override_keeps_on_the_host_leaves_its_device_o
     block's own device keeps only its attention and router (moe8 -ts 1,6,2 with blocks 1-6's
     experts on the CPU: Vulkan1 15 MiB). GPU 1, holding block 1, has the masks and block 1's
     attention; GPU 0 the expert phase with the largest expert tensor copied in.
-    Kills gpuscout._fit.usage.x_account__mutmut_134 (the overrides not passed)."""
+    Kills gpuscout._fit.usage.x_account__mutmut_12, _57, _69, _71, _74, _134, _419.._423,
+    _426.._436, _438, _494, _497, _500."""
     h = hparams(n_expert=8, n_expert_used=2, n_ff_exp=32)
     items = [("token_embd.weight", EMBD, F32)]
     for i in range(2):
@@ -626,7 +637,8 @@ def test_a_gpu_opened_with_no_layer_runs_no_head_its_logits_cannot_hold() -> Non
     """The GPU llama.cpp opens with no layer on any GPU runs no head of its own: the head is
     offloaded to it only when its logits fit its largest allocation (n_vocab 4000 at 512 tokens:
     8192000 bytes over 1 MiB here), so the host keeps it (the logits and two rows).
-    Kills gpuscout._fit.usage.x_account__mutmut_285 (the opened GPU given the head)."""
+    Kills gpuscout._fit.usage.x_account__mutmut_31, _32, _285, _289, _296, _323.._328, _370, _371,
+    _411, _413, _458, _483, _494, _497, _499, _500."""
     d0 = gpu(0, max_allocation=MIB)
     r = run(model(hparams(n_vocab=4000)), GPULayersList(), [d0])
     gd = r.gd
@@ -645,7 +657,7 @@ def test_the_first_gpu_holding_the_output_keeps_its_logits_on_the_masks_with_fou
     them; the first GPU (here the only one) allocates them on its masks, on top when they are
     larger (n_vocab 4000 at -c 1024: 8192000 bytes over 1 MiB of masks), with GPU_ROWS["head"]
     (4) rows (llama-fit-params on llama-wide, -c 4096: 74.52 MiB on one device).
-    Kills gpuscout._fit.usage.x_account__mutmut_141 (the first GPU treated as a later one)."""
+    Kills gpuscout._fit.usage.x_account__mutmut_121, _141, _173, _494, _497, _500."""
     d0 = gpu(0)
     r = run(model(hparams(n_vocab=4000)), on((d0, [0, 1, 2])), [d0], ctx=1024)
     gd = r.gd
@@ -657,8 +669,8 @@ def test_tensors_of_one_layer_moved_to_one_device_add_up_there() -> None:
     gate and up of block 1 on GPU 1: 2100 + 3100 bytes), and those sent to the host are copied
     into the first GPU's buffer on its masks (one GPU, flash attention: block 1's up of
     1,000,000 bytes beside its feed-forward phase).
-    Kills gpuscout._fit.usage.x_account__mutmut_75 (the last tensor only), _424 and _439 (another
-    split's masks, another GPU's buffer)."""
+    Kills gpuscout._fit.usage.x_account__mutmut_7, _12, _57, _60, _62, _68, _69, _71, _74.._85,
+    _167, _195.._200, _205, _207, _212, _213, _419.._424, _426.._439, _494, _497, _500."""
     d0, d1 = gpu(0), gpu(1)
     r = run(
         model(), on((d0, [0, 1, 2])), [d0, d1], moved={"blk.1.ffn_gate.weight": 1, "blk.1.ffn_up.weight": 1}
@@ -682,7 +694,8 @@ def test_a_host_attention_the_first_gpu_cannot_hold_is_not_copied_to_the_next_bl
     the host even when the next block is recurrent-only on another GPU: its K and V are not
     copied there (without flash attention at -c 4096 the scores are 32 MiB, over 16 MiB), and
     that GPU's buffer is its own block's phase; the host runs the attention.
-    Kills gpuscout._fit.usage.x_account__mutmut_313 (the copy made for it anyway)."""
+    Kills gpuscout._fit.usage.x_account__mutmut_141, _142, _289, _296, _297, _307, _313, _315, _316,
+    _449, _483, _494, _497, _499, _500."""
     d0, d1 = gpu(0, max_allocation=16 * MIB), gpu(1)
     r = run(model(hybrid()), on((d0, [2]), (d1, [1])), [d0, d1], flash_attn=False)
     gd = r.gd
@@ -695,7 +708,7 @@ def test_below_32_tokens_host_weights_of_a_gpu_layer_are_not_copied_to_the_first
     """ggml offloads a host weight's operation to a GPU only from 32 tokens on (OP_OFFLOAD_BATCH):
     with a ubatch of 16, a tensor an override keeps on the host (block 1's up, 1,000,000 bytes)
     is read there, and the first GPU's buffer is its own graph, without the copy.
-    Kills gpuscout._fit.usage.x_account__mutmut_416 (``or`` for ``and``)."""
+    Kills gpuscout._fit.usage.x_account__mutmut_12, _69, _71, _74, _416, _494, _497, _500."""
     d0 = gpu(0)
     big = {"blk.1.ffn_up.weight": 1_000_000}
     r = run(model(big=big), on((d0, [0, 1, 2])), [d0], moved={"blk.1.ffn_up.weight": None}, ubatch_size=16)
