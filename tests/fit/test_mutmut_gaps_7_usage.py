@@ -46,12 +46,12 @@ OUT_NORM = 256
 
 
 def tensors(
-    *, output: bool = True, big: Mapping[str, int] | None = None, kind: int = F32
+    *, output: bool = True, big: Mapping[str, int] | None = None, kind: int = F32, blocks: int = 2
 ) -> list[tuple[str, int, int]]:
     """(name, bytes, type) in file order; ``big`` overrides a tensor's bytes by name."""
     big = big or {}
     out: list[tuple[str, int, int]] = [("token_embd.weight", EMBD, kind)]
-    for i in range(2):
+    for i in range(blocks):
         out += [(f"blk.{i}.{n}.weight", b + 100 * i, kind) for n, b in BLOCK]
     out.append(("output_norm.weight", OUT_NORM, F32))
     if output:
@@ -80,7 +80,7 @@ def gguf(items: Sequence[tuple[str, int, int]], values: Mapping[str, Any] | None
 
 def model(h: Hparams | None = None, **kw: Any) -> Model:
     h = h or hparams()
-    f = gguf(tensors(**kw))
+    f = gguf(tensors(blocks=h.n_layer, **kw))
     return Model(file=f, hparams=h, layers=est.split_tensors(f, h))
 
 
@@ -714,3 +714,37 @@ def test_below_32_tokens_host_weights_of_a_gpu_layer_are_not_copied_to_the_first
     r = run(model(big=big), on((d0, [0, 1, 2])), [d0], moved={"blk.1.ffn_up.weight": None}, ubatch_size=16)
     assert r.ctx.n_tokens == 16
     assert r.memory.gpus[0].graph == r.gd.on([0, 1], [0, 1], True)
+
+
+def test_the_next_blocks_gpu_copies_in_only_the_masks_its_attention_and_the_host_block_read() -> None:
+    """The GPU that runs a host attention block before its recurrent-only block holds the masks
+    of the attention it runs, that block's included, not those of blocks whose attention it
+    leaves to the host: here GPU 1 holds block 1 (recurrent) and block 2, a sliding-window block
+    whose KQ scores (768 cells x 512 tokens x 4 heads x 4 bytes, 6 MiB) exceed its 4 MiB
+    allocations, so its copy of block 0's attention sits on the full-context mask only (4096 x
+    512 x 4 bytes), not on the sliding-window one too.
+    Kills gpuscout._fit.usage.x_account__mutmut_401."""
+    h = hparams(
+        n_layer=3,
+        n_head=(4, 4, 4),
+        n_head_kv=(2, 2, 2),
+        n_ff=(256, 0, 256),
+        n_swa=200,
+        swa=(False, False, True),
+        kv_layers=(True, False, True),
+        recurrent=(False, True, False),
+        n_embd_r=100,
+        n_embd_s=1000,
+        ssm_inner=256,
+        ssm_state=16,
+        ssm_groups=1,
+        ssm_heads=4,
+    )
+    d0, d1 = gpu(0), gpu(1, max_allocation=4 * MIB)
+    r = run(model(h), on((d0, [3]), (d1, [1, 2])), [d0, d1], flash_attn=False)
+    gd = r.gd
+    assert gd.scores[2] == 768 * 512 * 4 * 4 > 4 * MIB
+    assert gd.mask_bytes == (4096 * 512 * 4, 768 * 512 * 4)
+    copy = gd.mask_bytes[0] + r.kv[0] + gd.core[0]
+    assert copy > gd.on([1], [1, 2], False)
+    assert r.memory.gpus[1].graph == copy
