@@ -309,7 +309,9 @@ def account(
     if gpus and any(host_copies) and ctx.n_tokens >= OP_OFFLOAD_BATCH:
         # Weights an override left on the host while their layer sits on a GPU: the scheduler
         # copies them into the first GPU's compute buffer for the operation that reads them.
-        moved_by_block = [[t for t in L.tensors_by_block[i] if t.name in moved] for i in range(n)]
+        moved_by_block = [
+            [t for t in L.tensors_by_block[i] if t.name in moved and moved[t.name] is None] for i in range(n)
+        ]
         masks = gd.masks_for(splits[0][0])
         copies = [masks + gd.rest[i] + ffn_copy(moved_by_block[i]) for i in range(n) if host_copies[i]]
         gpus[0] = attrs.evolve(gpus[0], graph=max([gpus[0].graph, *copies]))

@@ -748,3 +748,18 @@ def test_the_next_blocks_gpu_copies_in_only_the_masks_its_attention_and_the_host
     copy = gd.mask_bytes[0] + r.kv[0] + gd.core[0]
     assert copy > gd.on([1], [1, 2], False)
     assert r.memory.gpus[1].graph == copy
+
+
+def test_only_the_weights_an_override_leaves_on_the_host_are_copied_to_the_first_gpu() -> None:
+    """Op offload copies a host weight into the first GPU's compute buffer for the operation
+    that reads it; a tensor an override sends to another GPU stays there, and its operation runs
+    there (ggml's scheduler gives an op with weights the backend of the weight's buffer). Block
+    1's gate and up (1,000 bytes each) on the host and its down (3,000,000) on GPU 1: the first
+    GPU's buffer is the phase plus gate and up, not plus the down projection GPU 1 holds."""
+    big = {"blk.1.ffn_gate.weight": 1_000, "blk.1.ffn_up.weight": 1_000, "blk.1.ffn_down.weight": 3_000_000}
+    d0, d1 = gpu(0, max_allocation=16 * MIB), gpu(1, max_allocation=16 * MIB)
+    r = run(model(big=big), on((d0, [0, 1, 2])), [d0, d1], moved=OT, flash_attn=False)
+    gd = r.gd
+    assert r.memory.gpus[0].graph == max(gd.on([], [0, 1], True), gd.rest[1] + 2_000)
+    assert r.memory.gpus[0].graph < gd.rest[1] + 3_000_000
+    assert list(r.memory.gpus[1].weights) == [0, 3_000_000, 0]
