@@ -280,5 +280,6 @@ def test_a_scouts_budget_errors_name_the_keyword_or_variable_they_came_from(
     or, when the keyword is not given, the variable read instead.
     Kills gpuscout._discovery.budgets.x_from_settings__mutmut_10, _13, _14, _17, _28, _31, _32,
     _46 and their like for the variables."""
+    settings = dict(settings)  # the parameter is shared by every run of the test in a session
     env = settings.pop("env", {})
     assert _refusal(lambda: from_settings(env, **settings)).startswith(start)  # type: ignore[arg-type]
