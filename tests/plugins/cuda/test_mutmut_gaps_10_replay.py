@@ -1,0 +1,134 @@
+"""Rules of the CUDA plugin's recording seam (gpuscout.plugins.cuda.replay ``capture``) found by
+the tenth mutmut round's survivors (tests/MUTATION.md, "Tenth mutmut round"): a recording keeps
+NVML's answers as docs/recordings.md writes them, not only the parts the plugin reads today.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from gpuscout.plugins.cuda.replay import ReplayedNvml, ReplayedNVMLError, capture
+
+A = "GPU-5b2c8f41-7e0a-4c3d-9b1e-2f6a8d4c7e90"
+
+
+def _link(bus: int, kind: int = 2) -> dict[str, Any]:
+    return {
+        "state": 1,
+        "remote": {"busId": f"00000000:{bus:02X}:00.0", "domain": 0, "bus": bus, "device": 0},
+        "type": kind,
+    }
+
+
+ANSWERS: dict[str, Any] = {
+    "driver": {"kernel": "550.54.15", "cuda": 12040},
+    "gpus": [
+        {
+            "name": "H100",
+            "uuid": A,
+            "pci": {"busId": "00000000:18:00.0", "domain": 0, "bus": 24, "device": 0},
+            "compute": [9, 0],
+            "mig_mode": [0, 0],
+            "nvlink": [_link(0x2A), {"state": 0}, _link(0xC5, 1)],
+        }
+    ],
+}
+
+
+def test_a_capture_keeps_each_links_answers_as_nvml_gave_them() -> None:
+    """capture() records every NVLink answer whole: the state, and for an active link its remote
+    PCI info under the keys ``busId``, ``domain``, ``bus``, ``device`` (the format replays read)
+    and the remote device type.
+    Kills gpuscout.plugins.cuda.replay.x__remote__mutmut_50..52 and its like (the keys)."""
+    recorded = capture(ReplayedNvml(copy.deepcopy(ANSWERS)))
+    assert recorded["gpus"][0]["nvlink"] == ANSWERS["gpus"][0]["nvlink"]
+    assert recorded["gpus"][0]["pci"] == ANSWERS["gpus"][0]["pci"]
+
+
+class _OldBindings(ReplayedNvml):
+    """An older pynvml: PCI bus ids come back as bytes (a NUL-padded C char array)."""
+
+    def nvmlDeviceGetPciInfo(self, handle: Any) -> SimpleNamespace:
+        pci = super().nvmlDeviceGetPciInfo(handle)
+        return SimpleNamespace(**{**vars(pci), "busId": pci.busId.encode("ascii")})
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: Any, link: int) -> SimpleNamespace:
+        pci = super().nvmlDeviceGetNvLinkRemotePciInfo(handle, link)
+        return SimpleNamespace(**{**vars(pci), "busId": pci.busId.encode("ascii")})
+
+
+def test_bus_ids_given_as_bytes_are_recorded_as_text() -> None:
+    """Bindings that answer a bus id as bytes (older pynvml) are recorded as the same text, for
+    the GPU's own PCI info and a link's remote end alike.
+    Kills gpuscout.plugins.cuda.replay.x__remote__mutmut_39, _45.._49 and capture's like."""
+    recorded = capture(_OldBindings(copy.deepcopy(ANSWERS)))
+    assert recorded["gpus"][0]["pci"]["busId"] == "00000000:18:00.0"
+    assert [x.get("remote", {}).get("busId") for x in recorded["gpus"][0]["nvlink"]] == [
+        "00000000:2A:00.0",
+        None,
+        "00000000:C5:00.0",
+    ]
+
+
+class _NoRemoteCall(ReplayedNvml):
+    """Bindings without nvmlDeviceGetNvLinkRemotePciInfo (it is not in every pynvml)."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "nvmlDeviceGetNvLinkRemotePciInfo":
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+def test_a_missing_remote_pci_call_is_recorded_as_nvmls_function_not_found() -> None:
+    """Where the bindings lack the remote-PCI call, each active link's remote end is recorded as
+    NVML's FunctionNotFound error (what a replay then raises), the link itself kept.
+    Kills gpuscout.plugins.cuda.replay.x__remote__mutmut_6, _11.._15."""
+    recorded = capture(_NoRemoteCall(copy.deepcopy(ANSWERS)))
+    links = recorded["gpus"][0]["nvlink"]
+    assert [x["state"] for x in links] == [1, 0, 1]
+    assert links[0]["remote"] == {"error": "FunctionNotFound"} == links[2]["remote"]
+
+
+RECORDED = sorted((Path(__file__).parent / "recorded").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.stem)
+def test_a_capture_of_a_replayed_capture_is_the_same_capture(path: Path) -> None:
+    """capture() writes what ReplayedNvml reads back as the same answers: capturing the replay of
+    a capture gives that capture again, field for field (the driver's versions, each GPU's PCI
+    info, compute capability, MIG mode and instances, memory, links).
+    Kills gpuscout.plugins.cuda.replay.x_capture__mutmut_8, _9, _24, _25, _81.._83 and their like
+    (a field written under another name or left unconverted)."""
+    first = capture(ReplayedNvml(json.loads(path.read_text())))
+    assert capture(ReplayedNvml(copy.deepcopy(first))) == first
+
+
+def test_a_gpu_whose_handle_nvml_refuses_is_recorded_as_that_error_and_the_next_still_read() -> None:
+    """nvmlDeviceGetHandleByIndex failing for one index is recorded as that GPU's ``handle``
+    error, and the GPUs after it are captured as usual.
+    Kills gpuscout.plugins.cuda.replay.x_capture__mutmut_50.._53."""
+    answers = copy.deepcopy(ANSWERS)
+    refused = {"error": "NoPermission", "message": "Insufficient Permissions"}
+    answers["gpus"].insert(0, {"handle": refused})
+    recorded = capture(ReplayedNvml(answers))
+    assert recorded["gpus"][0] == {"handle": refused}
+    assert recorded["gpus"][1]["uuid"] == A and len(recorded["gpus"]) == 2
+
+
+class _NoCount(ReplayedNvml):
+    """Bindings whose device count call fails (the driver answered it with an error)."""
+
+    def nvmlDeviceGetCount(self) -> int:
+        raise ReplayedNVMLError(9)
+
+
+def test_a_failed_device_count_records_no_gpu() -> None:
+    """When NVML cannot count its devices, capture() records none (it never asks for index 0).
+    Kills gpuscout.plugins.cuda.replay.x_capture__mutmut_41 (``count or 1``)."""
+    assert capture(_NoCount(copy.deepcopy(ANSWERS)))["gpus"] == []
