@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gpuscout.plugin import RecordingError
 from gpuscout.plugins.cuda.replay import ReplayedNvml, ReplayedNVMLError, capture
 
 A = "GPU-5b2c8f41-7e0a-4c3d-9b1e-2f6a8d4c7e90"
@@ -132,3 +133,100 @@ def test_a_failed_device_count_records_no_gpu() -> None:
     """When NVML cannot count its devices, capture() records none (it never asks for index 0).
     Kills gpuscout.plugins.cuda.replay.x_capture__mutmut_41 (``count or 1``)."""
     assert capture(_NoCount(copy.deepcopy(ANSWERS)))["gpus"] == []
+
+
+class _Context:
+    """The recording context a plugin writes its answers to (``Context.record``)."""
+
+    def __init__(self) -> None:
+        self.recorded: dict[str, Any] = {}
+
+    def record(self, key: str, value: Any) -> None:
+        self.recorded[key] = value
+
+
+def test_a_recording_nvml_records_what_nvml_answers_at_init_and_passes_calls_through() -> None:
+    """``gpuscout record`` wraps the live bindings: at nvmlInit it records the capture of every
+    answer under ``nvml``; every other name is the bindings' own.
+    Kills gpuscout.plugins.cuda.replay.xǁRecordingNvmlǁ__init__, __getattr__ and nvmlInit's
+    mutants that lose the key or the capture."""
+    from gpuscout.plugins.cuda.replay import RecordingNvml
+
+    live = ReplayedNvml(copy.deepcopy(ANSWERS))
+    context = _Context()
+    wrapped = RecordingNvml(live, context)
+    wrapped.nvmlInit()
+    assert context.recorded == {"nvml": capture(ReplayedNvml(copy.deepcopy(ANSWERS)))}
+    assert wrapped.nvmlDeviceGetCount() == 1 and wrapped.NVMLError is ReplayedNVMLError
+
+
+def test_an_nvml_that_fails_to_start_is_recorded_as_that_failure_and_still_raises() -> None:
+    """nvmlInit failing (no driver) records ``{"init": error, "gpus": []}`` with NVML's error
+    name and message, then raises as the live call did, so the plugin says what it says live.
+    Kills gpuscout.plugins.cuda.replay.x_init_failure's and RecordingNvml.nvmlInit's mutants."""
+    from gpuscout.plugins.cuda.replay import RecordingNvml
+
+    live = ReplayedNvml({"init": {"error": "DriverNotLoaded", "message": "Driver Not Loaded"}, "gpus": []})
+    context = _Context()
+    with pytest.raises(ReplayedNVMLError) as caught:
+        RecordingNvml(live, context).nvmlInit()
+    assert caught.value.value == 9
+    assert context.recorded == {
+        "nvml": {"init": {"error": "DriverNotLoaded", "message": "Driver Not Loaded"}, "gpus": []}
+    }
+
+
+def _nvml_error(call: Any, *args: Any) -> int:
+    with pytest.raises(ReplayedNVMLError) as caught:
+        call(*args)
+    return int(caught.value.value)
+
+
+def _recording_error(call: Any, *args: Any) -> str:
+    with pytest.raises(RecordingError) as caught:
+        call(*args)
+    return str(caught.value)
+
+
+def test_driver_versions_a_recording_lacks_are_nvmls_not_supported() -> None:
+    """A recording without the driver's versions answers those calls as NVML's NOT_SUPPORTED
+    (3); a recorded ``cuda`` stands in for a missing ``cuda_v2`` (older drivers have no _v2);
+    a driver that is not an object is a recording error naming ``.driver``.
+    Kills gpuscout.plugins.cuda.replay.xǁReplayedNvmlǁ_driver__mutmut_3.._26."""
+    bare = ReplayedNvml({"gpus": []})
+    assert _nvml_error(bare.nvmlSystemGetCudaDriverVersion) == 3
+    assert _nvml_error(bare.nvmlSystemGetCudaDriverVersion_v2) == 3
+    assert _nvml_error(bare.nvmlSystemGetDriverVersion) == 3
+    old = ReplayedNvml({"driver": {"kernel": "470.256.02", "cuda": 11040}, "gpus": []})
+    assert old.nvmlSystemGetCudaDriverVersion_v2() == 11040
+    both = ReplayedNvml({"driver": {"kernel": "x", "cuda": 11040, "cuda_v2": 11080}, "gpus": []})
+    assert both.nvmlSystemGetCudaDriverVersion_v2() == 11080
+    assert _recording_error(ReplayedNvml({"driver": [], "gpus": []}).nvmlSystemGetCudaDriverVersion) == (
+        "answers/cuda.json: nvml.driver: expected an object, got []"
+    )
+
+
+def test_a_link_without_its_remote_answers_is_not_supported_and_a_malformed_one_is_named() -> None:
+    """An active link recorded without ``remote`` or ``type`` answers those calls as
+    NOT_SUPPORTED; a remote without ``busId`` has an empty one; a remote that is not an
+    object, a non-integer domain or type is a recording error naming the link's field.
+    Kills gpuscout.plugins.cuda.replay.xǁReplayedNvmlǁnvmlDeviceGetNvLinkRemotePciInfo__mutmut_8..52
+    and nvmlDeviceGetNvLinkRemoteDeviceType__mutmut_7..20."""
+    bare = {"state": 1}
+    no_bus = {"state": 1, "remote": {"domain": 0, "bus": 42, "device": 0}, "type": 2}
+    not_obj = {"state": 1, "remote": [42], "type": 2}
+    bad_domain = {"state": 1, "remote": {"domain": "0", "bus": 42, "device": 0}, "type": "GPU"}
+    nv = ReplayedNvml({"gpus": [{"name": "x", "uuid": A, "nvlink": [bare, no_bus, not_obj, bad_domain]}]})
+    h = nv.nvmlDeviceGetHandleByIndex(0)
+    assert _nvml_error(nv.nvmlDeviceGetNvLinkRemotePciInfo, h, 0) == 3
+    assert _nvml_error(nv.nvmlDeviceGetNvLinkRemoteDeviceType, h, 0) == 3
+    assert nv.nvmlDeviceGetNvLinkRemotePciInfo(h, 1).busId == ""
+    assert _recording_error(nv.nvmlDeviceGetNvLinkRemotePciInfo, h, 2) == (
+        "answers/cuda.json: nvml.gpus[0].nvlink[2].remote: expected an object, got [42]"
+    )
+    assert _recording_error(nv.nvmlDeviceGetNvLinkRemotePciInfo, h, 3) == (
+        "answers/cuda.json: nvml.gpus[0].nvlink[3].remote.domain: expected a whole number, got '0'"
+    )
+    assert _recording_error(nv.nvmlDeviceGetNvLinkRemoteDeviceType, h, 3) == (
+        "answers/cuda.json: nvml.gpus[0].nvlink[3].type: expected a whole number, got 'GPU'"
+    )
