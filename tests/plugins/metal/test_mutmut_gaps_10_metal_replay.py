@@ -103,6 +103,7 @@ def test_a_default_device_missing_from_the_list_is_added_to_it() -> None:
             {"devices": [M2, {**EGPU, "registryID": 1 << 64}]},
             "answers/metal.json: metal.devices[1].registryID: expected int, got 18446744073709551616",
         ),
+        ({"devices": ["Apple M2 Max"]}, "answers/metal.json: metal.devices[0].name: expected str, got None"),
         (
             {"devices": [{**M2, "currentAllocatedSize": True}]},
             "answers/metal.json: metal.devices[0].currentAllocatedSize: expected int, got True",

@@ -103,3 +103,11 @@ def test_a_device_recorded_without_a_uuid_replays_without_one() -> None:
     answer = copy.deepcopy(PROBE)
     del answer["devices"][0]["uuid"]
     assert replayed(_Recorded(answer)).devices[0].uuid == ""  # type: ignore[arg-type]
+
+
+def test_a_recording_without_the_probes_answer_replays_as_a_loader_that_said_so() -> None:
+    """No ``probe`` in answers/vulkan.json: the replay is a loader answer with no device and an
+    error saying the recording holds none (what the plugin's note then says).
+    Kills gpuscout.plugins.vulkan.replay.x_replayed__mutmut_6.._9."""
+    result = replayed(_Recorded(None))  # type: ignore[arg-type]
+    assert result.devices == [] and result.error == "the recording holds no answer of the Vulkan loader"
