@@ -792,3 +792,71 @@ def test_a_reply_cut_short_by_a_child_that_exited_names_the_exit() -> None:
     with scripted([cut]) as (port, _), pytest.raises(RunnerError) as caught:
         poll(port, child=FakeChild(0))  # exited 0: not a crash, the problem alone
     assert str(caught.value) == problem
+
+
+def test_a_connect_to_a_full_backlog_is_bounded_by_the_deadline() -> None:
+    """A port whose listen backlog is full drops the SYN, and a connect without a timeout would
+    wait for the kernel's retries (minutes): the connect gets only what is left of the one
+    deadline. Kills ``x__get_info__mutmut_5`` (``settimeout(None)`` before connect)."""
+    with socket.socket() as listener:
+        listener.bind((HOST, 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = []
+        for _ in range(8):  # never accepted: the backlog fills; later connects block
+            one = socket.socket()
+            one.setblocking(False)
+            try:
+                one.connect((HOST, port))
+            except BlockingIOError:
+                pass
+            fillers.append(one)
+        outcome: list[BaseException | list[DeviceInfo]] = []
+
+        def run() -> None:
+            try:
+                outcome.append(poll(port, seconds=1.0))
+            except BaseException as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        thread.join(SAFETY)
+        for one in fillers:
+            one.close()
+        assert not thread.is_alive(), "the connect was not bounded by the deadline"
+    assert isinstance(outcome[0], RunnerError)
+    assert str(outcome[0]).startswith("failed to finish discovery before timeout (1 s)")
+
+
+def test_the_stderr_tail_waits_only_briefly_for_a_pipe_held_open() -> None:
+    """A dead child's last words are read after at most CRASH_GRACE even when its stderr pipe
+    stays open (a grandchild that left its group holds it). Kills
+    ``xǁ_StderrTailǁlast_words__mutmut_1`` (``wait(None)``: until the pipe ends)."""
+    import os
+
+    read_end, write_end = os.pipe()
+
+    class Child:
+        stderr = os.fdopen(read_end, "rb")
+
+    try:
+        tail = _client._StderrTail(cast(Any, Child()))
+        os.write(write_end, b"first\nlast words\n\n")
+        assert _eventually(lambda: tail.data.bytes().endswith(b"\n\n"))
+        words: list[str] = []
+        thread = threading.Thread(target=lambda: words.append(tail.last_words()), daemon=True)
+        thread.start()
+        thread.join(SAFETY)
+        assert not thread.is_alive(), "last_words waited for the pipe's end"
+        assert words == ["last words"]
+    finally:
+        os.close(write_end)
+        Child.stderr.close()
+
+
+def test_discover_in_child_defaults_to_30_seconds() -> None:
+    """The documented default timeout of an isolated discovery (30 s, as validate_devices)."""
+    import inspect
+
+    assert inspect.signature(_client.discover_in_child).parameters["timeout"].default == 30.0
