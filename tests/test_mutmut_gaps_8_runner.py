@@ -357,6 +357,7 @@ def test_one_connection_over_max_pending_drops_the_oldest_silent_one() -> None:
         with oldest, second:
             head, _ = get(port)
             assert head.status == 200
+            oldest.settimeout(SAFETY / 2)  # dropped at once, not cut at the read timeout (SAFETY)
             assert read_all(oldest) == b""
             second.settimeout(0.3)
             with pytest.raises(TimeoutError):
@@ -860,3 +861,42 @@ def test_discover_in_child_defaults_to_30_seconds() -> None:
     import inspect
 
     assert inspect.signature(_client.discover_in_child).parameters["timeout"].default == 30.0
+
+
+def test_serve_on_the_main_thread_stops_on_sigterm_and_puts_the_handler_back() -> None:
+    """On the main thread ``serve`` handles SIGTERM while it runs (it returns 0, promptly: it
+    does not wait for ``idle_exit``) and puts the previous handler back after."""
+    import os
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("needs the main thread")
+    before = signal.getsignal(signal.SIGTERM)
+    seen: list[object] = []
+    answers: list[int] = []
+
+    def announce(port: int) -> None:
+        def client() -> None:
+            answers.append(get(port)[0].status)
+            seen.append(signal.getsignal(signal.SIGTERM))
+            if seen[0] is not before:  # only a handler of serve's own may get it
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=client, daemon=True).start()
+
+    fired: list[bool] = []
+
+    def end_a_hang() -> None:  # serve ends on KeyboardInterrupt too; the test then fails
+        fired.append(True)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    done = threading.Timer(SAFETY, end_a_hang)
+    done.start()
+    try:
+        assert serve(_devices, 0, 1000.0, announce=announce) == 0
+    finally:
+        done.cancel()
+    assert not fired, "SIGTERM did not stop serve"
+    assert answers == [200]
+    assert seen and seen[0] is not before
+    assert signal.getsignal(signal.SIGTERM) is before
