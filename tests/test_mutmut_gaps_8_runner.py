@@ -601,8 +601,10 @@ class FakeChild:
         return self.code
 
     def wait(self, timeout: float | None = None) -> int:
+        # A running child waited on without a timeout would block the host for ever.
+        assert timeout is not None, "waited on the child without a timeout"
         if self.code is None:
-            raise subprocess.TimeoutExpired("fake", timeout or 0)
+            raise subprocess.TimeoutExpired("fake", timeout)
         return self.code
 
 
@@ -781,7 +783,8 @@ def test_nothing_listening_is_polled_until_the_deadline_or_the_childs_exit() -> 
 
 def test_a_reply_cut_short_by_a_child_that_exited_names_the_exit() -> None:
     """A broken reply from a child that has exited is said as its exit with the reply's
-    problem; from a running child, the problem alone."""
+    problem; from a running child, the problem alone, after a short wait (CRASH_GRACE), never
+    an unbounded one. Kills ``x__broken_reply__mutmut_3`` (``exit_code(child, None)``)."""
     cut = b"HTTP/1.0 200 OK\r\nContent-Length: 100\r\n\r\n[]"
     with scripted([cut]) as (port, _), pytest.raises(RunnerError) as caught:
         poll(port, child=FakeChild(-9))
