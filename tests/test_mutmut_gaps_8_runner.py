@@ -701,12 +701,16 @@ def test_poll_runner_asks_again_after_a_503_and_an_unparsable_reply() -> None:
 )
 def test_at_the_deadline_the_last_problem_is_named(answer: bytes | None, problem: str) -> None:
     """When the deadline passes, the error names the timeout and the last problem seen: busy,
-    unparsable (and what the parser said), or no complete reply."""
-    with scripted([answer]) as (port, _), pytest.raises(RunnerError) as caught:
-        poll(port, seconds=0.5)
+    unparsable (and what the parser said), or no complete reply. A busy or unparsable answer
+    is asked again POLL_INTERVAL (10 ms) later, not a second later: within a second's deadline
+    there is more than one request (kills ``x_poll_runner__mutmut_70``, a sleep of >= 1 s)."""
+    with scripted([answer]) as (port, requests), pytest.raises(RunnerError) as caught:
+        poll(port, seconds=1.0)
     assert str(caught.value).startswith(
-        f"failed to finish discovery before timeout (0.5 s); last attempt: {problem}"
+        f"failed to finish discovery before timeout (1 s); last attempt: {problem}"
     )
+    if answer is not None:
+        assert len(requests) >= 2
 
 
 def test_a_parse_error_is_not_hidden_by_a_later_incomplete_reply() -> None:
