@@ -907,3 +907,51 @@ def test_serve_on_the_main_thread_stops_on_sigterm_and_puts_the_handler_back() -
     assert answers == [200]
     assert seen and seen[0] is not before
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_reply_is_decoded_under_the_exchanges_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The body is decoded under the same deadline as the exchange; a decode that runs past it
+    is the timeout, naming the decoding. Kills ``x_poll_runner__mutmut_87/90`` (no deadline for
+    the decoder) and ``_91`` to ``_96`` (the message)."""
+    import gpuscout._records.decode as decode
+
+    seen: list[object] = []
+
+    def slow_decoder(text: bytes, cls: object, *, deadline: float | None = None) -> object:
+        seen.append(deadline)
+        raise TimeoutError
+
+    monkeypatch.setattr(decode, "from_json", slow_decoder)
+    deadline = time.monotonic() + SAFETY
+    with scripted([reply(200, GOOD_BODY)]) as (port, _), pytest.raises(RunnerError) as caught:
+        _client.poll_runner(port, cast(Any, FakeChild()), deadline, 7.0)
+    assert seen == [deadline]
+    assert str(caught.value) == (
+        "failed to finish discovery before timeout (7 s); last attempt: the reply was still being decoded"
+    )
+
+
+def test_an_unparsable_reply_is_named_in_200_characters_and_logged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parser's complaint, cut at 200 characters, is the reason at the deadline and goes to
+    the log as a warning (``runner.unparsable_reply``). Kills ``x_poll_runner__mutmut_98/99``
+    and ``_100`` to ``_106``."""
+    from structlog.testing import capture_logs
+
+    import gpuscout._records.decode as decode
+
+    complaint = "bad " + "e" * 300
+
+    def refusing(text: bytes, cls: object, *, deadline: float | None = None) -> object:
+        raise GpuscoutError(complaint)
+
+    monkeypatch.setattr(decode, "from_json", refusing)
+    with (
+        capture_logs() as logs,
+        scripted([reply(200, GOOD_BODY)]) as (port, _),
+        pytest.raises(RunnerError) as caught,
+    ):
+        poll(port, seconds=0.5)
+    assert str(caught.value).endswith(f"; last attempt: unparsable reply: {complaint[:200]}")
+    warned = [e for e in logs if e.get("event") == "runner.unparsable_reply"]
+    assert warned and warned[0]["log_level"] == "warning"
+    assert warned[0]["error"] == complaint[:200]
