@@ -955,3 +955,50 @@ def test_an_unparsable_reply_is_named_in_200_characters_and_logged(monkeypatch: 
     warned = [e for e in logs if e.get("event") == "runner.unparsable_reply"]
     assert warned and warned[0]["log_level"] == "warning"
     assert warned[0]["error"] == complaint[:200]
+
+
+def test_the_count_of_open_connections_returns_to_zero_after_several_at_once() -> None:
+    """Each accepted connection counts once and each end once, however many overlap, so the
+    runner goes idle (and can exit) after them. Kills ``xǁ_Serverǁ_accept__mutmut_28/29/30``
+    and ``xǁ_Serverǁ_finished__mutmut_1/2/3`` (``active`` set, or counted by 2 or backwards)."""
+    with server(read_timeout=SAFETY) as srv:
+        port = port_of(srv)
+        first, second, third = connect(port), connect(port), connect(port)
+        assert _eventually(lambda: srv.active == 3)
+        first.close()
+        second.sendall(b"GET /info HTTP/1.0\r\n\r\n")
+        with second:
+            assert parse_whole_reply(read_all(second))[0].status == 200
+        assert _eventually(lambda: srv.active == 1)
+        assert srv.idle_for(time.monotonic()) == 0.0
+        third.close()
+        assert _eventually(lambda: srv.active == 0)
+        assert srv.idle_for(time.monotonic()) > 0
+
+
+def test_a_client_that_resets_while_its_head_is_read_is_dropped_and_others_are_served() -> None:
+    """A connection reset before its head is in is dropped (its recv fails) without ending the
+    reading thread. Kills ``xǁ_Serverǁ_read__mutmut_8`` (``_drop(None)``)."""
+    import struct
+
+    with server(read_timeout=SAFETY) as srv:
+        port = port_of(srv)
+        sock = connect(port)
+        sock.sendall(b"GET /info HTTP/1.0\r\n")
+        assert _eventually(lambda: any(len(buf) for _, buf in list(srv.pending.values())))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # RST
+        assert _eventually(lambda: srv.active == 0)
+        assert get(port)[0].status == 200
+
+
+def test_the_pending_connections_are_closed_when_the_reader_stops() -> None:
+    """When the reading thread stops, every connection whose head is not in is closed (its
+    client sees the end), not left open. Kills ``xǁ_Serverǁrun__mutmut_16/17``."""
+    with server(read_timeout=SAFETY) as srv:
+        sock = connect(port_of(srv))
+        assert _eventually(lambda: srv.active == 1)
+    with sock:
+        sock.settimeout(SAFETY / 2)  # closed at the stop, not at the read timeout (SAFETY)
+        assert read_all(sock) == b""
+    assert srv.pending == {}
