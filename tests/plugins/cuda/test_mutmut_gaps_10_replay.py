@@ -230,3 +230,43 @@ def test_a_link_without_its_remote_answers_is_not_supported_and_a_malformed_one_
     assert _recording_error(nv.nvmlDeviceGetNvLinkRemoteDeviceType, h, 3) == (
         "answers/cuda.json: nvml.gpus[0].nvlink[3].type: expected a whole number, got 'GPU'"
     )
+
+
+class _OddBindings(ReplayedNvml):
+    """Bindings that answer the driver version as bytes (older pynvml), fail the device name
+    with an NVMLError that carries no code, and the compute capability with an unknown code."""
+
+    def nvmlSystemGetDriverVersion(self) -> Any:
+        return super().nvmlSystemGetDriverVersion().encode("utf-8")
+
+    def nvmlDeviceGetName(self, handle: Any) -> str:
+        error = ReplayedNVMLError(0, "the binding broke")
+        error.value = None  # type: ignore[assignment]
+        raise error
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> Any:
+        raise ReplayedNVMLError(1234, "a code this NVML table lacks")
+
+
+def test_odd_answers_are_recorded_as_text_or_as_the_error_they_were() -> None:
+    """A bytes answer is recorded as its text; an NVMLError without a code is recorded as
+    ``Unknown`` with its message; an NVML code the table lacks is recorded as the number.
+    Kills gpuscout.plugins.cuda.replay.x__value__mutmut_8.._16 and x__error__mutmut_6.._20."""
+    recorded = capture(_OddBindings(copy.deepcopy(ANSWERS)))
+    assert recorded["driver"]["kernel"] == "550.54.15"
+    gpu = recorded["gpus"][0]
+    assert gpu["name"] == {"error": "Unknown", "message": "the binding broke"}
+    assert gpu["compute"] == {"error": 1234, "message": "a code this NVML table lacks"}
+
+
+def test_memory_a_recording_lacks_is_not_supported_and_a_missing_figure_is_zero() -> None:
+    """A GPU recorded without ``memory_v2`` answers the v2 call as NOT_SUPPORTED; a recorded
+    memory object without ``used`` (or another figure) answers it as 0.
+    Kills gpuscout.plugins.cuda.replay.xǁReplayedNvmlǁnvmlDeviceGetMemoryInfo__mutmut_14, _15,
+    _32, _39, _40."""
+    gpu = {"name": "x", "uuid": A, "memory_v1": {"total": 8, "free": 6}}
+    nv = ReplayedNvml({"gpus": [gpu]})
+    h = nv.nvmlDeviceGetHandleByIndex(0)
+    assert _nvml_error(nv.nvmlDeviceGetMemoryInfo, h, 2) == 3
+    memory = nv.nvmlDeviceGetMemoryInfo(h)
+    assert (memory.total, memory.free, memory.used, memory.reserved) == (8, 6, 0, 0)
