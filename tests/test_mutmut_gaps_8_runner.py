@@ -561,6 +561,7 @@ def test_a_runner_command_must_be_a_sequence_of_str(command: Any) -> None:
 
 
 def test_an_empty_command_is_refused_and_a_tuple_is_a_list() -> None:
+    """An empty argv runs nothing and is refused by name; a tuple of str is taken as a list."""
     with pytest.raises(RunnerError, match=r"^runner command is empty$"):
         _client._check_command(())
     assert _client._check_command(("a", "b")) == ["a", "b"]
