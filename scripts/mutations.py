@@ -380,8 +380,8 @@ MUTATIONS += [
     ),
     (
         _m,
-        "            if not h.mla:\n",
-        "            if True:\n",
+        "        v = 0 if h.mla else cells * row_size(tv, v_width, sizes)\n",
+        "        v = cells * row_size(tv, v_width, sizes)\n",
         FIT,
         "latent attention still gets a V cache",
     ),

@@ -122,26 +122,6 @@ def scan_params(h: Hparams) -> dict[str, int] | None:
     return {"d_state": h.ssm_state, "head_dim": 1, "n_head": h.ssm_inner, "n_group": 1, "mamba2": 0}
 
 
-def cache_tensors(
-    h: Hparams, c: est.Context, o: est.Options, sizes: Mapping[int, tuple[int, int]]
-) -> list[int]:
-    """Per block the bytes of its larger cache tensor, K or V (0 without a KV cache): llama.cpp
-    makes one tensor per block of each, every sequence's cells in it
-    (``llama_kv_cache::llama_kv_cache``, a 3-D tensor of n_stream streams)."""
-    tk, tv = est.cache_type(o.cache_type_k, sizes), est.cache_type(o.cache_type_v, sizes)
-    v_max = max((h.v_width(il) for il in range(h.n_layer) if h.kv_layers[il]), default=0)
-    out = []
-    for il in range(h.n_layer):
-        if not h.kv_layers[il]:
-            out.append(0)
-            continue
-        cells = c.swa_cells if h.swa[il] else c.full_cells
-        k = cells * est.row_size(tk, h.k_width(il), sizes)
-        v = 0 if h.mla else cells * est.row_size(tv, v_max if not o.flash_attn else h.v_width(il), sizes)
-        out.append(max(k, v))
-    return out
-
-
 def host_scan(
     h: Hparams, devices: Sequence[DeviceInfo], supports_op: Callable[..., bool] | None
 ) -> frozenset[tuple[str, str]]:
@@ -174,7 +154,7 @@ def cache_abort(
     if not oracle.options.kv_offload:  # -nkvo: the cache stays in host memory
         return ""
     first = oracle.measure(Config(n_ctx, ngl, tuple(request.tensor_split or ()), tuple(overrides)))
-    tensors = cache_tensors(h, first.context, oracle.options, quant_sizes())
+    tensors = [max(kv) for kv in est.cache_tensors(h, first.context, oracle.options, quant_sizes())]
     by_key = {(d.id, d.library): (names[k], d) for k, d in enumerate(devices)}
     for x in first.layout:
         name, d = by_key[(x.id, x.library)]

@@ -189,27 +189,37 @@ def cache_type(name: str, sizes: Mapping[int, tuple[int, int]]) -> int:
     return int(gguf.GGMLQuantizationType[name.upper()])
 
 
-def kv_bytes(h: Hparams, c: Context, o: Options, sizes: Mapping[int, tuple[int, int]]) -> list[int]:
-    """The KV cache plus recurrent state of each block (bytes, all sequences)."""
+def cache_tensors(
+    h: Hparams, c: Context, o: Options, sizes: Mapping[int, tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """Per block the bytes of its K and V cache tensors, every sequence's cells in each (one 3-D
+    tensor of n_stream streams); no V with latent attention, V padded when transposed."""
     tk, tv = cache_type(o.cache_type_k, sizes), cache_type(o.cache_type_v, sizes)
-    v_trans = not o.flash_attn
     v_max = max((h.v_width(il) for il in range(h.n_layer) if h.kv_layers[il]), default=0)
     out = []
     for il in range(h.n_layer):
-        total = 0
-        if h.kv_layers[il]:
-            cells = c.swa_cells if h.swa[il] else c.full_cells
-            k_width, v_width = h.k_width(il), (v_max if v_trans else h.v_width(il))
-            for width, t in ((k_width, tk), (v_width, tv)):
-                if width % sizes[t][0]:
-                    raise ModelError(
-                        f"{h.arch}: block {il}: rows of {width} cache elements are not "
-                        f"a whole number of {o.cache_type_k if t == tk else o.cache_type_v} "
-                        "blocks; llama.cpp refuses this cache type"
-                    )
-            total += cells * row_size(tk, k_width, sizes)
-            if not h.mla:
-                total += cells * row_size(tv, v_width, sizes)
+        if not h.kv_layers[il]:
+            out.append((0, 0))
+            continue
+        cells = c.swa_cells if h.swa[il] else c.full_cells
+        k_width, v_width = h.k_width(il), (h.v_width(il) if o.flash_attn else v_max)
+        for width, t in ((k_width, tk), (v_width, tv)):
+            if width % sizes[t][0]:
+                raise ModelError(
+                    f"{h.arch}: block {il}: rows of {width} cache elements are not "
+                    f"a whole number of {o.cache_type_k if t == tk else o.cache_type_v} "
+                    "blocks; llama.cpp refuses this cache type"
+                )
+        v = 0 if h.mla else cells * row_size(tv, v_width, sizes)
+        out.append((cells * row_size(tk, k_width, sizes), v))
+    return out
+
+
+def kv_bytes(h: Hparams, c: Context, o: Options, sizes: Mapping[int, tuple[int, int]]) -> list[int]:
+    """The KV cache plus recurrent state of each block (bytes, all sequences)."""
+    out = []
+    for il, (k, v) in enumerate(cache_tensors(h, c, o, sizes)):
+        total = k + v
         if h.recurrent[il]:
             total += (h.n_embd_r + h.n_embd_s) * F32 * max(1, c.n_seq)
         out.append(total)
@@ -426,6 +436,7 @@ __all__ = [
     "Graph",
     "Layers",
     "Options",
+    "cache_tensors",
     "cache_type",
     "context",
     "graph",
