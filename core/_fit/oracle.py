@@ -199,7 +199,7 @@ class Oracle:
         return out
 
     def _pipeline(
-        self, usage: list[Usage], layout: GPULayersList, ctx: est.Context, gd: est.Graph
+        self, usage: list[Usage], layout: GPULayersList, ctx: est.Context, gd: est.Graph, kv: Sequence[int]
     ) -> list[Usage]:
         """Pipeline parallelism (``llama_context``: several devices, every layer offloaded, layer
         split, no overrides): ggml's scheduler keeps GGML_SCHED_MAX_COPIES (4) copies of each
@@ -277,10 +277,24 @@ class Oracle:
             if here and before and here != before and only and h.ssm_inner:
                 extra[here] = extra.get(here, 0) + COPIES * projection
                 extra[before] = extra.get(before, 0) + COPIES * h.ssm_inner * t * est.F32
+        # A device's attention whose KQ scores exceed its largest allocation runs on the host
+        # (``usage.split_ops``): the block's Q and its K and V cache are inputs of a host split and
+        # its output one of the device's, each kept COPIES times (qwen3 at -c 8192 -ub 1024
+        # -fa off on three lavapipe devices, -ts 0,0,1: Vulkan2 122 MiB, the host 740).
+        left = 0
+        for x in layout:
+            key = (x.id, x.library)
+            for i in x.layers:
+                if i < h.n_layer and h.kv_layers[i] and too_big(gd.scores[i], by_device.get(key)):
+                    swa = h.swa[i]
+                    q = h.n_head[i] * (h.head_k_swa if swa else h.head_k) * t * est.F32
+                    left += COPIES * (q + kv[i])
+                    out_v = h.n_head[i] * (h.head_v_swa if swa else h.head_v) * t * est.F32
+                    extra[key] = extra.get(key, 0) + COPIES * out_v
         out = [attrs.evolve(u, graph=u.graph + extra.get((u.id, u.library), 0)) for u in usage[:-1]]
         everything = [i for x in layout for i in x.layers]
         host = usage[-1]
-        more = 3 * masks(everything) + 6 * row + scans * sent
+        more = 3 * masks(everything) + 6 * row + scans * sent + left
         return [*out, attrs.evolve(host, graph=host.graph + more)]
 
     def measure(self, config: Config) -> Measured:
@@ -313,7 +327,7 @@ class Oracle:
         )
         ngl = config.n_gpu_layers if config.n_gpu_layers >= 0 else n + 1
         if len(self.devices) > 1 and ngl > n and not config.overrides and self.options.kv_offload:
-            usage = self._pipeline(usage, layout, ctx, gd)
+            usage = self._pipeline(usage, layout, ctx, gd, kv)
         by_key = {(u.id, u.library): u for u in usage[:-1]}
         totals, models = [], []
         for k, d in enumerate(self.devices):
