@@ -45,6 +45,9 @@ class Usage:
 _FFN_IN = re.compile(r"\.ffn_(gate|up|gate_up)(_(ch|sh|)exps)?\.")
 _FFN_OUT = re.compile(r"\.ffn_down(_(ch|sh|)exps)?\.")
 _EXPERTS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps\.")
+_EXPERTS_UP = re.compile(r"\.ffn_(up|gate_up)_(ch|)exps\.")
+_EXPERTS_IN = re.compile(r"\.ffn_(up|gate|gate_up)_(ch|)exps\.")
+_EXPERTS_DOWN = re.compile(r"\.ffn_down_(ch|)exps\.")
 
 
 def ffn_copy(tensors: Sequence[TensorInfo]) -> int:
@@ -53,6 +56,25 @@ def ffn_copy(tensors: Sequence[TensorInfo]) -> int:
     inputs = sum(t.nbytes for t in tensors if _FFN_IN.search(t.name))
     output = max((t.nbytes for t in tensors if _FFN_OUT.search(t.name)), default=0)
     return max(inputs, output)
+
+
+def expert_matmuls(h: Hparams, n_tokens: int, moved: Sequence[TensorInfo]) -> int:
+    """What the first GPU holds for a block on another device whose expert tensors an override
+    left on the host: only those tensors' MUL_MAT_IDs run there, their weights copied in one at
+    a time (ggml's scheduler starts a new split at each host weight). A gate or up product holds
+    the input row, its weight and its output (the up's also the gate's output); the down product
+    the swiglu product, its weight, its output and a row; both, a row more (moe24 and moe8 on
+    two lavapipe devices, block 1's experts on the CPU: gate 37.06 / 19.02 MiB, up 43.06 /
+    27.02, down 77.07 / 31.02, gate and down or all three 82.06 / 32.02; moe_offload.json)."""
+    row = h.n_embd * n_tokens * est.F32
+    inner = h.n_expert_used * h.n_ff_exp * n_tokens * est.F32
+    out = h.n_expert_used * h.n_embd * n_tokens * est.F32
+    gate_up = [t for t in moved if _EXPERTS_IN.search(t.name)]
+    down = [t.nbytes for t in moved if _EXPERTS_DOWN.search(t.name)]
+    ups = any(_EXPERTS_UP.search(t.name) for t in gate_up)
+    phases = [row + (2 if ups else 1) * inner + max(t.nbytes for t in gate_up)] if gate_up else []
+    phases += [inner + max(down) + out + row] if down else []
+    return max(phases, default=0) + (row if gate_up and down else 0)
 
 
 def experts_on_host(tensors: Sequence[TensorInfo], moved: Mapping[str, int | None]) -> bool:
@@ -313,7 +335,23 @@ def account(
             [t for t in L.tensors_by_block[i] if t.name in moved and moved[t.name] is None] for i in range(n)
         ]
         masks = gd.masks_for(splits[0][0])
-        copies = [masks + gd.rest[i] + ffn_copy(moved_by_block[i]) for i in range(n) if host_copies[i]]
+        own_blocks = next(
+            (set(x.layers) for x in layout if (x.id, x.library) == (gpus[0].id, gpus[0].library)), set()
+        )
+        copies = []
+        for i in (i for i in range(n) if host_copies[i]):
+            experts = [t for t in moved_by_block[i] if _EXPERTS.search(t.name)]
+            if experts and i not in own_blocks:
+                # two rows more where the first GPU runs blocks of its own (moe24 -ts 8,17, block
+                # 12's experts on the CPU: 91.01 MiB against 82.06 with -ts 0,1)
+                own = 2 * h.n_embd * ctx.n_tokens * est.F32 if own_blocks else 0
+                copies.append(masks + own + expert_matmuls(h, ctx.n_tokens, experts))
+            elif experts and experts_on_host(L.tensors_by_block[i], moved):
+                # the block's own expert phase, with its expert weights copied in one at a time
+                # (moe24 at -c 8192, four blocks' experts on the CPU: 97.01 MiB, not 100)
+                copies.append(masks + gd.rest[i] + max(t.nbytes for t in experts))
+            else:
+                copies.append(masks + gd.rest[i] + ffn_copy(moved_by_block[i]))
         gpus[0] = attrs.evolve(gpus[0], graph=max([gpus[0].graph, *copies]))
     cpu_graph = g.on(cpu_blocks + host_attention, cpu_blocks, cpu_head)
     if gpus and not cpu_blocks and not host_attention:

@@ -613,7 +613,8 @@ def test_a_block_whose_experts_an_override_keeps_on_the_host_leaves_its_device_o
     ggml's scheduler sends ops on host weights (the first GPU, the experts copied in), so the
     block's own device keeps only its attention and router (moe8 -ts 1,6,2 with blocks 1-6's
     experts on the CPU: Vulkan1 15 MiB). GPU 1, holding block 1, has the masks and block 1's
-    attention; GPU 0 the expert phase with the largest expert tensor copied in.
+    attention; GPU 0, which runs blocks of its own, two rows and block 1's expert products,
+    one weight copied in at a time (``usage.expert_matmuls``: here the down product's).
     Kills gpuscout._fit.usage.x_account__mutmut_12, _57, _69, _71, _74, _134, _419.._423,
     _426.._436, _438, _494, _497, _500."""
     h = hparams(n_expert=8, n_expert_used=2, n_ff_exp=32)
@@ -630,7 +631,11 @@ def test_a_block_whose_experts_an_override_keeps_on_the_host_leaves_its_device_o
     gd = r.gd
     assert r.memory.gpus[1].graph == gd.on([1], [], False) == gd.masks_for([1]) + gd.attention[1]
     assert r.memory.gpus[1].weights == (0, 1000, 0)
-    assert r.memory.gpus[0].graph == max(gd.on([0], [0], True), gd.masks_for([0]) + gd.rest[1] + 60_000)
+    t = r.ctx.n_tokens
+    row, inner, out = h.n_embd * t * 4, 2 * 32 * t * 4, 2 * h.n_embd * t * 4
+    products = max(row + 2 * inner + 30_000, inner + 30_000 + out + row) + row
+    assert products == inner + 30_000 + out + 2 * row
+    assert r.memory.gpus[0].graph == gd.masks_for([0]) + 2 * row + products > gd.on([0], [0], True)
 
 
 def test_a_gpu_opened_with_no_layer_runs_no_head_its_logits_cannot_hold() -> None:
