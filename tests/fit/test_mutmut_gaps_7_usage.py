@@ -345,14 +345,15 @@ def test_a_host_blocks_feed_forward_runs_on_the_first_gpu_with_its_weights_copie
 def test_a_host_blocks_offloaded_attention_has_its_k_and_v_copied_in() -> None:
     """The host block's attention, run on the first GPU, reads the block's K and V from host
     memory: the scheduler copies them in beside the attention's tensors. At -c 32768 that copy
-    (masks, K and V of 32768 cells, the attention's core) is the GPU's largest.
+    (masks, K and V of 32768 cells, the attention phase with its rows) is the GPU's largest.
     Kills gpuscout._fit.usage.x_account__mutmut_364, _494, _497, _500."""
     d0 = gpu(0)
     r = run(model(), on((d0, [1, 2])), [d0], ctx=32768)
     gd = r.gd
     masks = gd.masks_for([1, 0])
     assert r.kv[0] == 32768 * 64 * 2
-    copy = masks + r.kv[0] + gd.core[0]
+    copy = masks + r.kv[0] + gd.attention[0]
+    assert gd.attention[0] > gd.core[0]
     assert copy > max(gd.on([1, 0], [1, 0], True), masks + gd.rest[0] + 5000)
     assert r.memory.gpus[0].graph == copy
 
@@ -433,7 +434,7 @@ def test_with_no_layer_on_a_gpu_llama_cpp_still_offloads_to_the_one_with_most_fr
         masks = gd.masks_for([0, 1])
         graph = max(
             gd.on([0, 1], [0, 1], True),
-            *(masks + r.kv[i] + gd.core[i] for i in (0, 1)),
+            *(masks + r.kv[i] + gd.attention[i] for i in (0, 1)),
             masks + gd.rest[0] + 5000,
             masks + gd.rest[1] + 5200,
             gd.on([], [], True) + OUT,
