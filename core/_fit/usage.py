@@ -309,8 +309,9 @@ def account(
         # allocation) the GPU's feed-forward copies sit on no masks.
         masks = gd.masks_for(attention)
         # An offloaded attention of a host block reads that block's K and V from host memory:
-        # the scheduler copies them into the GPU's compute buffer for the operation.
-        copies = [masks + kv[i] + gd.attention[i] for i in cpu_blocks if gd.core[i] and i not in host_attention]
+        # the scheduler copies them into the GPU's compute buffer beside the attention phase.
+        offloaded = [i for i in cpu_blocks if gd.core[i] and i not in host_attention]
+        copies = [masks + kv[i] + gd.attention[i] for i in offloaded]
         # Its feed-forward reads the block's projection weights: the gate and up (or down)
         # weights are copied in beside the phase's activations.
         copies += [
