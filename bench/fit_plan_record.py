@@ -267,21 +267,23 @@ DRAWN_LATER_SEED = 20261204
 
 
 def random_cases(
-    seed: int = RANDOM_SEED, count: int = RANDOM_COUNT, group: str = "random"
+    seed: int = RANDOM_SEED,
+    count: int = RANDOM_COUNT,
+    group: str = "random",
+    models: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """``count`` cases drawn with ``seed``: any model, 1-3 devices, and by chance a context, a
-    margin (one for all or one per device), a ubatch, parallel sequences, flash attention and a
-    quantised cache, in the spread a host's users would give them."""
+    """``count`` cases drawn with ``seed``: any model (of ``models``; by default the fixture's),
+    1-3 devices, and by chance a context, a margin (one for all or one per device), a ubatch,
+    parallel sequences, flash attention and a quantised cache, in the spread a host's users
+    would give them."""
     import random
 
     rng = random.Random(seed)
-    models = sorted(
-        [
-            "deepseek2-mla", "dense16", "dense32", "falcon-h1", "gemma2", "gemma3-270m", "gemma3-swa",
-            "granitehybrid", "hybrid24", "llama-gqa", "llama-narrow", "llama-wide", "mamba2", "mamba2-24",
-            "mamba2-wide", "moe24", "moe8", "qwen2-bias", "qwen3", "qwen3moe", "qwen3moe-wide",
-        ]
-    )  # fmt: skip
+    models = sorted(models or [
+        "deepseek2-mla", "dense16", "dense32", "falcon-h1", "gemma2", "gemma3-270m", "gemma3-swa",
+        "granitehybrid", "hybrid24", "llama-gqa", "llama-narrow", "llama-wide", "mamba2", "mamba2-24",
+        "mamba2-wide", "moe24", "moe8", "qwen2-bias", "qwen3", "qwen3moe", "qwen3moe-wide",
+    ])  # fmt: skip
     margins = [1024, 1500, 1800, 1900, 1950, 1990, 2010, 2025, 2035]
     out = []
     for k in range(count):
