@@ -214,15 +214,15 @@ class Oracle:
 
         by_device = {(d.id, d.library): d for d in self.devices}
 
+        def left(i: int, key: tuple[str, str] | None) -> bool:
+            """Whether block ``i``'s attention, on device ``key``, runs on the host instead: its
+            KQ scores exceed that device's largest allocation."""
+            return too_big(gd.scores[i], by_device.get(key) if key else None)
+
         def masks(layers: Sequence[int], key: tuple[str, str] | None = None) -> int:
             """The masks of the attention ``layers`` run on device ``key`` (None: the host):
             not those whose KQ scores exceed its largest allocation, which run on the host."""
-            device = by_device.get(key) if key else None
-            kinds = {
-                h.swa[i]
-                for i in layers
-                if i < h.n_layer and h.kv_layers[i] and not too_big(gd.scores[i], device)
-            }
+            kinds = {h.swa[i] for i in layers if i < h.n_layer and h.kv_layers[i] and not left(i, key)}
             return sum(
                 (ctx.swa_cells if swa else ctx.full_cells) // ctx.n_seq * t * per_cell for swa in kinds
             )
@@ -281,20 +281,20 @@ class Oracle:
         # (``usage.split_ops``): the block's Q and its K and V cache are inputs of a host split and
         # its output one of the device's, each kept COPIES times (qwen3 at -c 8192 -ub 1024
         # -fa off on three lavapipe devices, -ts 0,0,1: Vulkan2 122 MiB, the host 740).
-        left = 0
+        sent_home = 0
         for x in layout:
             key = (x.id, x.library)
             for i in x.layers:
-                if i < h.n_layer and h.kv_layers[i] and too_big(gd.scores[i], by_device.get(key)):
+                if i < h.n_layer and h.kv_layers[i] and left(i, key):
                     swa = h.swa[i]
                     q = h.n_head[i] * (h.head_k_swa if swa else h.head_k) * t * est.F32
-                    left += COPIES * (q + kv[i])
+                    sent_home += COPIES * (q + kv[i])
                     out_v = h.n_head[i] * (h.head_v_swa if swa else h.head_v) * t * est.F32
                     extra[key] = extra.get(key, 0) + COPIES * out_v
         out = [attrs.evolve(u, graph=u.graph + extra.get((u.id, u.library), 0)) for u in usage[:-1]]
         everything = [i for x in layout for i in x.layers]
         host = usage[-1]
-        more = 3 * masks(everything) + 6 * row + scans * sent + left
+        more = 3 * masks(everything) + 6 * row + scans * sent + sent_home
         return [*out, attrs.evolve(host, graph=host.graph + more)]
 
     def measure(self, config: Config) -> Measured:
